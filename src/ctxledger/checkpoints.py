@@ -1,0 +1,47 @@
+"""The :class:`Checkpoint`: a summary of old rounds plus where the raw tail of the view starts."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+__all__ = ["Checkpoint", "CheckpointReason"]
+
+#: Why a checkpoint was made.
+CheckpointReason = Literal["threshold_exceeded", "prompt_too_long", "manual"]
+
+
+class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
+    """A compaction result: history before ``retain_from_seq`` is shown as ``summary``.
+
+    Checkpoints never alter history; the newest one is the active one.
+
+    Attributes:
+        id: Unique id of the checkpoint.
+        summary: The summary text shown in place of the covered messages.
+        retain_from_seq: The first message seq shown verbatim after the summary (a seq, never a
+            list index).
+        covers_through_seq: The last message seq the summary covers (``retain_from_seq - 1``
+            unless the cut left nothing to retain).
+        reason: ``threshold_exceeded``, ``prompt_too_long`` or ``manual``.
+        focus: The focus text of a manual compaction, if any.
+        created_at: Unix time at which the checkpoint was made (from the host's clock).
+        previous_checkpoint_id: The checkpoint this one extends incrementally, if any.
+        tokens_before: Estimated view tokens before the compaction.
+        tokens_after: Estimated view tokens after it.
+        input_hash: Content address of the summariser's input (covered messages, previous summary
+            and focus), so that what-if replays can reuse a summary for an identical input.
+    """
+
+    id: str
+    summary: str
+    retain_from_seq: int
+    covers_through_seq: int
+    reason: CheckpointReason
+    focus: str | None = None
+    created_at: float = 0.0
+    previous_checkpoint_id: str | None = None
+    tokens_before: int = 0
+    tokens_after: int = 0
+    input_hash: str = ""

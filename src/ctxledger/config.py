@@ -1,0 +1,166 @@
+"""The frozen :class:`Config` of a session, and its construction from the environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import msgspec
+
+from ctxledger.errors import ConfigError
+
+__all__ = ["Config"]
+
+ThresholdPolicyName = Literal["fixed", "dynamic"]
+
+# Seed names first (the articles' environment variables), then the CTXLEDGER_* name of each field.
+_SEED_ENV_NAMES = {
+    "context_window": "CONTEXT_WINDOW",
+    "compression_threshold": "COMPRESSION_THRESHOLD",
+    "min_retain_rounds": "MIN_RETAIN_ROUNDS",
+    "summary_timeout": "SUMMARY_TIMEOUT",
+}
+
+
+class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=False):
+    """How one session budgets, compacts and projects its context.
+
+    A session's Config is recorded in its log when the session is created and whenever it changes,
+    so replay always uses the settings that were in force. New fields always get defaults.
+
+    Attributes:
+        context_window: The model's context window, in tokens.
+        compression_threshold: Compact when the estimate reaches this share of the window.
+        min_retain_rounds: Rounds (user turns) kept verbatim after the cut.
+        summary_timeout: Seconds the summariser may take before the compaction is abandoned.
+        micro_keep_recent: Tool results newer than this many are never masked.
+        micro_min_chars: Tool results at most this long are never masked.
+        micro_preserve_tools: Tools whose results are never masked.
+        micro_batch: Re-mask only when this many more results have aged past
+            ``micro_keep_recent`` (1 reproduces the seed behaviour; larger keeps the prompt prefix
+            byte-stable between re-maskings, which keeps provider prompt caches warm).
+        max_reactive_retries: Reactive compactions before :class:`ContextOverflowError`.
+        snapshot_interval: Events between projection snapshots.
+        max_tool_result_chars: A tool result longer than this is shown truncated (head, tail and a
+            marker); 0 means a quarter of the compaction threshold, in characters.
+        summary_max_chars: Room reserved for the summary when a cut is planned; 0 means automatic.
+        summary_chunk_chars: Largest summariser input in one call; longer inputs are summarised
+            in chunks. 0 means automatic (half the window, in characters).
+        threshold_policy: ``"fixed"`` (``window × compression_threshold``) or ``"dynamic"``.
+    """
+
+    context_window: int = 128_000
+    compression_threshold: float = 0.8
+    min_retain_rounds: int = 10
+    summary_timeout: float = 120.0
+    micro_keep_recent: int = 3
+    micro_min_chars: int = 100
+    micro_preserve_tools: tuple[str, ...] = ()
+    micro_batch: int = 8
+    max_reactive_retries: int = 3
+    snapshot_interval: int = 1000
+    max_tool_result_chars: int = 0
+    summary_max_chars: int = 0
+    summary_chunk_chars: int = 0
+    threshold_policy: ThresholdPolicyName = "fixed"
+
+    def __post_init__(self) -> None:
+        _require_int(self, "context_window", minimum=1)
+        threshold = self.compression_threshold
+        if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+            raise ConfigError("compression_threshold", f"must be a number, got {threshold!r}")
+        if not 0 < threshold <= 1:
+            raise ConfigError("compression_threshold", f"must be in (0, 1], got {threshold!r}")
+        for name in (
+            "min_retain_rounds",
+            "micro_keep_recent",
+            "micro_min_chars",
+            "max_reactive_retries",
+            "max_tool_result_chars",
+            "summary_max_chars",
+            "summary_chunk_chars",
+        ):
+            _require_int(self, name, minimum=0)
+        _require_int(self, "micro_batch", minimum=1)
+        _require_int(self, "snapshot_interval", minimum=1)
+        timeout = self.summary_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise ConfigError("summary_timeout", f"must be a positive number, got {timeout!r}")
+        if not all(isinstance(tool, str) for tool in self.micro_preserve_tools):
+            raise ConfigError("micro_preserve_tools", "must be a sequence of tool names")
+        if self.threshold_policy not in ("fixed", "dynamic"):
+            raise ConfigError(
+                "threshold_policy", f"must be 'fixed' or 'dynamic', got {self.threshold_policy!r}"
+            )
+
+    def replace(self, **changes: Any) -> Config:
+        """Return a copy with ``changes`` applied (validated like a new Config).
+
+        Raises:
+            ConfigError: A changed value is invalid.
+        """
+        unknown = set(changes) - set(self.__struct_fields__)
+        if unknown:
+            name = sorted(unknown)[0]
+            raise ConfigError(name, "no such setting")
+        return msgspec.structs.replace(self, **changes)
+
+    @property
+    def threshold_tokens(self) -> int:
+        """The fixed compaction threshold in tokens: ``int(window × compression_threshold)``."""
+        return int(self.context_window * self.compression_threshold)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Config:
+        """Build a Config from environment variables.
+
+        Reads ``CONTEXT_WINDOW``, ``COMPRESSION_THRESHOLD``, ``MIN_RETAIN_ROUNDS`` and
+        ``SUMMARY_TIMEOUT`` (the seed's names), and ``CTXLEDGER_<FIELD>`` for every field (which
+        wins over the seed name). ``micro_preserve_tools`` is a comma-separated list.
+
+        Args:
+            environ: The variables to read; ``os.environ`` by default.
+            **overrides: Values that win over the environment.
+
+        Raises:
+            ConfigError: A variable does not parse or its value is invalid.
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for name, field_type in _field_types().items():
+            raw = env.get(f"CTXLEDGER_{name.upper()}")
+            if raw is None and name in _SEED_ENV_NAMES:
+                raw = env.get(_SEED_ENV_NAMES[name])
+            if raw is not None:
+                values[name] = _parse(name, field_type, raw)
+        values.update(overrides)
+        return cls(**values)
+
+
+def _field_types() -> dict[str, Any]:
+    info = msgspec.inspect.type_info(Config)
+    assert isinstance(info, msgspec.inspect.StructType)
+    return {field.name: field.type for field in info.fields}
+
+
+def _parse(name: str, field_type: Any, raw: str) -> Any:
+    text = raw.strip()
+    try:
+        if isinstance(field_type, msgspec.inspect.IntType):
+            return int(text)
+        if isinstance(field_type, msgspec.inspect.FloatType):
+            return float(text)
+        if isinstance(field_type, msgspec.inspect.VarTupleType):
+            return tuple(part.strip() for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ConfigError(name, f"cannot parse {raw!r}") from None
+    return text
+
+
+def _require_int(config: Config, name: str, *, minimum: int) -> None:
+    value = getattr(config, name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(name, f"must be an integer, got {value!r}")
+    if value < minimum:
+        raise ConfigError(name, f"must be >= {minimum}, got {value}")

@@ -1,0 +1,114 @@
+"""Every exception ctxledger raises, split by who is at fault.
+
+All of them derive from :class:`CtxLedgerError`. Errors caused by the caller's input co-inherit
+``ValueError``; errors of the storage layer co-inherit ``OSError`` only where the meaning fits.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "ContextOverflowError",
+    "CorruptRecordError",
+    "CtxLedgerError",
+    "EventDecodeError",
+    "HostClosedError",
+    "InvalidMessageError",
+    "SessionExistsError",
+    "StorageError",
+    "UnknownEventTypeError",
+    "UnknownSessionError",
+    "VersionConflictError",
+]
+
+
+class CtxLedgerError(Exception):
+    """Raised for every failure that ctxledger itself detects; the base of all its errors."""
+
+
+# --- the caller's input -------------------------------------------------------------------------
+
+
+class InvalidMessageError(CtxLedgerError, ValueError):
+    """Raised when a message is malformed or does not fit the session's history.
+
+    Examples: an unknown role, a tool message without ``tool_call_id``, tool-call arguments that
+    are not a JSON object string, or a tool result answering no open tool call. Nothing is written.
+    """
+
+
+class ConfigError(CtxLedgerError, ValueError):
+    """Raised when a configuration value is invalid; ``field`` names the offending setting."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"invalid config value for {field!r}: {message}")
+        self.field = field
+
+
+class UnknownSessionError(CtxLedgerError, KeyError):
+    """Raised when a session id is not present in the log."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the plain message
+        return str(self.args[0]) if self.args else "unknown session"
+
+
+class SessionExistsError(CtxLedgerError, ValueError):
+    """Raised when creating a session (for example a fork) whose id is already taken."""
+
+
+class HostClosedError(CtxLedgerError, RuntimeError):
+    """Raised when a closed host or one of its sessions is used."""
+
+
+class ContextOverflowError(CtxLedgerError, RuntimeError):
+    """Raised when reactive compaction cannot shrink the view after ``max_reactive_retries``."""
+
+
+# --- concurrency --------------------------------------------------------------------------------
+
+
+class VersionConflictError(CtxLedgerError):
+    """Raised when an append's expected last seq differs from the session's; nothing is written."""
+
+    def __init__(self, session_id: str, expected: int, actual: int) -> None:
+        super().__init__(
+            f"session {session_id!r}: expected last seq {expected}, but the log is at {actual}"
+        )
+        self.session_id = session_id
+        self.expected = expected
+        self.actual = actual
+
+
+# --- storage and stored data --------------------------------------------------------------------
+
+
+class StorageError(CtxLedgerError, OSError):
+    """Raised when the storage backend fails (an ``lmdb.Error`` translated at the boundary)."""
+
+
+class EventDecodeError(CtxLedgerError, ValueError):
+    """Raised when stored bytes cannot be decoded into an event."""
+
+
+class CorruptRecordError(EventDecodeError):
+    """Raised when a stored record fails its checksum or cannot be decoded.
+
+    ``session_id`` and ``seq`` name the position of the damaged record (either may be ``None``
+    when the position is unknown, for example when decoding loose bytes).
+    """
+
+    def __init__(self, message: str, *, session_id: str | None = None, seq: int | None = None):
+        where = f"session {session_id!r} seq {seq}: " if session_id is not None else ""
+        super().__init__(f"corrupt record: {where}{message}")
+        self.session_id = session_id
+        self.seq = seq
+
+
+class UnknownEventTypeError(EventDecodeError):
+    """Raised when a stored event carries a tag that no event type or upcaster knows."""
+
+    def __init__(self, tag: object) -> None:
+        super().__init__(
+            f"unknown event type tag {tag!r}: written by a newer ctxledger, or an upcaster is missing"
+        )
+        self.tag = tag

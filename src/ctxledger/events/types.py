@@ -1,0 +1,170 @@
+"""The event vocabulary: one tagged union of frozen, keyword-only msgspec Structs.
+
+Schema rules (see DESIGN §3): tags are explicit and never change; new fields get defaults; a field
+is never reordered or retyped; a breaking change is a new tag plus an upcaster in
+:mod:`ctxledger.events.upcasters`. Message seqs (dense per session, counting only messages) are
+distinct from event seqs (the position of an event in its session's log).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+import msgspec
+
+from ctxledger.checkpoints import Checkpoint
+from ctxledger.config import Config
+from ctxledger.messages import Message
+
+__all__ = [
+    "EVENT_TYPES",
+    "CheckpointCreated",
+    "CompactionFailed",
+    "CompactionStarted",
+    "ConfigChanged",
+    "Event",
+    "EventBase",
+    "MessageAppended",
+    "MessagePinned",
+    "SessionForked",
+    "SessionOpened",
+    "ToolResultSynthesized",
+    "TranscriptExported",
+    "UsageReported",
+    "ViewServed",
+]
+
+CompactionReason = Literal["threshold_exceeded", "prompt_too_long", "manual"]
+
+
+class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    """Base of every event; subclasses set an explicit, stable ``tag``."""
+
+
+class SessionOpened(EventBase, tag="session_opened"):
+    """A session was created with ``config``; always the session's first event."""
+
+    session_id: str
+    config: Config
+    created_at: float = 0.0
+
+
+class MessageAppended(EventBase, tag="message_appended"):
+    """``message`` (carrying its seq) was appended to history."""
+
+    message: Message
+
+
+class UsageReported(EventBase, tag="usage_reported"):
+    """The provider measured the prompt built when ``through_seq`` was the newest message."""
+
+    prompt_tokens: int
+    completion_tokens: int = 0
+    through_seq: int = 0
+
+
+class CompactionStarted(EventBase, tag="compaction_started"):
+    """A compaction was planned and handed to the summariser."""
+
+    compaction_id: str
+    reason: CompactionReason
+    retain_from_seq: int
+    covers_through_seq: int
+    estimated_tokens: int = 0
+    focus: str | None = None
+    attempt: int = 0
+
+
+class CheckpointCreated(EventBase, tag="checkpoint_created"):
+    """A compaction finished; ``checkpoint`` is now the active one."""
+
+    compaction_id: str
+    checkpoint: Checkpoint
+
+
+class CompactionFailed(EventBase, tag="compaction_failed"):
+    """A compaction ended without a checkpoint; the previous one stays active."""
+
+    compaction_id: str
+    reason: str = "summary_unavailable"
+    detail: str = ""
+
+
+class ToolResultSynthesized(EventBase, tag="tool_result_synthesized"):
+    """Recovery answered a tool call that was never answered; ``message`` carries its seq."""
+
+    message: Message
+    reason: str = "interrupted"
+
+
+class ViewServed(EventBase, tag="view_served"):
+    """A model view was served; replay must rebuild a view with the same ``view_hash``."""
+
+    through_seq: int
+    estimated_tokens: int
+    view_hash: str
+    checkpoint_id: str | None = None
+    message_count: int = 0
+
+
+class SessionForked(EventBase, tag="session_forked"):
+    """This session was forked from ``parent_id``; it shares the parent's first events.
+
+    The fork's state is the parent's events ``1..parent_event_seq`` followed by its own.
+    """
+
+    parent_id: str
+    at_seq: int
+    parent_event_seq: int
+
+
+class TranscriptExported(EventBase, tag="transcript_exported"):
+    """The session's transcript was exported to ``path``."""
+
+    path: str
+    messages: int
+    checkpoints: int = 0
+    sha256: str = ""
+
+
+class ConfigChanged(EventBase, tag="config_changed"):
+    """The session's Config changed; ``config`` applies from this event on."""
+
+    config: Config
+
+
+class MessagePinned(EventBase, tag="message_pinned"):
+    """Message ``seq`` is shown verbatim in every later view."""
+
+    seq: int
+
+
+Event: TypeAlias = (
+    SessionOpened
+    | MessageAppended
+    | UsageReported
+    | CompactionStarted
+    | CheckpointCreated
+    | CompactionFailed
+    | ToolResultSynthesized
+    | ViewServed
+    | SessionForked
+    | TranscriptExported
+    | ConfigChanged
+    | MessagePinned
+)
+
+EVENT_TYPES: tuple[type[EventBase], ...] = (
+    SessionOpened,
+    MessageAppended,
+    UsageReported,
+    CompactionStarted,
+    CheckpointCreated,
+    CompactionFailed,
+    ToolResultSynthesized,
+    ViewServed,
+    SessionForked,
+    TranscriptExported,
+    ConfigChanged,
+    MessagePinned,
+)

@@ -1,0 +1,116 @@
+"""The value types every layer shares: :class:`Message` and :class:`ToolCall`.
+
+They are frozen msgspec Structs so that they can be embedded in events, hashed into view hashes
+and decoded quickly during replay. Validation runs in ``__post_init__`` so that a malformed message
+can never be constructed, decoded or appended.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ctxledger.errors import InvalidMessageError
+
+__all__ = ["APPENDABLE_ROLES", "ROLES", "Message", "ToolCall"]
+
+#: Roles a caller may append to a session's history.
+APPENDABLE_ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
+#: Every role a :class:`Message` may carry; ``summary`` appears only in model views.
+ROLES: frozenset[str] = APPENDABLE_ROLES | {"summary"}
+
+_json_decoder = msgspec.json.Decoder()
+
+
+class ToolCall(msgspec.Struct, frozen=True, kw_only=False):
+    """One tool call requested by an assistant message.
+
+    Attributes:
+        id: The provider's call id; a tool message answers it through ``tool_call_id``.
+        name: The tool's name.
+        arguments: The arguments, a JSON object encoded as a string.
+    """
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise InvalidMessageError("tool call id must be a non-empty string")
+        if not isinstance(self.name, str) or not self.name:
+            raise InvalidMessageError(f"tool call {self.id!r}: name must be a non-empty string")
+        if not isinstance(self.arguments, str):
+            raise InvalidMessageError(f"tool call {self.id!r}: arguments must be a JSON string")
+        try:
+            parsed = _json_decoder.decode(self.arguments)
+        except msgspec.DecodeError as exc:
+            raise InvalidMessageError(
+                f"tool call {self.id!r}: arguments are not valid JSON: {exc}"
+            ) from None
+        if not isinstance(parsed, dict):
+            raise InvalidMessageError(f"tool call {self.id!r}: arguments must be a JSON object")
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True):
+    """One chat message, as appended to a session's history or shown in a model view.
+
+    Attributes:
+        role: ``system``, ``user``, ``assistant`` or ``tool`` (``summary`` only in views).
+        content: The text.
+        tool_calls: Tool calls of an assistant message.
+        tool_call_id: For a tool message, the id of the call it answers.
+        name: For a tool message, the tool's name; optional elsewhere.
+        seq: The per-session sequence number, ``None`` until the message is appended.
+        metadata: Free-form JSON-compatible data carried along unchanged.
+    """
+
+    role: str
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    seq: int | None = None
+    metadata: dict[str, Any] = {}
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise InvalidMessageError(
+                f"unknown role {self.role!r}; expected one of {sorted(APPENDABLE_ROLES)}"
+            )
+        if not isinstance(self.content, str):
+            raise InvalidMessageError(f"{self.role} message content must be a string")
+        if self.tool_calls and self.role != "assistant":
+            raise InvalidMessageError(f"only assistant messages carry tool calls, not {self.role}")
+        if self.role == "tool":
+            if not self.tool_call_id:
+                raise InvalidMessageError("tool message needs a tool_call_id")
+        elif self.tool_call_id is not None:
+            raise InvalidMessageError(f"{self.role} message must not carry a tool_call_id")
+        if len({call.id for call in self.tool_calls}) != len(self.tool_calls):
+            raise InvalidMessageError("tool call ids repeat within one assistant message")
+
+    @classmethod
+    def system(cls, content: str) -> Message:
+        """Build a system message."""
+        return cls(role="system", content=content)
+
+    @classmethod
+    def user(cls, content: str) -> Message:
+        """Build a user message."""
+        return cls(role="user", content=content)
+
+    @classmethod
+    def assistant(cls, content: str = "", tool_calls: tuple[ToolCall, ...] | list[ToolCall] = ()) -> Message:
+        """Build an assistant message, optionally carrying tool calls."""
+        return cls(role="assistant", content=content, tool_calls=tuple(tool_calls))
+
+    @classmethod
+    def tool(cls, content: str, tool_call_id: str, name: str | None = None) -> Message:
+        """Build a tool result answering the call ``tool_call_id``."""
+        return cls(role="tool", content=content, tool_call_id=tool_call_id, name=name)
+
+    def with_seq(self, seq: int) -> Message:
+        """Return a copy of this message carrying ``seq``."""
+        return msgspec.structs.replace(self, seq=seq)
