@@ -1,0 +1,73 @@
+"""Shared fixtures: real traces, hypothesis profiles, and actor hygiene."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pykka
+import pytest
+from hypothesis import HealthCheck, settings
+
+from ctxledger.messages import Message, ToolCall
+
+# Slow property runs use few examples under CI and many locally (HYPOTHESIS_PROFILE=long).
+settings.register_profile(
+    "ci", max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "dev", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "long", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+TRACES_DIR = Path(
+    os.environ.get("CTXLEDGER_TRACES", Path(__file__).resolve().parents[2] / "shared" / "traces")
+)
+
+
+def trace_files() -> list[Path]:
+    """Every ``*.jsonl`` trace in ../shared/traces (empty when the folder is missing)."""
+    return sorted(TRACES_DIR.glob("*.jsonl")) if TRACES_DIR.is_dir() else []
+
+
+def load_trace(path: Path) -> list[Message]:
+    """Read one trace file into messages (without seqs)."""
+    messages = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        raw = json.loads(line)
+        messages.append(
+            Message(
+                role=raw["role"],
+                content=raw.get("content", ""),
+                tool_calls=tuple(
+                    ToolCall(call["id"], call["name"], call["arguments"])
+                    for call in raw.get("tool_calls", ())
+                ),
+                tool_call_id=raw.get("tool_call_id"),
+                name=raw.get("name"),
+            )
+        )
+    return messages
+
+
+@pytest.fixture(scope="session")
+def traces() -> dict[str, list[Message]]:
+    """All real traces by file stem; skips the test when ../shared/traces is missing."""
+    files = trace_files()
+    if not files:
+        pytest.skip(f"real traces not found in {TRACES_DIR} (set CTXLEDGER_TRACES to the folder)")
+    return {path.stem: load_trace(path) for path in files}
+
+
+@pytest.fixture(autouse=True)
+def _stop_all_actors() -> Iterator[None]:
+    """Stop every pykka actor a test left running, so one test cannot hang the next."""
+    yield
+    pykka.ActorRegistry.stop_all(block=True, timeout=10)

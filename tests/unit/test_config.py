@@ -1,0 +1,90 @@
+"""Config defaults, validation and environment parsing."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxledger import Config, ConfigError
+
+
+def test_defaults_match_the_design() -> None:
+    """The documented defaults are the seed's values."""
+    config = Config()
+    assert config.context_window == 128_000
+    assert config.compression_threshold == 0.8
+    assert config.min_retain_rounds == 10
+    assert config.summary_timeout == 120.0
+    assert config.micro_keep_recent == 3
+    assert config.micro_min_chars == 100
+    assert config.micro_preserve_tools == ()
+    assert config.max_reactive_retries == 3
+    assert config.threshold_tokens == 102_400
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"compression_threshold": 0.0}, "compression_threshold"),
+        ({"compression_threshold": 1.01}, "compression_threshold"),
+        ({"context_window": 0}, "context_window"),
+        ({"min_retain_rounds": -1}, "min_retain_rounds"),
+        ({"micro_keep_recent": -2}, "micro_keep_recent"),
+        ({"summary_timeout": 0}, "summary_timeout"),
+        ({"micro_batch": 0}, "micro_batch"),
+        ({"threshold_policy": "random"}, "threshold_policy"),
+    ],
+)
+def test_invalid_values_name_the_field(changes: dict[str, object], field: str) -> None:
+    """Each invalid value raises ConfigError naming its field."""
+    with pytest.raises(ConfigError) as info:
+        Config(**changes)  # type: ignore[arg-type]
+    assert info.value.field == field
+    assert field in str(info.value)
+
+
+def test_threshold_of_one_is_allowed() -> None:
+    """The interval is (0, 1]: exactly 1 is valid."""
+    assert Config(compression_threshold=1).threshold_tokens == 128_000
+
+
+def test_from_env_reads_seed_and_prefixed_names() -> None:
+    """Seed names are read; CTXLEDGER_* names win and cover every field."""
+    env = {
+        "CONTEXT_WINDOW": "32000",
+        "COMPRESSION_THRESHOLD": "0.5",
+        "MIN_RETAIN_ROUNDS": "4",
+        "SUMMARY_TIMEOUT": "7.5",
+        "CTXLEDGER_MIN_RETAIN_ROUNDS": "6",
+        "CTXLEDGER_MICRO_PRESERVE_TOOLS": "read_file, grep",
+    }
+    config = Config.from_env(env)
+    assert config.context_window == 32_000
+    assert config.compression_threshold == 0.5
+    assert config.min_retain_rounds == 6
+    assert config.summary_timeout == 7.5
+    assert config.micro_preserve_tools == ("read_file", "grep")
+
+
+@pytest.mark.parametrize(
+    ("env", "field"),
+    [
+        ({"CONTEXT_WINDOW": "lots"}, "context_window"),
+        ({"COMPRESSION_THRESHOLD": "2"}, "compression_threshold"),
+        ({"CTXLEDGER_MICRO_BATCH": "0"}, "micro_batch"),
+    ],
+)
+def test_from_env_rejects_bad_values(env: dict[str, str], field: str) -> None:
+    """A variable that does not parse or is out of range raises ConfigError for its field."""
+    with pytest.raises(ConfigError) as info:
+        Config.from_env(env)
+    assert info.value.field == field
+
+
+def test_replace_validates_and_rejects_unknown_fields() -> None:
+    """replace() applies the same validation and refuses unknown settings."""
+    assert Config().replace(context_window=1000).context_window == 1000
+    with pytest.raises(ConfigError):
+        Config().replace(compression_threshold=3)
+    with pytest.raises(ConfigError) as info:
+        Config().replace(window=3)
+    assert info.value.field == "window"
