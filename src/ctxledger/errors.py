@@ -14,6 +14,7 @@ __all__ = [
     "EventDecodeError",
     "HostClosedError",
     "InvalidMessageError",
+    "InvalidSeqError",
     "SessionExistsError",
     "StorageError",
     "UnknownEventTypeError",
@@ -35,6 +36,10 @@ class InvalidMessageError(CtxLedgerError, ValueError):
     Examples: an unknown role, a tool message without ``tool_call_id``, tool-call arguments that
     are not a JSON object string, or a tool result answering no open tool call. Nothing is written.
     """
+
+
+class InvalidSeqError(CtxLedgerError, ValueError):
+    """Raised when a seq names no message of the session (for example ``pin`` or ``view_at``)."""
 
 
 class ConfigError(CtxLedgerError, ValueError):
