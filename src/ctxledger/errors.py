@@ -6,6 +6,9 @@ All of them derive from :class:`CtxLedgerError`. Errors caused by the caller's i
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 __all__ = [
     "ConfigError",
     "ContextOverflowError",
@@ -17,6 +20,7 @@ __all__ = [
     "InvalidSeqError",
     "SessionExistsError",
     "StorageError",
+    "TraceFormatError",
     "UnknownEventTypeError",
     "UnknownSessionError",
     "VersionConflictError",
@@ -40,6 +44,24 @@ class InvalidMessageError(CtxLedgerError, ValueError):
 
 class InvalidSeqError(CtxLedgerError, ValueError):
     """Raised when a seq names no message of the session (for example ``pin`` or ``view_at``)."""
+
+
+class TraceFormatError(InvalidMessageError):
+    """Raised when a line of a trace file (the ../shared/traces JSONL format) is malformed.
+
+    ``path`` and ``line`` (1-based) name the offending line, ``reason`` says what is wrong; the
+    message reads ``"<path>:<line>: <reason>"`` so editors and terminals can jump to it.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], line: int, reason: str) -> None:
+        super().__init__(f"{os.fspath(path)}:{line}: {reason}")
+        self.path = Path(path)
+        self.line = line
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type[TraceFormatError], tuple[Path, int, str]]:
+        # The keyword-free constructor differs from ``args``; keep the error picklable.
+        return (type(self), (self.path, self.line, self.reason))
 
 
 class ConfigError(CtxLedgerError, ValueError):
