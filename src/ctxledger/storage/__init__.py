@@ -1,0 +1,22 @@
+"""Event storage: the :class:`EventLog` protocol, the in-memory reference and the LMDB log."""
+
+from ctxledger.storage.lmdb import DEFAULT_MAP_SIZE, LmdbEventLog
+from ctxledger.storage.memory import MemoryEventLog
+from ctxledger.storage.protocol import (
+    DURABILITY_MODES,
+    Durability,
+    EventLog,
+    RecordedEvent,
+    check_durability,
+)
+
+__all__ = [
+    "DEFAULT_MAP_SIZE",
+    "DURABILITY_MODES",
+    "Durability",
+    "EventLog",
+    "LmdbEventLog",
+    "MemoryEventLog",
+    "RecordedEvent",
+    "check_durability",
+]

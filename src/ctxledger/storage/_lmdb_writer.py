@@ -1,0 +1,246 @@
+"""The write side of an LMDB event log: the requests the journal applies, and their group state.
+
+Everything here runs on the journal thread, inside its write transaction. Within a group the
+state of sessions touched by earlier requests of the same group is held as *pending* and becomes
+*committed* only after the transaction commits; an aborted group (map full, then retried) leaves
+no trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import lmdb
+
+from ctxledger.errors import StorageError, UnknownSessionError, VersionConflictError
+from ctxledger.storage._layout import (
+    pack_pair,
+    pack_stamp,
+    pack_u32,
+    pack_u64,
+    unpack_pair,
+    unpack_stamp,
+    unpack_u32,
+    unpack_u64,
+)
+
+__all__ = ["AppendOp", "Databases", "DictionaryOp", "LmdbWriter", "SnapshotOp", "last_key_before"]
+
+
+class Databases(NamedTuple):
+    """The handles of the sub-databases of one environment (see :mod:`._layout`)."""
+
+    sessions: Any
+    session_ids: Any
+    events: Any
+    global_: Any
+    snapshots: Any
+    dicts: Any
+    meta: Any
+
+
+@dataclass(slots=True)
+class AppendOp:
+    """Append framed events (with their raw payload sizes) to a session."""
+
+    session_id: str
+    expected_seq: int
+    records: list[tuple[bytes, int]]
+
+
+@dataclass(slots=True)
+class SnapshotOp:
+    """Store a framed snapshot of a session taken after event ``seq``."""
+
+    session_id: str
+    seq: int
+    record: bytes
+
+
+@dataclass(slots=True)
+class DictionaryOp:
+    """Store a framed zstd dictionary under the next id and make it the active one."""
+
+    record: bytes
+
+
+def last_key_before(cursor: lmdb.Cursor, key: bytes) -> bytes | None:
+    """Put ``cursor`` on the greatest key below ``key``; return that key, or None."""
+    found = cursor.prev() if cursor.set_range(key) else cursor.last()
+    return bytes(cursor.key()) if found else None
+
+
+class LmdbWriter:
+    """Applies groups of requests to one environment; the journal's :class:`GroupWriter`.
+
+    The committed caches (session numbers, last seqs, last position, byte counters) are only a
+    shortcut: each group first checks that the log's last position is the one it expects, and
+    reloads from disk when another process has written in between.
+
+    Args:
+        dbs: The sub-databases.
+        clock: Returns the commit timestamp.
+        on_dictionary: Called after the commit of a new dictionary with its id and frame.
+    """
+
+    def __init__(
+        self,
+        dbs: Databases,
+        *,
+        clock: Callable[[], float],
+        on_dictionary: Callable[[int, bytes], None],
+    ) -> None:
+        self._dbs = dbs
+        self._clock = clock
+        self._on_dictionary = on_dictionary
+        self._numbers: dict[str, int] = {}
+        self._last: dict[int, int] = {}
+        self._position = -1  # unknown until the first group reads it
+        self._next_number = 1
+        self._counters = [0, 0]  # raw payload bytes, stored frame bytes
+        self._pending_numbers: dict[str, int] = {}
+        self._pending_last: dict[int, int] = {}
+        self._pending_position = 0
+        self._pending_counters = [0, 0]
+        self._pending_dictionary: tuple[int, bytes] | None = None
+
+    def write_group(
+        self, txn: lmdb.Transaction, ops: list[Any]
+    ) -> list[tuple[Any, BaseException | None]]:
+        """Apply ``ops`` in ``txn``; a conflicting request fails alone, before writing anything."""
+        self._sync_with_disk(txn)
+        self._pending_position = self._position
+        self._pending_counters = list(self._counters)
+        now = self._clock()
+        outcomes: list[tuple[Any, BaseException | None]] = []
+        for op in ops:
+            try:
+                if isinstance(op, AppendOp):
+                    outcomes.append((self._append(txn, op, now), None))
+                elif isinstance(op, SnapshotOp):
+                    outcomes.append((self._snapshot(txn, op), None))
+                else:
+                    outcomes.append((self._dictionary(txn, op), None))
+            except (VersionConflictError, UnknownSessionError) as exc:
+                outcomes.append((None, exc))
+        if self._pending_counters != self._counters:
+            raw, stored = self._pending_counters
+            txn.put(b"raw_bytes", pack_u64(raw), db=self._dbs.meta)
+            txn.put(b"stored_bytes", pack_u64(stored), db=self._dbs.meta)
+        return outcomes
+
+    def group_committed(self) -> None:
+        """Make the pending state of the committed group the committed state."""
+        self._numbers.update(self._pending_numbers)
+        self._next_number += len(self._pending_numbers)
+        self._last.update(self._pending_last)
+        self._position = self._pending_position
+        self._counters = self._pending_counters
+        dictionary = self._pending_dictionary
+        self._clear_pending()
+        if dictionary is not None:
+            self._on_dictionary(*dictionary)
+
+    def group_aborted(self) -> None:
+        """Drop the pending state of the aborted group."""
+        self._clear_pending()
+
+    def _clear_pending(self) -> None:
+        self._pending_numbers = {}
+        self._pending_last = {}
+        self._pending_dictionary = None
+
+    def _sync_with_disk(self, txn: lmdb.Transaction) -> None:
+        cursor = txn.cursor(db=self._dbs.global_)
+        position = unpack_u64(cursor.key()) if cursor.last() else 0
+        if position == self._position:
+            return
+        # First group, or another process wrote: rebuild the caches from the transaction.
+        self._position = position
+        self._numbers.clear()
+        self._last.clear()
+        cursor = txn.cursor(db=self._dbs.session_ids)
+        self._next_number = unpack_u64(cursor.key()) + 1 if cursor.last() else 1
+        meta = self._dbs.meta
+        self._counters = [
+            unpack_u64(txn.get(b"raw_bytes", b"\0" * 8, db=meta)),
+            unpack_u64(txn.get(b"stored_bytes", b"\0" * 8, db=meta)),
+        ]
+
+    def _number(self, txn: lmdb.Transaction, session_id: str) -> int | None:
+        number = self._pending_numbers.get(session_id) or self._numbers.get(session_id)
+        if number is None:
+            stamp = txn.get(session_id.encode(), db=self._dbs.sessions)
+            if stamp is None:
+                return None
+            number, _ = unpack_stamp(stamp, session_id=session_id)
+            self._numbers[session_id] = number
+        return number
+
+    def _last_seq(self, txn: lmdb.Transaction, number: int) -> int:
+        last = self._pending_last.get(number)
+        if last is None:
+            last = self._last.get(number)
+        if last is None:
+            key = last_key_before(txn.cursor(db=self._dbs.events), pack_pair(number + 1, 0))
+            last = 0
+            if key is not None:
+                key_number, seq = unpack_pair(key)
+                last = seq if key_number == number else 0
+            self._last[number] = last
+        return last
+
+    def _append(self, txn: lmdb.Transaction, op: AppendOp, now: float) -> tuple[int, int, float]:
+        number = self._number(txn, op.session_id)
+        actual = 0 if number is None else self._last_seq(txn, number)
+        if actual != op.expected_seq:
+            raise VersionConflictError(op.session_id, op.expected_seq, actual)
+        position = self._pending_position
+        if not op.records:
+            return op.expected_seq + 1, position + 1, now
+        dbs = self._dbs
+        if number is None:
+            number = self._next_number + len(self._pending_numbers)
+            txn.put(op.session_id.encode(), pack_stamp(number, now), db=dbs.sessions)
+            txn.put(pack_u64(number), op.session_id.encode(), db=dbs.session_ids)
+            self._pending_numbers[op.session_id] = number
+        seq = op.expected_seq
+        raw = stored = 0
+        for record, raw_size in op.records:
+            seq += 1
+            position += 1
+            if not txn.put(
+                pack_pair(number, seq),
+                pack_stamp(position, now) + record,
+                overwrite=False,
+                db=dbs.events,
+            ) or not txn.put(
+                pack_u64(position), pack_pair(number, seq), append=True, db=dbs.global_
+            ):
+                # The caches disagree with the disk: refuse rather than overwrite history.
+                raise StorageError(
+                    f"session {op.session_id!r} seq {seq} or position {position} exists"
+                )
+            raw += raw_size
+            stored += len(record)
+        self._pending_last[number] = seq
+        self._pending_position = position
+        self._pending_counters[0] += raw
+        self._pending_counters[1] += stored
+        return op.expected_seq + 1, position - len(op.records) + 1, now
+
+    def _snapshot(self, txn: lmdb.Transaction, op: SnapshotOp) -> None:
+        number = self._number(txn, op.session_id)
+        if number is None:
+            raise UnknownSessionError(f"no session {op.session_id!r}")
+        txn.put(pack_pair(number, op.seq), op.record, db=self._dbs.snapshots)
+
+    def _dictionary(self, txn: lmdb.Transaction, op: DictionaryOp) -> int:
+        cursor = txn.cursor(db=self._dbs.dicts)
+        dict_id = unpack_u32(cursor.key()) + 1 if cursor.last() else 1
+        txn.put(pack_u32(dict_id), op.record, db=self._dbs.dicts)
+        txn.put(b"active_dict", pack_u32(dict_id), db=self._dbs.meta)
+        self._pending_dictionary = (dict_id, op.record)
+        return dict_id

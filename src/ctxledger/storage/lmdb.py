@@ -1,0 +1,564 @@
+"""The durable :class:`LmdbEventLog`: one LMDB environment per host directory, group-committed.
+
+Layout: :mod:`ctxledger.storage._layout`. Writes: one journal thread per environment
+(:mod:`ctxledger.storage.journal`). Reads: short read transactions on the caller's thread, so a
+resize of the map (which needs every transaction of the process closed) waits at most one chunk.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import lmdb
+import structlog
+import zstandard
+
+from ctxledger.errors import CorruptRecordError, StorageError
+from ctxledger.events.codec import Codec, encode_payload
+from ctxledger.events.types import Event
+from ctxledger.storage._checks import check_append, check_range, check_snapshot
+from ctxledger.storage._layout import (
+    DB_NAMES,
+    FORMAT_NAME,
+    STAMP_SIZE,
+    pack_pair,
+    pack_u64,
+    unpack_pair,
+    unpack_stamp,
+    unpack_u32,
+    unpack_u64,
+)
+from ctxledger.storage._lmdb_writer import (
+    AppendOp,
+    Databases,
+    DictionaryOp,
+    LmdbWriter,
+    SnapshotOp,
+    last_key_before,
+)
+from ctxledger.storage.journal import Gate, Journal
+from ctxledger.storage.protocol import Durability, RecordedEvent, check_durability
+
+__all__ = ["DEFAULT_MAP_SIZE", "LmdbEventLog"]
+
+_log = structlog.get_logger(__name__)
+
+#: Initial map size; the map doubles whenever it fills (it is address space, not disk space).
+DEFAULT_MAP_SIZE = 1 << 30
+_MAX_READERS = 1024  # every thread reading at once needs a slot (py-lmdb uses MDB_NOTLS)
+_ITER_CHUNK = 512  # events per read transaction when streaming
+_MIN_SAMPLE = 64  # payloads smaller than this teach a dictionary nothing
+
+_REGISTRY: dict[str, _Environment] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+class _Environment:
+    """One open LMDB environment shared by every handle on its path in this process."""
+
+    def __init__(
+        self,
+        path: str,
+        durability: Durability,
+        map_size: int,
+        readonly: bool,
+        clock: Callable[[], float],
+    ) -> None:
+        self.path = path
+        self.durability = durability
+        self.readonly = readonly
+        self.refs = 1
+        self.gate = Gate()
+        flush = durability != "none"
+        try:
+            if not readonly:
+                os.makedirs(path, exist_ok=True)
+            self.env = lmdb.open(
+                path,
+                map_size=map_size,
+                max_dbs=len(DB_NAMES),
+                max_readers=_MAX_READERS,
+                sync=flush,
+                metasync=flush,
+                readonly=readonly,
+                lock=True,
+                create=not readonly,
+            )
+        except lmdb.Error as exc:
+            raise StorageError(f"cannot open the event log at {path!r}: {exc}") from exc
+        try:
+            stale = self.env.reader_check()
+            if stale:
+                _log.info("cleared stale reader slots", path=path, slots=stale)
+            self.dbs = Databases(
+                *(self.env.open_db(name.encode(), create=not readonly) for name in DB_NAMES)
+            )
+            self.codec = Codec()
+            self._meta_codec = Codec()  # dictionaries and snapshots never use a dictionary
+            self._check_format()
+            self._load_dictionaries()
+        except BaseException:
+            self.env.close()
+            raise
+        self.journal: Journal | None = None
+        if not readonly:
+            writer = LmdbWriter(self.dbs, clock=clock, on_dictionary=self._dictionary_committed)
+            self.journal = Journal(
+                self.env, writer, grow=self.grow, name=f"ctxledger-journal:{path}"
+            )
+
+    def _check_format(self) -> None:
+        with self.env.begin(write=not self.readonly) as txn:
+            found = txn.get(b"format", db=self.dbs.meta)
+            if found is None and not self.readonly:
+                txn.put(b"format", FORMAT_NAME, db=self.dbs.meta)
+            elif found not in (None, FORMAT_NAME):
+                raise StorageError(
+                    f"{self.path!r} holds format {bytes(found)!r}, not {FORMAT_NAME!r}"
+                )
+
+    def _load_dictionaries(self) -> None:
+        with self.env.begin() as txn:
+            for key, record in txn.cursor(db=self.dbs.dicts):
+                dict_id = unpack_u32(key)
+                try:
+                    self.codec.add_dictionary(dict_id, self._meta_codec.unframe(record))
+                except (CorruptRecordError, zstandard.ZstdError) as exc:
+                    _log.error(
+                        "zstd dictionary is damaged",
+                        path=self.path,
+                        dict_id=dict_id,
+                        error=str(exc),
+                    )
+            active = txn.get(b"active_dict", db=self.dbs.meta)
+        if active is not None and unpack_u32(active) in self.codec.dictionary_ids():
+            self.codec.activate(unpack_u32(active))
+
+    def _dictionary_committed(self, dict_id: int, record: bytes) -> None:
+        self.codec.add_dictionary(dict_id, self._meta_codec.unframe(record))
+        self.codec.activate(dict_id)
+
+    def grow(self) -> None:
+        """Double the map (on the journal thread, between transactions)."""
+        with self.gate.exclusive():
+            size = self.env.info()["map_size"] * 2
+            self.env.set_mapsize(size)
+        _log.info("grew the LMDB map", path=self.path, map_size=size)
+
+    @contextmanager
+    def reading(self) -> Iterator[lmdb.Transaction]:
+        """Open a short read transaction, translating ``lmdb.Error`` to :class:`StorageError`."""
+        try:
+            with self.gate.shared():
+                try:
+                    txn = self.env.begin(buffers=True)
+                except lmdb.MapResizedError:
+                    txn = None
+                if txn is not None:
+                    with txn:
+                        yield txn
+                    return
+            with self.gate.exclusive():  # another process grew the map: adopt its size
+                self.env.set_mapsize(0)
+            with self.gate.shared(), self.env.begin(buffers=True) as txn:
+                yield txn
+        except lmdb.Error as exc:
+            raise StorageError(f"LMDB read failed: {exc}") from exc
+
+    def close(self) -> None:
+        if self.journal is not None:
+            self.journal.close()
+        with self.gate.exclusive():
+            self.env.close()
+
+
+class LmdbEventLog:
+    """An :class:`~ctxledger.storage.EventLog` in an LMDB environment, with group commit.
+
+    Open it with :meth:`open`. Opening a path that is already open in this process returns a new
+    handle on the same environment (LMDB forbids two environments on one file in one process);
+    the environment closes with its last handle.
+
+    Durability modes:
+
+    * ``"sync"`` (default): an append returns once its commit is flushed to disk. Appends from all
+      threads are group-committed: one journal thread writes every batch that queued up while the
+      previous commit was flushing in a single transaction, so one fsync serves them all.
+    * ``"group"``: the same guarantee and the same mechanism (group commit is always on); kept as a
+      separate name so that hosts can ask for it explicitly.
+    * ``"none"``: the environment is opened without ``fsync`` (``sync=False, metasync=False``).
+      Committed data survives the process being killed but NOT an OS crash or power loss. Unsafe:
+      for tests and bulk imports only.
+
+    One process writes a directory at a time; other processes may open it ``readonly``.
+
+    Attributes:
+        path: The environment's directory.
+        durability: The durability mode.
+    """
+
+    def __init__(self, shared: _Environment) -> None:
+        """Wrap a shared environment; use :meth:`open` instead."""
+        self._shared = shared
+        self._closed = False
+        self.path = Path(shared.path)
+        self.durability = shared.durability
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        durability: Durability = "sync",
+        map_size: int = DEFAULT_MAP_SIZE,
+        readonly: bool = False,
+        clock: Callable[[], float] = time.time,
+    ) -> LmdbEventLog:
+        """Open (creating if needed) the event log in directory ``path``.
+
+        Args:
+            path: The directory of the LMDB environment.
+            durability: ``"sync"``, ``"group"`` or ``"none"`` (see the class docstring).
+            map_size: Initial map size in bytes; the map grows by itself when full.
+            readonly: Open for reading only (appends raise :class:`StorageError`).
+            clock: Returns commit timestamps (unix seconds).
+
+        Raises:
+            ConfigError: ``durability`` is not a durability mode.
+            StorageError: LMDB cannot open the environment, or the path is already open in this
+                process with another durability or ``readonly`` setting.
+        """
+        durability = check_durability(durability)
+        key = os.path.realpath(os.fspath(path))
+        with _REGISTRY_LOCK:
+            shared = _REGISTRY.get(key)
+            if shared is None:
+                shared = _REGISTRY[key] = _Environment(key, durability, map_size, readonly, clock)
+            elif (shared.durability, shared.readonly) != (durability, readonly):
+                raise StorageError(
+                    f"{key!r} is already open in this process with durability="
+                    f"{shared.durability!r}, readonly={shared.readonly}; close it first"
+                )
+            else:
+                shared.refs += 1
+        return cls(shared)
+
+    def __enter__(self) -> LmdbEventLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release this handle; the last handle on a path commits pending appends and closes it."""
+        with _REGISTRY_LOCK:
+            if self._closed:
+                return
+            self._closed = True
+            shared = self._shared
+            shared.refs -= 1
+            if shared.refs:
+                return
+            del _REGISTRY[shared.path]
+        shared.close()
+
+    # --- writes -------------------------------------------------------------------------------
+
+    def append(
+        self, session_id: str, events: Sequence[Event], *, expected_seq: int
+    ) -> list[RecordedEvent]:
+        """Append ``events`` atomically; see :meth:`ctxledger.storage.EventLog.append`.
+
+        The events are encoded on the calling thread; the call returns after the group commit
+        that includes them.
+        """
+        batch = check_append(session_id, events, expected_seq)
+        codec = self._shared.codec
+        records = []
+        for event in batch:
+            payload = encode_payload(event)
+            records.append((codec.frame(payload), len(payload)))
+        first_seq, first_position, timestamp = self._journal().submit(
+            AppendOp(session_id, expected_seq, records)
+        )
+        return [
+            RecordedEvent(
+                session_id=session_id,
+                seq=first_seq + index,
+                position=first_position + index,
+                timestamp=timestamp,
+                event=event,
+            )
+            for index, event in enumerate(batch)
+        ]
+
+    def save_snapshot(self, session_id: str, seq: int, data: bytes) -> None:
+        """Store a checksummed snapshot taken after event ``seq`` of ``session_id``.
+
+        Raises:
+            UnknownSessionError: The session has no events.
+        """
+        check_snapshot(session_id, seq)
+        self._journal().submit(
+            SnapshotOp(session_id, seq, self._shared._meta_codec.frame(bytes(data)))
+        )
+
+    def train_dictionary(self, sample_limit: int = 4000, *, dict_size: int = 16 * 1024) -> int:
+        """Train a zstd dictionary on the newest records and compress new records with it.
+
+        The dictionary is stored in the log under a new id and never deleted, so records
+        compressed with it stay readable.
+
+        Args:
+            sample_limit: At most this many of the newest events are sampled.
+            dict_size: The dictionary's size in bytes.
+
+        Returns:
+            The new dictionary's id.
+
+        Raises:
+            StorageError: The log holds too few events to train from, or it is read-only.
+        """
+        samples: list[bytes] = []
+        with self._reading() as txn:
+            for _, value in self._global_tail(txn, sample_limit):
+                payload = self._shared.codec.unframe(value[STAMP_SIZE:])
+                if len(payload) >= _MIN_SAMPLE:
+                    samples.append(payload)
+        try:
+            dictionary = zstandard.train_dictionary(dict_size, samples)
+        except zstandard.ZstdError as exc:
+            raise StorageError(
+                f"cannot train a dictionary on {len(samples)} events: {exc}"
+            ) from None
+        record = self._shared._meta_codec.frame(dictionary.as_bytes())
+        dict_id: int = self._journal().submit(DictionaryOp(record))
+        return dict_id
+
+    # --- reads --------------------------------------------------------------------------------
+
+    def read(
+        self,
+        session_id: str,
+        from_seq: int = 1,
+        to_seq: int | None = None,
+        *,
+        limit: int | None = None,
+    ) -> list[RecordedEvent]:
+        """Return a range of the session's events; see :meth:`ctxledger.storage.EventLog.read`."""
+        first, last = check_range(from_seq, to_seq, limit)
+        out: list[RecordedEvent] = []
+        if limit == 0 or (last is not None and last < first):
+            return out
+        with self._reading() as txn:
+            number = self._number(txn, session_id)
+            if number is None:
+                return out
+            cursor = txn.cursor(db=self._shared.dbs.events)
+            if not cursor.set_range(pack_pair(number, first)):
+                return out
+            for key, value in cursor:
+                key_number, seq = unpack_pair(key)
+                if key_number != number or (last is not None and seq > last):
+                    break
+                out.append(self._decode(session_id, seq, value))
+                if len(out) == limit:
+                    break
+        return out
+
+    def iter_events(
+        self, session_id: str, from_seq: int = 1, to_seq: int | None = None
+    ) -> Iterator[RecordedEvent]:
+        """Stream the session's events, one short read transaction per chunk of 512."""
+        first, _ = check_range(from_seq, to_seq, None)
+        while True:
+            chunk = self.read(session_id, first, to_seq, limit=_ITER_CHUNK)
+            yield from chunk
+            if len(chunk) < _ITER_CHUNK:
+                return
+            first = chunk[-1].seq + 1
+
+    def last_seq(self, session_id: str) -> int:
+        """Return the session's last event seq, 0 if it has none."""
+        with self._reading() as txn:
+            number = self._number(txn, session_id)
+            if number is None:
+                return 0
+            key = last_key_before(txn.cursor(db=self._shared.dbs.events), pack_pair(number + 1, 0))
+            if key is None:
+                return 0
+            key_number, seq = unpack_pair(key)
+            return seq if key_number == number else 0
+
+    def sessions(self) -> list[str]:
+        """Return every session id in creation order."""
+        with self._reading() as txn:
+            return [
+                bytes(value).decode()
+                for value in txn.cursor(db=self._shared.dbs.session_ids).iternext(keys=False)
+            ]
+
+    def read_all(self, after_position: int = 0, *, limit: int | None = None) -> list[RecordedEvent]:
+        """Return events of all sessions after ``after_position``, in commit order."""
+        check_range(1, None, limit)
+        out: list[RecordedEvent] = []
+        if limit == 0:
+            return out
+        dbs = self._shared.dbs
+        with self._reading() as txn:
+            cursor = txn.cursor(db=dbs.global_)
+            if not cursor.set_range(pack_u64(max(after_position, 0) + 1)):
+                return out
+            names: dict[int, str] = {}
+            for key, value in cursor:
+                position = unpack_u64(key)
+                number, seq = unpack_pair(value)
+                session_id = names.get(number)
+                if session_id is None:
+                    session_id = names[number] = self._session_id(txn, number, position)
+                record = txn.get(pack_pair(number, seq), db=dbs.events)
+                if record is None:
+                    raise CorruptRecordError(
+                        f"position {position} names a missing event", session_id=session_id, seq=seq
+                    )
+                recorded = self._decode(session_id, seq, record)
+                if recorded.position != position:
+                    raise CorruptRecordError(
+                        f"position {position} names an event stored at {recorded.position}",
+                        session_id=session_id,
+                        seq=seq,
+                    )
+                out.append(recorded)
+                if len(out) == limit:
+                    break
+        return out
+
+    def last_position(self) -> int:
+        """Return the position of the last recorded event, 0 for an empty log."""
+        with self._reading() as txn:
+            cursor = txn.cursor(db=self._shared.dbs.global_)
+            return unpack_u64(cursor.key()) if cursor.last() else 0
+
+    def load_snapshot(
+        self, session_id: str, at_or_before_seq: int | None = None
+    ) -> tuple[int, bytes] | None:
+        """Return the newest valid snapshot with seq <= the bound; damaged ones are skipped."""
+        with self._reading() as txn:
+            number = self._number(txn, session_id)
+            if number is None:
+                return None
+            cursor = txn.cursor(db=self._shared.dbs.snapshots)
+            bound = (
+                pack_pair(number + 1, 0)
+                if at_or_before_seq is None
+                else pack_pair(number, at_or_before_seq + 1)
+            )
+            if last_key_before(cursor, bound) is None:
+                return None
+            for key, record in cursor.iterprev():
+                key_number, seq = unpack_pair(key)
+                if key_number != number:
+                    return None
+                try:
+                    return seq, self._shared._meta_codec.unframe(
+                        record, session_id=session_id, seq=seq
+                    )
+                except CorruptRecordError as exc:
+                    _log.warning(
+                        "skipping a damaged snapshot",
+                        session_id=session_id,
+                        seq=seq,
+                        error=str(exc),
+                    )
+        return None
+
+    def stats(self) -> dict[str, Any]:
+        """Describe the log: sizes on disk and in the map, events per session, compression.
+
+        Returns:
+            A dict with ``path``, ``durability``, ``file_bytes``, ``map_size``, ``map_used``,
+            ``sessions``, ``events``, ``events_per_session``, ``raw_bytes`` (msgpack payloads),
+            ``stored_bytes`` (framed records), ``compression_ratio``, ``dictionaries`` and
+            ``active_dictionary``.
+        """
+        shared = self._shared
+        per_session = {session_id: self.last_seq(session_id) for session_id in self.sessions()}
+        with self._reading() as txn:
+            raw = unpack_u64(txn.get(b"raw_bytes", b"\0" * 8, db=shared.dbs.meta))
+            stored = unpack_u64(txn.get(b"stored_bytes", b"\0" * 8, db=shared.dbs.meta))
+            info = shared.env.info()
+            page_size = shared.env.stat()["psize"]
+        data_file = self.path / "data.mdb"
+        return {
+            "path": str(self.path),
+            "durability": self.durability,
+            "file_bytes": data_file.stat().st_size if data_file.exists() else 0,
+            "map_size": info["map_size"],
+            "map_used": (info["last_pgno"] + 1) * page_size,
+            "sessions": len(per_session),
+            "events": sum(per_session.values()),
+            "events_per_session": per_session,
+            "raw_bytes": raw,
+            "stored_bytes": stored,
+            "compression_ratio": raw / stored if stored else 1.0,
+            "dictionaries": shared.codec.dictionary_ids(),
+            "active_dictionary": shared.codec.active_dictionary,
+        }
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def _journal(self) -> Journal:
+        if self._closed:
+            raise StorageError("the event log is closed")
+        journal = self._shared.journal
+        if journal is None:
+            raise StorageError(f"the event log at {str(self.path)!r} is open read-only")
+        return journal
+
+    @contextmanager
+    def _reading(self) -> Iterator[lmdb.Transaction]:
+        if self._closed:
+            raise StorageError("the event log is closed")
+        with self._shared.reading() as txn:
+            yield txn
+
+    def _number(self, txn: lmdb.Transaction, session_id: str) -> int | None:
+        stamp = txn.get(session_id.encode(), db=self._shared.dbs.sessions)
+        return None if stamp is None else unpack_stamp(stamp, session_id=session_id)[0]
+
+    def _session_id(self, txn: lmdb.Transaction, number: int, position: int) -> str:
+        name = txn.get(pack_u64(number), db=self._shared.dbs.session_ids)
+        if name is None:
+            raise CorruptRecordError(f"position {position} names unknown session number {number}")
+        return bytes(name).decode()
+
+    def _decode(self, session_id: str, seq: int, value: memoryview) -> RecordedEvent:
+        position, timestamp = unpack_stamp(value, session_id=session_id, seq=seq)
+        event = self._shared.codec.decode(value[STAMP_SIZE:], session_id=session_id, seq=seq)
+        return RecordedEvent(
+            session_id=session_id, seq=seq, position=position, timestamp=timestamp, event=event
+        )
+
+    def _global_tail(self, txn: lmdb.Transaction, count: int) -> Iterator[tuple[int, memoryview]]:
+        dbs = self._shared.dbs
+        cursor = txn.cursor(db=dbs.global_)
+        if not cursor.last():
+            return
+        for index, (_, value) in enumerate(cursor.iterprev()):
+            if index >= count:
+                return
+            record = txn.get(bytes(value), db=dbs.events)
+            if record is not None:
+                yield index, record

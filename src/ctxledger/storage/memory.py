@@ -1,0 +1,162 @@
+"""The in-memory reference :class:`~ctxledger.storage.EventLog`, simple enough to be obvious."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+from ctxledger.errors import (
+    CorruptRecordError,
+    StorageError,
+    UnknownSessionError,
+    VersionConflictError,
+)
+from ctxledger.events.codec import Codec
+from ctxledger.events.types import Event
+from ctxledger.storage._checks import check_append, check_range, check_snapshot
+from ctxledger.storage.protocol import RecordedEvent
+
+__all__ = ["MemoryEventLog"]
+
+_ITER_CHUNK = 512
+
+
+class MemoryEventLog:
+    """An :class:`~ctxledger.storage.EventLog` held in memory, for tests and as the reference.
+
+    Nothing survives the process. Snapshots are framed with a checksum like the LMDB backend's,
+    so the contract suite can check that a damaged snapshot is skipped.
+
+    Args:
+        clock: Returns the commit timestamp (unix seconds); ``time.time`` by default.
+    """
+
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._sessions: dict[str, list[RecordedEvent]] = {}
+        self._global: list[RecordedEvent] = []
+        self._snapshots: dict[str, dict[int, bytes]] = {}
+        self._codec = Codec()
+        self._closed = False
+
+    def append(
+        self, session_id: str, events: Sequence[Event], *, expected_seq: int
+    ) -> list[RecordedEvent]:
+        """Append ``events`` atomically; see :meth:`ctxledger.storage.EventLog.append`."""
+        batch = check_append(session_id, events, expected_seq)
+        with self._lock:
+            self._check_open()
+            recorded = self._sessions.get(session_id, [])
+            if len(recorded) != expected_seq:
+                raise VersionConflictError(session_id, expected_seq, len(recorded))
+            if not batch:
+                return []
+            now = self._clock()
+            position = len(self._global)
+            new = [
+                RecordedEvent(
+                    session_id=session_id,
+                    seq=expected_seq + offset,
+                    position=position + offset,
+                    timestamp=now,
+                    event=event,
+                )
+                for offset, event in enumerate(batch, start=1)
+            ]
+            self._sessions.setdefault(session_id, recorded).extend(new)
+            self._global.extend(new)
+            return new
+
+    def read(
+        self,
+        session_id: str,
+        from_seq: int = 1,
+        to_seq: int | None = None,
+        *,
+        limit: int | None = None,
+    ) -> list[RecordedEvent]:
+        """Return a range of the session's events; see :meth:`ctxledger.storage.EventLog.read`."""
+        first, last = check_range(from_seq, to_seq, limit)
+        with self._lock:
+            self._check_open()
+            recorded = self._sessions.get(session_id, [])
+            stop = len(recorded) if last is None else min(last, len(recorded))
+            if limit is not None:
+                stop = min(stop, first - 1 + limit)
+            return recorded[first - 1 : max(stop, first - 1)]
+
+    def iter_events(
+        self, session_id: str, from_seq: int = 1, to_seq: int | None = None
+    ) -> Iterator[RecordedEvent]:
+        """Stream the session's events in chunks of 512."""
+        first, _ = check_range(from_seq, to_seq, None)
+        while True:
+            chunk = self.read(session_id, first, to_seq, limit=_ITER_CHUNK)
+            yield from chunk
+            if len(chunk) < _ITER_CHUNK:
+                return
+            first = chunk[-1].seq + 1
+
+    def last_seq(self, session_id: str) -> int:
+        """Return the session's last event seq, 0 if it has none."""
+        with self._lock:
+            self._check_open()
+            return len(self._sessions.get(session_id, ()))
+
+    def sessions(self) -> list[str]:
+        """Return every session id in creation order."""
+        with self._lock:
+            self._check_open()
+            return list(self._sessions)
+
+    def read_all(self, after_position: int = 0, *, limit: int | None = None) -> list[RecordedEvent]:
+        """Return events of all sessions after ``after_position``, in commit order."""
+        check_range(1, None, limit)
+        with self._lock:
+            self._check_open()
+            start = max(after_position, 0)
+            stop = len(self._global) if limit is None else start + limit
+            return self._global[start:stop]
+
+    def last_position(self) -> int:
+        """Return the position of the last recorded event, 0 for an empty log."""
+        with self._lock:
+            self._check_open()
+            return len(self._global)
+
+    def save_snapshot(self, session_id: str, seq: int, data: bytes) -> None:
+        """Store a checksummed snapshot taken after event ``seq`` of ``session_id``."""
+        check_snapshot(session_id, seq)
+        record = self._codec.frame(bytes(data))
+        with self._lock:
+            self._check_open()
+            if session_id not in self._sessions:
+                raise UnknownSessionError(f"no session {session_id!r}")
+            self._snapshots.setdefault(session_id, {})[seq] = record
+
+    def load_snapshot(
+        self, session_id: str, at_or_before_seq: int | None = None
+    ) -> tuple[int, bytes] | None:
+        """Return the newest valid snapshot with seq <= the bound; damaged ones are skipped."""
+        with self._lock:
+            self._check_open()
+            stored = dict(self._snapshots.get(session_id, {}))
+        for seq in sorted(stored, reverse=True):
+            if at_or_before_seq is not None and seq > at_or_before_seq:
+                continue
+            try:
+                return seq, self._codec.unframe(stored[seq], session_id=session_id, seq=seq)
+            except CorruptRecordError:
+                continue
+        return None
+
+    def close(self) -> None:
+        """Close the log; later calls raise :class:`~ctxledger.errors.StorageError`."""
+        with self._lock:
+            self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError("the event log is closed")
