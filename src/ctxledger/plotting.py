@@ -70,12 +70,10 @@ class TokenSeries:
         object.__setattr__(
             self, "compactions", tuple((int(step), layer) for step, layer in self.compactions)
         )
+        lengths = {"history_tokens": len(self.history_tokens), "view_tokens": len(self.view_tokens)}
         if not isinstance(self.threshold, int | float):
             object.__setattr__(self, "threshold", tuple(self.threshold))
-            lengths = {"threshold": len(self.threshold)}
-        else:
-            lengths = {}
-        lengths |= {"history_tokens": len(self.history_tokens), "view_tokens": len(self.view_tokens)}
+            lengths["threshold"] = len(self.threshold)
         for name, length in lengths.items():
             if length != len(self.steps):
                 raise ValueError(
