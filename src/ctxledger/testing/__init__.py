@@ -1,0 +1,39 @@
+"""Tools for property-testing what a model is shown, under your own policy.
+
+* :func:`check_view_invariants` raises ``AssertionError`` naming a broken view invariant and
+  the seq (split tool call, lost message, over-window view, altered history, ...).
+* :func:`messages` and :func:`conversations` are Hypothesis strategies for valid, tool-paired
+  conversations (they need the ``hypothesis`` test extra, imported on first use).
+* :class:`DomainSession` drives a session through the pure domain with an in-memory event list,
+  and :func:`digest_summarizer` is a small deterministic summariser for tests.
+
+``import ctxledger`` never imports this module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctxledger.testing.driver import DomainSession, digest_summarizer
+from ctxledger.testing.invariants import check_view_invariants, is_truncation_of
+
+__all__ = [
+    "DomainSession",
+    "check_view_invariants",
+    "conversations",
+    "digest_summarizer",
+    "is_truncation_of",
+    "messages",
+    "texts",
+]
+
+_STRATEGIES = ("conversations", "messages", "texts")
+
+
+def __getattr__(name: str) -> Any:
+    # The strategies import hypothesis, a test extra: load them only when asked for.
+    if name in _STRATEGIES:
+        from ctxledger.testing import strategies
+
+        return getattr(strategies, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

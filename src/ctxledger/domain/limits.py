@@ -1,0 +1,55 @@
+"""Automatic sizes derived from a :class:`Config`: truncation, summary room, summariser chunks.
+
+Each ``0`` ("auto") value in :class:`~ctxledger.config.Config` resolves here, from the Config
+alone (never from the session's state), so that a view's bytes do not shift as a session evolves
+and replay under the same Config reproduces them.
+"""
+
+from __future__ import annotations
+
+from ctxledger.config import Config
+
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "DYNAMIC_BASE_RATIO",
+    "MIN_TOOL_RESULT_CHARS",
+    "base_threshold_tokens",
+    "max_tool_result_chars",
+    "summary_chunk_chars",
+    "summary_max_chars",
+]
+
+#: Characters per token assumed when a token budget is turned into a character budget.
+CHARS_PER_TOKEN = 3
+#: The dynamic threshold policy's base share of the window (DESIGN §2 seed idea).
+DYNAMIC_BASE_RATIO = 0.3
+#: Smallest truncation limit: room for a head, a tail and the marker naming the seq.
+MIN_TOOL_RESULT_CHARS = 120
+
+
+def base_threshold_tokens(config: Config) -> int:
+    """The threshold before any state-dependent adjustment.
+
+    ``window * compression_threshold`` for the fixed policy; for the dynamic policy its base,
+    ``window * 0.3``, never above the fixed threshold.
+    """
+    fixed = config.threshold_tokens
+    if config.threshold_policy == "dynamic":
+        return max(1, min(fixed, int(config.context_window * DYNAMIC_BASE_RATIO)))
+    return max(1, fixed)
+
+
+def max_tool_result_chars(config: Config) -> int:
+    """Longest tool result shown whole in a view; auto is a quarter of the base threshold."""
+    chars = config.max_tool_result_chars or base_threshold_tokens(config) * CHARS_PER_TOKEN // 4
+    return max(MIN_TOOL_RESULT_CHARS, chars)
+
+
+def summary_max_chars(config: Config) -> int:
+    """Room reserved for a summary; auto is a tenth of the base threshold, in characters."""
+    return max(1, config.summary_max_chars or base_threshold_tokens(config) * CHARS_PER_TOKEN // 10)
+
+
+def summary_chunk_chars(config: Config) -> int:
+    """Largest summariser input in one call; auto is half the window, in characters."""
+    return max(1, config.summary_chunk_chars or config.context_window * CHARS_PER_TOKEN // 2)

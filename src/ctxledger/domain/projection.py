@@ -1,0 +1,77 @@
+"""The projection fold: which messages a view holds, in DESIGN §2 order.
+
+``[head system messages] + [pinned messages] + [summary, if a checkpoint is active] +
+[messages with seq >= retain_from_seq, rendered]``. The work is proportional to the view: head
+and pins are kept as small lists by the state, and the tail is a slice of history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ctxledger.checkpoints import Checkpoint
+from ctxledger.domain.render import RenderPolicy, render_message, render_policy
+from ctxledger.domain.state import SessionState
+from ctxledger.messages import Message
+
+__all__ = ["assemble", "slot_seqs", "summary_message", "tail_messages"]
+
+
+def summary_message(checkpoint: Checkpoint) -> Message:
+    """Return the view message that stands for the messages ``checkpoint`` covers."""
+    return Message(
+        role="summary",
+        content=checkpoint.summary,
+        metadata={
+            "checkpoint_id": checkpoint.id,
+            "covers_through_seq": checkpoint.covers_through_seq,
+            "retain_from_seq": checkpoint.retain_from_seq,
+        },
+    )
+
+
+def slot_seqs(state: SessionState, cut: int) -> list[int]:
+    """Return the seqs shown in the pinned slot of a view that retains from ``cut``.
+
+    Pinned messages at or after the cut are shown in the tail instead (never twice); a pinned
+    tool exchange brings its whole group (see :meth:`SessionState.pin_group`).
+    """
+    seqs: set[int] = set()
+    history = state.history
+    for pin in state.pins:
+        if pin < cut and pin <= state.last_seq:
+            seqs.update(
+                seq
+                for seq in state.pin_group(pin)
+                if seq < cut and not state.is_head(history[seq - 1])
+            )
+    return sorted(seqs)
+
+
+def tail_messages(
+    state: SessionState, cut: int, policy: RenderPolicy | None = None
+) -> Iterator[Message]:
+    """Yield the rendered messages with ``seq >= cut`` that are not head system messages."""
+    policy = policy or render_policy(state)
+    history = state.history
+    first_user = state.first_user_seq
+    for index in range(max(cut, 1) - 1, len(history)):
+        message = history[index]
+        if message.role == "system" and (first_user is None or index + 1 < first_user):
+            continue  # a head system message: already shown first
+        yield render_message(state, policy, message)
+
+
+def assemble(state: SessionState, checkpoint: Checkpoint | None) -> list[Message]:
+    """Return the messages of the view of ``state`` under ``checkpoint`` (or none)."""
+    policy = render_policy(state)
+    cut = checkpoint.retain_from_seq if checkpoint is not None else 1
+    messages = list(state.head)
+    history = state.history
+    messages.extend(
+        render_message(state, policy, history[seq - 1]) for seq in slot_seqs(state, cut)
+    )
+    if checkpoint is not None:
+        messages.append(summary_message(checkpoint))
+    messages.extend(tail_messages(state, cut, policy))
+    return messages

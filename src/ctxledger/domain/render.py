@@ -1,0 +1,117 @@
+"""How one history message is shown in a view: micro masking and oversize truncation.
+
+Both are pure functions of the message, its position among the session's tool results and the
+Config, never of the cut, so a message looks the same in every view until the masking boundary
+jumps (every ``micro_batch`` results) and consecutive views share a byte-identical prefix.
+"""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+
+from ctxledger.domain.limits import max_tool_result_chars
+from ctxledger.domain.state import SessionState
+from ctxledger.messages import Message
+
+__all__ = [
+    "TRUNCATION_MARKER",
+    "RenderPolicy",
+    "mask_text",
+    "render_message",
+    "render_policy",
+    "truncate_text",
+]
+
+#: Pattern of the marker that replaces the middle of a truncated text; it names the seq.
+TRUNCATION_MARKER = re.compile(
+    r"\n\[\.\.\. truncated (?P<omitted>\d+) of (?P<total>\d+) chars"
+    r" of message seq (?P<seq>\d+) \.\.\.\]\n"
+)
+
+
+class RenderPolicy(msgspec.Struct, frozen=True, kw_only=True):
+    """What decides how a message is rendered in the views of one state.
+
+    Attributes:
+        mask_before_seq: Tool results with a smaller seq are masking candidates.
+        min_chars: Only results longer than this are masked.
+        preserve: Tools whose results are never masked.
+        pins: Pinned seqs, shown verbatim (truncated only if oversize).
+        max_result_chars: Longer tool results are truncated.
+    """
+
+    mask_before_seq: int
+    min_chars: int
+    preserve: frozenset[str]
+    pins: frozenset[int]
+    max_result_chars: int
+
+
+def render_policy(state: SessionState) -> RenderPolicy:
+    """Return the rendering policy of ``state``'s views.
+
+    The masking boundary moves in jumps of ``micro_batch`` results: once more than
+    ``micro_keep_recent`` results exist, the oldest ``((n - keep) // batch) * batch`` results are
+    candidates. ``micro_batch=1`` leaves exactly the last ``micro_keep_recent`` results unmasked.
+    """
+    config = state.config
+    aged = len(state.tool_seqs) - config.micro_keep_recent
+    masked = (aged // config.micro_batch) * config.micro_batch if aged > 0 else 0
+    return RenderPolicy(
+        mask_before_seq=state.tool_seqs[masked - 1] + 1 if masked else 0,
+        min_chars=config.micro_min_chars,
+        preserve=frozenset(config.micro_preserve_tools),
+        pins=frozenset(state.pins),
+        max_result_chars=max_tool_result_chars(config),
+    )
+
+
+def mask_text(tool_name: str) -> str:
+    """Return the placeholder of a masked tool result."""
+    return f"[Previous: used {tool_name}]"
+
+
+def truncate_text(text: str, limit: int, seq: int) -> str:
+    """Return ``text`` cut to at most ``limit`` characters: head, marker naming ``seq``, tail.
+
+    Texts of at most ``limit`` characters are returned unchanged, so truncation is idempotent.
+    """
+    total = len(text)
+    if total <= limit:
+        return text
+    # Size the marker for the largest possible count first: the real count has no more digits.
+    keep = max(0, limit - len(_marker(total, total, seq)))
+    marker = _marker(total - keep, total, seq)
+    tail = keep // 2
+    return text[: keep - tail] + marker + (text[total - tail :] if tail else "")
+
+
+def _marker(omitted: int, total: int, seq: int) -> str:
+    return f"\n[... truncated {omitted} of {total} chars of message seq {seq} ...]\n"
+
+
+def render_message(state: SessionState, policy: RenderPolicy, message: Message) -> Message:
+    """Return ``message`` as a view shows it: verbatim, masked or truncated.
+
+    Only tool results change: old, long ones (not pinned, not of a preserved tool) are masked
+    as ``[Previous: used <tool>]``; any other result longer than the limit is truncated.
+    Rendering a rendered message again returns it unchanged.
+    """
+    if message.role != "tool" or message.seq is None:
+        return message
+    content = message.content
+    seq = message.seq
+    if seq < policy.mask_before_seq and len(content) > policy.min_chars and seq not in policy.pins:
+        name = state.tool_name(message)
+        if name not in policy.preserve:
+            masked = mask_text(name)
+            return (
+                message if masked == content else msgspec.structs.replace(message, content=masked)
+            )
+    if len(content) > policy.max_result_chars:
+        return msgspec.structs.replace(
+            message, content=truncate_text(content, policy.max_result_chars, seq)
+        )
+    return message

@@ -1,0 +1,445 @@
+"""The session fold: :class:`SessionState` evolves by one event at a time, deterministically.
+
+Every decision input (config, usage figures, checkpoints, pins, synthesized results) comes from an
+event, so replaying a log through :meth:`SessionState.apply` rebuilds the identical state. Besides
+the plain record (history, checkpoints, pins, usage) the state keeps small indices (round starts,
+cut points, tool calls and their answers) so that planning and projection never scan history.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Sequence
+
+import msgspec
+
+from ctxledger.checkpoints import Checkpoint
+from ctxledger.config import Config
+from ctxledger.errors import EventDecodeError, InvalidMessageError, InvalidSeqError
+from ctxledger.events.types import (
+    CheckpointCreated,
+    CompactionFailed,
+    CompactionStarted,
+    ConfigChanged,
+    Event,
+    MessageAppended,
+    MessagePinned,
+    SessionForked,
+    SessionOpened,
+    ToolResultSynthesized,
+    UsageReported,
+    ViewServed,
+)
+from ctxledger.messages import APPENDABLE_ROLES, Message, ToolCall
+
+__all__ = ["SNAPSHOT_VERSION", "SessionState", "Usage"]
+
+#: Version of the :meth:`SessionState.to_snapshot` format; other versions are refused.
+SNAPSHOT_VERSION = 1
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    """The provider's last measured prompt size.
+
+    Attributes:
+        prompt_tokens: Prompt tokens the provider counted.
+        completion_tokens: Completion tokens of that call.
+        through_seq: The newest message seq when the measured prompt was built.
+        epoch: How many checkpoints existed when it was reported; a newer checkpoint makes the
+            figure stale, because it describes a prompt that compaction has since replaced.
+    """
+
+    prompt_tokens: int
+    completion_tokens: int = 0
+    through_seq: int = 0
+    epoch: int = 0
+
+
+class _Snapshot(msgspec.Struct, frozen=True, kw_only=True):
+    # The primary record only; every index is rebuilt from history on load.
+    version: int
+    session_id: str
+    config: Config
+    history: list[Message]
+    checkpoints: list[Checkpoint]
+    pins: list[int]
+    usage: Usage | None
+    checkpoint_seq: int
+    forked_from: str | None
+    fork_seq: int | None
+    last_view_seq: int
+    last_view_hash: str | None
+    events_applied: int
+    compactions_started: int
+    compactions_failed: int
+
+
+class _Version(msgspec.Struct):
+    version: int = -1
+
+
+_snapshot_encoder = msgspec.msgpack.Encoder(order="deterministic")
+_snapshot_decoder = msgspec.msgpack.Decoder(_Snapshot)
+_version_decoder = msgspec.msgpack.Decoder(_Version)
+
+
+class SessionState:
+    """Everything the domain knows about one session, folded from its events.
+
+    A mutable accumulator owned by one actor; :meth:`apply` is deterministic and does no I/O.
+
+    Attributes:
+        session_id: The session this state belongs to.
+        config: The Config in force (the latest ``SessionOpened`` or ``ConfigChanged``).
+        history: Every appended message, synthesized results included; ``history[i].seq == i + 1``.
+        checkpoints: Every checkpoint, oldest first; the last one is active.
+        pins: Seqs of pinned messages.
+        usage: The provider's last usage figure, if any (see :attr:`usage_is_current`).
+        checkpoint_seq: ``last_seq`` when the active checkpoint was recorded.
+        forked_from: The parent session id if this session is a fork.
+        fork_seq: The parent's last message seq at the fork point.
+        last_view_seq: ``through_seq`` of the last served view (0 if none).
+        last_view_hash: Hash of the last served view.
+        events_applied: Number of events folded so far.
+        compactions_started: Number of ``CompactionStarted`` events.
+        compactions_failed: Number of ``CompactionFailed`` events.
+    """
+
+    __hash__ = None  # type: ignore[assignment]  # mutable: equal states must not share dict slots
+
+    def __init__(self, session_id: str, config: Config) -> None:
+        """Create an empty state; prefer :meth:`new`."""
+        self.session_id = session_id
+        self.config = config
+        self.history: list[Message] = []
+        self.checkpoints: list[Checkpoint] = []
+        self.pins: set[int] = set()
+        self.usage: Usage | None = None
+        self.checkpoint_seq = 0
+        self.forked_from: str | None = None
+        self.fork_seq: int | None = None
+        self.last_view_seq = 0
+        self.last_view_hash: str | None = None
+        self.events_applied = 0
+        self.compactions_started = 0
+        self.compactions_failed = 0
+        self._reset_indices()
+
+    def _reset_indices(self) -> None:
+        self.first_user_seq: int | None = None
+        self.head: list[Message] = []  # system messages before the first user message
+        self.user_seqs: list[int] = []
+        self.boundaries: list[int] = []  # seqs at which a cut is allowed
+        self.tool_seqs: list[int] = []
+        self.assistant_count = 0
+        self._calls: dict[str, tuple[int, ToolCall]] = {}
+        self._answers: dict[str, int] = {}
+        self._open: dict[str, ToolCall] = {}
+
+    # --- construction -----------------------------------------------------------------------------
+
+    @classmethod
+    def new(cls, session_id: str, config: Config) -> SessionState:
+        """Return the empty state of a new session."""
+        return cls(session_id, config)
+
+    def copy(self) -> SessionState:
+        """Return an independent copy (messages and checkpoints are immutable and shared)."""
+        other = SessionState.__new__(SessionState)
+        for name, value in self.__dict__.items():
+            if isinstance(value, list | set | dict):
+                value = value.copy()
+            other.__dict__[name] = value
+        return other
+
+    def rebase(self, session_id: str, config: Config) -> None:
+        """Make a parent's folded prefix the start of fork ``session_id`` with ``config``."""
+        self.session_id = session_id
+        self.config = config
+
+    def to_snapshot(self) -> bytes:
+        """Encode the state (deterministic msgpack with a version field).
+
+        Two states that folded the same events encode to the same bytes, so
+        ``snapshot + tail == full replay`` can be checked byte for byte.
+        """
+        return _snapshot_encoder.encode(
+            _Snapshot(
+                version=SNAPSHOT_VERSION,
+                session_id=self.session_id,
+                config=self.config,
+                history=self.history,
+                checkpoints=self.checkpoints,
+                pins=sorted(self.pins),
+                usage=self.usage,
+                checkpoint_seq=self.checkpoint_seq,
+                forked_from=self.forked_from,
+                fork_seq=self.fork_seq,
+                last_view_seq=self.last_view_seq,
+                last_view_hash=self.last_view_hash,
+                events_applied=self.events_applied,
+                compactions_started=self.compactions_started,
+                compactions_failed=self.compactions_failed,
+            )
+        )
+
+    @classmethod
+    def from_snapshot(cls, data: bytes) -> SessionState:
+        """Decode a state written by :meth:`to_snapshot`.
+
+        Raises:
+            EventDecodeError: The bytes do not decode, or come from another snapshot version.
+        """
+        try:
+            version = _version_decoder.decode(data).version
+        except (msgspec.DecodeError, ValueError) as exc:
+            raise EventDecodeError(f"session snapshot does not decode: {exc}") from None
+        if version != SNAPSHOT_VERSION:
+            raise EventDecodeError(
+                f"session snapshot version {version} is not supported (expected {SNAPSHOT_VERSION})"
+            )
+        try:
+            snap = _snapshot_decoder.decode(data)
+        except (msgspec.DecodeError, ValueError) as exc:
+            raise EventDecodeError(f"session snapshot does not decode: {exc}") from None
+        state = cls(snap.session_id, snap.config)
+        for message in snap.history:
+            state._append(message)
+        state.checkpoints = list(snap.checkpoints)
+        state.pins = set(snap.pins)
+        state.usage = snap.usage
+        state.checkpoint_seq = snap.checkpoint_seq
+        state.forked_from = snap.forked_from
+        state.fork_seq = snap.fork_seq
+        state.last_view_seq = snap.last_view_seq
+        state.last_view_hash = snap.last_view_hash
+        state.events_applied = snap.events_applied
+        state.compactions_started = snap.compactions_started
+        state.compactions_failed = snap.compactions_failed
+        return state
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SessionState):
+            return NotImplemented
+        return self.to_snapshot() == other.to_snapshot()
+
+    def __repr__(self) -> str:
+        return (
+            f"SessionState(session_id={self.session_id!r}, last_seq={self.last_seq}, "
+            f"checkpoints={len(self.checkpoints)}, pins={sorted(self.pins)})"
+        )
+
+    # --- derived facts ----------------------------------------------------------------------------
+
+    @property
+    def last_seq(self) -> int:
+        """The newest message seq (0 when history is empty)."""
+        return len(self.history)
+
+    @property
+    def active_checkpoint(self) -> Checkpoint | None:
+        """The newest checkpoint, if any."""
+        return self.checkpoints[-1] if self.checkpoints else None
+
+    @property
+    def usage_is_current(self) -> bool:
+        """Whether the last usage figure still describes the current view (no checkpoint since)."""
+        return self.usage is not None and self.usage.epoch == len(self.checkpoints)
+
+    def message(self, seq: int) -> Message:
+        """Return message ``seq``.
+
+        Raises:
+            InvalidSeqError: No message has that seq.
+        """
+        if not 1 <= seq <= len(self.history):
+            raise InvalidSeqError(f"session {self.session_id!r} has no message with seq {seq}")
+        return self.history[seq - 1]
+
+    def is_head(self, message: Message) -> bool:
+        """Whether ``message`` is a system message before the first user message."""
+        if message.role != "system" or message.seq is None:
+            return False
+        return self.first_user_seq is None or message.seq < self.first_user_seq
+
+    def open_tool_calls(self) -> dict[str, ToolCall]:
+        """Return the tool calls not answered yet, by id, oldest first."""
+        return dict(self._open)
+
+    def tool_name(self, message: Message) -> str:
+        """Return the tool name of a tool message (its own ``name`` or its call's)."""
+        if message.name:
+            return message.name
+        call = self._calls.get(message.tool_call_id or "")
+        return call[1].name if call else "tool"
+
+    def tool_ordinal(self, seq: int) -> int:
+        """Return how many tool results precede message ``seq`` in history."""
+        return bisect_left(self.tool_seqs, seq)
+
+    def boundary_at_or_before(self, seq: int) -> int | None:
+        """Return the latest allowed cut seq ``<= seq``, if any."""
+        index = bisect_right(self.boundaries, seq)
+        return self.boundaries[index - 1] if index else None
+
+    def boundaries_between(self, low: int, high: int) -> list[int]:
+        """Return the allowed cut seqs ``s`` with ``low <= s <= high``, ascending."""
+        return self.boundaries[
+            bisect_left(self.boundaries, low) : bisect_right(self.boundaries, high)
+        ]
+
+    def pin_group(self, seq: int) -> tuple[int, ...]:
+        """Return the seqs shown together with pinned message ``seq``, ascending.
+
+        A pinned tool exchange (the assistant message or one of its results) is shown whole, so
+        that a view never holds a tool result without its call or a call without its results.
+        """
+        message = self.history[seq - 1]
+        if message.role == "tool":
+            call = self._calls.get(message.tool_call_id or "")
+            if call is None:
+                return (seq,)
+            message = self.history[call[0] - 1]
+        if message.role != "assistant" or not message.tool_calls:
+            return (seq,)
+        assert message.seq is not None
+        answers = (self._answers.get(call.id) for call in message.tool_calls)
+        return (message.seq, *sorted(answer for answer in answers if answer is not None))
+
+    # --- validation -------------------------------------------------------------------------------
+
+    def check_append(self, messages: Iterable[Message]) -> list[Message]:
+        """Validate a batch of messages against this state without changing it.
+
+        Args:
+            messages: The messages to append, oldest first; any preset ``seq`` is replaced.
+
+        Returns:
+            The messages carrying the seqs they will get.
+
+        Raises:
+            InvalidMessageError: A message cannot be appended here; the error names it and why.
+        """
+        open_calls = dict(self._open)
+        new_ids: set[str] = set()
+        seq = self.last_seq
+        checked: list[Message] = []
+        for index, message in enumerate(messages):
+            where = f"message {index} of the batch"
+            if not isinstance(message, Message):
+                raise InvalidMessageError(f"{where} is a {type(message).__name__}, not a Message")
+            if message.role not in APPENDABLE_ROLES:
+                raise InvalidMessageError(f"{where}: role {message.role!r} cannot be appended")
+            if message.role == "tool":
+                call_id = message.tool_call_id or ""
+                call = open_calls.pop(call_id, None)
+                if call is None:
+                    state = "is already answered" if call_id in self._answers else "was never made"
+                    raise InvalidMessageError(
+                        f"{where}: tool result for call {call_id!r}, which {state}"
+                    )
+                if message.name is not None and message.name != call.name:
+                    raise InvalidMessageError(
+                        f"{where}: tool result named {message.name!r} answers call {call_id!r} "
+                        f"of tool {call.name!r}"
+                    )
+            else:
+                # Providers need the results of a call right after it, so nothing else may come
+                # between them; the last step may stay pending.
+                if open_calls:
+                    raise InvalidMessageError(
+                        f"{where}: a {message.role} message cannot follow unanswered tool calls "
+                        f"{sorted(open_calls)}; append their results first"
+                    )
+                for call in message.tool_calls:
+                    if call.id in self._calls or call.id in new_ids:
+                        raise InvalidMessageError(
+                            f"{where}: tool call id {call.id!r} is already used in this session"
+                        )
+                    new_ids.add(call.id)
+                    open_calls[call.id] = call
+            seq += 1
+            checked.append(message if message.seq == seq else message.with_seq(seq))
+        return checked
+
+    def check_pin(self, seq: int) -> None:
+        """Validate pinning message ``seq``.
+
+        Raises:
+            InvalidSeqError: No message has that seq.
+        """
+        self.message(seq)
+
+    # --- the fold ---------------------------------------------------------------------------------
+
+    def apply(self, event: Event) -> None:
+        """Evolve the state by one recorded event (unknown event types are ignored).
+
+        Raises:
+            InvalidMessageError: An appended message does not carry the next seq (a gap or a
+                repeat in the log).
+        """
+        self.events_applied += 1
+        if isinstance(event, MessageAppended | ToolResultSynthesized):
+            self._append(event.message)
+        elif isinstance(event, UsageReported):
+            through = event.through_seq or self.last_seq
+            self.usage = Usage(
+                prompt_tokens=event.prompt_tokens,
+                completion_tokens=event.completion_tokens,
+                through_seq=min(through, self.last_seq),
+                epoch=len(self.checkpoints),
+            )
+        elif isinstance(event, CheckpointCreated):
+            self.checkpoints.append(event.checkpoint)
+            self.checkpoint_seq = self.last_seq
+        elif isinstance(event, CompactionStarted):
+            self.compactions_started += 1
+        elif isinstance(event, CompactionFailed):
+            self.compactions_failed += 1
+        elif isinstance(event, ViewServed):
+            self.last_view_seq = event.through_seq
+            self.last_view_hash = event.view_hash
+        elif isinstance(event, MessagePinned):
+            self.pins.add(event.seq)
+        elif isinstance(event, ConfigChanged):
+            self.config = event.config
+        elif isinstance(event, SessionOpened):
+            # A fork's own SessionOpened follows its parent's prefix: keep that history.
+            self.config = event.config
+        elif isinstance(event, SessionForked):
+            self.forked_from = event.parent_id
+            self.fork_seq = event.at_seq
+
+    def _append(self, message: Message) -> None:
+        seq = self.last_seq + 1
+        if message.seq != seq:
+            raise InvalidMessageError(
+                f"session {self.session_id!r}: appended message carries seq {message.seq}, "
+                f"expected {seq}"
+            )
+        self.history.append(message)
+        role = message.role
+        if role == "tool":
+            self.tool_seqs.append(seq)
+            call_id = message.tool_call_id or ""
+            self._open.pop(call_id, None)
+            self._answers.setdefault(call_id, seq)
+            return
+        if role in ("user", "assistant") and not self._open:
+            self.boundaries.append(seq)
+        if role == "user":
+            self.user_seqs.append(seq)
+            if self.first_user_seq is None:
+                self.first_user_seq = seq
+        elif role == "system" and self.first_user_seq is None:
+            self.head.append(message)
+        elif role == "assistant":
+            self.assistant_count += 1
+            for call in message.tool_calls:
+                self._calls[call.id] = (seq, call)
+                self._open[call.id] = call
+
+    def recent_tool_results(self, count: int) -> Sequence[Message]:
+        """Return the last ``count`` tool results, oldest first."""
+        return [self.history[seq - 1] for seq in self.tool_seqs[-count:]] if count > 0 else []

@@ -1,0 +1,236 @@
+"""Executable view invariants: :func:`check_view_invariants` raises naming what broke and where."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from ctxledger.checkpoints import Checkpoint
+from ctxledger.config import Config
+from ctxledger.domain.render import TRUNCATION_MARKER, mask_text
+from ctxledger.domain.tokenizer import CharTokenizer, Tokenizer
+from ctxledger.domain.view import COMPACT_CHECKPOINT, FULL_HISTORY, ModelView
+from ctxledger.messages import Message
+
+__all__ = ["check_view_invariants", "is_truncation_of"]
+
+
+def _fail(invariant: str, seq: int | None, detail: str) -> AssertionError:
+    where = f" at seq {seq}" if seq is not None else ""
+    return AssertionError(f"view invariant '{invariant}' broken{where}: {detail}")
+
+
+def is_truncation_of(shown: str, original: str, seq: int) -> bool:
+    """Whether ``shown`` is ``original`` truncated: its head, a marker naming ``seq``, its tail."""
+    match = TRUNCATION_MARKER.search(shown)
+    if match is None or int(match["seq"]) != seq or int(match["total"]) != len(original):
+        return False
+    head, tail = shown[: match.start()], shown[match.end() :]
+    return (
+        original.startswith(head)
+        and original.endswith(tail)
+        and len(head) + len(tail) + int(match["omitted"]) == len(original)
+    )
+
+
+def check_view_invariants(
+    history: Sequence[Message],
+    view: ModelView,
+    config: Config,
+    *,
+    checkpoint: Checkpoint | None = None,
+    pins: Collection[int] = (),
+    tokenizer: Tokenizer | None = None,
+    expected_history: Sequence[Message] | None = None,
+) -> None:
+    """Check a model view against the history it was built from.
+
+    Invariants, each named in the error: ``history_altered`` (history differs from
+    ``expected_history`` or its seqs are not 1, 2, 3, …), ``unknown_message`` (a view message
+    names no history message or changes its role, calls or metadata), ``duplicate_message``,
+    ``summary_placement`` (more than one summary, or one that contradicts the view's mode),
+    ``head_not_first`` (system messages before the first user message must open the view),
+    ``split_tool_call`` (a tool result before or without its call, something else between a
+    call and its results, or an unanswered call that is not the last, pending step),
+    ``altered_message`` (shown neither verbatim, masked as ``[Previous: used <tool>]`` nor
+    truncated with a marker naming its seq), ``pinned_not_shown``, ``lost_message`` (neither
+    shown nor covered by the summary) and ``over_window`` (the view exceeds
+    ``config.context_window`` although its retained minimum alone would fit).
+
+    Args:
+        history: The session's history (every appended message, with seqs).
+        view: The view built from it.
+        config: The Config in force when the view was built.
+        checkpoint: The active checkpoint; by default read from the summary message's metadata.
+        pins: Pinned seqs.
+        tokenizer: Counts tokens for ``over_window`` (default: chars // 3).
+        expected_history: What history must equal (for example a test's model of it).
+
+    Raises:
+        AssertionError: An invariant is broken; the message names it and the seq.
+    """
+    _check_history(history, expected_history)
+    summaries = [m for m in view.messages if m.role == "summary"]
+    covered = _covered_through(view, summaries, checkpoint)
+    by_seq = _check_messages(history, view)
+    first_user = next((m.seq for m in history if m.role == "user"), None)
+    _check_head(history, view, first_user)
+    _check_tool_pairing(view.messages)
+    call_names = {call.id: call.name for m in history for call in m.tool_calls}
+    for message in history:
+        assert message.seq is not None
+        seq = message.seq
+        shown = by_seq.get(seq)
+        if shown is None:
+            is_head = message.role == "system" and (first_user is None or seq < first_user)
+            if seq in pins and not is_head:
+                raise _fail("pinned_not_shown", seq, "a pinned message is missing from the view")
+            if seq > covered:
+                raise _fail(
+                    "lost_message",
+                    seq,
+                    f"not in the view and not covered (covered through {covered})",
+                )
+            continue
+        if shown.content == message.content:
+            continue
+        if message.role == "tool":
+            name = message.name or call_names.get(message.tool_call_id or "", "tool")
+            if seq not in pins and shown.content == mask_text(name):
+                continue
+            if is_truncation_of(shown.content, message.content, seq):
+                continue
+        raise _fail(
+            "altered_message", seq, f"{message.role} content is not verbatim, masked or truncated"
+        )
+    _check_window(view, config, tokenizer or CharTokenizer(), pins)
+
+
+def _check_history(history: Sequence[Message], expected: Sequence[Message] | None) -> None:
+    for index, message in enumerate(history):
+        if message.seq != index + 1:
+            raise _fail("history_altered", index + 1, f"history[{index}] carries seq {message.seq}")
+    if expected is not None:
+        if len(expected) != len(history):
+            raise _fail(
+                "history_altered", None, f"{len(history)} messages, expected {len(expected)}"
+            )
+        for message, want in zip(history, expected, strict=True):
+            if message != want:
+                raise _fail("history_altered", message.seq, "message differs from the expected one")
+
+
+def _covered_through(
+    view: ModelView, summaries: list[Message], checkpoint: Checkpoint | None
+) -> int:
+    if len(summaries) > 1:
+        raise _fail("summary_placement", None, f"{len(summaries)} summary messages")
+    if view.mode not in (FULL_HISTORY, COMPACT_CHECKPOINT):
+        raise _fail("summary_placement", None, f"unknown mode {view.mode!r}")
+    if (view.mode == COMPACT_CHECKPOINT) != bool(summaries) or (
+        (view.checkpoint_id is not None) != bool(summaries)
+    ):
+        raise _fail(
+            "summary_placement", None, f"mode {view.mode!r} with {len(summaries)} summaries"
+        )
+    if checkpoint is not None:
+        if checkpoint.id != view.checkpoint_id:
+            raise _fail("summary_placement", None, f"view shows checkpoint {view.checkpoint_id!r}")
+        return checkpoint.covers_through_seq
+    if summaries:
+        through = summaries[0].metadata.get("covers_through_seq")
+        return through if isinstance(through, int) else 0
+    return 0
+
+
+def _check_messages(history: Sequence[Message], view: ModelView) -> dict[int, Message]:
+    by_seq: dict[int, Message] = {}
+    for shown in view.messages:
+        if shown.role == "summary":
+            continue
+        seq = shown.seq
+        if seq is None or not 1 <= seq <= len(history):
+            raise _fail("unknown_message", seq, f"{shown.role} message names no history message")
+        original = history[seq - 1]
+        if (shown.role, shown.tool_calls, shown.tool_call_id, shown.name, shown.metadata) != (
+            original.role,
+            original.tool_calls,
+            original.tool_call_id,
+            original.name,
+            original.metadata,
+        ):
+            raise _fail("unknown_message", seq, "role, tool calls, name or metadata changed")
+        if seq in by_seq:
+            raise _fail("duplicate_message", seq, "shown twice")
+        by_seq[seq] = shown
+    return by_seq
+
+
+def _check_head(history: Sequence[Message], view: ModelView, first_user: int | None) -> None:
+    head = [
+        m
+        for m in history
+        if m.role == "system" and (first_user is None or (m.seq or 0) < first_user)
+    ]
+    for index, message in enumerate(head):
+        if index >= len(view.messages) or view.messages[index] != message:
+            raise _fail(
+                "head_not_first", message.seq, "system preamble must open the view verbatim"
+            )
+
+
+def _check_tool_pairing(messages: Sequence[Message]) -> None:
+    open_calls: dict[str, int | None] = {}
+    answered: set[str] = set()
+    for index, message in enumerate(messages):
+        if message.role == "tool":
+            call_id = message.tool_call_id or ""
+            if call_id not in open_calls:
+                state = (
+                    "answered twice" if call_id in answered else "shown before or without its call"
+                )
+                raise _fail("split_tool_call", message.seq, f"result for {call_id!r} {state}")
+            del open_calls[call_id]
+            answered.add(call_id)
+            continue
+        if open_calls:
+            call_id, seq = next(iter(open_calls.items()))
+            raise _fail(
+                "split_tool_call",
+                seq,
+                f"call {call_id!r} is followed by a {message.role} message (index {index}) "
+                "before its result",
+            )
+        for call in message.tool_calls:
+            open_calls[call.id] = message.seq
+    # Calls still open here belong to the last step, which may be pending.
+
+
+def _check_window(
+    view: ModelView, config: Config, tokenizer: Tokenizer, pins: Collection[int]
+) -> None:
+    tokens = tokenizer.count_messages(view.messages)
+    if tokens <= config.context_window:
+        return
+    # The retained minimum: system messages, the summary, pinned exchanges and the last step.
+    messages = view.messages
+    last_boundary = max(
+        (i for i, m in enumerate(messages) if m.role in ("user", "assistant")), default=0
+    )
+    pinned_calls = {call.id for m in messages for call in m.tool_calls if m.seq in pins} | {
+        m.tool_call_id for m in messages if m.role == "tool" and m.seq in pins
+    }
+    kept = [
+        m
+        for m in messages[:last_boundary]
+        if m.role in ("system", "summary")
+        or m.seq in pins
+        or m.tool_call_id in pinned_calls
+        or any(call.id in pinned_calls for call in m.tool_calls)
+    ]
+    minimum = tokenizer.count_messages([*kept, *messages[last_boundary:]])
+    if minimum <= config.context_window:
+        raise _fail(
+            "over_window",
+            view.through_seq,
+            f"{tokens} tokens > window {config.context_window} (retained minimum {minimum})",
+        )

@@ -1,0 +1,33 @@
+"""Builders shared by the domain unit tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctxledger import Config, Message, ToolCall
+from ctxledger.testing import DomainSession
+
+
+def session(*messages: Message, summarizer: Any = None, **config: Any) -> DomainSession:
+    """A DomainSession with ``config`` holding ``messages``."""
+    built = DomainSession(Config(**config), summarizer=summarizer)
+    built.extend(messages)
+    return built
+
+
+def call(call_id: str, name: str = "bash", arguments: str = '{"command": "ls"}') -> ToolCall:
+    """A tool call."""
+    return ToolCall(call_id, name, arguments)
+
+
+def step(call_id: str, output: str, *, name: str = "bash", text: str = "") -> list[Message]:
+    """An assistant message with one tool call, then its result."""
+    return [Message.assistant(text, [call(call_id, name)]), Message.tool(output, call_id, name)]
+
+
+def rounds(count: int, *, user: str = "u", reply: str = "a") -> list[Message]:
+    """``count`` rounds of one user message and one assistant reply each."""
+    out: list[Message] = []
+    for index in range(count):
+        out += [Message.user(f"{user}{index}"), Message.assistant(f"{reply}{index}")]
+    return out
