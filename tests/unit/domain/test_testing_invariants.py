@@ -1,0 +1,160 @@
+"""ctxledger.testing.check_view_invariants: passes valid views, names each broken invariant."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+import pytest
+
+from ctxledger import Config, Message
+from ctxledger.domain import CharTokenizer, ModelView, build_view, mask_text, truncate_text
+from ctxledger.testing import check_view_invariants
+
+from .builders import call, session, step
+
+CONFIG = Config(context_window=1000)
+
+
+def _history() -> list[Message]:
+    s = session(
+        Message.system("rules"),
+        Message.user("go"),
+        Message.assistant("", [call("c1"), call("c2")]),
+        Message.tool("one", "c1"),
+        Message.tool("two" * 100, "c2"),
+        Message.assistant("done"),
+    )
+    return s.state.history
+
+
+def _view(messages: Sequence[Message], **fields: object) -> ModelView:
+    values: dict[str, object] = {
+        "mode": "full_history",
+        "checkpoint_id": None,
+        "estimated_tokens": 0,
+        "view_hash": "",
+        "through_seq": 6,
+    }
+    values.update(fields)
+    return ModelView(messages=tuple(messages), **values)  # type: ignore[arg-type]
+
+
+def _broken(invariant: str, history: Sequence[Message], view: ModelView, **kw: object) -> None:
+    with pytest.raises(AssertionError, match=f"'{invariant}'"):
+        check_view_invariants(history, view, kw.pop("config", CONFIG), **kw)  # type: ignore[arg-type]
+
+
+def test_a_built_view_passes() -> None:
+    """A view from build_view satisfies every invariant."""
+    s = session(*_history())
+    check_view_invariants(s.state.history, build_view(s.state, tokenizer=CharTokenizer()), CONFIG)
+
+
+def test_masked_and_truncated_results_pass() -> None:
+    """A masked or truncated result counts as shown."""
+    history = _history()
+    shown = list(history)
+    shown[3] = msgspec.structs.replace(history[3], content=mask_text("bash"))
+    shown[4] = msgspec.structs.replace(
+        history[4], content=truncate_text(history[4].content, 120, 5)
+    )
+    check_view_invariants(history, _view(shown), CONFIG)
+
+
+def test_result_without_its_call_is_a_split_tool_call() -> None:
+    """Dropping the assistant message leaves orphan results."""
+    history = _history()
+    _broken("split_tool_call", history, _view([*history[:2], *history[3:]]))
+
+
+def test_unanswered_call_followed_by_more_is_a_split_tool_call() -> None:
+    """Dropping one result of a non-final step splits the call from its result."""
+    history = _history()
+    _broken("split_tool_call", history, _view([*history[:3], history[4], history[5]]))
+
+
+def test_pending_last_step_is_allowed() -> None:
+    """Calls of the final step may still be unanswered."""
+    history = _history()[:3]
+    check_view_invariants(history, _view(history, through_seq=3), CONFIG)
+
+
+def test_missing_uncovered_message_is_lost() -> None:
+    """A message neither shown nor covered by a summary is lost."""
+    history = _history()
+    _broken("lost_message", history, _view([*history[:5]]))
+
+
+def test_covered_message_may_be_absent() -> None:
+    """Messages up to covers_through_seq may be replaced by the summary."""
+    history = _history()
+    summary = Message(role="summary", content="S", metadata={"covers_through_seq": 5})
+    view = _view([history[0], summary, history[5]], mode="compact_checkpoint", checkpoint_id="cp")
+    check_view_invariants(history, view, CONFIG)
+
+
+def test_view_over_the_window_is_flagged() -> None:
+    """A view above the window whose retained minimum would fit breaks over_window."""
+    history = [m for m in session(*[Message.user("u" * 600) for _ in range(6)]).state.history]
+    _broken("over_window", history, _view(history), config=Config(context_window=1000))
+
+
+def test_view_over_the_window_from_one_huge_last_step_is_allowed() -> None:
+    """If the last step alone exceeds the window, the view may too."""
+    history = session(Message.user("go"), Message.assistant("a" * 9000)).state.history
+    check_view_invariants(history, _view(history, through_seq=2), CONFIG)
+
+
+def test_history_with_a_seq_gap_is_altered() -> None:
+    """History must be numbered 1, 2, 3, ..."""
+    history = _history()
+    broken = [*history[:2], history[3]]
+    _broken("history_altered", broken, _view(broken))
+
+
+def test_history_differing_from_the_model_is_altered() -> None:
+    """expected_history must match exactly."""
+    history = _history()
+    expected = [*history[:-1], msgspec.structs.replace(history[-1], content="other")]
+    _broken("history_altered", history, _view(history), expected_history=expected)
+
+
+def test_changed_content_is_altered() -> None:
+    """A user message shown with different text breaks altered_message."""
+    history = _history()
+    shown = [*history[:1], msgspec.structs.replace(history[1], content="gone"), *history[2:]]
+    _broken("altered_message", history, _view(shown))
+
+
+def test_duplicated_message_is_flagged() -> None:
+    """A seq shown twice breaks duplicate_message."""
+    history = _history()
+    _broken("duplicate_message", history, _view([*history, history[-1]]))
+
+
+def test_head_must_open_the_view() -> None:
+    """The system preamble first, verbatim."""
+    history = _history()
+    _broken("head_not_first", history, _view([*history[1:], history[0]]))
+
+
+def test_pinned_message_must_be_shown() -> None:
+    """A pinned message cannot hide behind the summary."""
+    history = _history()
+    summary = Message(role="summary", content="S", metadata={"covers_through_seq": 5})
+    view = _view([history[0], summary, history[5]], mode="compact_checkpoint", checkpoint_id="cp")
+    _broken("pinned_not_shown", history, view, pins={2})
+
+
+def test_two_summaries_are_flagged() -> None:
+    """At most one summary, consistent with the mode."""
+    history = _history()
+    summary = Message(role="summary", content="S", metadata={"covers_through_seq": 0})
+    _broken("summary_placement", history, _view([summary, *history, summary]))
+
+
+def test_unknown_seq_is_flagged() -> None:
+    """A view message must name a history message."""
+    history = _history()
+    _broken("unknown_message", history, _view([*history, Message.user("x").with_seq(99)]))
