@@ -11,7 +11,7 @@ from ctxledger import Config, Message
 from ctxledger.domain import CharTokenizer, ModelView, build_view, mask_text, truncate_text
 from ctxledger.testing import check_view_invariants
 
-from .builders import call, session, step
+from .builders import call, session
 
 CONFIG = Config(context_window=1000)
 
