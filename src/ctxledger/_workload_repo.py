@@ -9,7 +9,6 @@ of cached sources, which keeps 20,000 messages (~30 MB of text) under a second o
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections.abc import Callable
@@ -232,8 +231,8 @@ def _failure(project: Project, rng: random.Random) -> tuple[str, str]:
     return f"FAILED {module.test_path}::{test} - {error[:70]}", "\n".join(frames)
 
 
-def pytest_log(project: Project, rng: random.Random, budget: int) -> tuple[str, str, int]:
-    """A pytest session of about ``budget`` chars; returns (target, log, exit code)."""
+def pytest_log(project: Project, rng: random.Random, budget: int) -> tuple[str, str]:
+    """A pytest session of about ``budget`` chars; returns (the path tested, the log)."""
     target = project.focus.test_path if rng.random() < 0.6 else "tests"
     failed = 0 if rng.random() < 0.3 else rng.randint(1, 2 + budget // 6000)
     failures = [_failure(project, rng) for _ in range(failed)]
@@ -244,7 +243,8 @@ def pytest_log(project: Project, rng: random.Random, budget: int) -> tuple[str, 
               f"rootdir: {project.root}", "configfile: pyproject.toml",
               f"plugins: {', '.join(rng.sample(_PLUGINS, 2))}"]
     used = sum(len(part) for part in header) + sum(len(block) for _, block in failures)
-    progress, passed, skipped = [], 0, 0
+    progress: list[str] = []
+    passed = skipped = 0
     while used < budget * 0.85 or not progress:
         module = project.module(rng.choice(project.paths))
         if verbose:
@@ -268,27 +268,12 @@ def pytest_log(project: Project, rng: random.Random, budget: int) -> tuple[str, 
     counts = ", ".join(f"{n} {what}" for n, what in ((failed, "failed"), (passed, "passed"),
                                                       (skipped, "skipped")) if n)
     lines.append(f"{'=' * 20} {counts} in {rng.uniform(0.4, 60):.2f}s {'=' * 20}")
-    return target, "\n".join(lines), 1 if failed else 0
+    return target, "\n".join(lines)
 
 
 def run_tests(project: Project, rng: random.Random, budget: int) -> tuple[dict[str, Any], str]:
-    target, log, _ = pytest_log(project, rng, budget)
+    target, log = pytest_log(project, rng, budget)
     return {"path": target, "options": rng.choice(("-x -q", "-q", "-v", "--lf -q"))}, log
-
-
-def _diff(project: Project, rng: random.Random, budget: int) -> str:
-    out, size = [], 0
-    while size < budget or not out:
-        module = project.pick(rng)
-        start, old, guard = _edited(module, rng)
-        hunk = [f"diff --git a/{module.path} b/{module.path}",
-                f"index {rng.getrandbits(28):07x}..{rng.getrandbits(28):07x} 100644",
-                f"--- a/{module.path}", f"+++ b/{module.path}",
-                f"@@ -{start},{len(old)} +{start},{len(old) + len(guard)} @@",
-                " " + old[0], *("+" + line for line in guard), *(" " + line for line in old[1:])]
-        out += hunk
-        size += sum(len(line) + 1 for line in hunk)
-    return "\n".join(out)
 
 
 # The shell commands of ``bash`` calls: each returns (command, output, exit code).
@@ -299,7 +284,7 @@ def _ls(project: Project, rng: random.Random, budget: int) -> tuple[str, str, in
     folders = sorted({path.rsplit("/", 1)[0] for path in project.paths})
     if budget < 1500:
         folders = [rng.choice(folders)]
-    out = []
+    out: list[str] = []
     for folder in folders:
         inside = (path.rsplit("/", 1)[1] for path in project.paths if path.startswith(folder + "/"))
         names = ["__init__.py", *inside]

@@ -73,7 +73,7 @@ def user_request(project: Project, rng: random.Random) -> str:
                    f"{rng.choice(NOUNS)}s). Profile it and make it faster without changing its "
                    f"output.")
     if rng.random() < 0.2:
-        _, log, _ = pytest_log(project, rng, rng.randint(800, 3000))
+        _, log = pytest_log(project, rng, rng.randint(800, 3000))
         request += f"\n\nHere is the CI log:\n```\n{log}\n```"
     sign_off = rng.choice(("thanks!", "ping me if anything is unclear.", "no rush."))
     return (f"{request}\n\nCI runs `python -m pytest -q` from {project.root} on Python 3.11 "

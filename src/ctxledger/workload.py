@@ -99,7 +99,7 @@ def _sized(rng: random.Random, median: float, sigma: float) -> int:
 
 def _turn_length(rng: random.Random) -> int:
     """Agent steps in one user turn: 2-40, median about 10 (a skewed, long-tailed draw)."""
-    return max(2, min(40, int(round(10 * math.exp(rng.gauss(0.0, 0.6))))))
+    return max(2, min(40, round(10 * math.exp(rng.gauss(0.0, 0.6)))))
 
 
 class _Agent:
