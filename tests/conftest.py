@@ -68,6 +68,15 @@ def traces() -> dict[str, list[Message]]:
 
 @pytest.fixture(autouse=True)
 def _stop_all_actors() -> Iterator[None]:
-    """Stop every pykka actor a test left running, so one test cannot hang the next."""
+    """Stop every pykka actor a test left running, so one test cannot hang the next.
+
+    Daemon actors (a compaction actor stuck in a summariser call a test made slow on purpose)
+    are asked to stop but not waited for.
+    """
     yield
-    pykka.ActorRegistry.stop_all(block=True, timeout=10)
+    refs = pykka.ActorRegistry.get_all()
+    daemons = [ref for ref in refs if ref.actor_class.use_daemon_thread]
+    for ref in daemons:
+        ref.stop(block=False)
+    for ref in reversed([ref for ref in refs if ref not in daemons]):
+        ref.stop(block=True, timeout=10)

@@ -6,6 +6,7 @@ pins it so that the surface changes only on purpose.
 
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
+from ctxledger.domain import CompactionResult, ModelView, Tokenizer, is_prompt_too_long
 from ctxledger.errors import (
     ConfigError,
     ContextOverflowError,
@@ -14,35 +15,56 @@ from ctxledger.errors import (
     EventDecodeError,
     HostClosedError,
     InvalidMessageError,
+    InvalidSeqError,
     SessionExistsError,
     StorageError,
+    TraceFormatError,
     UnknownEventTypeError,
     UnknownSessionError,
     VersionConflictError,
 )
 from ctxledger.messages import Message, ToolCall
-from ctxledger.summarizers import Summarizer, SummaryRequest
+from ctxledger.host import Host
+from ctxledger.session import Session
+from ctxledger.summarizers import (
+    AnthropicSummarizer,
+    ExtractiveSummarizer,
+    OpenAIChatSummarizer,
+    Summarizer,
+    SummaryRequest,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AnthropicSummarizer",
     "Checkpoint",
+    "CompactionResult",
     "Config",
     "ConfigError",
     "ContextOverflowError",
     "CorruptRecordError",
     "CtxLedgerError",
     "EventDecodeError",
+    "ExtractiveSummarizer",
+    "Host",
     "HostClosedError",
     "InvalidMessageError",
+    "InvalidSeqError",
     "Message",
+    "ModelView",
+    "OpenAIChatSummarizer",
+    "Session",
     "SessionExistsError",
     "StorageError",
     "Summarizer",
     "SummaryRequest",
+    "Tokenizer",
     "ToolCall",
+    "TraceFormatError",
     "UnknownEventTypeError",
     "UnknownSessionError",
     "VersionConflictError",
     "__version__",
+    "is_prompt_too_long",
 ]
