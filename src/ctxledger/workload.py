@@ -55,6 +55,7 @@ from dataclasses import dataclass
 
 from ctxledger import _workload_repo as repo
 from ctxledger import _workload_speech as speech
+from ctxledger.domain.tokenizer import message_chars
 from ctxledger.messages import Message, ToolCall
 
 __all__ = [
@@ -63,7 +64,6 @@ __all__ = [
     "WorkloadStats",
     "generate_conversation",
     "iter_agent_steps",
-    "message_chars",
     "take_messages",
     "workload_stats",
 ]
@@ -205,18 +205,13 @@ def take_messages(seed: int, count: int) -> list[Message]:
     return list(itertools.islice(messages, count))
 
 
-def message_chars(message: Message) -> int:
-    """Size of a message as the budget counts it: content plus tool-call names and arguments."""
-    return len(message.content) + sum(len(c.name) + len(c.arguments) for c in message.tool_calls)
-
-
 @dataclass(frozen=True)
 class WorkloadStats:
     """Size statistics of a list of messages; ``str()`` gives a printable table.
 
     Attributes:
         messages: Number of messages.
-        total_chars: Sum of :func:`message_chars` over all messages.
+        total_chars: Sum of :func:`ctxledger.domain.tokenizer.message_chars` over all messages.
         sizes: Per role (and ``"all"``), ``(count, min, p50, p90, p99, max)`` of message sizes.
         tool_calls: Calls per tool name.
         parallel_steps: Assistant messages carrying more than one tool call.

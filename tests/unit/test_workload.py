@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ctxledger.domain.tokenizer import message_chars
 from ctxledger.messages import Message
 from ctxledger.traces import read_trace, write_trace
 from ctxledger.workload import (
@@ -16,7 +17,6 @@ from ctxledger.workload import (
     MIN_MESSAGE_CHARS,
     generate_conversation,
     iter_agent_steps,
-    message_chars,
     take_messages,
     workload_stats,
 )
