@@ -243,7 +243,7 @@ def plan_compaction(
         cut = lower
     else:
         fill = 1.0 if trigger == "prompt_too_long" else STEP_CUT_FILL
-        cut = cutter.step_cut(lower, room, fill)
+        cut = cutter.step_cut(max(lower, base + 1), room, fill)
         step_level = cut is not None and (round_cut is None or cut > round_cut)
     if cut is None or cut <= base:
         return skip("no_progress")
@@ -300,14 +300,14 @@ class _Cutter:
         return self._exact[cut]
 
     def step_cut(self, lower: int, room: int, fill: float) -> int | None:
-        """Return the earliest step boundary after ``lower`` whose view fits, else the last one.
+        """Return the earliest boundary from ``lower`` on whose view fits, else the last one.
 
         The tail aims at ``fill`` of the room left by the fixed part (system messages, pins,
         summary). Per-message costs are summed with one token of slack each, so the sum bounds
         the default tokenizer's total; each pick is then checked exactly.
         """
         state = self.state
-        candidates = state.boundaries_between(lower + 1, state.last_seq)
+        candidates = state.boundaries_between(lower, state.last_seq)
         if not candidates:
             return None
         fixed = self.exact(state.last_seq + 1)  # nothing raw but pins: the part no cut removes

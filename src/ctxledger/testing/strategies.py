@@ -101,7 +101,8 @@ def _conversation(
         if not no_user:
             for _ in range(draw(st.integers(1, 3)) if consecutive_users else 1):
                 out.append(Message.user(draw(text)))
-        for _ in range(draw(st.integers(1 if no_user else 0, max_steps))):
+        steps = draw(st.integers(1 if no_user else 0, max_steps))
+        for _ in range(steps):
             width = draw(st.integers(0, 3 if parallel_tool_calls else 1))
             calls = [
                 ToolCall(f"call_{next(ids)}", draw(st.sampled_from(_TOOLS)), draw(_arguments()))
@@ -113,7 +114,8 @@ def _conversation(
                 huge = huge_outputs and draw(st.integers(0, 15)) == 0
                 content = draw(_huge(*huge_chars) if huge else texts(max_size=max_chars * 3))
                 out.append(Message.tool(content, call.id, call.name))
-        if draw(st.booleans()):
+        # Without consecutive users a round needs an assistant message before the next one.
+        if draw(st.booleans()) or (not consecutive_users and not steps):
             out.append(Message.assistant(draw(text)))
     if pending_last_step and draw(st.booleans()):
         call = ToolCall(f"call_{next(ids)}", draw(st.sampled_from(_TOOLS)), draw(_arguments()))

@@ -339,3 +339,14 @@ def test_checkpoint_created_event_carries_the_checkpoint() -> None:
     s.compact()
     created = [e for e in s.events if isinstance(e, CheckpointCreated)]
     assert created[0].checkpoint == s.state.active_checkpoint
+
+
+def test_last_step_over_budget_is_still_cut_before() -> None:
+    """min_retain_rounds=0 and a last step over budget: cut at that step, not no_progress."""
+    config = {**SMALL, "min_retain_rounds": 0}
+    last = Message.assistant("", [call(f"p{i}") for i in range(4)])
+    s = session(Message.user("go"), *step("c1", "o" * 600), last, **config)
+    s.append(*[Message.tool("o" * 600, f"p{i}") for i in range(4)])
+    result = s.compact()
+    assert result.compacted and result.retain_from_seq == 4
+    assert result.threshold <= result.estimated_tokens <= 1000
