@@ -43,11 +43,17 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Fa
         max_reactive_retries: Reactive compactions before :class:`ContextOverflowError`.
         snapshot_interval: Events between projection snapshots.
         max_tool_result_chars: A tool result longer than this is shown truncated (head, tail and a
-            marker); 0 means a quarter of the compaction threshold, in characters.
-        summary_max_chars: Room reserved for the summary when a cut is planned; 0 means automatic.
+            marker naming its seq); 0 means a quarter of the base threshold, in characters
+            (``base_threshold_tokens * 3 // 4``); never below 120.
+        summary_max_chars: Room reserved for the summary when a cut is planned; 0 means a tenth
+            of the base threshold, in characters (``base_threshold_tokens * 3 // 10``).
         summary_chunk_chars: Largest summariser input in one call; longer inputs are summarised
-            in chunks. 0 means automatic (half the window, in characters).
-        threshold_policy: ``"fixed"`` (``window × compression_threshold``) or ``"dynamic"``.
+            in chunks. 0 means half the window, in characters (``context_window * 3 // 2``).
+        threshold_policy: ``"fixed"`` (``window × compression_threshold``) or ``"dynamic"``
+            (``0.3 × window``, ×0.8 early in a session, ×1.2 while debugging, never above the
+            fixed threshold; see :class:`ctxledger.domain.DynamicThreshold`). The *base
+            threshold* that the automatic sizes derive from is the fixed threshold, or
+            ``0.3 × window`` (capped by it) under the dynamic policy.
     """
 
     context_window: int = 128_000
