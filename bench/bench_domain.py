@@ -94,7 +94,9 @@ def bench_views(sizes: list[int], repeat: int) -> dict[str, Any]:
         rows[str(size)] = {
             "view_messages": len(view.messages),
             "view_tokens": view.view_tokens,
-            "build_view_us": median_seconds(lambda s=state: build_view(s, tokenizer=tokenizer), repeat)
+            "build_view_us": median_seconds(
+                lambda s=state: build_view(s, tokenizer=tokenizer), repeat
+            )
             * 1e6,
             "plan_us": median_seconds(
                 lambda s=state: plan_compaction(s, tokenizer=tokenizer), repeat
@@ -129,7 +131,6 @@ def bench_summarizer(repeat: int) -> dict[str, Any] | None:
         return None
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from conftest import load_trace  # the tests' trace reader
-
     from ctxledger import SummaryRequest
 
     summarizer = ExtractiveSummarizer()
@@ -149,7 +150,9 @@ def bench_summarizer(repeat: int) -> dict[str, Any] | None:
 
     seconds = median_seconds(run_all, repeat)
     rate = total_bytes / seconds / 1e6
-    print(f"  {len(requests)} traces, {total_bytes / 1e6:.2f} MB: {seconds:.3f} s -> {rate:.1f} MB/s")
+    print(
+        f"  {len(requests)} traces, {total_bytes / 1e6:.2f} MB: {seconds:.3f} s -> {rate:.1f} MB/s"
+    )
     return {"traces": len(requests), "bytes": total_bytes, "seconds": seconds, "mb_per_s": rate}
 
 

@@ -98,7 +98,7 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
         input_hash: Content address of the summariser's input.
     """
 
-    reason: str
+    reason: Trigger
     retain_from_seq: int
     covers_through_seq: int
     messages: tuple[Message, ...]
@@ -116,7 +116,7 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
     input_hash: str = ""
 
     @property
-    def trigger(self) -> str:
+    def trigger(self) -> Trigger:
         """Alias of :attr:`reason`."""
         return self.reason
 
@@ -276,7 +276,12 @@ class _Cutter:
     """Measures the view a cut would make, with a summary of the full reserved size."""
 
     def __init__(
-        self, state: SessionState, tokenizer: Tokenizer, reason: str, max_chars: int, pending: str
+        self,
+        state: SessionState,
+        tokenizer: Tokenizer,
+        reason: Trigger,
+        max_chars: int,
+        pending: str,
     ) -> None:
         self.state = state
         self.tokenizer = tokenizer
@@ -293,7 +298,7 @@ class _Cutter:
                 summary=self.placeholder,
                 retain_from_seq=cut,
                 covers_through_seq=cut - 1,
-                reason=self.reason,  # type: ignore[arg-type]
+                reason=self.reason,
             )
             messages = assemble(self.state, checkpoint)
             self._exact[cut] = self.tokenizer.count_messages([*messages, *self.extra])
@@ -406,7 +411,7 @@ def complete_compaction(
         summary=summary[: plan.max_chars],
         retain_from_seq=plan.retain_from_seq,
         covers_through_seq=plan.covers_through_seq,
-        reason=plan.reason,  # type: ignore[arg-type]
+        reason=plan.reason,
         focus=plan.focus,
         created_at=created_at,
         previous_checkpoint_id=plan.previous_checkpoint_id,

@@ -85,6 +85,7 @@ class DomainSession:
         ticks = itertools.count(1)
         self.clock = clock or (lambda: float(next(ticks)))
         self._ids = itertools.count(1)
+        self._opened_with = config
         self.state = SessionState.new(session_id, config)
         self.events: list[Event] = []
         self.views: list[ModelView] = []
@@ -155,7 +156,7 @@ class DomainSession:
         self.record(
             CompactionStarted(
                 compaction_id=compaction_id,
-                reason=plan.reason,  # type: ignore[arg-type]
+                reason=plan.reason,
                 retain_from_seq=plan.retain_from_seq,
                 covers_through_seq=plan.covers_through_seq,
                 estimated_tokens=plan.estimated_tokens,
@@ -205,7 +206,7 @@ class DomainSession:
 
     def replay(self, events: Iterable[Event] | None = None) -> SessionState:
         """Fold ``events`` (default: all recorded) into a fresh state."""
-        state = SessionState.new(self.state.session_id, self.events[0].config)  # type: ignore[union-attr]
+        state = SessionState.new(self.state.session_id, self._opened_with)
         for event in self.events if events is None else events:
             state.apply(event)
         return state

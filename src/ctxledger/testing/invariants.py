@@ -41,6 +41,7 @@ def check_view_invariants(
     pins: Collection[int] = (),
     tokenizer: Tokenizer | None = None,
     expected_history: Sequence[Message] | None = None,
+    check_window: bool = True,
 ) -> None:
     """Check a model view against the history it was built from.
 
@@ -64,6 +65,8 @@ def check_view_invariants(
         pins: Pinned seqs.
         tokenizer: Counts tokens for ``over_window`` (default: chars // 3).
         expected_history: What history must equal (for example a test's model of it).
+        check_window: Check ``over_window``; pass False for a view served after the summariser
+            failed (the previous checkpoint stays active, so the view may not fit).
 
     Raises:
         AssertionError: An invariant is broken; the message names it and the seq.
@@ -102,7 +105,8 @@ def check_view_invariants(
         raise _fail(
             "altered_message", seq, f"{message.role} content is not verbatim, masked or truncated"
         )
-    _check_window(view, config, tokenizer or CharTokenizer(), pins)
+    if check_window:
+        _check_window(view, config, tokenizer or CharTokenizer(), pins)
 
 
 def _check_history(history: Sequence[Message], expected: Sequence[Message] | None) -> None:

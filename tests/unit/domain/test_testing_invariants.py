@@ -158,3 +158,9 @@ def test_unknown_seq_is_flagged() -> None:
     """A view message must name a history message."""
     history = _history()
     _broken("unknown_message", history, _view([*history, Message.user("x").with_seq(99)]))
+
+
+def test_window_check_can_be_skipped() -> None:
+    """check_window=False accepts an over-window view (served after a failed summary)."""
+    history = [m for m in session(*[Message.user("u" * 600) for _ in range(6)]).state.history]
+    check_view_invariants(history, _view(history), Config(context_window=1000), check_window=False)
