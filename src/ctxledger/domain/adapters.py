@@ -86,11 +86,9 @@ def to_anthropic(messages: Sequence[Message]) -> dict[str, Any]:
             )
             _add(turns, "assistant", blocks)
         elif role == "tool":
-            block = {
-                "type": "tool_result",
-                "tool_use_id": message.tool_call_id,
-                "content": message.content,
-            }
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id}
+            if message.content:  # an empty result is sent without content, not as ""
+                block["content"] = message.content
             _add(turns, "user", [block])
         else:  # user, or a system message after the conversation started
             _add(turns, "user", [_text(message.content)] if message.content else [])

@@ -130,3 +130,11 @@ def test_anthropic_view_never_starts_with_an_assistant_turn() -> None:
     """A view opening with assistant output gets a user turn first."""
     rendered = to_anthropic([Message.assistant("x")])
     assert rendered["messages"][0]["role"] == "user"
+
+
+def test_anthropic_empty_tool_result_has_no_content() -> None:
+    """An empty result is a tool_result block without content."""
+    rendered = to_anthropic(
+        [Message.user("u"), Message.assistant("", [call("c1")]), Message.tool("", "c1")]
+    )
+    assert rendered["messages"][-1]["content"] == [{"type": "tool_result", "tool_use_id": "c1"}]
