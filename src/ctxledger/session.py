@@ -17,7 +17,13 @@ import structlog
 from ctxledger.actors import BudgetActor, CompactionActor, HistoryActor, ProjectionActor
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
-from ctxledger.domain import CompactionPlan, CompactionResult, ModelView, is_prompt_too_long
+from ctxledger.domain import (
+    CompactionPlan,
+    CompactionResult,
+    ModelView,
+    fail_compaction,
+    is_prompt_too_long,
+)
 from ctxledger.errors import (
     ContextOverflowError,
     HostClosedError,
@@ -152,6 +158,22 @@ class Session:
                 raise InvalidSeqError(f"session {self.id!r} has no message with seq {seq!r}")
             self._persist([MessagePinned(seq=seq)])
 
+    def view_at(self, seq: int) -> ModelView:
+        """Return the view served (or that would have been served) while ``seq`` was the newest.
+
+        See :func:`ctxledger.replay.view_at`; forks replay their parent's prefix.
+
+        Raises:
+            InvalidSeqError: ``seq`` names no message.
+        """
+        from ctxledger.replay import view_at
+
+        with self._lock:
+            last_seq, _ = self._positions()
+            if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= last_seq:
+                raise InvalidSeqError(f"session {self.id!r} has no message with seq {seq!r}")
+            return view_at(self._host.log, self.id, seq, tokenizer=self._host.tokenizer)
+
     def fork(self, new_id: str, at_seq: int | None = None) -> Session:
         """Create a new session sharing this one's history up to ``at_seq`` (default: all).
 
@@ -263,15 +285,7 @@ class Session:
         if not summary:
             self._persist([CompactionFailed(compaction_id=compaction_id, detail=detail)])
             log.warning("compaction_failed", detail=detail)
-            return CompactionResult(
-                compacted=False,
-                reason="summary_unavailable",
-                checkpoint_id=None,
-                estimated_tokens=plan.estimated_tokens,
-                threshold=plan.threshold,
-                retain_from_seq=plan.retain_from_seq,
-                messages_compacted=0,
-            )
+            return fail_compaction(plan)
         checkpoint, result = _get(
             actors.budget.complete(plan, summary, host.new_id(), host.clock())
         )
@@ -316,6 +330,11 @@ class Session:
     def _persist(self, events: list[Event]) -> list[RecordedEvent]:
         with self._lock:
             return _get(self._ensure_active().history.persist(events))  # type: ignore[no-any-return]
+
+    def _live_state(self) -> Any:
+        """Return a copy of the history actor's folded state (for equivalence tests)."""
+        with self._lock:
+            return _get(self._ensure_active().history.state_copy())
 
     def _positions(self) -> tuple[int, int]:
         """Return (last message seq, last event seq)."""

@@ -19,6 +19,7 @@ from ctxledger.messages import Message
 from ctxledger.storage import EventLog, RecordedEvent
 
 from ctxledger.actors.replica import Published
+from ctxledger.replay.loader import snapshot_due
 
 __all__ = ["HistoryActor"]
 
@@ -65,12 +66,19 @@ class HistoryActor(pykka.ThreadingActor):
 
         The state changes only after the log has acknowledged the batch as durable.
         """
+        if not events:
+            return []
         records = self._event_log.append(
             self._state.session_id, list(events), expected_seq=self._last_event_seq
         )
         for record in records:
             self._state.apply(record.event)
-        self._last_event_seq = records[-1].seq if records else self._last_event_seq
+        previous, self._last_event_seq = self._last_event_seq, records[-1].seq
+        if snapshot_due(previous, self._last_event_seq, self._state.config.snapshot_interval):
+            # Taken after the fold, so snapshot + tail replays to exactly this state.
+            self._event_log.save_snapshot(
+                self._state.session_id, self._last_event_seq, self._state.to_snapshot()
+            )
         message = Published(records)
         for ref in self._subscribers:
             ref.tell(message)
@@ -80,6 +88,10 @@ class HistoryActor(pykka.ThreadingActor):
         """Return (history, checkpoints, last message seq, last event seq) as immutable copies."""
         state = self._state
         return list(state.history), list(state.checkpoints), state.last_seq, self._last_event_seq
+
+    def state_copy(self) -> SessionState:
+        """Return an independent copy of the authoritative state (for tests and tools)."""
+        return self._state.copy()
 
     def open_tool_calls(self) -> dict[str, Any]:
         """Return the tool calls that are not answered yet, by id."""

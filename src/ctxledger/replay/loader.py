@@ -1,24 +1,46 @@
-"""Folding a session's events into its state, forks included.
+"""Folding a session's events into its state: snapshots, forks and spans.
 
 A fork's log starts with ``SessionOpened`` and ``SessionForked``; its state is the parent's events
 up to ``parent_event_seq`` (recursively, for forks of forks) followed by its own events.
+
+Projection snapshots are taken every ``snapshot_interval`` events (see
+:func:`snapshot_due`); folding starts from the newest valid snapshot at or before the bound, so it
+reads at most ``snapshot_interval`` events past it. A snapshot that fails its checksum (skipped by
+the log) or comes from an incompatible version is ignored and the fold falls back to the events.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+
+import structlog
 
 from ctxledger.domain import SessionState
-from ctxledger.errors import CorruptRecordError, InvalidSeqError, UnknownSessionError
+from ctxledger.errors import CorruptRecordError, EventDecodeError, InvalidSeqError, UnknownSessionError
 from ctxledger.events import (
     MessageAppended,
     SessionForked,
     SessionOpened,
     ToolResultSynthesized,
+    ViewServed,
 )
 from ctxledger.storage import EventLog, RecordedEvent
 
-__all__ = ["event_seq_before_message", "fold_session", "load_state"]
+__all__ = [
+    "append_event_seq",
+    "event_seq_before_message",
+    "fold_session",
+    "load_state",
+    "snapshot_due",
+    "view_span_end",
+]
+
+_logger = structlog.get_logger("ctxledger.replay")
+
+
+def snapshot_due(previous_event_seq: int, new_event_seq: int, interval: int) -> bool:
+    """Whether an append moving a session from one event seq to another crosses a snapshot point."""
+    return new_event_seq // interval > previous_event_seq // interval
 
 
 def fold_session(
@@ -26,7 +48,7 @@ def fold_session(
     session_id: str,
     *,
     through_event_seq: int | None = None,
-    stop: Callable[[RecordedEvent], bool] | None = None,
+    use_snapshots: bool = True,
 ) -> tuple[SessionState, int]:
     """Fold a session's events (and its fork ancestry) into a fresh state.
 
@@ -34,7 +56,7 @@ def fold_session(
         log: The event log.
         session_id: The session to fold.
         through_event_seq: Fold the session's own events up to this event seq (inclusive).
-        stop: Optional predicate; folding stops *before* the first own event it accepts.
+        use_snapshots: Start from the newest valid snapshot at or before the bound.
 
     Returns:
         The state and the last own event seq that was folded.
@@ -43,6 +65,14 @@ def fold_session(
         UnknownSessionError: The session has no events.
         CorruptRecordError: The log does not start with ``SessionOpened``, or a record is damaged.
     """
+    if use_snapshots:
+        resumed = _from_snapshot(log, session_id, through_event_seq)
+        if resumed is not None:
+            state, last = resumed
+            for record in log.iter_events(session_id, last + 1, through_event_seq):
+                state.apply(record.event)
+                last = record.seq
+            return state, last
     records = log.iter_events(session_id, 1, through_event_seq)
     first = next(records, None)
     if first is None:
@@ -58,12 +88,11 @@ def fold_session(
     state.apply(opened)
     last = first.seq
     for record in records:
-        if stop is not None and stop(record):
-            break
         event = record.event
         if isinstance(event, SessionForked):
             state, _ = fold_session(
-                log, event.parent_id, through_event_seq=event.parent_event_seq
+                log, event.parent_id, through_event_seq=event.parent_event_seq,
+                use_snapshots=use_snapshots,
             )
             state.rebase(session_id, opened.config)
         state.apply(event)
@@ -71,9 +100,64 @@ def fold_session(
     return state, last
 
 
+def _from_snapshot(
+    log: EventLog, session_id: str, bound: int | None
+) -> tuple[SessionState, int] | None:
+    found = log.load_snapshot(session_id, bound)
+    if found is None:
+        return None
+    seq, data = found
+    try:
+        state = SessionState.from_snapshot(data)
+    except EventDecodeError as exc:
+        _logger.warning("snapshot_ignored", session_id=session_id, seq=seq, error=str(exc))
+        return None
+    if state.session_id != session_id:
+        _logger.warning("snapshot_ignored", session_id=session_id, seq=seq, error="foreign")
+        return None
+    return state, seq
+
+
 def load_state(log: EventLog, session_id: str) -> tuple[SessionState, int]:
     """Fold every event of ``session_id``; return the state and its last event seq."""
     return fold_session(log, session_id)
+
+
+def _message_seq(event: object) -> int | None:
+    if isinstance(event, MessageAppended | ToolResultSynthesized):
+        return event.message.seq
+    return None
+
+
+def append_event_seq(log: EventLog, session_id: str, message_seq: int) -> int | None:
+    """Return the event seq of the session's own append of ``message_seq``, if it has one.
+
+    Binary search over event seqs: each probe reads forward to the next message-carrying event,
+    so the cost is logarithmic in the session's length.
+    """
+    low, high = 1, log.last_seq(session_id)
+    while low <= high:
+        middle = (low + high) // 2
+        probe = _next_message(log, session_id, middle, high)
+        if probe is None:
+            high = middle - 1
+            continue
+        event_seq, seq = probe
+        if seq == message_seq:
+            return event_seq
+        if seq < message_seq:
+            low = event_seq + 1
+        else:
+            high = middle - 1
+    return None
+
+
+def _next_message(log: EventLog, session_id: str, start: int, end: int) -> tuple[int, int] | None:
+    for record in log.iter_events(session_id, start, end):
+        seq = _message_seq(record.event)
+        if seq is not None:
+            return record.seq, seq
+    return None
 
 
 def event_seq_before_message(
@@ -89,16 +173,56 @@ def event_seq_before_message(
     Raises:
         InvalidSeqError: No message ``message_seq`` exists.
     """
-    for record in _own_events(log, session_id):
-        event = record.event
-        if isinstance(event, SessionForked):
-            if message_seq <= event.at_seq:
-                return event_seq_before_message(log, event.parent_id, message_seq)
-        elif isinstance(event, MessageAppended | ToolResultSynthesized):
-            if event.message.seq == message_seq:
-                return session_id, record.seq - 1
-    raise InvalidSeqError(f"session {session_id!r} has no message with seq {message_seq}")
+    fork = _fork_of(log, session_id)
+    if fork is not None and message_seq <= fork.at_seq:
+        return event_seq_before_message(log, fork.parent_id, message_seq)
+    event_seq = append_event_seq(log, session_id, message_seq)
+    if event_seq is None:
+        raise InvalidSeqError(f"session {session_id!r} has no message with seq {message_seq}")
+    return session_id, event_seq - 1
 
 
-def _own_events(log: EventLog, session_id: str) -> Iterator[RecordedEvent]:
-    return log.iter_events(session_id, 1, None)
+def _fork_of(log: EventLog, session_id: str) -> SessionForked | None:
+    for record in log.read(session_id, 1, 2):
+        if isinstance(record.event, SessionForked):
+            return record.event
+    return None
+
+
+def view_span_end(log: EventLog, session_id: str, seq: int) -> tuple[str, int]:
+    """Where to fold to rebuild the view served while message ``seq`` was the newest.
+
+    The span is every event after the append of ``seq`` and before the append of ``seq + 1``.
+    If a ``ViewServed`` lies in it, the fold ends at the last one (the view that *was* served);
+    otherwise at the end of the span (the view that *would have been* served).
+
+    Returns:
+        ``(owner_session_id, event_seq)`` to pass to :func:`fold_session`.
+
+    Raises:
+        InvalidSeqError: ``seq`` names no message.
+    """
+    fork = _fork_of(log, session_id)
+    if fork is not None and seq < fork.at_seq:
+        return view_span_end(log, fork.parent_id, seq)
+    last_event = log.last_seq(session_id)
+    if last_event == 0:
+        raise UnknownSessionError(f"unknown session {session_id!r}")
+    start = append_event_seq(log, session_id, seq) if seq > 0 else None
+    if start is None:
+        # seq 0 or the fork point itself: the span starts with the session's own first events.
+        if seq != 0 and not (fork is not None and seq == fork.at_seq):
+            raise InvalidSeqError(f"session {session_id!r} has no message with seq {seq}")
+        start = 1
+    next_append = append_event_seq(log, session_id, seq + 1)
+    end = last_event if next_append is None else next_append - 1
+    served = [
+        record.seq
+        for record in _span(log, session_id, start, end)
+        if isinstance(record.event, ViewServed) and record.event.through_seq == seq
+    ]
+    return session_id, served[-1] if served else end
+
+
+def _span(log: EventLog, session_id: str, start: int, end: int) -> Iterator[RecordedEvent]:
+    return log.iter_events(session_id, start, end)
