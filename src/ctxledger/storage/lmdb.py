@@ -91,12 +91,10 @@ class _Environment:
                 lock=True,
                 create=not readonly,
             )
-        except lmdb.Error as exc:
+        except (lmdb.Error, OSError) as exc:
             raise StorageError(f"cannot open the event log at {path!r}: {exc}") from exc
         try:
-            stale = self.env.reader_check()
-            if stale:
-                _log.info("cleared stale reader slots", path=path, slots=stale)
+            self.clear_stale_readers()
             self.dbs = Databases(
                 *(self.env.open_db(name.encode(), create=not readonly) for name in DB_NAMES)
             )
@@ -113,6 +111,15 @@ class _Environment:
             self.journal = Journal(
                 self.env, writer, grow=self.grow, name=f"ctxledger-journal:{path}"
             )
+
+    def clear_stale_readers(self) -> None:
+        """Free the reader slots of dead processes (killed inside a read transaction)."""
+        try:
+            stale = self.env.reader_check()
+        except lmdb.Error as exc:
+            raise StorageError(f"cannot check the readers of {self.path!r}: {exc}") from exc
+        if stale:
+            _log.info("cleared stale reader slots", path=self.path, slots=stale)
 
     def _check_format(self) -> None:
         with self.env.begin(write=not self.readonly) as txn:
@@ -247,6 +254,7 @@ class LmdbEventLog:
                     f"{shared.durability!r}, readonly={shared.readonly}; close it first"
                 )
             else:
+                shared.clear_stale_readers()
                 shared.refs += 1
         return cls(shared)
 

@@ -1,0 +1,329 @@
+"""What the LMDB backend promises beyond the contract: persistence, sharing, growth, errors."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import lmdb
+import pytest
+import structlog
+
+from ctxledger.errors import ConfigError, StorageError
+from ctxledger.events.types import Event, MessageAppended, UsageReported
+from ctxledger.messages import Message
+from ctxledger.storage import LmdbEventLog
+from ctxledger.storage._layout import STAMP_SIZE, pack_pair
+
+
+def usage(count: int, start: int = 0) -> list[Event]:
+    """``count`` small events, told apart by their ``prompt_tokens``."""
+    return [UsageReported(prompt_tokens=start + index) for index in range(count)]
+
+
+def messages(count: int, size: int, start: int = 1) -> list[Event]:
+    """``count`` tool-result messages of about ``size`` characters of varied text."""
+    events: list[Event] = []
+    for seq in range(start, start + count):
+        body = " ".join(f"line {seq}.{n}: value={n * seq % 977} ok" for n in range(size // 24))
+        events.append(
+            MessageAppended(message=Message.tool(body, f"call_{seq}", "bash").with_seq(seq))
+        )
+    return events
+
+
+def test_events_survive_reopen(tmp_path: Path) -> None:
+    """Events appended before close are read back after reopening the directory."""
+    with LmdbEventLog.open(tmp_path / "log") as log:
+        recorded = log.append("s", usage(3), expected_seq=0)
+    with LmdbEventLog.open(tmp_path / "log") as log:
+        assert log.read("s") == recorded
+
+
+def test_seqs_and_positions_continue_after_reopen(tmp_path: Path) -> None:
+    """A reopened log continues each session's seqs and the global positions."""
+    with LmdbEventLog.open(tmp_path / "log") as log:
+        log.append("a", usage(2), expected_seq=0)
+    with LmdbEventLog.open(tmp_path / "log") as log:
+        recorded = log.append("a", usage(1), expected_seq=2)
+    assert (recorded[0].seq, recorded[0].position) == (3, 3)
+
+
+def test_opening_a_path_twice_shares_one_environment(tmp_path: Path) -> None:
+    """Two handles on one path see each other's appends."""
+    with (
+        LmdbEventLog.open(tmp_path / "log") as first,
+        LmdbEventLog.open(tmp_path / "log") as second,
+    ):
+        first.append("s", usage(2), expected_seq=0)
+        assert second.last_seq("s") == 2
+
+
+def test_closing_one_handle_keeps_the_other_open(tmp_path: Path) -> None:
+    """The environment stays open until its last handle closes."""
+    first = LmdbEventLog.open(tmp_path / "log")
+    second = LmdbEventLog.open(tmp_path / "log")
+    first.close()
+    second.append("s", usage(1), expected_seq=0)
+    assert second.read("s")[0].seq == 1
+    second.close()
+
+
+def test_relative_and_absolute_paths_share_an_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same directory named two ways is one environment."""
+    monkeypatch.chdir(tmp_path)
+    with LmdbEventLog.open("log") as relative, LmdbEventLog.open(tmp_path / "log") as absolute:
+        relative.append("s", usage(1), expected_seq=0)
+        assert absolute.last_seq("s") == 1
+
+
+def test_opening_a_path_twice_with_other_durability_fails(tmp_path: Path) -> None:
+    """A second open asking for another durability mode is refused clearly."""
+    with LmdbEventLog.open(tmp_path / "log"), pytest.raises(StorageError, match="already open"):
+        LmdbEventLog.open(tmp_path / "log", durability="none")
+
+
+def test_closing_a_handle_twice_is_harmless(tmp_path: Path) -> None:
+    """close() is idempotent and does not release another handle's reference."""
+    first = LmdbEventLog.open(tmp_path / "log")
+    second = LmdbEventLog.open(tmp_path / "log")
+    first.close()
+    first.close()
+    assert second.last_seq("s") == 0
+    second.close()
+
+
+@pytest.mark.parametrize("durability", ["sync", "group", "none"])
+def test_every_durability_mode_opens(tmp_path: Path, durability: str) -> None:
+    """The three durability modes are accepted and record appends."""
+    with LmdbEventLog.open(tmp_path / "log", durability=durability) as log:  # type: ignore[arg-type]
+        assert log.append("s", usage(1), expected_seq=0)[0].seq == 1
+
+
+def test_unknown_durability_is_a_config_error(tmp_path: Path) -> None:
+    """An unknown durability mode raises ConfigError naming the setting."""
+    with pytest.raises(ConfigError) as caught:
+        LmdbEventLog.open(tmp_path / "log", durability="fast")  # type: ignore[arg-type]
+    assert caught.value.field == "durability"
+
+
+def test_durability_error_is_a_value_error(tmp_path: Path) -> None:
+    """A bad durability mode is also a ValueError."""
+    with pytest.raises(ValueError):
+        LmdbEventLog.open(tmp_path / "log", durability="")  # type: ignore[arg-type]
+
+
+def test_lmdb_error_on_open_is_a_storage_error(tmp_path: Path) -> None:
+    """A damaged data file (an lmdb.Error) surfaces as StorageError, caused by the lmdb.Error."""
+    (tmp_path / "log").mkdir()
+    (tmp_path / "log" / "data.mdb").write_bytes(b"garbage" * 2000)
+    with pytest.raises(StorageError) as caught:
+        LmdbEventLog.open(tmp_path / "log")
+    assert isinstance(caught.value.__cause__, lmdb.Error)
+
+
+def test_unusable_path_is_a_storage_error(tmp_path: Path) -> None:
+    """A path below a regular file cannot hold a log: StorageError."""
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(StorageError):
+        LmdbEventLog.open(tmp_path / "file" / "log")
+
+
+def test_readonly_open_of_missing_log_is_a_storage_error(tmp_path: Path) -> None:
+    """Opening a missing directory read-only raises StorageError."""
+    with pytest.raises(StorageError):
+        LmdbEventLog.open(tmp_path / "missing", readonly=True)
+
+
+def test_readonly_log_reads_but_refuses_appends(tmp_path: Path) -> None:
+    """A read-only handle reads the events and refuses to append."""
+    with LmdbEventLog.open(tmp_path / "log") as log:
+        log.append("s", usage(2), expected_seq=0)
+    with LmdbEventLog.open(tmp_path / "log", readonly=True) as log:
+        assert log.last_seq("s") == 2
+        with pytest.raises(StorageError, match="read-only"):
+            log.append("s", usage(1), expected_seq=2)
+
+
+def test_log_of_another_format_is_refused(tmp_path: Path) -> None:
+    """A directory whose meta names another format is not opened."""
+    LmdbEventLog.open(tmp_path / "log").close()
+    with lmdb.open(str(tmp_path / "log"), max_dbs=16) as env:
+        meta = env.open_db(b"meta")
+        with env.begin(write=True, db=meta) as txn:
+            txn.put(b"format", b"something-else/9")
+    with pytest.raises(StorageError, match="format"):
+        LmdbEventLog.open(tmp_path / "log")
+
+
+def test_map_grows_instead_of_failing(tmp_path: Path) -> None:
+    """Tens of MB written through a 64 KiB initial map all land and read back."""
+    big = [
+        MessageAppended(message=Message.user(os.urandom(64 * 1024).hex()).with_seq(seq))
+        for seq in range(1, 401)
+    ]
+    with LmdbEventLog.open(tmp_path / "log", map_size=64 * 1024, durability="none") as log:
+        for start in range(0, 400, 20):
+            log.append("s", big[start : start + 20], expected_seq=start)
+        stats = log.stats()
+        assert [r.event for r in log.iter_events("s")] == big
+    assert stats["stored_bytes"] > 20 * 1024 * 1024 and stats["map_size"] > stats["stored_bytes"]
+
+
+def test_map_growth_waits_for_concurrent_readers(tmp_path: Path) -> None:
+    """Readers running while the map grows read consistent data and never fail."""
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def reader(log: LmdbEventLog) -> None:
+        while not stop.is_set():
+            try:
+                first = max(log.last_seq("s") - 20, 1)
+                seqs = [r.seq for r in log.read("s", first)]
+                assert seqs == list(range(first, first + len(seqs)))
+            except BaseException as exc:
+                errors.append(exc)
+                return
+            time.sleep(0.0005)  # leave the GIL to the journal: this test is about correctness
+
+    with LmdbEventLog.open(tmp_path / "log", map_size=64 * 1024, durability="none") as log:
+        threads = [threading.Thread(target=reader, args=(log,)) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for start in range(0, 200, 10):
+            log.append("s", messages(10, 8000, start=start + 1), expected_seq=start)
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert errors == []
+
+
+def test_pending_appends_commit_before_close(tmp_path: Path) -> None:
+    """Appends that returned before close() are all on disk after it."""
+    log = LmdbEventLog.open(tmp_path / "log")
+
+    def writer(index: int) -> None:
+        for batch in range(5):
+            log.append(f"w{index}", usage(2), expected_seq=batch * 2)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    log.close()
+    with LmdbEventLog.open(tmp_path / "log") as log:
+        assert log.last_position() == 40
+
+
+def test_commit_timestamp_comes_from_the_clock(tmp_path: Path) -> None:
+    """The injected clock stamps every recorded event."""
+    with LmdbEventLog.open(tmp_path / "log", clock=lambda: 1234.5) as log:
+        log.append("s", usage(2), expected_seq=0)
+        assert {r.timestamp for r in log.read("s")} == {1234.5}
+
+
+def test_large_events_are_stored_compressed(tmp_path: Path) -> None:
+    """Large messages are stored zstd-compressed; stats reports a ratio above 1."""
+    with LmdbEventLog.open(tmp_path / "log") as log:
+        log.append("s", messages(20, 6000), expected_seq=0)
+        assert log.stats()["compression_ratio"] > 1.5
+
+
+def test_stats_counts_events_per_session(tmp_path: Path) -> None:
+    """stats() reports each session's event count and the total."""
+    with LmdbEventLog.open(tmp_path / "log") as log:
+        log.append("a", usage(2), expected_seq=0)
+        log.append("b", usage(3), expected_seq=0)
+        stats = log.stats()
+    assert (stats["events_per_session"], stats["events"]) == ({"a": 2, "b": 3}, 5)
+
+
+def test_trained_dictionary_compresses_new_records(tmp_path: Path) -> None:
+    """After training, new records name the dictionary in their header."""
+    with LmdbEventLog.open(tmp_path / "log", durability="none") as log:
+        log.append("s", messages(300, 700), expected_seq=0)
+        dict_id = log.train_dictionary()
+        log.append("s", messages(1, 700, start=301), expected_seq=300)
+        value = _raw_value(log, "s", 301)
+    assert int.from_bytes(value[STAMP_SIZE + 2 : STAMP_SIZE + 6], "big") == dict_id == 1
+
+
+def test_dictionary_records_read_back_after_reopen(tmp_path: Path) -> None:
+    """Records compressed with a stored dictionary decode after the log is reopened."""
+    with LmdbEventLog.open(tmp_path / "log", durability="none") as log:
+        log.append("s", messages(300, 700), expected_seq=0)
+        log.train_dictionary()
+        log.append("s", messages(5, 700, start=301), expected_seq=300)
+    with LmdbEventLog.open(tmp_path / "log", durability="none") as log:
+        assert [r.event for r in log.read("s", 301)] == messages(5, 700, start=301)
+
+
+def test_training_on_too_few_events_is_a_storage_error(tmp_path: Path) -> None:
+    """A log with almost no events cannot train a dictionary."""
+    with LmdbEventLog.open(tmp_path / "log") as log:
+        log.append("s", usage(2), expected_seq=0)
+        with pytest.raises(StorageError, match="dictionary"):
+            log.train_dictionary()
+
+
+def test_writes_from_another_process_are_noticed(tmp_path: Path) -> None:
+    """An append after another process wrote the same directory sees its events."""
+    with LmdbEventLog.open(tmp_path / "log") as log:
+        log.append("s", usage(2), expected_seq=0)
+        _run_child(
+            f"""
+            from ctxledger.events.types import UsageReported
+            from ctxledger.storage import LmdbEventLog
+            with LmdbEventLog.open({str(tmp_path / "log")!r}) as log:
+                log.append("s", [UsageReported(prompt_tokens=9)] * 2, expected_seq=2)
+            """
+        )
+        recorded = log.append("s", usage(1), expected_seq=4)
+    assert (recorded[0].seq, recorded[0].position) == (5, 5)
+
+
+def test_stale_reader_slots_are_cleared_on_open(tmp_path: Path) -> None:
+    """The reader slot of a process killed inside a read transaction is freed on open."""
+    # Keep the environment open here: the first opener of an environment resets the reader
+    # table anyway, so only an open that joins a live environment has stale slots to clear.
+    with LmdbEventLog.open(tmp_path / "log"):
+        with subprocess.Popen(
+            [sys.executable, "-c", _READER_CHILD.format(path=str(tmp_path / "log"))],
+            stdout=subprocess.PIPE,
+            text=True,
+        ) as child:
+            assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+            child.send_signal(signal.SIGKILL)
+        with structlog.testing.capture_logs() as logs:
+            LmdbEventLog.open(tmp_path / "log").close()
+    cleared = [entry["slots"] for entry in logs if entry["event"] == "cleared stale reader slots"]
+    assert cleared == [1]
+
+
+_READER_CHILD = """
+import lmdb, time
+env = lmdb.open({path!r}, max_dbs=16)
+txn = env.begin()
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def _raw_value(log: LmdbEventLog, session_id: str, seq: int) -> bytes:
+    with log._reading() as txn:
+        number = log._number(txn, session_id)
+        assert number is not None
+        return bytes(txn.get(pack_pair(number, seq), db=log._shared.dbs.events))
+
+
+def _run_child(source: str) -> None:
+    subprocess.run([sys.executable, "-c", textwrap.dedent(source)], check=True, timeout=60)
