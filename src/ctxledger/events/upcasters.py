@@ -41,11 +41,12 @@ def register_upcaster(old_tag: str) -> Callable[[Upcaster], Upcaster]:
             has an upcaster.
     """
 
+    if old_tag in CURRENT_TAGS:
+        raise ValueError(f"{old_tag!r} is a current event tag; upcasters are for old tags")
+    if old_tag in _UPCASTERS:
+        raise ValueError(f"an upcaster for {old_tag!r} is already registered")
+
     def decorator(function: Upcaster) -> Upcaster:
-        if old_tag in CURRENT_TAGS:
-            raise ValueError(f"{old_tag!r} is a current event tag; upcasters are for old tags")
-        if old_tag in _UPCASTERS:
-            raise ValueError(f"an upcaster for {old_tag!r} is already registered")
         _UPCASTERS[old_tag] = function
         return function
 
