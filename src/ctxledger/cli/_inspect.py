@@ -1,0 +1,269 @@
+"""Read-only verbs: ``sessions``, ``show``, ``view``, ``plot`` and ``stats``.
+
+They open the log read-only and never create the folder.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ctxledger.cli._app import db_option, open_log, require_session
+from ctxledger.cli._format import clip, human_bytes, human_time, human_tokens, table
+from ctxledger.domain import CharTokenizer, ModelView, build_view
+from ctxledger.events import (
+    CheckpointCreated,
+    CompactionFailed,
+    CompactionStarted,
+    ConfigChanged,
+    Event,
+    MessageAppended,
+    MessagePinned,
+    SessionForked,
+    SessionOpened,
+    ToolResultSynthesized,
+    TranscriptExported,
+    UsageReported,
+    ViewServed,
+)
+from ctxledger.messages import Message
+from ctxledger.replay.loader import fold_session
+from ctxledger.timeline import session_timeline
+
+__all__ = ["plot", "sessions", "show", "stats", "view"]
+
+_PREVIEW = 96
+
+
+@click.command()
+@db_option
+def sessions(db: Path) -> None:
+    """List sessions: messages, checkpoints, events, view tokens, last activity."""
+    tokenizer = CharTokenizer()
+    rows = []
+    with open_log(db) as log:
+        for session_id in log.sessions():
+            state, last_event = fold_session(log, session_id)
+            view = build_view(state, tokenizer=tokenizer)
+            (last,) = log.read(session_id, last_event, last_event)
+            rows.append(
+                (
+                    session_id,
+                    state.last_seq,
+                    len(state.checkpoints),
+                    last_event,
+                    f"{view.estimated_tokens:,}",
+                    human_time(last.timestamp),
+                )
+            )
+    if not rows:
+        click.echo(f"no sessions in '{db}'")
+        return
+    headers = ("SESSION", "MESSAGES", "CHECKPOINTS", "EVENTS", "VIEW TOKENS", "LAST ACTIVITY")
+    click.echo(table(headers, rows, right="<>>>>"))
+
+
+@click.command()
+@click.argument("session_id", metavar="SESSION")
+@db_option
+@click.option("--events", "show_events", is_flag=True, help="Show raw events, not messages.")
+@click.option("--from", "start", type=click.IntRange(min=1), default=1, show_default=True,
+              help="First seq to show (message seq, or event seq with --events).")
+@click.option("--limit", type=click.IntRange(min=1), help="Show at most this many.")
+@click.option("--full", is_flag=True, help="Print whole message contents, not one-line previews.")
+@click.option("--pager/--no-pager", default=True, help="Page long output on a terminal.")
+def show(
+    session_id: str,
+    db: Path,
+    show_events: bool,
+    start: int,
+    limit: int | None,
+    full: bool,
+    pager: bool,
+) -> None:
+    """Show a session's history (or its raw events with --events)."""
+    with open_log(db) as log:
+        require_session(log, session_id, db)
+        if show_events:
+            stop = None if limit is None else start + limit - 1
+            lines = [_event_line(r.seq, r.timestamp, r.event) for r in log.iter_events(session_id, start, stop)]
+        else:
+            state, _ = fold_session(log, session_id)
+            chosen = state.history[start - 1 :]
+            chosen = chosen if limit is None else chosen[:limit]
+            lines = list(_message_lines(chosen, full))
+    _emit(lines, pager)
+
+
+@click.command()
+@click.argument("session_id", metavar="SESSION")
+@db_option
+@click.option("--at", "at_seq", type=click.IntRange(min=1),
+              help="The view served while message SEQ was the newest (time travel).")
+@click.option("--format", "fmt", type=click.Choice(["text", "openai", "anthropic"]),
+              default="text", show_default=True, help="How to print the view.")
+def view(session_id: str, db: Path, at_seq: int | None, fmt: str) -> None:
+    """Print the model view of a session, now or as of a message seq."""
+    if at_seq is None:
+        with open_log(db) as log:
+            require_session(log, session_id, db)
+            state, _ = fold_session(log, session_id)
+            model_view = build_view(state, tokenizer=CharTokenizer())
+    else:
+        model_view = _view_at(db, session_id, at_seq)
+    if fmt == "openai":
+        click.echo(json.dumps(model_view.to_openai(), indent=2, ensure_ascii=False))
+    elif fmt == "anthropic":
+        click.echo(json.dumps(model_view.to_anthropic(), indent=2, ensure_ascii=False))
+    else:
+        click.echo(_view_text(session_id, model_view))
+
+
+def _view_at(db: Path, session_id: str, at_seq: int) -> ModelView:
+    from ctxledger.replay import view_at
+
+    with open_log(db) as log:
+        require_session(log, session_id, db)
+    return view_at(db, session_id, at_seq)
+
+
+@click.command()
+@click.argument("session_ids", metavar="SESSION...", nargs=-1, required=True)
+@db_option
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The PNG file to write.")
+def plot(session_ids: tuple[str, ...], db: Path, output: Path) -> None:
+    """Plot tokens per step (history, view, threshold, compactions) as a PNG."""
+    from ctxledger.plotting import MAX_PANELS, plot_token_series
+
+    if len(session_ids) > MAX_PANELS:
+        raise click.UsageError(f"at most {MAX_PANELS} sessions fit one plot")
+    with open_log(db) as log:
+        for session_id in session_ids:
+            require_session(log, session_id, db)
+        series = [session_timeline(log, sid).token_series() for sid in session_ids]
+    empty = [one.session_id for one in series if not one.steps]
+    if empty:
+        raise click.ClickException(f"no views were served in session {empty[0]!r}: nothing to plot")
+    written = plot_token_series(series, output, title=f"ctxledger: tokens per step ({db})")
+    click.echo(f"wrote {written}")
+
+
+@click.command()
+@db_option
+@click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
+              help="List this many sessions with the most events.")
+def stats(db: Path, top: int) -> None:
+    """Show storage size, compression ratio, map usage and events per session."""
+    with open_log(db) as log:
+        info: dict[str, Any] = log.stats()
+    used, size = info["map_used"], info["map_size"]
+    rows = [
+        ("path", info["path"]),
+        ("file size", human_bytes(info["file_bytes"])),
+        ("map used", f"{human_bytes(used)} of {human_bytes(size)} ({used / size:.1%})"),
+        ("sessions", f"{info['sessions']:,}"),
+        ("events", f"{info['events']:,}"),
+        ("payload bytes", f"{human_bytes(info['raw_bytes'])} raw, {human_bytes(info['stored_bytes'])} stored"),
+        ("compression ratio", f"{info['compression_ratio']:.2f}"),
+        ("zstd dictionaries", ", ".join(map(str, info["dictionaries"])) or "none"),
+    ]
+    click.echo(table(("STORAGE", ""), rows))
+    per_session = sorted(info["events_per_session"].items(), key=lambda item: (-item[1], item[0]))
+    if per_session and top:
+        click.echo()
+        click.echo(table(("SESSION", "EVENTS"), [(sid, f"{n:,}") for sid, n in per_session[:top]], right="<>"))
+        if len(per_session) > top:
+            click.echo(f"… and {len(per_session) - top} more sessions")
+
+
+# --- rendering ----------------------------------------------------------------------------------------
+
+
+def _emit(lines: list[str], pager: bool) -> None:
+    if pager and sys.stdout.isatty() and len(lines) > 40:
+        click.echo_via_pager("\n".join(lines) + "\n")
+    else:
+        for line in lines:
+            click.echo(line)
+
+
+def _message_lines(messages: list[Message], full: bool) -> Iterator[str]:
+    for message in messages:
+        label = _label(message)
+        if full:
+            yield f"── #{message.seq} {label}"
+            if message.content:
+                yield message.content
+            for call in message.tool_calls:
+                yield f"→ {call.name}({call.arguments})  [{call.id}]"
+        else:
+            text = message.content or " ".join(f"→ {c.name}({c.arguments})" for c in message.tool_calls)
+            suffix = f"  ({len(message.content):,} chars)" if len(message.content) > _PREVIEW else ""
+            calls = f"  → {', '.join(c.name for c in message.tool_calls)}" if message.tool_calls and message.content else ""
+            yield f"#{message.seq:<6} {label:<22} {clip(text, _PREVIEW)}{calls}{suffix}"
+
+
+def _label(message: Message) -> str:
+    if message.role == "tool":
+        tag = " interrupted" if message.metadata.get("synthetic") else ""
+        return f"tool {message.name or ''}{tag}".strip()
+    return message.role
+
+
+def _event_line(seq: int, timestamp: float, event: Event) -> str:
+    return f"{seq:<7} {human_time(timestamp)}  {type(event).__struct_config__.tag:<24} {_event_detail(event)}"
+
+
+def _event_detail(event: Event) -> str:  # noqa: PLR0911 - one branch per event type
+    if isinstance(event, MessageAppended | ToolResultSynthesized):
+        message = event.message
+        return f"#{message.seq} {_label(message)}: {clip(message.content, 60)}"
+    if isinstance(event, ViewServed):
+        return (
+            f"through #{event.through_seq}, {event.estimated_tokens:,} tokens, "
+            f"{event.message_count} messages, hash {event.view_hash[:12]}"
+        )
+    if isinstance(event, UsageReported):
+        return f"prompt {event.prompt_tokens:,} completion {event.completion_tokens:,} through #{event.through_seq}"
+    if isinstance(event, CompactionStarted):
+        focus = f", focus {event.focus!r}" if event.focus else ""
+        return f"{event.reason}: covers through #{event.covers_through_seq}, retain from #{event.retain_from_seq}{focus}"
+    if isinstance(event, CheckpointCreated):
+        cp = event.checkpoint
+        return f"checkpoint {cp.id[:12]} ({cp.reason}) {cp.tokens_before:,} → {cp.tokens_after:,} tokens"
+    if isinstance(event, CompactionFailed):
+        return f"{event.reason}: {clip(event.detail, 60)}"
+    if isinstance(event, SessionOpened):
+        config = event.config
+        return f"window {config.context_window:,}, threshold {config.compression_threshold}"
+    if isinstance(event, ConfigChanged):
+        return f"window {event.config.context_window:,}, threshold {event.config.compression_threshold}"
+    if isinstance(event, SessionForked):
+        return f"from {event.parent_id!r} at #{event.at_seq}"
+    if isinstance(event, TranscriptExported):
+        return f"{event.messages} messages → {event.path}"
+    if isinstance(event, MessagePinned):
+        return f"#{event.seq}"
+    return ""
+
+
+def _view_text(session_id: str, model_view: ModelView) -> str:
+    checkpoint = f" (checkpoint {model_view.checkpoint_id})" if model_view.checkpoint_id else ""
+    lines = [
+        f"# view of {session_id} through #{model_view.through_seq}: {model_view.mode}{checkpoint}",
+        f"# {len(model_view.messages)} messages, {human_tokens(model_view.estimated_tokens)} tokens "
+        f"estimated, hash {model_view.view_hash}",
+    ]
+    for message in model_view.messages:
+        seq = f"#{message.seq} " if message.seq is not None else ""
+        lines.append(f"── {seq}{_label(message)}")
+        if message.content:
+            lines.append(message.content)
+        lines.extend(f"→ {call.name}({call.arguments})  [{call.id}]" for call in message.tool_calls)
+    return "\n".join(lines)

@@ -1,0 +1,127 @@
+"""Verbs built on replay: ``verify`` and ``whatif``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ctxledger.cli._app import (
+    build_config,
+    config_options,
+    db_option,
+    make_summarizer,
+    open_log,
+    require_db,
+    require_session,
+    summarizer_options,
+)
+from ctxledger.cli._format import table
+
+__all__ = ["verify", "whatif"]
+
+_MAX_MISMATCHES = 50
+
+
+@click.command()
+@click.argument("session_id", metavar="[SESSION]", required=False)
+@db_option
+@click.pass_context
+def verify(ctx: click.Context, session_id: str | None, db: Path) -> None:
+    """Re-derive every served view and checkpoint and compare; exit 1 on any mismatch.
+
+    Also checks seq density, tool-call pairing and record checksums. It reports, never repairs.
+    """
+    from ctxledger.replay import verify as verify_log
+
+    if session_id is not None:
+        with open_log(db) as log:
+            require_session(log, session_id, db)
+    report = verify_log(require_db(db), session_id)
+    scope = f"session {session_id!r}" if session_id else f"{report.sessions} sessions"
+    counts = (
+        f"{scope}, {report.events:,} events, {report.views_checked:,} views and "
+        f"{report.checkpoints_checked:,} checkpoints re-derived"
+    )
+    if report.ok:
+        click.echo(f"verify ok: {counts}, 0 mismatches")
+        return
+    rows = [
+        (m.session, m.seq, m.kind, _short(m.expected), _short(m.actual), m.detail)
+        for m in report.mismatches[:_MAX_MISMATCHES]
+    ]
+    headers = ("SESSION", "EVENT SEQ", "KIND", "EXPECTED", "ACTUAL", "DETAIL")
+    click.echo(table(headers, rows, right="<>"))
+    if len(report.mismatches) > _MAX_MISMATCHES:
+        click.echo(f"… and {len(report.mismatches) - _MAX_MISMATCHES} more")
+    click.echo(f"verify FAILED: {counts}, {len(report.mismatches)} mismatches", err=True)
+    ctx.exit(1)
+
+
+@click.command()
+@click.argument("session_id", metavar="SESSION")
+@db_option
+@config_options
+@summarizer_options
+def whatif(
+    session_id: str,
+    db: Path,
+    config_overrides: dict[str, Any],
+    summarizer: str,
+    base_url: str | None,
+    model: str | None,
+) -> None:
+    """Re-project a session under other settings, e.g. --threshold 0.6; the log is untouched.
+
+    Steps wherever the original served a view and compares what the new policy would have
+    produced with what was recorded. Summaries already in the log are reused where their input is
+    identical; the summariser is called only for new ranges.
+    """
+    from ctxledger.replay import rebuild, what_if
+
+    if not config_overrides:
+        raise click.UsageError("give at least one setting to change, e.g. --threshold 0.6")
+    with open_log(db) as log:
+        require_session(log, session_id, db)
+        before = rebuild(log, session_id).config
+    after = build_config(before, config_overrides)
+    summarize = make_summarizer(summarizer, base_url, model)
+    report = what_if(require_db(db), session_id, after, summarizer=summarize)
+    rows: list[tuple[str, str, str]] = [
+        (label, _value(before, name), _value(after, name))
+        for label, name in _SHOWN_SETTINGS
+        if getattr(before, name) != getattr(after, name) or name in _ALWAYS_SHOWN
+    ]
+    rows += [
+        ("steps (views served)", f"{len(report.steps):,}", f"{len(report.steps):,}"),
+        ("compactions", f"{report.original_compactions:,}", f"{report.compactions:,}"),
+        ("peak view tokens", f"{report.original_peak_tokens:,}", f"{report.peak_tokens:,}"),
+        ("summariser calls", "-", f"{report.summarizer_calls:,}"),
+        ("summaries reused", "-", f"{report.reused_summaries:,}"),
+    ]
+    click.echo(f"what-if for {session_id!r} (the log is unchanged)")
+    click.echo(table(("", "RECORDED", "WHAT-IF"), rows, right="<>>"))
+
+
+_ALWAYS_SHOWN = ("context_window", "compression_threshold")
+_SHOWN_SETTINGS = (
+    ("context window", "context_window"),
+    ("threshold", "compression_threshold"),
+    ("min retain rounds", "min_retain_rounds"),
+    ("micro keep recent", "micro_keep_recent"),
+    ("micro batch", "micro_batch"),
+    ("micro min chars", "micro_min_chars"),
+    ("threshold policy", "threshold_policy"),
+)
+
+
+def _value(config: Any, name: str) -> str:
+    value = getattr(config, name)
+    if name == "compression_threshold":
+        return f"{value} ({config.threshold_tokens:,} tok)"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _short(digest: str | None) -> str:
+    return "-" if not digest else digest[:16]

@@ -1,0 +1,473 @@
+"""``ctxledger demo``: many agents, compaction, a crash, exact recovery, and a picture of it.
+
+The run, in four acts:
+
+1. A child process (:mod:`ctxledger.demo_worker`) opens a host on a local folder and drives 16+
+   agent sessions from threads, each from the built-in deterministic workload (and, with
+   ``--traces``, one per real trace file). A small window makes compaction visible; one agent
+   asks for a manual compaction and another's simulated provider rejects a prompt as too long.
+2. Midway the parent SIGKILLs the child, then re-opens the folder (recovery by replay) and
+   checks that every message the child acknowledged is there, unaltered.
+3. :func:`ctxledger.replay.verify` re-derives every served view and checkpoint from the log.
+4. A fresh child finishes the run; the log is verified again, a summary table is printed and a
+   token plot is written.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from ctxledger.config import Config
+from ctxledger.domain import CharTokenizer
+from ctxledger.host import Host
+from ctxledger.replay import VerifyReport, verify
+from ctxledger.storage import LmdbEventLog
+from ctxledger.timeline import Timeline, session_timeline, split_steps
+from ctxledger.traces import read_trace
+from ctxledger.demo_worker import AgentPlan, Plan, agent_steps, strip_seq
+
+__all__ = [
+    "DEFAULT_STEPS",
+    "DEMO_CONFIG",
+    "FAST_CONFIG",
+    "FAST_STEPS",
+    "DemoFailed",
+    "DemoOptions",
+    "DemoResult",
+    "run_demo",
+]
+
+#: The demo's Config: a 24k window, so compaction shows within a few dozen steps.
+DEMO_CONFIG = Config(context_window=24_000, compression_threshold=0.8, min_retain_rounds=2)
+#: ``--fast``: a 12k window, so the short run still compacts.
+FAST_CONFIG = DEMO_CONFIG.replace(context_window=12_000)
+#: Steps (model calls) per synthetic agent by default, and with ``--fast``.
+DEFAULT_STEPS = 160
+FAST_STEPS = 24
+_PLOT_PANELS = 4
+_WORKER = (sys.executable, "-m", "ctxledger.demo_worker")
+
+
+class DemoFailed(RuntimeError):
+    """Raised when the demo cannot run (for example the host process failed on its own)."""
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """What ``ctxledger demo`` was asked for.
+
+    Attributes:
+        directory: The demo's folder (its ``log/`` holds the LMDB event log).
+        sessions: Synthetic agents (at least 1).
+        steps: Steps per synthetic agent (default: 160, or 24 with ``fast``).
+        traces: A folder of ``*.jsonl`` traces; one more agent replays each.
+        fast: A short run for tests.
+        seed: Seeds the synthetic workload.
+    """
+
+    directory: Path = Path("ctxledger-demo")
+    sessions: int = 16
+    steps: int | None = None
+    traces: Path | None = None
+    fast: bool = False
+    seed: int = 0
+
+
+@dataclass
+class DemoResult:
+    """What the demo measured; ``ok`` is the overall verdict."""
+
+    timelines: list[Timeline] = field(default_factory=list)
+    planned_steps: int = 0
+    steps_before_kill: int = 0
+    recovered_sessions: int = 0
+    lost_messages: int = 0
+    interrupted: int = 0
+    recovery_seconds: float = 0.0
+    recovered_events: int = 0
+    verify_after_crash: VerifyReport | None = None
+    verify_at_end: VerifyReport | None = None
+    plot: Path | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """Nothing lost and both verifications clean."""
+        return (
+            self.lost_messages == 0
+            and self.verify_after_crash is not None
+            and self.verify_after_crash.ok
+            and self.verify_at_end is not None
+            and self.verify_at_end.ok
+        )
+
+
+def run_demo(
+    options: DemoOptions, *, out: TextIO | None = None, err: TextIO | None = None
+) -> DemoResult:
+    """Run the demo; print the narrative and the summary to ``out``, progress to ``err``.
+
+    Raises:
+        DemoFailed: The host process failed by itself, or the options make no run.
+        TraceFormatError: A trace file under ``options.traces`` is malformed.
+    """
+    out = out or sys.stdout
+    err = err or sys.stderr
+    started = time.perf_counter()
+    plan, paths = _prepare(options)
+    result = DemoResult(planned_steps=sum(agent.steps for agent in plan.agents))
+    workload = sum(1 for agent in plan.agents if agent.trace is None)
+    print(
+        f"ctxledger demo: {len(plan.agents)} agents on one host ({workload} synthetic, "
+        f"{len(plan.agents) - workload} from traces), {result.planned_steps:,} model calls, "
+        f"window {plan.config.context_window:,} tokens, offline summariser",
+        file=out,
+    )
+    print(f"event log: {paths.log}", file=out, flush=True)
+    acked: dict[str, tuple[int, str]] = {}
+    progress = _Progress(err, result.planned_steps)
+
+    kill_after = max(1, result.planned_steps // 2)
+    steps, killed = _run_worker(paths, acked, progress, "running agents", kill_after)
+    result.steps_before_kill = steps
+    if not killed:
+        raise DemoFailed("the run finished before the planned crash; use more --steps")
+    print(
+        f"[1/4] SIGKILLed the host process after {steps:,} of {result.planned_steps:,} "
+        "acknowledged steps",
+        file=out,
+        flush=True,
+    )
+
+    _recover(plan, acked, result)
+    print(
+        f"[2/4] reopened the log: {result.recovered_sessions}/{len(plan.agents)} sessions recovered "
+        f"in {result.recovery_seconds:.2f} s ({result.recovered_events:,} events replayed); "
+        f"{result.lost_messages} acknowledged messages lost; {result.interrupted} interrupted "
+        "tool calls answered",
+        file=out,
+        flush=True,
+    )
+
+    result.verify_after_crash = verify(paths.log)
+    print(f"[3/4] verify after the crash: {_verify_line(result.verify_after_crash)}", file=out, flush=True)
+
+    _, _ = _run_worker(paths, acked, progress, "finishing", None, done=steps)
+    result.verify_at_end = verify(paths.log)
+    print(
+        f"[4/4] a fresh host process finished the run; verify: {_verify_line(result.verify_at_end)}",
+        file=out,
+        flush=True,
+    )
+
+    with LmdbEventLog.open(paths.log, readonly=True) as log:
+        tokenizer = CharTokenizer()
+        result.timelines = [session_timeline(log, a.session_id, tokenizer=tokenizer) for a in plan.agents]
+    result.plot = _plot(result.timelines, plan.agents, paths.plot, err)
+    result.seconds = time.perf_counter() - started
+    print(file=out)
+    print(_table(result.timelines, plan.agents), file=out)
+    print(file=out)
+    print(_summary(result, plan), file=out, flush=True)
+    return result
+
+
+# --- preparation -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Paths:
+    root: Path
+    log: Path
+    plan: Path
+    worker_log: Path
+    plot: Path
+
+
+def _prepare(options: DemoOptions) -> tuple[Plan, _Paths]:
+    if options.sessions < 1:
+        raise DemoFailed("--sessions must be at least 1")
+    steps = options.steps if options.steps is not None else FAST_STEPS if options.fast else DEFAULT_STEPS
+    if steps < 4:
+        raise DemoFailed("--steps must be at least 4")
+    root = options.directory
+    paths = _Paths(root, root / "log", root / "plan.json", root / "worker.log", root / "tokens.png")
+    root.mkdir(parents=True, exist_ok=True)
+    # The demo owns these names inside its folder and starts afresh; nothing else is touched.
+    shutil.rmtree(paths.log, ignore_errors=True)
+    for stale in (paths.plan, paths.worker_log, paths.plot):
+        stale.unlink(missing_ok=True)
+    agents = [
+        AgentPlan(
+            session_id=f"agent-{index:02d}",
+            steps=steps,
+            seed=options.seed * 1000 + index,
+            # One agent asks for a manual compaction, another hits a "prompt too long": both
+            # early enough to happen before the crash.
+            manual_at=steps // 4 if index == 1 % options.sessions else None,
+            reactive_at=steps // 3 if index == 2 % options.sessions else None,
+        )
+        for index in range(options.sessions)
+    ]
+    agents += _trace_agents(options.traces)
+    config = FAST_CONFIG if options.fast else DEMO_CONFIG
+    plan = Plan(db=str(paths.log), config=config, agents=tuple(agents))
+    plan.save(paths.plan)
+    return plan, paths
+
+
+def _trace_agents(folder: Path | None) -> list[AgentPlan]:
+    if folder is None:
+        return []
+    if not folder.is_dir():
+        raise DemoFailed(f"--traces: '{folder}' is not a folder")
+    files = sorted(folder.glob("*.jsonl"))
+    if not files:
+        raise DemoFailed(f"--traces: no *.jsonl trace files in '{folder}'")
+    return [
+        AgentPlan(
+            session_id=f"trace-{path.stem}",
+            steps=sum(1 for _ in split_steps(read_trace(path))),
+            trace=str(path.resolve()),
+        )
+        for path in files
+    ]
+
+
+# --- the host process --------------------------------------------------------------------------------
+
+
+def _run_worker(
+    paths: _Paths,
+    acked: dict[str, tuple[int, str]],
+    progress: _Progress,
+    label: str,
+    kill_after: int | None,
+    *,
+    done: int = 0,
+) -> tuple[int, bool]:
+    """Run a worker until it ends, or SIGKILL it once ``kill_after`` steps were acknowledged."""
+    with paths.worker_log.open("a") as worker_log:
+        process = subprocess.Popen(
+            [*_WORKER, str(paths.plan)],
+            stdout=subprocess.PIPE,
+            stderr=worker_log,
+            text=True,
+            bufsize=1,
+        )
+    assert process.stdout is not None
+    killed = False
+    try:
+        for line in process.stdout:
+            parts = line.split()
+            if not parts or parts[0] != "ack":
+                continue
+            _, session_id, _step, seq, view_hash = parts
+            acked[session_id] = (int(seq), view_hash)
+            done += 1
+            progress.update(label, done)
+            if kill_after is not None and done >= kill_after:
+                os.kill(process.pid, signal.SIGKILL)
+                killed = True
+                break
+    finally:
+        process.stdout.close()
+        status = process.wait()
+        progress.clear()
+    if not killed and status != 0:
+        raise DemoFailed(f"the host process failed (exit status {status}); see {paths.worker_log}")
+    return done, killed
+
+
+def _recover(plan: Plan, acked: dict[str, tuple[int, str]], result: DemoResult) -> None:
+    """Re-open the log after the kill and check every acknowledged message is there."""
+    started = time.perf_counter()
+    with Host.open(plan.db, config=plan.config, max_active_sessions=len(plan.agents)) as host:
+        histories = {a.session_id: host.session(a.session_id).history() for a in plan.agents}
+        result.recovery_seconds = time.perf_counter() - started
+        result.recovered_events = sum(host.log.last_seq(sid) for sid in histories)
+    for agent in plan.agents:
+        history = histories[agent.session_id]
+        seq, _ = acked.get(agent.session_id, (0, ""))
+        planned = [strip_seq(m) for step in agent_steps(agent) for m in step][:seq]
+        kept = [strip_seq(m) for m in history[:seq]]
+        result.lost_messages += sum(1 for a, b in zip(planned, kept, strict=False) if a != b)
+        result.lost_messages += max(0, seq - len(history))
+        result.interrupted += sum(1 for m in history if m.metadata.get("synthetic"))
+        result.recovered_sessions += int(len(history) >= seq)
+
+
+# --- output ---------------------------------------------------------------------------------------------
+
+
+class _Progress:
+    """One live line on a terminal; a line per quarter otherwise."""
+
+    def __init__(self, stream: TextIO, total: int) -> None:
+        self.stream = stream
+        self.total = max(1, total)
+        self.live = stream.isatty()
+        self._shown = 0.0
+        self._quarter = -1
+
+    def update(self, label: str, done: int) -> None:
+        share = done / self.total
+        if self.live:
+            now = time.monotonic()
+            if now - self._shown < 0.1 and done < self.total:
+                return
+            self._shown = now
+            bar = "#" * int(share * 30)
+            self.stream.write(f"\r  {label:<16} [{bar:<30}] {done:,}/{self.total:,} steps ")
+            self.stream.flush()
+        elif int(share * 4) > self._quarter:
+            self._quarter = int(share * 4)
+            print(f"  {label}: {done:,}/{self.total:,} steps", file=self.stream, flush=True)
+
+    def clear(self) -> None:
+        if self.live:
+            self.stream.write("\r" + " " * 72 + "\r")
+            self.stream.flush()
+
+
+def _verify_line(report: VerifyReport) -> str:
+    verdict = "ok" if report.ok else f"FAILED ({len(report.mismatches)} mismatches)"
+    return (
+        f"{verdict}: {report.sessions} sessions, {report.events:,} events, "
+        f"{report.views_checked:,} served views and {report.checkpoints_checked:,} checkpoints "
+        "re-derived from the log"
+    )
+
+
+def _table(timelines: Sequence[Timeline], agents: Sequence[AgentPlan]) -> str:
+    from ctxledger.cli._format import human_tokens, table
+
+    rows: list[tuple[object, ...]] = []
+    totals = [0] * 7
+    for timeline, agent in zip(timelines, agents, strict=True):
+        counts = timeline.layer_counts()
+        numbers = [
+            len(timeline.steps),
+            timeline.events,
+            counts["micro"],
+            counts["auto"],
+            counts["manual"],
+            counts["reactive"],
+            timeline.interrupted,
+        ]
+        totals = [a + b for a, b in zip(totals, numbers, strict=True)]
+        rows.append(
+            (
+                timeline.session_id,
+                agent.source,
+                *(f"{n:,}" for n in numbers[:2]),
+                human_tokens(timeline.history_tokens),
+                human_tokens(timeline.peak_view_tokens),
+                *(f"{n:,}" for n in numbers[2:]),
+            )
+        )
+    rows.append(
+        (
+            "TOTAL",
+            "",
+            *(f"{n:,}" for n in totals[:2]),
+            human_tokens(sum(t.history_tokens for t in timelines)),
+            human_tokens(max((t.peak_view_tokens for t in timelines), default=0)),
+            *(f"{n:,}" for n in totals[2:]),
+        )
+    )
+    headers = (
+        "SESSION", "SOURCE", "STEPS", "EVENTS", "HISTORY TOK", "PEAK VIEW TOK",
+        "MICRO", "AUTO", "MANUAL", "REACTIVE", "INTERRUPTED",
+    )
+    return table(headers, rows, right="<<>>>>>>>>>")
+
+
+def _summary(result: DemoResult, plan: Plan) -> str:
+    from ctxledger.cli._format import human_tokens
+
+    timelines = result.timelines
+    counts = {layer: 0 for layer in ("micro", "auto", "manual", "reactive")}
+    for timeline in timelines:
+        for layer, n in timeline.layer_counts().items():
+            counts[layer] += n
+    config = plan.config
+    history = sum(t.history_tokens for t in timelines)
+    peak = max((t.peak_view_tokens for t in timelines), default=0)
+    lines = [
+        ("sessions", f"{len(timelines)} concurrent agent sessions on one host (threads in one process)"),
+        ("events", f"{sum(t.events for t in timelines):,} in the log"),
+        (
+            "compactions",
+            f"micro {counts['micro']:,} views with old tool results masked · auto {counts['auto']:,} "
+            f"· manual {counts['manual']:,} · reactive {counts['reactive']:,}",
+        ),
+        (
+            "tokens",
+            f"history {human_tokens(history)} in total vs peak view {human_tokens(peak)} "
+            f"(window {human_tokens(config.context_window)}, threshold "
+            f"{human_tokens(config.threshold_tokens)})",
+        ),
+        (
+            "crash",
+            f"SIGKILL after {result.steps_before_kill:,} of {result.planned_steps:,} steps; "
+            f"{result.recovered_sessions}/{len(timelines)} sessions recovered, "
+            f"{result.lost_messages} acknowledged messages lost, "
+            f"{result.interrupted} interrupted tool calls answered",
+        ),
+        (
+            "recovery",
+            f"{result.recovery_seconds:.2f} s to reopen the log and replay "
+            f"{result.recovered_events:,} events",
+        ),
+        ("verify", f"after the crash: {_verdict(result.verify_after_crash)}"),
+        ("", f"at the end: {_verdict(result.verify_at_end)}"),
+        ("plot", str(result.plot) if result.plot else "skipped (matplotlib is not installed)"),
+        ("time", f"{result.seconds:.1f} s"),
+        ("result", "OK" if result.ok else "FAILED"),
+    ]
+    width = max(len(key) for key, _ in lines)
+    return "\n".join(f"{key:<{width}}  {value}" for key, value in lines)
+
+
+def _verdict(report: VerifyReport | None) -> str:
+    if report is None:
+        return "not run"
+    if report.ok:
+        return f"ok ({report.views_checked:,} served views reproduced, 0 mismatches)"
+    return f"FAILED ({len(report.mismatches)} mismatches)"
+
+
+def _plot(
+    timelines: Sequence[Timeline], agents: Sequence[AgentPlan], path: Path, err: TextIO
+) -> Path | None:
+    try:
+        from ctxledger.plotting import plot_token_series
+    except ImportError:  # pragma: no cover - plotting imports matplotlib lazily
+        return None
+    special = {a.session_id for a in agents if a.manual_at is not None or a.reactive_at is not None}
+    ranked = sorted(
+        (t for t in timelines if t.steps),
+        key=lambda t: (t.session_id not in special, -len(t.compactions), t.session_id),
+    )
+    chosen = sorted(ranked[:_PLOT_PANELS], key=lambda t: t.session_id)
+    if not chosen:
+        return None
+    try:
+        return plot_token_series(
+            [t.token_series() for t in chosen],
+            path,
+            title="ctxledger demo: tokens per step (history kept vs. view sent)",
+        )
+    except ImportError as exc:
+        print(f"plot skipped: {exc}", file=err)
+        return None
