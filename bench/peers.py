@@ -144,6 +144,7 @@ class _Limits:
 def run_sequential(
     system: PersistenceSystem, messages: list[Message], limits: _Limits, result: Result
 ) -> None:
+    """Append ``messages`` to one conversation, timing each append, until done or a budget."""
     latencies: list[float] = []
     clock = time.perf_counter_ns
     started = time.perf_counter()
@@ -168,21 +169,31 @@ def run_concurrent(
     system: PersistenceSystem, conversations: list[list[Message]], limits: _Limits,
     result: Result,
 ) -> list[int]:
+    """Append each conversation from its own thread, all at once; return how many each got.
+
+    Raises:
+        RuntimeError: An append failed in some thread (the first failure is chained).
+    """
     appended = [0] * len(conversations)
     latencies: list[list[float]] = [[] for _ in conversations]
+    failures: list[BaseException] = []
     stop = threading.Event()
     start = threading.Barrier(len(conversations) + 1)
 
     def worker(index: int) -> None:
         clock, own = time.perf_counter_ns, latencies[index]
         start.wait()
-        for message in conversations[index]:
-            if stop.is_set():
-                return
-            before = clock()
-            system.append(f"conv-{index}", message)
-            own.append((clock() - before) / 1000)
-            appended[index] += 1
+        try:
+            for message in conversations[index]:
+                if stop.is_set():
+                    return
+                before = clock()
+                system.append(f"conv-{index}", message)
+                own.append((clock() - before) / 1000)
+                appended[index] += 1
+        except Exception as exc:  # reported by the main thread, which owns the result
+            failures.append(exc)
+            stop.set()
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(conversations))]
     for thread in threads:
@@ -200,6 +211,9 @@ def run_concurrent(
     every = [latency for own in latencies for latency in own]
     result.concurrent_p50_us = _percentile(every, 0.5)
     result.concurrent_p99_us = _percentile(every, 0.99)
+    if failures:
+        failed = f"{len(failures)} of {len(conversations)} threads failed"
+        raise RuntimeError(failed) from failures[0]
     return appended
 
 
@@ -233,7 +247,8 @@ def run_system(
         result.recovered = sum(map(len, recovered.values()))
         result.verified = recovered == expected
     except Exception as exc:  # a peer that breaks must not hide the others' figures
-        result.error = f"{type(exc).__name__}: {exc}"
+        cause = f" ({type(exc.__cause__).__name__}: {exc.__cause__})" if exc.__cause__ else ""
+        result.error = f"{type(exc).__name__}: {exc}{cause}"
     return result
 
 
