@@ -220,9 +220,13 @@ def _check_window(
     last_boundary = max(
         (i for i, m in enumerate(messages) if m.role in ("user", "assistant")), default=0
     )
-    pinned_calls = {call.id for m in messages for call in m.tool_calls if m.seq in pins} | {
-        m.tool_call_id for m in messages if m.role == "tool" and m.seq in pins
-    }
+    # A pinned exchange is shown whole: every call of its assistant message and every result.
+    pinned_results = {m.tool_call_id for m in messages if m.role == "tool" and m.seq in pins}
+    pinned_calls: set[str | None] = set()
+    for message in messages:
+        ids = {call.id for call in message.tool_calls}
+        if ids and (message.seq in pins or ids & pinned_results):
+            pinned_calls |= ids
     kept = [
         m
         for m in messages[:last_boundary]

@@ -164,3 +164,14 @@ def test_window_check_can_be_skipped() -> None:
     """check_window=False accepts an over-window view (served after a failed summary)."""
     history = [m for m in session(*[Message.user("u" * 600) for _ in range(6)]).state.history]
     check_view_invariants(history, _view(history), Config(context_window=1000), check_window=False)
+
+
+def test_pinned_exchange_counts_whole_towards_the_minimum() -> None:
+    """Pinning one result keeps its call's sibling results too; over the window is then allowed."""
+    s = session(Message.user("go"), Message.assistant("", [call("c1"), call("c2")]))
+    s.append(Message.tool("a" * 1500, "c1"), Message.tool("b" * 1500, "c2"))
+    s.append(Message.user("next"), Message.assistant("ok"))
+    history = s.state.history
+    view = _view(history, through_seq=6)
+    check_view_invariants(history, view, Config(context_window=1000), pins={3})
+    _broken("over_window", history, view, config=Config(context_window=1000))
