@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import logging
 import json
 import os
 import platform
@@ -39,7 +40,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from peers_systems import PEER_SYSTEMS, Message, PersistenceSystem
+from peers_systems import PEER_SYSTEMS, Message, PersistenceSystem, directory_bytes
+
+import structlog
+
+from ctxledger import Host, Session, ToolCall
 
 from ctxledger.messages import Message as LedgerMessage
 from ctxledger.workload import take_messages
@@ -53,15 +58,59 @@ def marks_for(messages: int) -> list[int]:
     return sorted({mark for mark in MARKS if mark <= messages} | {messages})
 
 
-def make_ctxledger_system() -> PersistenceSystem:
-    """HOOK for the lead: ctxledger behind the :class:`PersistenceSystem` interface.
+class CtxLedgerSystem:
+    """ctxledger behind the :class:`PersistenceSystem` interface: a ``Host`` on LMDB, "sync"."""
 
-    Expected: ``name = "ctxledger"``; ``open`` starts a ``Host`` on the folder (LMDB,
-    durability "sync"); ``append`` appends to the session ``conv_id`` (created on first use);
-    ``recover`` re-opens the session and builds its current view, returning the history as
-    message dicts in the trace format; ``bytes_on_disk`` measures the folder.
-    """
-    raise NotImplementedError("the ctxledger runner is not wired in yet (make_ctxledger_system)")
+    name = BASELINE
+
+    def open(self, directory: Path) -> None:
+        # The benchmark is the application: it keeps the library's debug events off stdout.
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+        self.directory = directory
+        self.host = Host.open(directory, durability="sync", max_active_sessions=256)
+        self.sessions: dict[str, Session] = {}
+        self.lock = threading.Lock()
+
+    def _session(self, conv_id: str) -> Session:
+        with self.lock:
+            session = self.sessions.get(conv_id)
+            if session is None:
+                session = self.sessions[conv_id] = self.host.session(conv_id)
+            return session
+
+    def append(self, conv_id: str, message: Message) -> None:
+        self._session(conv_id).append(from_dict(message))
+
+    def recover(self, conv_id: str) -> list[Message]:
+        session = self._session(conv_id)
+        session.build_model_view()  # recovery means: the current view is ready to serve
+        # A workload cut mid-step leaves calls open; recovery answers them with synthetic
+        # "interrupted" results, which are not part of what was appended.
+        return [as_dict(m) for m in session.history() if not m.metadata.get("synthetic")]
+
+    def close(self) -> None:
+        self.host.close()
+
+    def bytes_on_disk(self) -> int:
+        return directory_bytes(self.directory)
+
+
+def make_ctxledger_system() -> PersistenceSystem:
+    """ctxledger as measured by this benchmark (durability "sync", group commit)."""
+    return CtxLedgerSystem()
+
+
+def from_dict(raw: Message) -> LedgerMessage:
+    """A trace-format dict as a ctxledger message."""
+    return LedgerMessage(
+        role=raw["role"],
+        content=raw.get("content", ""),
+        tool_calls=tuple(
+            ToolCall(c["id"], c["name"], c["arguments"]) for c in raw.get("tool_calls", ())
+        ),
+        tool_call_id=raw.get("tool_call_id"),
+        name=raw.get("name"),
+    )
 
 
 def as_dict(message: LedgerMessage) -> Message:
