@@ -16,9 +16,10 @@ import msgspec
 
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.domain.budget import estimate_tokens, threshold_for
+from ctxledger.domain.cuts import STEP_CUT_FILL, CutMeasure
 from ctxledger.domain.limits import CHARS_PER_TOKEN, summary_chunk_chars, summary_max_chars
 from ctxledger.domain.projection import assemble
-from ctxledger.domain.render import render_message, render_policy, truncate_text
+from ctxledger.domain.render import truncate_text
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import Tokenizer, message_chars
 from ctxledger.domain.view import preview_view
@@ -40,9 +41,6 @@ __all__ = [
 Trigger = Literal["threshold_exceeded", "manual", "prompt_too_long"]
 #: The triggers :func:`plan_compaction` accepts.
 TRIGGERS: tuple[str, ...] = ("threshold_exceeded", "manual", "prompt_too_long")
-#: A step-level cut keeps the raw tail within this share of the room left after the system
-#: messages, pins and summary, so that the next compaction is not due on the very next step.
-STEP_CUT_FILL = 0.5
 
 _hash_encoder = msgspec.msgpack.Encoder(order="deterministic")
 
@@ -224,7 +222,7 @@ def plan_compaction(
         target = max(1, min(threshold, tokenizer.count_messages(view)) >> (attempt + 1))
         # The summary may take at most a quarter of a shrunken target.
         max_chars = max(1, min(max_chars, target * CHARS_PER_TOKEN // 4))
-    cutter = _Cutter(state, tokenizer, trigger, max_chars, pending)
+    cutter = CutMeasure(state, tokenizer, trigger, max_chars, pending)
     room = target - 1  # equality compacts, so the view must end strictly below the target
 
     base = active.retain_from_seq if active else 1
@@ -270,71 +268,6 @@ def plan_compaction(
         step_level=step_level,
         input_hash=_input_hash(covered, previous, focus, max_chars),
     )
-
-
-class _Cutter:
-    """Measures the view a cut would make, with a summary of the full reserved size."""
-
-    def __init__(
-        self,
-        state: SessionState,
-        tokenizer: Tokenizer,
-        reason: Trigger,
-        max_chars: int,
-        pending: str,
-    ) -> None:
-        self.state = state
-        self.tokenizer = tokenizer
-        self.reason = reason
-        self.placeholder = "x" * max_chars
-        self.extra = [Message(role="user", content=pending)] if pending else []
-        self._exact: dict[int, int] = {}
-
-    def exact(self, cut: int) -> int:
-        """Tokens of the view retaining from ``cut`` (pending text included)."""
-        if cut not in self._exact:
-            checkpoint = Checkpoint(
-                id="",
-                summary=self.placeholder,
-                retain_from_seq=cut,
-                covers_through_seq=cut - 1,
-                reason=self.reason,
-            )
-            messages = assemble(self.state, checkpoint)
-            self._exact[cut] = self.tokenizer.count_messages([*messages, *self.extra])
-        return self._exact[cut]
-
-    def step_cut(self, lower: int, room: int, fill: float) -> int | None:
-        """Return the earliest boundary from ``lower`` on whose view fits, else the last one.
-
-        The tail aims at ``fill`` of the room left by the fixed part (system messages, pins,
-        summary). Per-message costs are summed with one token of slack each, so the sum bounds
-        the default tokenizer's total; each pick is then checked exactly.
-        """
-        state = self.state
-        candidates = state.boundaries_between(lower, state.last_seq)
-        if not candidates:
-            return None
-        fixed = self.exact(state.last_seq + 1)  # nothing raw but pins: the part no cut removes
-        budget = fixed + int(max(0, room - fixed) * fill)
-        always = {
-            seq for pin in state.pins if pin <= state.last_seq for seq in state.pin_group(pin)
-        }
-        policy = render_policy(state)
-        count = self.tokenizer.count_message
-        suffix: dict[int, int] = {}
-        total = 0
-        wanted = set(candidates)
-        for seq in range(state.last_seq, candidates[0] - 1, -1):
-            message = state.history[seq - 1]
-            if seq not in always and not state.is_head(message):
-                total += count(render_message(state, policy, message)) + 1
-            if seq in wanted:
-                suffix[seq] = total
-        for seq in candidates:
-            if fixed + suffix[seq] <= budget and self.exact(seq) <= budget:
-                return seq
-        return candidates[-1]
 
 
 def _input_hash(

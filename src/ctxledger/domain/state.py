@@ -15,6 +15,7 @@ import msgspec
 
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
+from ctxledger.domain.validation import validate_append
 from ctxledger.errors import EventDecodeError, InvalidMessageError, InvalidSeqError
 from ctxledger.events.types import (
     CheckpointCreated,
@@ -30,7 +31,7 @@ from ctxledger.events.types import (
     UsageReported,
     ViewServed,
 )
-from ctxledger.messages import APPENDABLE_ROLES, Message, ToolCall
+from ctxledger.messages import Message, ToolCall
 
 __all__ = ["SNAPSHOT_VERSION", "SessionState", "Usage"]
 
@@ -320,47 +321,13 @@ class SessionState:
         Raises:
             InvalidMessageError: A message cannot be appended here; the error names it and why.
         """
-        open_calls = dict(self._open)
-        new_ids: set[str] = set()
-        seq = self.last_seq
-        checked: list[Message] = []
-        for index, message in enumerate(messages):
-            where = f"message {index} of the batch"
-            if not isinstance(message, Message):
-                raise InvalidMessageError(f"{where} is a {type(message).__name__}, not a Message")
-            if message.role not in APPENDABLE_ROLES:
-                raise InvalidMessageError(f"{where}: role {message.role!r} cannot be appended")
-            if message.role == "tool":
-                call_id = message.tool_call_id or ""
-                call = open_calls.pop(call_id, None)
-                if call is None:
-                    state = "is already answered" if call_id in self._answers else "was never made"
-                    raise InvalidMessageError(
-                        f"{where}: tool result for call {call_id!r}, which {state}"
-                    )
-                if message.name is not None and message.name != call.name:
-                    raise InvalidMessageError(
-                        f"{where}: tool result named {message.name!r} answers call {call_id!r} "
-                        f"of tool {call.name!r}"
-                    )
-            else:
-                # Providers need the results of a call right after it, so nothing else may come
-                # between them; the last step may stay pending.
-                if open_calls:
-                    raise InvalidMessageError(
-                        f"{where}: a {message.role} message cannot follow unanswered tool calls "
-                        f"{sorted(open_calls)}; append their results first"
-                    )
-                for call in message.tool_calls:
-                    if call.id in self._calls or call.id in new_ids:
-                        raise InvalidMessageError(
-                            f"{where}: tool call id {call.id!r} is already used in this session"
-                        )
-                    new_ids.add(call.id)
-                    open_calls[call.id] = call
-            seq += 1
-            checked.append(message if message.seq == seq else message.with_seq(seq))
-        return checked
+        return validate_append(
+            messages,
+            last_seq=self.last_seq,
+            open_calls=self._open,
+            used_ids=self._calls.keys(),
+            answered_ids=self._answers.keys(),
+        )
 
     def check_pin(self, seq: int) -> None:
         """Validate pinning message ``seq``.
