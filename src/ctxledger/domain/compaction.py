@@ -23,6 +23,7 @@ from ctxledger.domain.render import truncate_text
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import Tokenizer, message_chars
 from ctxledger.domain.view import preview_view
+from ctxledger.events.types import CompactionStarted
 from ctxledger.messages import Message
 from ctxledger.summarizers.base import Summarizer, SummaryRequest
 
@@ -117,6 +118,18 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
     def trigger(self) -> Trigger:
         """Alias of :attr:`reason`."""
         return self.reason
+
+    def started(self, compaction_id: str) -> CompactionStarted:
+        """Return the ``CompactionStarted`` event that records this plan."""
+        return CompactionStarted(
+            compaction_id=compaction_id,
+            reason=self.reason,
+            retain_from_seq=self.retain_from_seq,
+            covers_through_seq=self.covers_through_seq,
+            estimated_tokens=self.estimated_tokens,
+            focus=self.focus,
+            attempt=self.attempt,
+        )
 
     def chunks(self) -> list[tuple[Message, ...]]:
         """Split :attr:`messages` into summariser inputs of at most :attr:`chunk_chars`.

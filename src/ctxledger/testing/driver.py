@@ -26,7 +26,6 @@ from ctxledger.domain.view import ModelView, build_view
 from ctxledger.events.types import (
     CheckpointCreated,
     CompactionFailed,
-    CompactionStarted,
     ConfigChanged,
     Event,
     MessageAppended,
@@ -147,23 +146,13 @@ class DomainSession:
         if isinstance(outcome, CompactionResult):
             self.results.append(outcome)
             return outcome
-        result = self._run(outcome, attempt)
+        result = self._run(outcome)
         self.results.append(result)
         return result
 
-    def _run(self, plan: CompactionPlan, attempt: int) -> CompactionResult:
+    def _run(self, plan: CompactionPlan) -> CompactionResult:
         compaction_id = f"c{next(self._ids)}"
-        self.record(
-            CompactionStarted(
-                compaction_id=compaction_id,
-                reason=plan.reason,
-                retain_from_seq=plan.retain_from_seq,
-                covers_through_seq=plan.covers_through_seq,
-                estimated_tokens=plan.estimated_tokens,
-                focus=plan.focus,
-                attempt=attempt,
-            )
-        )
+        self.record(plan.started(compaction_id))
         try:
             summary = run_summarizer(plan, self.summarizer)
         except Exception as exc:  # as the host: a failing summariser is an outcome, not a crash

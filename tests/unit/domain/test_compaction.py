@@ -350,3 +350,15 @@ def test_last_step_over_budget_is_still_cut_before() -> None:
     result = s.compact()
     assert result.compacted and result.retain_from_seq == 4
     assert result.threshold <= result.estimated_tokens <= 1000
+
+
+def test_plan_makes_its_compaction_started_event() -> None:
+    """plan.started(id) records the cut, coverage, estimate, focus and attempt."""
+    plan = _plan(session(*_rounds(4), **SMALL), "manual", focus="f")
+    event = plan.started("c7")
+    assert (event.compaction_id, event.reason, event.retain_from_seq) == ("c7", "manual", 5)
+    assert (event.covers_through_seq, event.estimated_tokens, event.focus) == (
+        4,
+        plan.estimated_tokens,
+        "f",
+    )
