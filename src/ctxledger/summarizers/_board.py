@@ -9,13 +9,27 @@ reversed; within a section, items about the focus come first, then by tier, then
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ctxledger.summarizers import _extract as ex
 
 __all__ = [
-    "DROP_ORDER", "FALLBACK", "FIRST", "LATEST", "MINOR", "NEW", "PREVIOUS", "SECTIONS", "TITLES",
-    "Board", "Item", "chronological", "merge_path_suffixes", "render",
+    "COUNT",
+    "DROP_ORDER",
+    "FALLBACK",
+    "FIRST",
+    "LATEST",
+    "MINOR",
+    "NEW",
+    "PREVIOUS",
+    "SECTIONS",
+    "TITLES",
+    "Board",
+    "Item",
+    "chronological",
+    "merge_path_suffixes",
+    "render",
 ]
 
 #: Section ids and their headings, in the order they are rendered.
@@ -44,6 +58,8 @@ _SHARES = {
 }
 _FOCUS_SHARE = 0.12
 TITLES = {title: section for section, title in SECTIONS.items()}
+#: The repeat count after a command, ``(x3)``; a multiplication sign (U+00D7) is read too.
+COUNT = re.compile(r" \([x\u00d7](\d+)\)$")
 LATEST = "Latest: "
 # Tier of an item within its section: new and important, carried over from the previous
 # summary, new but minor (a path seen only in tool output, a command only mentioned in prose).
@@ -78,7 +94,10 @@ class Item:
 
     def rendered(self) -> str:
         """The item as a summary line, with its leading newline and ``- ``."""
-        text = f"{self.text} (x{self.count})" if self.counted and self.count > 1 else self.text
+        text = self.text
+        # "(x1)" is written only when the text itself ends like a count, so that it parses back.
+        if self.counted and (self.count > 1 or COUNT.search(text)):
+            text = f"{text} (x{self.count})"
         return "\n- " + (self.prefix + text).replace("\n", "\n  ")
 
 
@@ -94,6 +113,7 @@ class Board:
         count: int = 1, counted: bool = False,
     ) -> Item | None:
         """Add a fact, or merge it into the item with the same key; return the item."""
+        text = text.rstrip()
         if not text:
             return None
         key = key if key is not None else ex.one_line(text)
@@ -129,8 +149,7 @@ def merge_path_suffixes(files: dict[str, Item]) -> None:
             owner.setdefault(key[position + 1 :], key)
             position = key.find("/", position + 1)
     for key in list(files):
-        bare = key.removeprefix("./")
-        target = owner.get(bare)
+        target = owner.get(key)
         if target is None or target == key or target not in files:
             continue
         item, into = files.pop(key), files[target]
@@ -165,11 +184,11 @@ def render(board: Board, budget: int, with_focus: bool) -> str:
             for s, items in chosen.items() if items
         )
 
-    def fill(section: str, limit: int, total: int) -> int:
+    def fill(section: str, limit: int, total: int, most: int | None = None) -> int:
         """Add the best remaining items of ``section`` within ``limit``; return the new total."""
         taken = {id(item) for item in chosen[section]}
         spent = sum(len(item.rendered()) for item in chosen[section])
-        for item in ranked[section]:
+        for item in ranked[section][:most]:
             if id(item) in taken:
                 continue
             extra = len(item.rendered()) + (0 if chosen[section] else heading[section])
@@ -179,7 +198,8 @@ def render(board: Board, budget: int, with_focus: bool) -> str:
                 total += extra
         return total
 
-    total = 0
+    # The best-ranked request (the task itself) comes before any share: it is dropped last.
+    total = fill("requests", budget, 0, most=1)
     scale = 1.0 - _FOCUS_SHARE if with_focus else 1.0
     for section in _KEEP_ORDER:
         share = _FOCUS_SHARE if section == "focus" else _SHARES[section] * scale

@@ -45,6 +45,7 @@ _BARE_EXTENSIONS = (
 # at C speed, where a path pattern tried at every word start costs seven times more.
 _ANCHOR = re.compile(r"/[\w@+~-]|\.(?:" + _BARE_EXTENSIONS + r")\b")
 _RUN = re.compile(r"[\w.@~/-]*")
+_SCHEME = re.compile(r"\b(?:https?|ftp|file):$")
 # A run of 30 alphanumerics, or a segment mixing upper and lower case with digits, is base64 or
 # a hash (a certificate's body), not a name.
 _BLOB = re.compile(
@@ -92,7 +93,7 @@ _ERROR_NEEDLES = (
 # The failures of a call that only shows file content (the rest is the file's own text).
 _VIEWER_NEEDLES = ("No such file", "command not found", "Permission denied", "fatal:")
 _ERROR_LINE = re.compile(
-    r"[ \t]*(?:E[ \t]+)?(?:[A-Za-z_][\w.]*+)?(?:Error|Exception)(?::|[ \t]*$)"
+    r"[ \t]*(?:E[ \t]+)?(?:[A-Za-z_][\w.]*)?(?:Error|Exception)(?::|[ \t]*$)"
     r"|.*?(?:\bFAILED\b|\bFAIL:|^ERROR\b|\bfatal:|^error:|\bpanic:|Segmentation fault|"
     r"No such file or directory|command not found|Permission denied|timed out and has been"
     r"|Traceback \(most recent call last\)|\b[1-9]\d* (?:failed|errors?)\b)"
@@ -160,13 +161,16 @@ def paths(text: str) -> Iterator[str]:
         start = anchor - _RUN.match(window).end()  # type: ignore[union-attr]
         end = _RUN.match(text, anchor).end()  # type: ignore[union-attr]
         path = text[start:end].lstrip("@-").rstrip(".-")
-        if path.startswith("..."):
-            path = path.lstrip(".")  # an ellipsis before a path, not a parent directory
         if len(path) < 3 or not _LETTER.search(path) or "path/to/" in path or _BLOB.search(path):
             continue
         before = text[start - 1] if start else ""
-        if before == "<" or (before == ":" and path.startswith("//")):
-            continue  # a closing tag, a URL
+        if before == "<":
+            continue  # a closing tag
+        if before == ":" and path.startswith("//"):
+            scheme = _SCHEME.search(text, max(0, start - 9), start)
+            if scheme:
+                yield scheme.group() + path  # a web link is a fact to keep as well
+            continue
         if "/" not in path:
             if _BARE_NAME.match(path):
                 yield path

@@ -27,6 +27,7 @@ from ctxledger.messages import Message
 from ctxledger.summarizers import _extract as ex
 from ctxledger.summarizers import _prose
 from ctxledger.summarizers._board import (
+    COUNT,
     DROP_ORDER,
     FALLBACK,
     FIRST,
@@ -47,11 +48,12 @@ __all__ = ["DROP_ORDER", "SECTIONS", "ExtractiveSummarizer"]
 
 # The longest single user request, as a share of the budget: two fit in the requests' share.
 _REQUEST_SHARE = 0.1
-# An en dash (U+2013) and a multiplication sign (U+00D7) are accepted too, as a person would type.
-_HEADER = re.compile(r"^Summary of messages (\d+)\s*[-\u2013]\s*(\d+)")
+# An en dash (U+2013) is accepted too, as a person would type it.
+_HEADER = re.compile(
+    r"^Summary of (?:messages (?P<first>\d+)\s*[-\u2013]\s*(?P<last>\d+)|(?P<count>\d+) messages)$"
+)
 _FOCUS_LINE = "Focus: "
 _LABEL = re.compile(r"^\[#\d+\] ")
-_COUNT = re.compile(r" \([x\u00d7](\d+)\)$")
 _EARLIER = "Earlier summary: "
 _PREVIOUS_BASE = -(10**9)
 _SENTENCE_SECTIONS = {
@@ -104,9 +106,13 @@ class ExtractiveSummarizer:
             return ""
         focus = _prose.focus_pattern(request.focus)
         board = Board()
-        first, last = None, None
+        first = last = None
+        count = len(request.messages)
+        # The focus is stated under the header, within a quarter of the budget.
+        stated_focus = ex.clip(ex.one_line(request.focus or ""), min(200, max(budget // 4, 20)))
         if request.previous_summary:
-            first, last = _merge_previous(board, request.previous_summary, request.focus)
+            first, last, earlier = _merge_previous(board, request.previous_summary, stated_focus)
+            count += earlier
         _Collector(board, focus, budget, self.command_chars).run(request.messages)
         seqs = [m.seq for m in request.messages if m.seq is not None]
         if seqs:
@@ -114,10 +120,10 @@ class ExtractiveSummarizer:
             last = max(seqs) if last is None else max(last, *seqs)
         header = (
             f"Summary of messages {first}-{last}" if first is not None
-            else f"Summary of {len(request.messages)} messages"
+            else f"Summary of {count} messages"
         )
-        if request.focus:
-            header += "\n" + _FOCUS_LINE + ex.clip(ex.one_line(request.focus), 200)
+        if stated_focus:
+            header += "\n" + _FOCUS_LINE + stated_focus
         if len(header) >= budget:
             return ex.clip(header, budget)
         merge_path_suffixes(board.items["files"])
@@ -133,15 +139,25 @@ class ExtractiveSummarizer:
 
 
 def _merge_previous(
-    board: Board, summary: str, focus: str | None
-) -> tuple[int | None, int | None]:
-    """Put the items of a previous summary on the board; return its covered seq range.
+    board: Board, summary: str, focus: str
+) -> tuple[int | None, int | None, int]:
+    """Put the items of a previous summary on the board.
 
-    The previous focus becomes an "Earlier focus" item unless the same focus is asked again.
+    The previous focus becomes an "Earlier focus" item unless it is ``focus``, the one stated
+    now.
+
+    Returns:
+        The covered seq range (``None`` when unknown) and the count of covered messages when
+        the previous summary states only a count (0 otherwise).
     """
     lines = summary.strip().split("\n")
     header = _HEADER.match(lines[0]) if lines else None
-    span = (int(header.group(1)), int(header.group(2))) if header else (None, None)
+    first = last = None
+    count = 0
+    if header and header.group("first"):
+        first, last = int(header.group("first")), int(header.group("last"))
+    elif header:
+        count = int(header.group("count"))
     parsed: dict[str, list[str]] = {}
     section = None
     for line in lines[1 if header else 0 :]:
@@ -151,7 +167,7 @@ def _merge_previous(
                 parsed.setdefault(section, [])
         elif section is None:
             earlier = line.removeprefix(_FOCUS_LINE)
-            if header and earlier != line and earlier != ex.clip(ex.one_line(focus or ""), 200):
+            if header and earlier != line and earlier != focus:
                 parsed.setdefault("focus", []).append("Earlier focus: " + earlier)
         elif line.startswith("- "):
             parsed[section].append(line[2:])
@@ -160,18 +176,18 @@ def _merge_previous(
     if not header and not any(parsed.get(name) for name in SECTIONS if name != "focus"):
         # Not our format (an LLM's summary, a transcript's /compact summary): mine it for facts.
         _absorb_prose(board, summary, PREVIOUS, _PREVIOUS_BASE)
-        return span
+        return first, last, count
     recency = _PREVIOUS_BASE
     for name, texts in parsed.items():
         for text in texts:
             recency += 1
-            count = 1
-            counted = _COUNT.search(text)
+            repeats = 1
+            counted = COUNT.search(text) if name == "commands" else None
             if counted:
-                count, text = int(counted.group(1)), text[: counted.start()]
+                repeats, text = int(counted.group(1)), text[: counted.start()]
             latest = name == "progress" and text.startswith(LATEST)
             text = text.removeprefix(LATEST) if latest else text
-            item = board.add(name, text, PREVIOUS, recency, key=_key(name, text), count=count,
+            item = board.add(name, text, PREVIOUS, recency, key=_key(name, text), count=repeats,
                              counted=name == "commands")
             if latest:
                 board.set_latest(item)
@@ -180,7 +196,7 @@ def _merge_previous(
                 # it as a fallback (count 0, so it ranks last) for when the item is dropped.
                 for path in ex.paths(text):
                     board.add("files", path, FALLBACK, recency, count=0)
-    return span
+    return first, last, count
 
 
 def _key(section: str, text: str) -> str:
@@ -277,7 +293,7 @@ class _Collector:
                     for identifier in _prose.identifiers(value, prose=False):
                         self.board.add("identifiers", identifier, NEW, recency)
                 continue
-            if isinstance(value, str) and value and len(value) <= 200 and "\n" not in value:
+            if isinstance(value, str) and value.strip() and len(value) <= 200 and "\n" not in value:
                 parts.append(value)
                 if key in ex.PATH_KEYS:
                     self.board.add("files", value, NEW, recency)
