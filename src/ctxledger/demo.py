@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import TextIO
 
 from ctxledger.config import Config
+from ctxledger.demo_worker import AgentPlan, Plan, agent_steps, strip_seq
 from ctxledger.domain import CharTokenizer
 from ctxledger.host import Host
 from ctxledger.replay import VerifyReport, verify
 from ctxledger.storage import LmdbEventLog
 from ctxledger.timeline import Timeline, session_timeline, split_steps
 from ctxledger.traces import read_trace
-from ctxledger.demo_worker import AgentPlan, Plan, agent_steps, strip_seq
 
 __all__ = [
     "DEFAULT_STEPS",
@@ -150,7 +150,8 @@ def run_demo(
 
     _recover(plan, acked, result)
     print(
-        f"[2/4] reopened the log: {result.recovered_sessions}/{len(plan.agents)} sessions recovered "
+        f"[2/4] reopened the log: {result.recovered_sessions}/{len(plan.agents)} sessions "
+        "recovered "
         f"in {result.recovery_seconds:.2f} s ({result.recovered_events:,} events replayed); "
         f"{result.lost_messages} acknowledged messages lost; {result.interrupted} interrupted "
         "tool calls answered",
@@ -159,19 +160,26 @@ def run_demo(
     )
 
     result.verify_after_crash = verify(paths.log)
-    print(f"[3/4] verify after the crash: {_verify_line(result.verify_after_crash)}", file=out, flush=True)
+    print(
+        f"[3/4] verify after the crash: {_verify_line(result.verify_after_crash)}",
+        file=out,
+        flush=True,
+    )
 
     _, _ = _run_worker(paths, acked, progress, "finishing", None, done=steps)
     result.verify_at_end = verify(paths.log)
     print(
-        f"[4/4] a fresh host process finished the run; verify: {_verify_line(result.verify_at_end)}",
+        "[4/4] a fresh host process finished the run; verify: "
+        + _verify_line(result.verify_at_end),
         file=out,
         flush=True,
     )
 
     with LmdbEventLog.open(paths.log, readonly=True) as log:
         tokenizer = CharTokenizer()
-        result.timelines = [session_timeline(log, a.session_id, tokenizer=tokenizer) for a in plan.agents]
+        result.timelines = [
+            session_timeline(log, a.session_id, tokenizer=tokenizer) for a in plan.agents
+        ]
     result.plot = _plot(result.timelines, plan.agents, paths.plot, err)
     result.seconds = time.perf_counter() - started
     print(file=out)
@@ -181,7 +189,7 @@ def run_demo(
     return result
 
 
-# --- preparation -------------------------------------------------------------------------------------
+# --- preparation ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -196,7 +204,13 @@ class _Paths:
 def _prepare(options: DemoOptions) -> tuple[Plan, _Paths]:
     if options.sessions < 1:
         raise DemoFailed("--sessions must be at least 1")
-    steps = options.steps if options.steps is not None else FAST_STEPS if options.fast else DEFAULT_STEPS
+    steps = (
+        options.steps
+        if options.steps is not None
+        else FAST_STEPS
+        if options.fast
+        else DEFAULT_STEPS
+    )
     if steps < 4:
         raise DemoFailed("--steps must be at least 4")
     root = options.directory
@@ -243,7 +257,7 @@ def _trace_agents(folder: Path | None) -> list[AgentPlan]:
     ]
 
 
-# --- the host process --------------------------------------------------------------------------------
+# --- the host process -----------------------------------------------------------------------------
 
 
 def _run_worker(
@@ -306,7 +320,7 @@ def _recover(plan: Plan, acked: dict[str, tuple[int, str]], result: DemoResult) 
         result.recovered_sessions += int(len(history) >= seq)
 
 
-# --- output ---------------------------------------------------------------------------------------------
+# --- output ---------------------------------------------------------------------------------------
 
 
 class _Progress:
@@ -386,8 +400,17 @@ def _table(timelines: Sequence[Timeline], agents: Sequence[AgentPlan]) -> str:
         )
     )
     headers = (
-        "SESSION", "SOURCE", "STEPS", "EVENTS", "HISTORY TOK", "PEAK VIEW TOK",
-        "MICRO", "AUTO", "MANUAL", "REACTIVE", "INTERRUPTED",
+        "SESSION",
+        "SOURCE",
+        "STEPS",
+        "EVENTS",
+        "HISTORY TOK",
+        "PEAK VIEW TOK",
+        "MICRO",
+        "AUTO",
+        "MANUAL",
+        "REACTIVE",
+        "INTERRUPTED",
     )
     return table(headers, rows, right="<<>>>>>>>>>")
 
@@ -404,11 +427,15 @@ def _summary(result: DemoResult, plan: Plan) -> str:
     history = sum(t.history_tokens for t in timelines)
     peak = max((t.peak_view_tokens for t in timelines), default=0)
     lines = [
-        ("sessions", f"{len(timelines)} concurrent agent sessions on one host (threads in one process)"),
+        (
+            "sessions",
+            f"{len(timelines)} concurrent agent sessions on one host (threads in one process)",
+        ),
         ("events", f"{sum(t.events for t in timelines):,} in the log"),
         (
             "compactions",
-            f"micro {counts['micro']:,} views with old tool results masked · auto {counts['auto']:,} "
+            f"micro {counts['micro']:,} views with old tool results masked · "
+            f"auto {counts['auto']:,} "
             f"· manual {counts['manual']:,} · reactive {counts['reactive']:,}",
         ),
         (

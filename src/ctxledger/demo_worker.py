@@ -37,7 +37,10 @@ __all__ = ["AgentPlan", "Plan", "agent_steps", "main", "resume_step", "strip_seq
 #: The error the simulated provider answers when a step is planned to overflow its context.
 PROMPT_TOO_LONG = {
     "status_code": 413,
-    "error": {"type": "request_too_large", "message": "prompt is too long: the request exceeds the context window"},
+    "error": {
+        "type": "request_too_large",
+        "message": "prompt is too long: the request exceeds the context window",
+    },
 }
 #: The focus a planned manual compaction asks for.
 MANUAL_FOCUS = "keep the public API signatures and the failing test names"

@@ -372,7 +372,7 @@ def _decompressed_lines(path: Path) -> Iterator[tuple[int, bytes]]:
     number = 0
     try:
         with path.open("rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as reader:
-            for number, line in enumerate(io.BufferedReader(reader), start=1):  # noqa: B007
+            for number, line in enumerate(io.BufferedReader(reader), start=1):
                 if line.strip():
                     yield number, line
     except zstandard.ZstdError as exc:
@@ -394,9 +394,7 @@ def _write_atomically(target: Path, data: bytes) -> None:
         raise
 
 
-def _import_events(
-    transcript: Transcript, session_id: str, now: float, path: Path
-) -> list[Event]:
+def _import_events(transcript: Transcript, session_id: str, now: float, path: Path) -> list[Event]:
     """Turn a transcript into the events of a new session, checking it as appends would."""
     state = SessionState.new(session_id, transcript.config)
     events: list[Event] = [

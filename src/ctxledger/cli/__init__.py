@@ -19,8 +19,12 @@ __all__ = ["main"]
 
 @click.group(cls=CtxLedgerGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(ctxledger.__version__, prog_name="ctxledger")
-@click.option("--debug", is_flag=True, envvar="CTXLEDGER_DEBUG",
-              help="Show tracebacks and debug logs (or set CTXLEDGER_DEBUG=1).")
+@click.option(
+    "--debug",
+    is_flag=True,
+    envvar="CTXLEDGER_DEBUG",
+    help="Show tracebacks and debug logs (or set CTXLEDGER_DEBUG=1).",
+)
 def main(debug: bool) -> None:
     """ctxledger: the context layer of long-running LLM agents.
 
@@ -30,5 +34,18 @@ def main(debug: bool) -> None:
     configure_logging(debug)
 
 
-for _verb in (demo, ingest, sessions, show, view, compact, verify, whatif, export, import_, plot, stats):
+for _verb in (
+    demo,
+    ingest,
+    sessions,
+    show,
+    view,
+    compact,
+    verify,
+    whatif,
+    export,
+    import_,
+    plot,
+    stats,
+):
     main.add_command(_verb)

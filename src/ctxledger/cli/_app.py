@@ -7,6 +7,7 @@ config value, a wrong option) ends as ONE line on stderr and a non-zero exit sta
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -54,21 +55,6 @@ EXIT_INTERNAL = 70
 class CtxLedgerGroup(click.Group):
     """A group whose errors are one line on stderr (tracebacks only with ``--debug``)."""
 
-    def invoke(self, ctx: click.Context) -> Any:
-        """Run the verb, translating ctxledger and OS errors into one-line failures."""
-        try:
-            return super().invoke(ctx)
-        except (click.ClickException, click.exceptions.Exit, click.Abort):
-            raise
-        except (CtxLedgerError, OSError) as exc:
-            if _debug(ctx):
-                raise
-            raise click.ClickException(_describe(exc)) from exc
-        except ImportError as exc:
-            if _debug(ctx):
-                raise
-            raise click.ClickException(str(exc)) from exc
-
     def main(  # type: ignore[override]
         self, args: Any = None, prog_name: str | None = None, **extra: Any
     ) -> Any:
@@ -83,15 +69,19 @@ class CtxLedgerGroup(click.Group):
             _fail(exc.format_message(), exc.exit_code)
         except click.Abort:
             _fail("aborted", EXIT_FAILURE)
+        except (CtxLedgerError, OSError, ImportError) as exc:
+            # The user's to fix: a missing folder, an unknown session, a corrupt record, a bad
+            # config value, a missing optional dependency.
+            if _debug_requested(args):
+                traceback.print_exc()
+            _fail(_describe(exc), EXIT_FAILURE)
         except Exception as exc:  # a bug: still one line, unless --debug asked for the traceback
             if _debug_requested(args):
                 traceback.print_exc()
-            else:
-                _fail(
-                    f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)",
-                    EXIT_INTERNAL,
-                )
-            sys.exit(EXIT_INTERNAL)
+            _fail(
+                f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+                EXIT_INTERNAL,
+            )
         if not standalone:
             return result
         sys.exit(result if isinstance(result, int) else 0)
@@ -107,11 +97,6 @@ def _describe(exc: BaseException) -> str:
         where = f": {exc.filename!r}" if exc.filename else ""
         return f"{exc.strerror}{where}"
     return str(exc) or type(exc).__name__
-
-
-def _debug(ctx: click.Context) -> bool:
-    root = ctx.find_root()
-    return bool(root.params.get("debug")) or _env_debug()
 
 
 def _env_debug() -> bool:
@@ -143,7 +128,7 @@ def configure_logging(debug: bool) -> None:
     )
 
 
-# --- the database folder ---------------------------------------------------------------------------
+# --- the database folder --------------------------------------------------------------------------
 
 
 def db_option(func: F) -> F:
@@ -185,11 +170,12 @@ def require_session(log: EventLog, session_id: str, db: Path) -> None:
     """Raise :class:`UnknownSessionError` unless ``session_id`` has events."""
     if log.last_seq(session_id) == 0:
         raise UnknownSessionError(
-            f"unknown session {session_id!r} in '{db}' (list them with: ctxledger sessions --db {db})"
+            f"unknown session {session_id!r} in '{db}' "
+            f"(list them with: ctxledger sessions --db {db})"
         )
 
 
-# --- Config from options ----------------------------------------------------------------------------
+# --- Config from options --------------------------------------------------------------------------
 
 #: Option name -> Config field, for the named config options.
 CONFIG_FLAGS: dict[str, str] = {
@@ -226,14 +212,13 @@ def config_options(func: F) -> F:
         ),
     ]
 
+    @functools.wraps(func)  # keeps the options that decorators below this one attached
     def collect(**kwargs: Any) -> Any:
         overrides = {CONFIG_FLAGS[name]: kwargs.pop(name) for name in CONFIG_FLAGS}
         overrides = {name: value for name, value in overrides.items() if value is not None}
         overrides.update(_parse_settings(kwargs.pop("settings")))
         return func(config_overrides=overrides, **kwargs)
 
-    collect.__name__ = func.__name__
-    collect.__doc__ = func.__doc__
     wrapped: Any = collect
     for option in reversed(options):
         wrapped = option(wrapped)
@@ -264,7 +249,7 @@ def build_config(base: Config, overrides: dict[str, Any]) -> Config:
     return base.replace(**overrides) if overrides else base
 
 
-# --- summarisers -----------------------------------------------------------------------------------
+# --- summarisers ----------------------------------------------------------------------------------
 
 
 def summarizer_options(func: F) -> F:

@@ -10,17 +10,35 @@ __all__ = ["demo"]
 
 
 @click.command()
-@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("ctxledger-demo"), show_default=True,
-              help="The demo's folder; its log/ is replaced on every run.")
-@click.option("--sessions", type=click.IntRange(min=1), default=16, show_default=True,
-              help="Synthetic agents driven concurrently.")
-@click.option("--steps", type=click.IntRange(min=4),
-              help="Model calls per synthetic agent  [default: 160, 24 with --fast]")
-@click.option("--traces", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Also replay every *.jsonl trace in this folder as one more agent.")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("ctxledger-demo"),
+    show_default=True,
+    help="The demo's folder; its log/ is replaced on every run.",
+)
+@click.option(
+    "--sessions",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Synthetic agents driven concurrently.",
+)
+@click.option(
+    "--steps",
+    type=click.IntRange(min=4),
+    help="Model calls per synthetic agent  [default: 160, 24 with --fast]",
+)
+@click.option(
+    "--traces",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Also replay every *.jsonl trace in this folder as one more agent.",
+)
 @click.option("--fast", is_flag=True, help="A short run (a few seconds) with a 12k window.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seeds the synthetic workload.")
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seeds the synthetic workload."
+)
 def demo(
     directory: Path, sessions: int, steps: int | None, traces: Path | None, fast: bool, seed: int
 ) -> None:

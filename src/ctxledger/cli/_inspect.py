@@ -72,8 +72,14 @@ def sessions(db: Path) -> None:
 @click.argument("session_id", metavar="SESSION")
 @db_option
 @click.option("--events", "show_events", is_flag=True, help="Show raw events, not messages.")
-@click.option("--from", "start", type=click.IntRange(min=1), default=1, show_default=True,
-              help="First seq to show (message seq, or event seq with --events).")
+@click.option(
+    "--from",
+    "start",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="First seq to show (message seq, or event seq with --events).",
+)
 @click.option("--limit", type=click.IntRange(min=1), help="Show at most this many.")
 @click.option("--full", is_flag=True, help="Print whole message contents, not one-line previews.")
 @click.option("--pager/--no-pager", default=True, help="Page long output on a terminal.")
@@ -91,7 +97,10 @@ def show(
         require_session(log, session_id, db)
         if show_events:
             stop = None if limit is None else start + limit - 1
-            lines = [_event_line(r.seq, r.timestamp, r.event) for r in log.iter_events(session_id, start, stop)]
+            lines = [
+                _event_line(r.seq, r.timestamp, r.event)
+                for r in log.iter_events(session_id, start, stop)
+            ]
         else:
             state, _ = fold_session(log, session_id)
             chosen = state.history[start - 1 :]
@@ -103,10 +112,20 @@ def show(
 @click.command()
 @click.argument("session_id", metavar="SESSION")
 @db_option
-@click.option("--at", "at_seq", type=click.IntRange(min=1),
-              help="The view served while message SEQ was the newest (time travel).")
-@click.option("--format", "fmt", type=click.Choice(["text", "openai", "anthropic"]),
-              default="text", show_default=True, help="How to print the view.")
+@click.option(
+    "--at",
+    "at_seq",
+    type=click.IntRange(min=1),
+    help="The view served while message SEQ was the newest (time travel).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "openai", "anthropic"]),
+    default="text",
+    show_default=True,
+    help="How to print the view.",
+)
 def view(session_id: str, db: Path, at_seq: int | None, fmt: str) -> None:
     """Print the model view of a session, now or as of a message seq."""
     if at_seq is None:
@@ -135,8 +154,13 @@ def _view_at(db: Path, session_id: str, at_seq: int) -> ModelView:
 @click.command()
 @click.argument("session_ids", metavar="SESSION...", nargs=-1, required=True)
 @db_option
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="The PNG file to write.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The PNG file to write.",
+)
 def plot(session_ids: tuple[str, ...], db: Path, output: Path) -> None:
     """Plot tokens per step (history, view, threshold, compactions) as a PNG."""
     from ctxledger.plotting import MAX_PANELS, plot_token_series
@@ -156,8 +180,13 @@ def plot(session_ids: tuple[str, ...], db: Path, output: Path) -> None:
 
 @click.command()
 @db_option
-@click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
-              help="List this many sessions with the most events.")
+@click.option(
+    "--top",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="List this many sessions with the most events.",
+)
 def stats(db: Path, top: int) -> None:
     """Show storage size, compression ratio, map usage and events per session."""
     with open_log(db) as log:
@@ -169,7 +198,10 @@ def stats(db: Path, top: int) -> None:
         ("map used", f"{human_bytes(used)} of {human_bytes(size)} ({used / size:.1%})"),
         ("sessions", f"{info['sessions']:,}"),
         ("events", f"{info['events']:,}"),
-        ("payload bytes", f"{human_bytes(info['raw_bytes'])} raw, {human_bytes(info['stored_bytes'])} stored"),
+        (
+            "payload bytes",
+            f"{human_bytes(info['raw_bytes'])} raw, {human_bytes(info['stored_bytes'])} stored",
+        ),
         ("compression ratio", f"{info['compression_ratio']:.2f}"),
         ("zstd dictionaries", ", ".join(map(str, info["dictionaries"])) or "none"),
     ]
@@ -177,12 +209,16 @@ def stats(db: Path, top: int) -> None:
     per_session = sorted(info["events_per_session"].items(), key=lambda item: (-item[1], item[0]))
     if per_session and top:
         click.echo()
-        click.echo(table(("SESSION", "EVENTS"), [(sid, f"{n:,}") for sid, n in per_session[:top]], right="<>"))
+        click.echo(
+            table(
+                ("SESSION", "EVENTS"), [(sid, f"{n:,}") for sid, n in per_session[:top]], right="<>"
+            )
+        )
         if len(per_session) > top:
             click.echo(f"… and {len(per_session) - top} more sessions")
 
 
-# --- rendering ----------------------------------------------------------------------------------------
+# --- rendering ------------------------------------------------------------------------------------
 
 
 def _emit(lines: list[str], pager: bool) -> None:
@@ -203,9 +239,17 @@ def _message_lines(messages: list[Message], full: bool) -> Iterator[str]:
             for call in message.tool_calls:
                 yield f"→ {call.name}({call.arguments})  [{call.id}]"
         else:
-            text = message.content or " ".join(f"→ {c.name}({c.arguments})" for c in message.tool_calls)
-            suffix = f"  ({len(message.content):,} chars)" if len(message.content) > _PREVIEW else ""
-            calls = f"  → {', '.join(c.name for c in message.tool_calls)}" if message.tool_calls and message.content else ""
+            text = message.content or " ".join(
+                f"→ {c.name}({c.arguments})" for c in message.tool_calls
+            )
+            suffix = (
+                f"  ({len(message.content):,} chars)" if len(message.content) > _PREVIEW else ""
+            )
+            calls = (
+                f"  → {', '.join(c.name for c in message.tool_calls)}"
+                if message.tool_calls and message.content
+                else ""
+            )
             yield f"#{message.seq:<6} {label:<22} {clip(text, _PREVIEW)}{calls}{suffix}"
 
 
@@ -217,10 +261,11 @@ def _label(message: Message) -> str:
 
 
 def _event_line(seq: int, timestamp: float, event: Event) -> str:
-    return f"{seq:<7} {human_time(timestamp)}  {type(event).__struct_config__.tag:<24} {_event_detail(event)}"
+    tag = type(event).__struct_config__.tag
+    return f"{seq:<7} {human_time(timestamp)}  {tag:<24} {_event_detail(event)}"
 
 
-def _event_detail(event: Event) -> str:  # noqa: PLR0911 - one branch per event type
+def _event_detail(event: Event) -> str:
     if isinstance(event, MessageAppended | ToolResultSynthesized):
         message = event.message
         return f"#{message.seq} {_label(message)}: {clip(message.content, 60)}"
@@ -230,20 +275,25 @@ def _event_detail(event: Event) -> str:  # noqa: PLR0911 - one branch per event 
             f"{event.message_count} messages, hash {event.view_hash[:12]}"
         )
     if isinstance(event, UsageReported):
-        return f"prompt {event.prompt_tokens:,} completion {event.completion_tokens:,} through #{event.through_seq}"
+        return (
+            f"prompt {event.prompt_tokens:,} completion {event.completion_tokens:,} "
+            f"through #{event.through_seq}"
+        )
     if isinstance(event, CompactionStarted):
         focus = f", focus {event.focus!r}" if event.focus else ""
-        return f"{event.reason}: covers through #{event.covers_through_seq}, retain from #{event.retain_from_seq}{focus}"
+        return (
+            f"{event.reason}: covers through #{event.covers_through_seq}, "
+            f"retain from #{event.retain_from_seq}{focus}"
+        )
     if isinstance(event, CheckpointCreated):
         cp = event.checkpoint
-        return f"checkpoint {cp.id[:12]} ({cp.reason}) {cp.tokens_before:,} → {cp.tokens_after:,} tokens"
+        tokens = f"{cp.tokens_before:,} → {cp.tokens_after:,} tokens"
+        return f"checkpoint {cp.id[:12]} ({cp.reason}) {tokens}"
     if isinstance(event, CompactionFailed):
         return f"{event.reason}: {clip(event.detail, 60)}"
-    if isinstance(event, SessionOpened):
+    if isinstance(event, SessionOpened | ConfigChanged):
         config = event.config
         return f"window {config.context_window:,}, threshold {config.compression_threshold}"
-    if isinstance(event, ConfigChanged):
-        return f"window {event.config.context_window:,}, threshold {event.config.compression_threshold}"
     if isinstance(event, SessionForked):
         return f"from {event.parent_id!r} at #{event.at_seq}"
     if isinstance(event, TranscriptExported):
@@ -257,7 +307,8 @@ def _view_text(session_id: str, model_view: ModelView) -> str:
     checkpoint = f" (checkpoint {model_view.checkpoint_id})" if model_view.checkpoint_id else ""
     lines = [
         f"# view of {session_id} through #{model_view.through_seq}: {model_view.mode}{checkpoint}",
-        f"# {len(model_view.messages)} messages, {human_tokens(model_view.estimated_tokens)} tokens "
+        f"# {len(model_view.messages)} messages, "
+        f"{human_tokens(model_view.estimated_tokens)} tokens "
         f"estimated, hash {model_view.view_hash}",
     ]
     for message in model_view.messages:

@@ -44,10 +44,15 @@ _MAX_REPORTED = 20  # bad lines listed before "... and N more"
 @click.option("--session", "session_id", help="The new session's id (default: the file's stem).")
 @config_options
 @summarizer_options
-@click.option("--append-only", is_flag=True,
-              help="Only append; do not serve a view before each assistant message.")
+@click.option(
+    "--append-only",
+    is_flag=True,
+    help="Only append; do not serve a view before each assistant message.",
+)
 @click.option("--allow-pending", is_flag=True, help="Accept tool calls unanswered at the end.")
-@click.option("--durability", type=click.Choice(DURABILITY_MODES), default="sync", show_default=True)
+@click.option(
+    "--durability", type=click.Choice(DURABILITY_MODES), default="sync", show_default=True
+)
 def ingest(
     file: Path,
     db: Path,
@@ -87,8 +92,9 @@ def ingest(
             )
         session = host.session(session_id)
         views = 0
-        with click.progressbar(length=len(messages), label=f"ingest {session_id}",
-                               file=sys.stderr, show_pos=True) as bar:
+        with click.progressbar(
+            length=len(messages), label=f"ingest {session_id}", file=sys.stderr, show_pos=True
+        ) as bar:
             for index, step in enumerate(split_steps(messages)):
                 if index and not append_only:
                     session.prepare_step()
@@ -109,7 +115,11 @@ def ingest(
 @click.option("--focus", help="What the summary must keep, e.g. 'the API signatures'.")
 @summarizer_options
 def compact(
-    session_id: str, db: Path, focus: str | None, summarizer: str, base_url: str | None,
+    session_id: str,
+    db: Path,
+    focus: str | None,
+    summarizer: str,
+    base_url: str | None,
     model: str | None,
 ) -> None:
     """Compact a session now (manual compaction), optionally with a focus."""
@@ -131,23 +141,36 @@ def compact(
     click.echo(
         f"compacted {session_id!r}: checkpoint {checkpoint.id} summarises through "
         f"#{checkpoint.covers_through_seq} ({result.messages_compacted} messages newly covered), "
-        f"view {human_tokens(checkpoint.tokens_before)} → {human_tokens(checkpoint.tokens_after)} tokens"
+        f"view {human_tokens(checkpoint.tokens_before)} → "
+        f"{human_tokens(checkpoint.tokens_after)} tokens"
     )
 
 
 @click.command()
 @click.argument("session_id", metavar="SESSION")
 @db_option
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
-              help="The transcript file (*.jsonl.zst), or an existing folder to write it in.")
-@click.option("--keep", type=click.IntRange(min=1), default=DEFAULT_KEEP, show_default=True,
-              help="Keep only the newest N transcripts (*.jsonl.zst) in the output folder.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="The transcript file (*.jsonl.zst), or an existing folder to write it in.",
+)
+@click.option(
+    "--keep",
+    type=click.IntRange(min=1),
+    default=DEFAULT_KEEP,
+    show_default=True,
+    help="Keep only the newest N transcripts (*.jsonl.zst) in the output folder.",
+)
 def export(session_id: str, db: Path, output: Path, keep: int) -> None:
     """Export a session as a zstd-compressed JSONL transcript and record the export."""
     with open_log(db, write=True) as log:
         require_session(log, session_id, db)
         if not output.is_dir() and not output.parent.is_dir():
-            raise click.ClickException(f"cannot write '{output}': folder '{output.parent}' does not exist")
+            raise click.ClickException(
+                f"cannot write '{output}': folder '{output.parent}' does not exist"
+            )
         result = export_transcript(log, session_id, output, keep=keep)
     click.echo(
         f"exported {session_id!r}: {result.messages:,} messages, {result.checkpoints} checkpoints "
@@ -160,8 +183,9 @@ def export(session_id: str, db: Path, output: Path, keep: int) -> None:
 @click.command("import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @db_option
-@click.option("--session", "session_id",
-              help="The new session's id (default: <exported id>-imported).")
+@click.option(
+    "--session", "session_id", help="The new session's id (default: <exported id>-imported)."
+)
 def import_(file: Path, db: Path, session_id: str | None) -> None:
     """Import a transcript into a NEW session with the identical history."""
     transcript = read_transcript(file)  # check the file before the folder is created

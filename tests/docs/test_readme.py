@@ -1,0 +1,63 @@
+"""The README's code runs: the quickstart against a fake LLM endpoint, the event-log example."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ctxledger import replay
+from fake_llm_server import FakeLLMServer
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+_BLOCK = re.compile(r"(<!-- readme-test: run -->\n)?```python\n(.*?)```", re.DOTALL)
+
+
+def _blocks() -> list[tuple[bool, str]]:
+    """Every python block of the README, and whether it is marked to be run."""
+    return [(bool(marker), code) for marker, code in _BLOCK.findall(README.read_text("utf-8"))]
+
+
+def _runnable() -> list[str]:
+    return [code for run, code in _blocks() if run]
+
+
+def test_readme_has_two_runnable_examples() -> None:
+    """The quickstart and the event-log example are marked to be run."""
+    assert len(_runnable()) == 2
+
+
+def test_quickstart_is_at_most_20_lines() -> None:
+    """The quickstart fits in 20 lines."""
+    assert len(_runnable()[0].splitlines()) <= 20
+
+
+@pytest.mark.parametrize("index", range(len(_blocks())))
+def test_every_python_block_compiles(index: int) -> None:
+    """Every python block of the README is valid Python."""
+    compile(_blocks()[index][1], f"README.md block {index}", "exec")
+
+
+def test_quickstart_runs_an_agent_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The quickstart talks to an OpenAI-compatible endpoint and keeps every message."""
+    monkeypatch.chdir(tmp_path)
+    with FakeLLMServer(reply="I fixed it.") as server:
+        monkeypatch.setenv("LLM_BASE_URL", server.openai_base_url)
+        namespace: dict[str, object] = {"__name__": "readme"}
+        exec(compile(_runnable()[0], "README quickstart", "exec"), namespace)
+        namespace["llm"].close()  # type: ignore[attr-defined]
+        posts = [r for r in server.requests if r.method == "POST"]
+    assert [r.path for r in posts] == ["/v1/chat/completions"] * 2
+    assert posts[1].json["messages"][-1] == {"role": "user", "content": "Add a regression test"}
+    history = replay.rebuild(tmp_path / "agent-db", "agent-7").history
+    assert [m.role for m in history] == ["system", "user", "assistant", "user", "assistant"]
+
+
+def test_event_log_example_prints_the_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The event-log example appends a batch and reads it back in order."""
+    monkeypatch.chdir(tmp_path)
+    exec(compile(_runnable()[1], "README event log", "exec"), {"__name__": "readme"})
+    assert capsys.readouterr().out.splitlines() == ["1 1 SessionOpened", "2 2 MessageAppended"]

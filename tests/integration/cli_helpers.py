@@ -1,0 +1,67 @@
+"""Shared by the CLI tests: a small log with compactions, and how to run and judge a verb."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import lmdb
+import pytest
+import structlog
+from click.testing import CliRunner, Result
+
+from ctxledger import Config, Host
+from ctxledger.cli import main
+from ctxledger.workload import iter_agent_steps
+
+SMALL = Config(context_window=4000, compression_threshold=0.8, min_retain_rounds=1)
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def build_log(path: Path, sessions: tuple[str, ...] = ("a", "b"), steps: int = 30) -> Path:
+    """A log whose sessions ran ``steps`` agent steps of the workload, with compactions."""
+    with Host.open(path, config=SMALL) as host:
+        for index, session_id in enumerate(sessions):
+            session = host.session(session_id)
+            for step in iter_agent_steps(index, steps=steps):
+                session.append_many(step)
+                session.prepare_step()
+    return path
+
+
+@pytest.fixture(autouse=True)
+def reset_logging() -> Iterator[None]:
+    """The command configures structlog (it is the application); undo it after each test."""
+    yield
+    structlog.reset_defaults()
+
+
+def run(*args: str | os.PathLike[str]) -> Result:
+    return CliRunner().invoke(main, [str(arg) for arg in args])
+
+
+def assert_one_line_error(result: Result, *fragments: str) -> None:
+    """A failure: non-zero status, nothing but one ``error:`` line on stderr."""
+    assert result.exit_code != 0
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+    assert "Traceback" not in result.output
+
+
+def corrupt_first_event(db: Path, session_number: int = 1) -> None:
+    """Flip a byte in the middle of a session's second stored event."""
+    env = lmdb.open(str(db), max_dbs=16)
+    events = env.open_db(b"events")
+    with env.begin(write=True) as txn:
+        cursor = txn.cursor(db=events)
+        cursor.first()
+        for _ in range(session_number):
+            cursor.next()
+        key, value = cursor.item()
+        damaged = bytearray(value)
+        damaged[len(damaged) // 2] ^= 0xFF
+        txn.put(key, bytes(damaged), db=events)
+    env.close()
