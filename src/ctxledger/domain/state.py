@@ -347,8 +347,10 @@ class SessionState:
                 repeat in the log).
         """
         self.events_applied += 1
-        if isinstance(event, MessageAppended | ToolResultSynthesized):
-            self._append(event.message)
+        kind = type(event)
+        # Appends are nearly every event of a log: test for them first, by exact type.
+        if kind is MessageAppended or kind is ToolResultSynthesized:
+            self._append(event.message)  # type: ignore[union-attr]
         elif isinstance(event, UsageReported):
             through = event.through_seq or self.last_seq
             self.usage = Usage(
@@ -379,33 +381,38 @@ class SessionState:
             self.fork_seq = event.at_seq
 
     def _append(self, message: Message) -> None:
-        seq = self.last_seq + 1
+        history = self.history
+        seq = len(history) + 1
         if message.seq != seq:
             raise InvalidMessageError(
                 f"session {self.session_id!r}: appended message carries seq {message.seq}, "
                 f"expected {seq}"
             )
-        self.history.append(message)
+        history.append(message)
         role = message.role
         if role == "tool":
             self.tool_seqs.append(seq)
             call_id = message.tool_call_id or ""
             self._open.pop(call_id, None)
-            self._answers.setdefault(call_id, seq)
+            answers = self._answers
+            if call_id not in answers:
+                answers[call_id] = seq
             return
-        if role in ("user", "assistant") and not self._open:
+        if not self._open and (role == "user" or role == "assistant"):
             self.boundaries.append(seq)
-        if role == "user":
+        if role == "assistant":
+            self.assistant_count += 1
+            if message.tool_calls:
+                calls, open_calls = self._calls, self._open
+                for call in message.tool_calls:
+                    calls[call.id] = (seq, call)
+                    open_calls[call.id] = call
+        elif role == "user":
             self.user_seqs.append(seq)
             if self.first_user_seq is None:
                 self.first_user_seq = seq
         elif role == "system" and self.first_user_seq is None:
             self.head.append(message)
-        elif role == "assistant":
-            self.assistant_count += 1
-            for call in message.tool_calls:
-                self._calls[call.id] = (seq, call)
-                self._open[call.id] = call
 
     def recent_tool_results(self, count: int) -> Sequence[Message]:
         """Return the last ``count`` tool results, oldest first."""
