@@ -50,7 +50,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Fa
         summary_chunk_chars: Largest summariser input in one call; longer inputs are summarised
             in chunks. 0 means half the window, in characters (``context_window * 3 // 2``).
         threshold_policy: ``"fixed"`` (``window * compression_threshold``) or ``"dynamic"``
-            (``0.3 * window``, *0.8 early in a session, *1.2 while debugging, never above the
+            (``0.3 * window``, times 0.8 early in a session and 1.2 while debugging, never above the
             fixed threshold; see :class:`ctxledger.domain.DynamicThreshold`). The *base
             threshold* that the automatic sizes derive from is the fixed threshold, or
             ``0.3 * window`` (capped by it) under the dynamic policy.
