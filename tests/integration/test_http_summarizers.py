@@ -294,6 +294,15 @@ def test_connection_refused_returns_none(make: MakeSummarizer) -> None:
     assert event["event"] == "summarizer_request_failed" and "ConnectError" in event["error"]
 
 
+def test_unusable_url_returns_none(make: MakeSummarizer) -> None:
+    """A URL httpx cannot use (an unsupported scheme) gives None and a warning."""
+    client = make()
+    client.url = "ftp://127.0.0.1/v1/messages"
+    with capture_logs() as logs:
+        assert client(_request()) is None
+    assert [e["event"] for e in logs] == ["summarizer_request_failed"]
+
+
 def test_client_is_reused_across_calls(make: MakeSummarizer, server: FakeLLMServer) -> None:
     """One summariser serves many requests; a transient error does not break the next call."""
     client = make()

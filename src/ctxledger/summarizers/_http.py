@@ -94,7 +94,7 @@ class HttpSummarizer:
         except httpx.TimeoutException as exc:
             log.warning("summarizer_timeout", timeout=self.timeout, error=type(exc).__name__)
             return None
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             log.warning("summarizer_request_failed", error=f"{type(exc).__name__}: {exc}")
             return None
         if not response.is_success:

@@ -332,16 +332,18 @@ class _Collector:
             self.board.add("files", path, MINOR, recency)
 
     def focus_lines(self, text: str, label: str, tier: int, recency: int) -> None:
+        """Collect up to six lines of ``text`` that mention the focus."""
         assert self.focus is not None
         seen = 0
-        for match in self.focus.finditer(text):
+        match = self.focus.search(text)
+        while match is not None and seen < 6:
             start = text.rfind("\n", 0, match.start()) + 1
             end = text.find("\n", match.end())
-            line = ex.one_line(text[start : end if end != -1 else len(text)])
+            end = len(text) if end == -1 else end
+            line = ex.one_line(text[start:end]).removeprefix("THOUGHT:").lstrip()
             if len(line) >= 8:
                 self.board.add("focus", label + ex.clip(line, 200), tier, recency, key=line)
                 seen += 1
-                if seen == 6:
-                    return
+            match = self.focus.search(text, end)
 
 
