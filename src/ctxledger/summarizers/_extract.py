@@ -1,4 +1,4 @@
-"""Fact extraction for the extractive summariser: paths, commands, errors, identifiers, sentences.
+"""Fact extraction for the extractive summariser: paths, commands, exit codes and error lines.
 
 Every pattern is compiled once here. The functions are pure and linear in their input, because the
 summariser runs over tool results of up to a megabyte (a ``cat`` of a large file) on the hot path
@@ -127,15 +127,13 @@ def clip_middle(text: str, limit: int) -> str:
     """Keep the head and the tail of ``text`` within ``limit`` characters, naming the gap."""
     if len(text) <= limit:
         return text
-    marker = f" […{len(text) - limit} chars…] "
-    room = limit - len(marker) - 10
+    # The marker is sized for the longest count it can state, so the result never exceeds limit.
+    room = limit - len(f" […{len(text)} chars…] ")
     if room < 20:
         return clip(text, limit)
     head = room * 2 // 3
     tail = room - head
-    # The marker states the real count of removed characters now that head and tail are known.
-    marker = f" […{len(text) - head - tail} chars…] "
-    return (text[:head] + marker + text[len(text) - tail :])[:limit]
+    return f"{text[:head]} […{len(text) - head - tail} chars…] {text[len(text) - tail :]}"
 
 
 def paths(text: str) -> Iterator[str]:

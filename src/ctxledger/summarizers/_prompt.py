@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ctxledger.messages import Message
+from ctxledger.summarizers._extract import clip_middle
 from ctxledger.summarizers.base import SummaryRequest
 
 __all__ = ["SECTION_TITLES", "SYSTEM_PROMPT", "build_prompt", "fit", "render_transcript"]
@@ -78,16 +79,6 @@ def fit(text: str, max_chars: int) -> str:
     return text[:cut].rstrip()
 
 
-def _clip(text: str, limit: int) -> str:
-    """Head and tail of ``text`` within ``limit`` characters, with a marker of what was cut."""
-    if len(text) <= limit:
-        return text
-    marker = f"\n[… {len(text) - limit} characters cut …]\n"
-    room = max(limit - len(marker), 2)
-    head = room * 2 // 3
-    return text[:head] + marker + text[len(text) - (room - head) :]
-
-
 def _cap(lengths: Sequence[int], room: int) -> int:
     """The largest per-item cap ``c`` with ``sum(min(n, c) for n in lengths) <= room``."""
     remaining = room
@@ -109,7 +100,7 @@ def _label(message: Message) -> str:
 
 def _calls(message: Message) -> str:
     return "".join(
-        f"\n→ {call.name}({_clip(call.arguments, _MAX_ARGUMENT_CHARS)})"
+        f"\n→ {call.name}({clip_middle(call.arguments, _MAX_ARGUMENT_CHARS)})"
         for call in message.tool_calls
     )
 
@@ -136,8 +127,8 @@ def render_transcript(messages: Sequence[Message], max_chars: int) -> str:
     blocks = []
     for message in messages:
         cap = tool_cap if message.role == "tool" else text_cap
-        blocks.append(f"{_label(message)} {_clip(message.content, cap)}{_calls(message)}")
-    return _clip("\n\n".join(blocks), max_chars)
+        blocks.append(f"{_label(message)} {clip_middle(message.content, cap)}{_calls(message)}")
+    return clip_middle("\n\n".join(blocks), max_chars)
 
 
 def build_prompt(request: SummaryRequest, max_input_chars: int) -> tuple[str, str]:

@@ -11,11 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ctxledger.summarizers._extract import has_extension
+from ctxledger.summarizers._extract import clip, has_extension, one_line
 
 __all__ = ["focus_pattern", "identifiers", "sentences"]
 
-_SPACES = re.compile(r"\s+")
 _BULLET = re.compile(r"^(?:THOUGHT:|[-*•✅❌>#]+|\d+[.)]|\*\*[^*]{1,40}\*\*:?|\s)+")
 
 # Trigger phrases by kind, lower case (matched in a lower-cased copy, at word boundaries).
@@ -38,14 +37,6 @@ _TRIGGERS: tuple[tuple[str, str], ...] = tuple(
 # Markers whose case matters ("TODO", not "todo-app"), matched in the original text.
 _CASED_TRIGGERS = (("TODO", "todo"), ("FIXME", "todo"), ("- [ ] ", "todo"))
 _KIND_ORDER = {"decision": 0, "todo": 1, "done": 2, "intent": 3}
-
-
-def _one_line(text: str) -> str:
-    return _SPACES.sub(" ", text).strip()
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def _is_word(char: str) -> bool:
@@ -95,9 +86,9 @@ def sentences(text: str, limit: int = 240) -> Iterator[tuple[str, str]]:
                 start = found + 2
         ends = [text.find(sep, after) for sep in ("\n", ". ", "! ", "? ")]
         last_end = min((e + 1 for e in ends if e != -1), default=len(text))
-        sentence = _BULLET.sub("", _one_line(text[start:last_end]))
+        sentence = _BULLET.sub("", one_line(text[start:last_end]))
         if len(sentence) >= 12:
-            yield kind, _clip(sentence, limit)
+            yield kind, clip(sentence, limit)
 
 
 _TICK = re.compile(r"`([^`\n]{2,80})`")

@@ -187,7 +187,7 @@ def _merge_previous(
                 repeats, text = int(counted.group(1)), text[: counted.start()]
             latest = name == "progress" and text.startswith(LATEST)
             text = text.removeprefix(LATEST) if latest else text
-            item = board.add(name, text, PREVIOUS, recency, key=_key(name, text), count=repeats,
+            item = board.add(name, text, PREVIOUS, recency, key=_key(text), count=repeats,
                              counted=name == "commands")
             if latest:
                 board.set_latest(item)
@@ -199,7 +199,7 @@ def _merge_previous(
     return first, last, count
 
 
-def _key(section: str, text: str) -> str:
+def _key(text: str) -> str:
     """The deduplication key of an item: its text without seq label or repeat count."""
     return ex.one_line(_LABEL.sub("", text))
 

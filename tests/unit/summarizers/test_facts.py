@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ctxledger.summarizers import _extract as ex
 from ctxledger.summarizers import _prose
@@ -71,6 +73,22 @@ def test_long_command_keeps_head_and_tail() -> None:
     short = ex.shorten_command(command, limit=120)
     assert len(short) <= 120
     assert short.startswith("grep -rn xxx") and short.endswith("src/final_target.py")
+
+
+@given(st.text(), st.integers(0, 400))
+def test_clip_middle_never_exceeds_the_limit(text: str, limit: int) -> None:
+    """Head, marker and tail together fit the limit; short texts are unchanged."""
+    clipped = ex.clip_middle(text, limit)
+    assert len(clipped) <= limit
+    if len(text) <= limit:
+        assert clipped == text
+
+
+@given(st.text(min_size=1), st.integers(40, 300))
+def test_shortened_command_is_one_line_within_the_limit(command: str, limit: int) -> None:
+    """Any command, however long or multi-line, becomes one line of at most ``limit``."""
+    short = ex.shorten_command(command, limit)
+    assert "\n" not in short and len(short) <= limit
 
 
 @pytest.mark.parametrize(

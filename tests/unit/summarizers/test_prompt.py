@@ -44,7 +44,7 @@ def test_huge_tool_output_is_clipped_to_head_and_tail() -> None:
     text = render_transcript(conversation(output), 4000)
     assert len(text) <= 4000
     assert "[#3 tool bash] START" in text and text.endswith("make: *** [all] Error 2")
-    assert "characters cut" in text
+    assert "chars…]" in text
 
 
 def test_tool_outputs_are_clipped_before_user_text() -> None:
