@@ -1,0 +1,946 @@
+"""Context quality on real traces: ctxledger against naive and replace-everything compaction.
+
+Replays every trace in ../shared/traces through three policies (see :mod:`quality_policies`)
+with a 32,000-token window and the offline :class:`ExtractiveSummarizer`, preparing a step (compact
+if needed, then serve the view) right before each assistant message and once at the end, and
+reports per trace and in total:
+
+* peak view tokens (chars // 3) against the window; any view above it is an overflow;
+* summariser calls and input tokens (chars // 3 of each request's messages + previous summary);
+* fact retention: the file paths, shell commands and error lines of the messages a compaction
+  takes out of the raw tail, and the share of them found verbatim in the next served view (and,
+  as a long-term figure, in the last view of the trace);
+* prompt-cache stability: the share of each view (OpenAI-rendered JSON, message by message) that
+  is a byte-identical prefix of the previous view; medians over the steps between compactions
+  and over all steps.
+
+It also sweeps ``micro_batch`` over 1, 2, 4, 8, 16 for ctxledger's policy. Usage::
+
+    .venv/bin/python bench/quality.py                 # writes bench/results/quality.{md,json,png}
+    .venv/bin/python bench/quality.py --traces DIR --out DIR --batches 1,8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from quality_policies import POLICIES, PROTOTYPES, WINDOW, Replay, policy_config, replay
+
+from ctxledger.domain import ModelView, threshold_for
+from ctxledger.messages import Message
+from ctxledger.summarizers.extractive import ExtractiveSummarizer
+from ctxledger.traces import read_trace
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_TRACES = Path(os.environ.get("CTXLEDGER_TRACES", HERE.parents[1] / "shared" / "traces"))
+KINDS = ("paths", "paths_all", "commands", "errors", "requests")
+KIND_TITLES = {
+    "paths": "paths (named)",
+    "paths_all": "paths (all)",
+    "commands": "commands",
+    "errors": "errors",
+    "requests": "user request lines",
+}
+TARGET_RETENTION = 0.90
+TARGET_STABILITY = 0.90
+COMMAND_PREFIX = 80  # a command is identified by the head of its first line
+ERROR_PREFIX = 100  # an error line by its head
+LOST_LISTED = 60  # lost facts listed per kind and trace in the JSON
+
+# --- facts -------------------------------------------------------------------------------------
+
+_SPACES = re.compile(r"\s+")
+_EXT = (
+    r"py|pyi|pyx|js|ts|tsx|jsx|vue|json|jsonl|md|rst|txt|toml|yaml|yml|cfg|ini|sh|html|css|c|h|"
+    r"cpp|rs|go|java|rb|php|sql|xml|csv|log|patch|diff|lock|in|conf"
+)
+# A bare name (no slash) needs an extension that is not also a common attribute or module name
+# ("response.json", "np.log", "django.conf", "self.c" are code, not files).
+_BARE_EXT = (
+    r"py|pyi|pyx|js|ts|tsx|jsx|vue|jsonl|md|rst|txt|toml|yaml|yml|cfg|ini|sh|html|css|cpp|java|"
+    r"rb|php|sql|xml|csv|patch|diff|lock|in"
+)
+_TOKEN = re.compile(r"[\w.~/@+-]+")
+_HAS_EXT = re.compile(rf"\.(?:{_EXT})$")
+_BARE = re.compile(rf"^\w[\w@+-]*(?:\.[\w@+-]+)*\.(?:{_BARE_EXT})$")
+_LETTER = re.compile(r"[A-Za-z]")
+_DOLLAR = re.compile(r"^\$ (\S.*)$", re.MULTILINE)
+_ERROR = re.compile(
+    r"^\s*(?:E\s+)?[A-Za-z_][\w.]*(?:Error|Exception)\b|Error:|\bException\b|\bFAILED\b"
+)
+_RETURNCODE = re.compile(r"<returncode>(-?\d+)</returncode>|\b[Ee]xit (?:code|status):? ?(-?\d+)")
+_TAGS = re.compile(r"</?\w+>")
+# Commands whose output is file content (SWE-agent's own viewers included).
+_VIEWERS = frozenset(
+    {
+        "cat", "head", "tail", "sed", "nl", "grep", "egrep", "rg", "find", "ls", "less", "more",
+        "tree", "awk", "wc", "diff", "open", "goto", "scroll_up", "scroll_down", "search_file",
+        "search_dir", "find_file", "view",
+    }
+)  # fmt: skip
+_LEADING_CD = re.compile(r"^(?:\s*cd\s+\S+\s*(?:&&|;)\s*)+")
+
+
+def norm(text: str) -> str:
+    """Collapse whitespace runs to one space (facts and views are compared this way)."""
+    return _SPACES.sub(" ", text).strip()
+
+
+def paths_in(text: str) -> Iterable[str]:
+    """File paths: rooted (``/x/y``, ``./x``, ``~/x``), relative with an extension, or a bare
+    ``name.ext``; URLs, closing tags and slash-separated words (``and/or``) do not count."""
+    for match in _TOKEN.finditer(text):
+        token = match.group().rstrip(".-")
+        before = text[match.start() - 1] if match.start() else ""
+        if len(token) < 3 or not _LETTER.search(token) or (before and before in "<:"):
+            continue
+        if token.startswith("//") or "path/to" in token:
+            continue
+        if "/" not in token:
+            if _BARE.match(token):
+                yield token
+        elif token.startswith(("/", "./", "../", "~/")):
+            if len(token.strip("/.~")) >= 2:
+                yield token
+        elif _HAS_EXT.search(token):
+            yield token
+
+
+def _first_line(text: str, limit: int) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return norm(lines[0])[:limit] if lines else ""
+
+
+def _command(name: str, arguments: str) -> str | None:
+    try:
+        decoded = json.loads(arguments)
+    except ValueError:
+        return None
+    value = decoded.get("command") or decoded.get("cmd") if isinstance(decoded, dict) else None
+    if not isinstance(value, str) or not value.strip():
+        return None
+    if "path" in decoded and value.strip().isidentifier():
+        return None  # an editor sub-command ({"command": "view", "path": ...}), not a shell one
+    return value
+
+
+def _is_viewer(command: str | None) -> bool:
+    words = _LEADING_CD.sub("", command or "").split(None, 2)
+    if not words:
+        return False
+    if words[0] == "git" and len(words) > 1:
+        return words[1] in ("diff", "show", "log", "grep", "blame", "status")
+    return words[0] in _VIEWERS
+
+
+def errors_in(output: str) -> list[str]:
+    """Error lines of a tool result: the line ending each traceback, lines with an exception
+    name or ``Error:``/``Exception``/``FAILED``; for a non-zero exit without such a line, the
+    last line of output."""
+    lines = output.splitlines()
+    found: list[str] = []
+    for index, line in enumerate(lines):
+        if line.startswith("Traceback (most recent call last)"):
+            tail = next(
+                (ln for ln in lines[index + 1 :] if ln.strip() and not ln[0].isspace()), None
+            )
+            if tail:
+                found.append(tail)
+        elif _ERROR.search(line):
+            found.append(line)
+    code = _RETURNCODE.search(output)
+    if not found and code and int(code.group(1) or code.group(2)) != 0:
+        rest = [_TAGS.sub("", ln) for ln in lines]
+        rest = [ln for ln in rest if ln.strip()]
+        if rest:
+            found.append(rest[-1])
+    cleaned = (norm(_TAGS.sub("", line))[:ERROR_PREFIX] for line in found)
+    return [line for line in cleaned if line]
+
+
+def facts_of(messages: Sequence[Message], calls: dict[str, str | None]) -> dict[str, set[str]]:
+    """The paths, commands and error lines of ``messages``.
+
+    ``calls`` maps tool-call ids to their shell command (filled as assistant messages pass, and
+    read for the results): output of a file viewer (``cat``, ``grep``, ``sed -n``...) is file
+    content, so its "Error" lines are code, not failures.
+    """
+    facts: dict[str, set[str]] = {kind: set() for kind in KINDS}
+    for message in messages:
+        if message.role == "tool":
+            if not _is_viewer(calls.get(message.tool_call_id or "")):
+                facts["errors"].update(errors_in(message.content))
+            facts["paths_all"].update(paths_in(message.content))
+            continue
+        facts["paths"].update(paths_in(message.content))
+        if message.role == "user":
+            facts["requests"].update(
+                norm(line) for line in message.content.splitlines() if len(norm(line)) >= 8
+            )
+        for match in _DOLLAR.finditer(message.content):
+            facts["commands"].add(norm(match.group(1))[:COMMAND_PREFIX])
+        for call in message.tool_calls:
+            command = _command(call.name, call.arguments)
+            calls[call.id] = command
+            if command is not None:
+                facts["commands"].add(_first_line(command, COMMAND_PREFIX))
+            facts["paths"].update(paths_in(command if command is not None else call.arguments))
+    facts["paths_all"] |= facts["paths"]
+    for kind in KINDS:
+        facts[kind].discard("")
+    return facts
+
+
+def view_text(view: ModelView) -> str:
+    """Everything a view shows, whitespace-collapsed (tool-call arguments decoded too)."""
+    parts = []
+    for message in view.messages:
+        parts.append(message.content)
+        for call in message.tool_calls:
+            parts.append(call.name)
+            parts.append(call.arguments)
+            command = _command(call.name, call.arguments)
+            if command:
+                parts.append(command)
+    return norm("\n".join(parts))
+
+
+# --- metrics -----------------------------------------------------------------------------------
+
+
+def rendered(view: ModelView) -> list[str]:
+    """The view in OpenAI chat format, one compact JSON string per message."""
+    return [json.dumps(m, ensure_ascii=False, separators=(",", ":")) for m in view.to_openai()]
+
+
+def common_prefix(old: list[str], new: list[str]) -> int:
+    """Characters of the concatenation of ``new`` that equal the start of ``old``'s."""
+    total = 0
+    for a, b in zip(old, new, strict=False):
+        if a == b:
+            total += len(a)
+            continue
+        return total + _shared_chars(a, b)
+    return total
+
+
+def _shared_chars(a: str, b: str) -> int:
+    """Length of the common prefix of ``a`` and ``b`` (binary search over slice equality)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def stability(replay_: Replay) -> dict[str, Any]:
+    """Prompt-cache figures of one replay.
+
+    Per step: the share of the view's tokens that is a byte-identical prefix of the previous
+    view (``prefix // 3 / view // 3``), split into steps between compactions and steps right
+    after one; and the share of the previous view kept as prefix (rewriting without growth).
+    Over the replay: prompt tokens sent and the part of them a prefix cache could serve.
+    """
+    between, at_compaction, kept = [], [], []
+    sent = cached = 0
+    previous: list[str] | None = None
+    for view, compacted in zip(replay_.views, replay_.compacted_before, strict=True):
+        current = rendered(view)
+        size = sum(map(len, current))
+        sent += size // 3
+        if previous is not None:
+            prefix = common_prefix(previous, current)
+            cached += prefix // 3
+            share = (prefix // 3) / max(size // 3, 1)
+            (at_compaction if compacted else between).append(share)
+            if not compacted:
+                kept.append(prefix / max(sum(map(len, previous)), 1))
+        previous = current
+    every = between + at_compaction
+    return {
+        "steps_between": len(between),
+        "median_between": statistics.median(between) if between else None,
+        "median_all": statistics.median(every) if every else None,
+        "previous_kept_median_between": statistics.median(kept) if kept else None,
+        "prompt_tokens": sent,
+        "cached_tokens": cached,
+        "shares_between": between,
+        "shares_all": every,
+        "kept_between": kept,
+    }
+
+
+def retention(replay_: Replay, history: Sequence[Message]) -> dict[str, Any]:
+    """Facts of each compaction's newly covered messages found in the next and the last view.
+
+    Lost facts (not in the next view) are listed with the seq and role of the first covered
+    message that holds them, at most :data:`LOST_LISTED` per kind.
+    """
+    calls = {
+        call.id: _command(call.name, call.arguments)
+        for message in history
+        for call in message.tool_calls
+    }
+    counts = {kind: {"facts": 0, "next": 0, "last": 0} for kind in KINDS}
+    lost: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
+    last = view_text(replay_.views[-1]) if replay_.views else ""
+    for compaction in replay_.compactions:
+        text = view_text(replay_.views[compaction.view_index])
+        facts = facts_of(compaction.covered, dict(calls))
+        for kind in KINDS:
+            for fact in sorted(facts[kind]):
+                counts[kind]["facts"] += 1
+                counts[kind]["last"] += fact in last
+                if fact in text:
+                    counts[kind]["next"] += 1
+                elif len(lost[kind]) < LOST_LISTED:
+                    origin = _origin(compaction.covered, fact)
+                    lost[kind].append(
+                        {
+                            "compaction_through_seq": compaction.through_seq,
+                            "seq": origin.seq if origin else None,
+                            "role": origin.role if origin else None,
+                            "fact": fact,
+                        }
+                    )
+    return {"counts": counts, "lost": lost}
+
+
+def _origin(messages: Sequence[Message], fact: str) -> Message | None:
+    for message in messages:
+        texts = [message.content, *(c.arguments for c in message.tool_calls)]
+        texts += [_command(c.name, c.arguments) or "" for c in message.tool_calls]
+        if any(fact in norm(t) for t in texts):
+            return message
+    return None
+
+
+def share(hit: int, total: int) -> float | None:
+    return hit / total if total else None
+
+
+def trace_row(name: str, history: list[Message], replay_: Replay) -> dict[str, Any]:
+    """All figures of one policy on one trace."""
+    tokens = [view.view_tokens for view in replay_.views]
+    kept = retention(replay_, history)
+    stab = stability(replay_)
+    return {
+        "trace": name,
+        "policy": replay_.policy,
+        "messages": len(history),
+        "views": len(replay_.views),
+        "peak_tokens": max(tokens),
+        "overflows": [
+            {"view_index": i, "through_seq": v.through_seq, "tokens": v.view_tokens}
+            for i, v in enumerate(replay_.views)
+            if v.view_tokens > WINDOW
+        ],
+        "compactions": len(replay_.compactions),
+        "compaction_seqs": [
+            {
+                "through_seq": c.through_seq,
+                "retain_from_seq": c.retain_from_seq,
+                "covered": len(c.covered),
+                "summary_chars": c.summary_chars,
+                "calls": c.calls,
+                "input_tokens": c.input_tokens,
+            }
+            for c in replay_.compactions
+        ],
+        "summarizer_calls": replay_.summarizer_calls,
+        "summarizer_input_tokens": replay_.summarizer_input_tokens,
+        "summarizer_seconds": round(replay_.summarizer_seconds, 4),
+        "seconds": round(replay_.seconds, 4),
+        "retention": kept["counts"],
+        "lost": kept["lost"],
+        "stability": stab,
+    }
+
+
+def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Totals of one policy over every trace (retention pooled over all facts)."""
+    counts = {kind: {"facts": 0, "next": 0, "last": 0} for kind in KINDS}
+    for row in rows:
+        for kind in KINDS:
+            for key in ("facts", "next", "last"):
+                counts[kind][key] += row["retention"][kind][key]
+    between = [s for row in rows for s in row["stability"]["shares_between"]]
+    every = [s for row in rows for s in row["stability"]["shares_all"]]
+    kept = [s for row in rows for s in row["stability"]["kept_between"]]
+    sent = sum(r["stability"]["prompt_tokens"] for r in rows)
+    cached = sum(r["stability"]["cached_tokens"] for r in rows)
+    summarized = sum(r["summarizer_input_tokens"] for r in rows)
+    return {
+        "traces": len(rows),
+        "views": sum(r["views"] for r in rows),
+        "peak_tokens": max(r["peak_tokens"] for r in rows),
+        "overflow_views": sum(len(r["overflows"]) for r in rows),
+        "overflow_traces": sorted(r["trace"] for r in rows if r["overflows"]),
+        "compactions": sum(r["compactions"] for r in rows),
+        "summarizer_calls": sum(r["summarizer_calls"] for r in rows),
+        "summarizer_input_tokens": sum(r["summarizer_input_tokens"] for r in rows),
+        "summarizer_seconds": round(sum(r["summarizer_seconds"] for r in rows), 3),
+        "seconds": round(sum(r["seconds"] for r in rows), 3),
+        "retention": {
+            kind: {
+                **counts[kind],
+                "next_share": share(counts[kind]["next"], counts[kind]["facts"]),
+                "last_share": share(counts[kind]["last"], counts[kind]["facts"]),
+            }
+            for kind in KINDS
+        },
+        "stability_median_between": statistics.median(between) if between else None,
+        "stability_median_all": statistics.median(every) if every else None,
+        "stability_mean_between": statistics.fmean(between) if between else None,
+        "previous_kept_median_between": statistics.median(kept) if kept else None,
+        "prompt_tokens": sent,
+        "cached_tokens": cached,
+        "cached_share": cached / sent if sent else None,
+        "uncached_tokens": sent - cached,
+        "mean_view_tokens": sent / max(sum(r["views"] for r in rows), 1),
+        # Fresh input: prompt tokens no prefix cache serves, plus what the summariser reads.
+        "fresh_tokens": sent - cached + summarized,
+        # Input priced in base-token equivalents (output tokens ignored): Anthropic-style cache
+        # (write 1.25x, read 0.1x) and OpenAI-style (cached 0.5x); the summariser at 1x.
+        "billed_anthropic": round(1.25 * (sent - cached) + 0.1 * cached + summarized),
+        "billed_openai": round((sent - cached) + 0.5 * cached + summarized),
+    }
+
+
+# --- report ------------------------------------------------------------------------------------
+
+POLICY_TITLES = {"ctxledger": "(a) ctxledger", "naive": "(b) naive", "replace": "(c) replace"}
+
+
+def _k(tokens: float) -> str:
+    return f"{tokens / 1000:.1f}k"
+
+
+def _triple(rows: dict[str, dict[str, Any]], cell: Any) -> str:
+    return " / ".join(cell(rows[p]) for p in POLICIES)
+
+
+def _retention_cell(row: dict[str, Any], kind: str) -> str:
+    counts = row["retention"][kind]
+    return "-" if not counts["facts"] else f"{100 * counts['next'] / counts['facts']:.0f}"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """All tables of the report, in markdown."""
+    policies = results["policies"]
+    out = [
+        f"## Context quality on real traces (window {WINDOW:,}, threshold "
+        f"{results['threshold']:,} tokens; offline extractive summariser)",
+        "",
+        "| policy | peak view tokens | overflow views (traces) | compactions | summariser calls "
+        "| summariser input tokens | "
+        + " | ".join(KIND_TITLES[k] for k in KINDS)
+        + " | prefix stability, median between compactions / all steps | prompt tokens a prefix "
+        "cache serves | fresh input tokens |",
+        "|---|" + "---:|" * (8 + len(KINDS)),
+    ]
+    for policy in POLICIES:
+        t = policies[policy]["total"]
+        ret = t["retention"]
+        out.append(
+            f"| {POLICY_TITLES[policy]} | {t['peak_tokens']:,} | {t['overflow_views']} "
+            f"({len(t['overflow_traces'])}) | {t['compactions']} | {t['summarizer_calls']} "
+            f"| {t['summarizer_input_tokens']:,} | "
+            + " | ".join(
+                f"{_pct(ret[k]['next_share'])} ({ret[k]['next']}/{ret[k]['facts']})" for k in KINDS
+            )
+            + f" | {_pct(t['stability_median_between'])} / {_pct(t['stability_median_all'])} "
+            f"| {_pct(t['cached_share'])} | {t['fresh_tokens']:,} |"
+        )
+    out += [
+        "",
+        "Fact retention is the share of the facts of the messages each compaction took out of "
+        "the raw tail that are still found verbatim in the next served view. Long-term "
+        "retention (the same facts, found in the last view of the trace):",
+        "",
+        "| policy | " + " | ".join(KIND_TITLES[k] for k in KINDS) + " |",
+        "|---|" + "---:|" * len(KINDS),
+    ]
+    for policy in POLICIES:
+        ret = policies[policy]["total"]["retention"]
+        out.append(
+            f"| {POLICY_TITLES[policy]} | "
+            + " | ".join(_pct(ret[k]["last_share"]) for k in KINDS)
+            + " |"
+        )
+    out += ["", "### Targets for (a)", "", "| target | value | met |", "|---|---:|:---:|"]
+    for target in results["targets"]:
+        value = target["value"]
+        shown = _pct(value) if isinstance(value, float) else f"{value:,}"
+        out.append(f"| {target['target']} | {shown} | {'yes' if target['met'] else '**no**'} |")
+    out += ["", "### Overflows (views above the window)", ""]
+    any_overflow = False
+    for policy in POLICIES:
+        for row in policies[policy]["traces"]:
+            if row["overflows"]:
+                any_overflow = True
+                worst = max(row["overflows"], key=lambda o: o["tokens"])
+                out.append(
+                    f"- {POLICY_TITLES[policy]} `{row['trace']}`: {len(row['overflows'])} of "
+                    f"{row['views']} views, first through seq {row['overflows'][0]['through_seq']}"
+                    f", worst {worst['tokens']:,} tokens through seq {worst['through_seq']}"
+                )
+    if not any_overflow:
+        out.append("None.")
+    prototypes = results.get("prototypes", {})
+    if prototypes:
+        out += [
+            "",
+            "### Prototype fixes (bench only), against (a)",
+            "",
+            "| variant | peak view tokens | overflow views | compactions | summariser input tokens "
+            "| " + " | ".join(KIND_TITLES[k] for k in KINDS) + " | prefix stability median "
+            "between | fresh input tokens |",
+            "|---|---:|---:|---:|---:|" + "---:|" * len(KINDS) + "---:|---:|",
+        ]
+        variants = {"(a) ctxledger": policies["ctxledger"]["total"]}
+        variants.update({f"(a) + {name}": data["total"] for name, data in prototypes.items()})
+        for title, t in variants.items():
+            ret = t["retention"]
+            out.append(
+                f"| {title} | {t['peak_tokens']:,} | {t['overflow_views']} | {t['compactions']} "
+                f"| {t['summarizer_input_tokens']:,} | "
+                + " | ".join(_pct(ret[k]["next_share"]) for k in KINDS)
+                + f" | {_pct(t['stability_median_between'])} | {t['fresh_tokens']:,} |"
+            )
+    sweep = results.get("micro_batch_sweep", {})
+    if sweep:
+        out += [
+            "",
+            "### micro_batch sweep, policy (a)",
+            "",
+            "| micro_batch | peak view tokens | mean view tokens | compactions | summariser input "
+            "tokens | prefix stability median between / all | previous view kept, median "
+            "| prompt tokens a prefix cache serves | uncached prompt tokens | fresh input tokens "
+            "| billed-equivalent, Anthropic-style / OpenAI-style | paths named / commands "
+            "retained |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for batch, t in sweep.items():
+            ret = t["retention"]
+            out.append(
+                f"| {batch} | {t['peak_tokens']:,} | {t['mean_view_tokens']:,.0f} "
+                f"| {t['compactions']} | {t['summarizer_input_tokens']:,} "
+                f"| {_pct(t['stability_median_between'])} / {_pct(t['stability_median_all'])} "
+                f"| {_pct(t['previous_kept_median_between'])} | {_pct(t['cached_share'])} "
+                f"| {t['uncached_tokens']:,} | {t['fresh_tokens']:,} "
+                f"| {t['billed_anthropic']:,} / {t['billed_openai']:,} "
+                f"| {_pct(ret['paths']['next_share'])} / {_pct(ret['commands']['next_share'])} |"
+            )
+    out += [
+        "",
+        "### Per trace: (a) / (b) / (c)",
+        "",
+        "Retention in % (- when no compaction covered such a fact); stability is the median "
+        "prefix share between compactions.",
+        "",
+        "| trace | msgs | peak view tokens | overflow views | compactions | summariser input | "
+        + " | ".join(KIND_TITLES[k] for k in KINDS)
+        + " | stability |",
+        "|---|" + "---:|" * (6 + len(KINDS)),
+    ]
+    names = [row["trace"] for row in policies["ctxledger"]["traces"]]
+    for index, name in enumerate(names):
+        rows = {p: policies[p]["traces"][index] for p in POLICIES}
+        out.append(
+            f"| {name} | {rows['ctxledger']['messages']} "
+            f"| {_triple(rows, lambda r: format(r['peak_tokens'], ','))} "
+            f"| {_triple(rows, lambda r: str(len(r['overflows'])))} "
+            f"| {_triple(rows, lambda r: str(r['compactions']))} "
+            f"| {_triple(rows, lambda r: _k(r['summarizer_input_tokens']))} | "
+            + " | ".join(_triple(rows, lambda r, k=k: _retention_cell(r, k)) for k in KINDS)
+            + " | "
+            + _triple(rows, lambda r: _pct(r["stability"]["median_between"]).replace(" %", ""))
+            + " |"
+        )
+    out += [
+        "",
+        "### Named paths and commands (a) lost at a compaction (not in the next view)",
+        "",
+        "Each with the seq and role of the message it came from.",
+        "",
+    ]
+    for row in policies["ctxledger"]["traces"]:
+        for kind in ("paths", "commands"):
+            lost = row["lost"][kind]
+            if lost:
+                shown = ", ".join(
+                    f"`{item['fact']}` (#{item['seq']} {item['role']})" for item in lost[:8]
+                )
+                more = f" and {len(lost) - 8} more" if len(lost) > 8 else ""
+                out.append(f"- `{row['trace']}` {KIND_TITLES[kind]}: {shown}{more}")
+    return "\n".join(out) + "\n"
+
+
+def write_chart(results: dict[str, Any], path: Path) -> None:
+    """Peak tokens per trace against the window; retention, stability, cost and the sweep."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    policies = results["policies"]
+    colors = {"ctxledger": "#1f77b4", "naive": "#d62728", "replace": "#ff7f0e"}
+    names = [row["trace"] for row in policies["ctxledger"]["traces"]]
+    order = sorted(range(len(names)), key=lambda i: policies["ctxledger"]["traces"][i]["messages"])
+    figure = plt.figure(figsize=(17, 13), layout="constrained")
+    grid = figure.add_gridspec(4, 2, width_ratios=(1.15, 1))
+    peak = figure.add_subplot(grid[:, 0])
+    height = 0.27
+    for offset, policy in enumerate(POLICIES):
+        values = [policies[policy]["traces"][i]["peak_tokens"] / 1000 for i in order]
+        positions = [n + (offset - 1) * height for n in range(len(order))]
+        peak.barh(
+            positions, values, height=height, color=colors[policy], label=POLICY_TITLES[policy]
+        )
+    peak.axvline(WINDOW / 1000, color="black", linewidth=1.5, label=f"window {WINDOW // 1000}k")
+    peak.axvline(
+        results["threshold"] / 1000,
+        color="gray",
+        linestyle="--",
+        linewidth=1,
+        label=f"threshold {results['threshold'] / 1000:.1f}k",
+    )
+    peak.set_yticks(range(len(order)))
+    peak.set_yticklabels(
+        [names[i].replace("miniswe-gemini3pro-", "miniswe-") for i in order], fontsize=8
+    )
+    peak.set_xlabel("peak view tokens (thousands, chars // 3); right of the black line = overflow")
+    peak.set_title("Peak view tokens per trace (traces by length, longest at the top)")
+    peak.legend(loc="lower right")
+    peak.margins(y=0.01)
+
+    kinds = figure.add_subplot(grid[0, 1])
+    series = [(POLICY_TITLES[p], policies[p]["total"], colors[p], None) for p in POLICIES]
+    series += [
+        (f"(a) + {name} (prototype)", data["total"], colors["ctxledger"], "//")
+        for name, data in results.get("prototypes", {}).items()
+    ]
+    width = 0.8 / len(series)
+    for offset, (title, total, color, hatch) in enumerate(series):
+        ret = total["retention"]
+        values = [100 * (ret[k]["next_share"] or 0) for k in KINDS]
+        shift = (offset - (len(series) - 1) / 2) * width
+        bars = kinds.bar(
+            [n + shift for n in range(len(KINDS))],
+            values,
+            width,
+            color=color,
+            hatch=hatch,
+            edgecolor="white" if hatch else None,
+            label=title,
+        )
+        kinds.bar_label(bars, fmt="%.0f", fontsize=7)
+    kinds.axhline(100 * TARGET_RETENTION, color="black", linestyle="--", linewidth=1)
+    kinds.set_xticks(range(len(KINDS)))
+    kinds.set_xticklabels([KIND_TITLES[k] for k in KINDS])
+    kinds.set_ylim(0, 125)
+    kinds.set_ylabel("% in the next view")
+    kinds.set_title("Fact retention at compaction (dashed: 90 % target)")
+    kinds.legend(fontsize=7, loc="upper right", ncols=2)
+
+    cache = figure.add_subplot(grid[1, 1])
+    metrics = (
+        ("stability_median_between", "median between\ncompactions"),
+        ("stability_median_all", "median\nall steps"),
+        ("cached_share", "prompt tokens a\nprefix cache serves"),
+    )
+    for offset, policy in enumerate(POLICIES):
+        total = policies[policy]["total"]
+        values = [100 * (total[key] or 0) for key, _ in metrics]
+        bars = cache.bar(
+            [n + (offset - 1) * width for n in range(len(metrics))],
+            values,
+            width,
+            color=colors[policy],
+            label=POLICY_TITLES[policy],
+        )
+        cache.bar_label(bars, fmt="%.1f", fontsize=7)
+    cache.axhline(100 * TARGET_STABILITY, color="black", linestyle="--", linewidth=1)
+    cache.set_xticks(range(len(metrics)))
+    cache.set_xticklabels([label for _, label in metrics])
+    cache.set_ylim(0, 110)
+    cache.set_ylabel("% of view tokens")
+    cache.set_title("Prompt-cache prefix stability (dashed: 90 % target)")
+
+    cost = figure.add_subplot(grid[2, 1])
+    labels = [POLICY_TITLES[p] for p in POLICIES]
+    summarizer = [policies[p]["total"]["summarizer_input_tokens"] / 1e6 for p in POLICIES]
+    bars = cost.bar(labels, summarizer, color=[colors[p] for p in POLICIES])
+    cost.bar_label(
+        bars,
+        labels=[
+            f"{v:.2f}M tokens, {policies[p]['total']['summarizer_calls']} calls\n"
+            f"{policies[p]['total']['compactions']} compactions, "
+            f"{len(policies[p]['total']['overflow_traces'])} traces overflow"
+            for v, p in zip(summarizer, POLICIES, strict=True)
+        ],
+        fontsize=8,
+    )
+    cost.set_ylim(0, max(summarizer) * 1.45)
+    cost.set_ylabel("million tokens")
+    cost.set_title("Tokens sent to the summariser, all traces")
+
+    sweep = results.get("micro_batch_sweep", {})
+    if sweep:
+        axis = figure.add_subplot(grid[3, 1])
+        batches = list(sweep)
+        xs = range(len(batches))
+        axis.plot(
+            xs,
+            [100 * sweep[b]["stability_median_between"] for b in batches],
+            "o-",
+            color="#1f77b4",
+            label="prefix stability, median between compactions (%)",
+        )
+        axis.plot(
+            xs,
+            [100 * sweep[b]["cached_share"] for b in batches],
+            "s-",
+            color="#2ca02c",
+            label="prompt tokens a prefix cache serves (%)",
+        )
+        axis.axhline(100 * TARGET_STABILITY, color="black", linestyle="--", linewidth=1)
+        axis.set_xticks(list(xs))
+        axis.set_xticklabels(batches)
+        axis.set_xlabel("micro_batch (policy a)")
+        axis.set_ylabel("%")
+        twin = axis.twinx()
+        twin.bar(
+            xs,
+            [sweep[b]["fresh_tokens"] / 1e6 for b in batches],
+            alpha=0.25,
+            color="gray",
+            label="fresh input tokens (M): uncached prompt + summariser",
+        )
+        twin.set_ylabel("million tokens")
+        for x, b in zip(xs, batches, strict=True):
+            twin.annotate(
+                f"{sweep[b]['compactions']} comp.",
+                (x, sweep[b]["fresh_tokens"] / 1e6),
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
+        twin.set_ylim(0, max(sweep[b]["fresh_tokens"] for b in batches) / 1e6 * 1.25)
+        axis.set_zorder(twin.get_zorder() + 1)
+        axis.patch.set_visible(False)
+        lines = axis.get_legend_handles_labels()
+        bars_ = twin.get_legend_handles_labels()
+        axis.legend(lines[0] + bars_[0], lines[1] + bars_[1], fontsize=7, loc="lower right")
+        axis.set_title("micro_batch sweep")
+    figure.suptitle(
+        f"ctxledger context quality on {len(names)} real traces (window {WINDOW:,} tokens)",
+        fontsize=14,
+    )
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+# --- running -----------------------------------------------------------------------------------
+
+
+def log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def run_policy(
+    traces: dict[str, list[Message]], policy: str, **overrides: int
+) -> list[dict[str, Any]]:
+    """Replay every trace under ``policy`` (with Config ``overrides``); one row per trace."""
+    config = policy_config(policy, **overrides)
+    rows = []
+    for name, history in traces.items():
+        result = replay(history, policy, config, ExtractiveSummarizer())
+        rows.append(trace_row(name, history, result))
+    return rows
+
+
+def load(directory: Path) -> dict[str, list[Message]]:
+    return {path.stem: read_trace(path) for path in sorted(directory.glob("*.jsonl"))}
+
+
+def targets(ours: dict[str, Any], naive: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's targets for ctxledger's policy, each with its figure and verdict."""
+    ret = ours["retention"]
+    checks = [
+        ("no overflow on any trace", ours["overflow_views"], ours["overflow_views"] == 0),
+        (
+            "path retention >= 90 % (paths named in user/assistant text and tool calls)",
+            ret["paths"]["next_share"],
+            (ret["paths"]["next_share"] or 0) >= TARGET_RETENTION,
+        ),
+        (
+            "path retention >= 90 % (every path, tool-output listings included)",
+            ret["paths_all"]["next_share"],
+            (ret["paths_all"]["next_share"] or 0) >= TARGET_RETENTION,
+        ),
+        (
+            "command retention >= 90 %",
+            ret["commands"]["next_share"],
+            (ret["commands"]["next_share"] or 0) >= TARGET_RETENTION,
+        ),
+        (
+            "summariser input tokens < naive",
+            ours["summarizer_input_tokens"],
+            ours["summarizer_input_tokens"] < naive["summarizer_input_tokens"],
+        ),
+        (
+            "median prefix stability between compactions >= 90 %",
+            ours["stability_median_between"],
+            (ours["stability_median_between"] or 0) >= TARGET_STABILITY,
+        ),
+    ]
+    return [{"target": t, "value": v, "met": bool(m)} for t, v, m in checks]
+
+
+def machine() -> dict[str, Any]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "nproc": os.cpu_count(),
+        "python": platform.python_version(),
+        "cpu": cpu,
+        "platform": platform.platform(),
+    }
+
+
+def code_state() -> dict[str, Any]:
+    """The commit the figures come from, and whether src/ had uncommitted changes."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(
+                ["git", *args], cwd=HERE, capture_output=True, text=True, check=False
+            ).stdout.strip()
+        except OSError:
+            return ""
+
+    return {
+        "commit": git("rev-parse", "HEAD"),
+        "src_dirty": bool(git("status", "--porcelain", "--", "../src")),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES, help="trace directory")
+    parser.add_argument("--out", type=Path, default=HERE / "results", help="results directory")
+    parser.add_argument("--batches", default="1,2,4,8,16", help="micro_batch values to sweep")
+    parser.add_argument("--no-chart", action="store_true", help="skip the PNG")
+    args = parser.parse_args(argv)
+    if not args.traces.is_dir() or not any(args.traces.glob("*.jsonl")):
+        log(f"quality: no traces in {args.traces} (set --traces or CTXLEDGER_TRACES); skipped")
+        return 0
+    started = time.perf_counter()
+    traces = load(args.traces)
+    log(f"quality: {len(traces)} traces from {args.traces}")
+    results: dict[str, Any] = {
+        "window": WINDOW,
+        "machine": machine(),
+        "code": code_state(),
+        "policies": {},
+    }
+    threshold = threshold_for(_state_of(policy_config("ctxledger")))
+    results["threshold"] = threshold
+    for policy in POLICIES:
+        log(f"  policy {policy} ...")
+        rows = run_policy(traces, policy)
+        results["policies"][policy] = {
+            "config": _config_dict(policy_config(policy)),
+            "traces": rows,
+            "total": totals(rows),
+        }
+        log(f"    {_one_line(results['policies'][policy]['total'])}")
+    results["prototypes"] = {}
+    for name in PROTOTYPES:
+        log(f"  prototype {name} ...")
+        rows = run_policy(traces, name)
+        results["prototypes"][name] = {"traces": rows, "total": totals(rows)}
+        log(f"    {_one_line(results['prototypes'][name]['total'])}")
+    sweep = {}
+    for batch in [int(b) for b in args.batches.split(",") if b.strip()]:
+        log(f"  ctxledger micro_batch={batch} ...")
+        sweep[str(batch)] = totals(run_policy(traces, "ctxledger", micro_batch=batch))
+        log(f"    {_one_line(sweep[str(batch)])}")
+    results["micro_batch_sweep"] = sweep
+    results["targets"] = targets(
+        results["policies"]["ctxledger"]["total"], results["policies"]["naive"]["total"]
+    )
+    results["seconds"] = round(time.perf_counter() - started, 2)
+    text = markdown(results)
+    print(text)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "quality.md").write_text(text)
+    slim = _strip_series(results)
+    (args.out / "quality.json").write_text(json.dumps(slim, indent=1, sort_keys=False) + "\n")
+    if not args.no_chart:
+        write_chart(results, args.out / "quality.png")
+    log(f"quality: done in {results['seconds']} s; wrote {args.out}/quality.{{md,json,png}}")
+    return 0
+
+
+def _state_of(config: Any) -> Any:
+    from ctxledger.domain import SessionState
+
+    return SessionState.new("threshold", config)
+
+
+def _config_dict(config: Any) -> dict[str, Any]:
+    return {name: getattr(config, name) for name in config.__struct_fields__}
+
+
+def _one_line(total: dict[str, Any]) -> str:
+    ret = total["retention"]
+    return (
+        f"peak {total['peak_tokens']} overflow views {total['overflow_views']} "
+        f"compactions {total['compactions']} summariser calls {total['summarizer_calls']} "
+        f"input {total['summarizer_input_tokens']} tok; retention paths "
+        f"{_pct(ret['paths']['next_share'])} commands {_pct(ret['commands']['next_share'])} "
+        f"errors {_pct(ret['errors']['next_share'])}; stability median between "
+        f"{_pct(total['stability_median_between'])} all {_pct(total['stability_median_all'])}"
+    )
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f} %"
+
+
+def _strip_series(results: dict[str, Any]) -> dict[str, Any]:
+    """Drop per-step share lists from the JSON (kept: medians) to keep it readable."""
+    out = json.loads(json.dumps(results))
+    for policy in out["policies"].values():
+        for row in policy["traces"]:
+            row["stability"].pop("shares_between", None)
+            row["stability"].pop("shares_all", None)
+            row["stability"].pop("kept_between", None)
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())
