@@ -24,6 +24,7 @@ __all__ = [
     "fenced_commands",
     "has_extension",
     "is_viewer",
+    "last_line",
     "one_line",
     "paths",
     "shorten_command",
@@ -93,12 +94,14 @@ _ERROR_NEEDLES = (
 # The failures of a call that only shows file content (the rest is the file's own text).
 _VIEWER_NEEDLES = ("No such file", "command not found", "Permission denied", "fatal:")
 _ERROR_LINE = re.compile(
-    r"[ \t]*(?:E[ \t]+)?(?:[A-Za-z_][\w.]*)?(?:Error|Exception)(?::|[ \t]*$)"
-    r"|.*?(?:\bFAILED\b|\bFAIL:|^ERROR\b|\bfatal:|^error:|\bpanic:|Segmentation fault|"
+    r"[ \t]*(?:E[ \t]+)?(?:[A-Za-z_][\w.]*)?(?:Error|Exception)\b"
+    r"|.*?(?:\w(?:Error|Exception): |\bFAILED\b|\bFAIL:|^ERROR\b|\bfatal:|^error:|\bpanic:|"
+    r"Segmentation fault|"
     r"No such file or directory|command not found|Permission denied|timed out and has been"
     r"|Traceback \(most recent call last\)|\b[1-9]\d* (?:failed|errors?)\b)"
 )
 _TRACEBACK = "Traceback (most recent call last)"
+_TAG = re.compile(r"</?\w+>")
 _EXIT_CODE = re.compile(
     r"<returncode>(-?\d+)</returncode>|\b[Ee]xit (?:code|status):? ?(-?\d+)"
 )
@@ -328,3 +331,15 @@ def error_lines(output: str, *, viewer: bool, limit: int = 4) -> list[str]:
         if line not in found:
             found.append(line)
     return found[-limit:]
+
+
+def last_line(output: str) -> str:
+    """The last non-blank line of a tool result, without harness tags (``</output>``).
+
+    A command that failed without an error line usually says why on its last line
+    (``/usr/bin/python3: No module named pytest``).
+    """
+    for line in reversed(_TAG.sub("", output[-2000:]).splitlines()):
+        if line.strip():
+            return "" if _EXIT_CODE.search(line) else clip(line.strip(), 200)
+    return ""

@@ -323,7 +323,9 @@ class _Collector:
         output = message.content
         code = ex.exit_code(output)
         lines = ex.error_lines(output, viewer=ex.is_viewer(name, command))
-        if lines or (code is not None and code != 0):
+        if code and not lines:
+            lines = [line] if (line := ex.last_line(output)) else []
+        if lines or code:
             status = [f"exit {code}"] if code else []
             detail = " | ".join(status + lines)
             self.board.add("errors", f"{label}{ex.clip(short, 80)}: {detail}", NEW, recency,

@@ -142,6 +142,19 @@ def test_keeps_a_non_zero_exit_code_without_error_text() -> None:
     assert "- [#3] grep -q needle hay.txt: exit 1" in text
 
 
+def test_silent_failure_keeps_the_last_output_line() -> None:
+    """A failed command without an error line is explained by its last line of output."""
+    messages = numbered(
+        Message.user("go"), Message.assistant("", [bash("c1", "python3 -m pytest")]),
+        Message.tool(
+            "<returncode>1</returncode>\n<output>\n/usr/bin/python3: No module named pytest\n"
+            "</output>", "c1", "bash",
+        ),
+    )
+    text = summarize(SummaryRequest.of(messages))
+    assert "- [#3] python3 -m pytest: exit 1 | /usr/bin/python3: No module named pytest" in text
+
+
 def test_error_words_in_a_viewed_file_are_not_errors() -> None:
     """``ValueError:`` inside a file that was only displayed is code, not a failure."""
     messages = numbered(
