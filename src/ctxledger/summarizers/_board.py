@@ -177,25 +177,33 @@ def render(board: Board, budget: int, with_focus: bool) -> str:
     ranked["files"] = [item for item in ranked["files"] if item.tier != FALLBACK]
     chosen: dict[str, list[Item]] = {s: [] for s in SECTIONS}
     heading = {s: len("\n## " + title) for s, title in SECTIONS.items()}
+    size = {id(item): len(item.rendered()) for bucket in ranked.values() for item in bucket}
+    size.update((id(item), len(item.rendered())) for item in fallback)
+    smallest = len("\n- x")
+
+    def spent(section: str) -> int:
+        items = chosen[section]
+        return heading[section] + sum(size[id(item)] for item in items) if items else 0
 
     def used() -> int:
-        return sum(
-            heading[s] + sum(len(item.rendered()) for item in items)
-            for s, items in chosen.items() if items
-        )
+        return sum(spent(section) for section in SECTIONS)
 
     def fill(section: str, limit: int, total: int, most: int | None = None) -> int:
         """Add the best remaining items of ``section`` within ``limit``; return the new total."""
-        taken = {id(item) for item in chosen[section]}
-        spent = sum(len(item.rendered()) for item in chosen[section])
-        for item in ranked[section][:most]:
-            if id(item) in taken:
-                continue
-            extra = len(item.rendered()) + (0 if chosen[section] else heading[section])
-            if spent + extra <= limit and total + extra <= budget:
+        room = min(limit - spent(section), budget - total)
+        left = []
+        for index, item in enumerate(ranked[section]):
+            if room < smallest or (most is not None and index >= most):
+                left.extend(ranked[section][index:])
+                break
+            extra = size[id(item)] + (0 if chosen[section] else heading[section])
+            if extra <= room:
                 chosen[section].append(item)
-                spent += extra
+                room -= extra
                 total += extra
+            else:
+                left.append(item)
+        ranked[section] = left
         return total
 
     # The best-ranked request (the task itself) comes before any share: it is dropped last.
