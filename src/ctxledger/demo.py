@@ -153,8 +153,8 @@ def run_demo(
         f"[2/4] reopened the log: {result.recovered_sessions}/{len(plan.agents)} sessions "
         "recovered "
         f"in {result.recovery_seconds:.2f} s ({result.recovered_events:,} events replayed); "
-        f"{result.lost_messages} acknowledged messages lost; {result.interrupted} interrupted "
-        "tool calls answered",
+        f"{_count(result.lost_messages, 'acknowledged message')} lost; "
+        f"{_count(result.interrupted, 'interrupted tool call')} answered",
         file=out,
         flush=True,
     )
@@ -448,8 +448,8 @@ def _summary(result: DemoResult, plan: Plan) -> str:
             "crash",
             f"SIGKILL after {result.steps_before_kill:,} of {result.planned_steps:,} steps; "
             f"{result.recovered_sessions}/{len(timelines)} sessions recovered, "
-            f"{result.lost_messages} acknowledged messages lost, "
-            f"{result.interrupted} interrupted tool calls answered",
+            f"{_count(result.lost_messages, 'acknowledged message')} lost, "
+            f"{_count(result.interrupted, 'interrupted tool call')} answered",
         ),
         (
             "recovery",
@@ -464,6 +464,10 @@ def _summary(result: DemoResult, plan: Plan) -> str:
     ]
     width = max(len(key) for key, _ in lines)
     return "\n".join(f"{key:<{width}}  {value}" for key, value in lines)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"
 
 
 def _verdict(report: VerifyReport | None) -> str:

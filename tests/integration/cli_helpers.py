@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import lmdb
-import pytest
 import structlog
 from click.testing import CliRunner, Result
 
@@ -30,15 +28,13 @@ def build_log(path: Path, sessions: tuple[str, ...] = ("a", "b"), steps: int = 3
     return path
 
 
-@pytest.fixture(autouse=True)
-def reset_logging() -> Iterator[None]:
-    """The command configures structlog (it is the application); undo it after each test."""
-    yield
-    structlog.reset_defaults()
-
-
-def run(*args: str | os.PathLike[str]) -> Result:
-    return CliRunner().invoke(main, [str(arg) for arg in args])
+def run(*args: str | os.PathLike[str], env: dict[str, str] | None = None) -> Result:
+    """Invoke the command in-process, then undo the logging set-up it does as the application."""
+    saved = structlog.get_config()
+    try:
+        return CliRunner().invoke(main, [str(arg) for arg in args], env=env)
+    finally:
+        structlog.configure(**saved)
 
 
 def assert_one_line_error(result: Result, *fragments: str) -> None:

@@ -15,13 +15,10 @@ from cli_helpers import (
     assert_one_line_error,
     build_log,
     corrupt_first_event,
-    reset_logging,  # noqa: F401  (autouse fixture)
     run,
 )
-from click.testing import CliRunner
 
 from ctxledger import Host, replay
-from ctxledger.cli import main
 
 VERBS = (
     "demo",
@@ -105,7 +102,7 @@ def test_folder_without_a_log_is_an_error(tmp_path: Path) -> None:
 
 def test_db_can_come_from_the_environment(shared_log: Path) -> None:
     """CTXLEDGER_DB stands in for --db."""
-    result = CliRunner().invoke(main, ["sessions"], env={"CTXLEDGER_DB": str(shared_log)})
+    result = run("sessions", env={"CTXLEDGER_DB": str(shared_log)})
     assert result.exit_code == 0 and "a " in result.stdout
 
 

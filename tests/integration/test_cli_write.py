@@ -11,7 +11,6 @@ from cli_helpers import (
     SMALL,
     assert_one_line_error,
     build_log,
-    reset_logging,  # noqa: F401  (autouse fixture)
     run,
 )
 

@@ -15,7 +15,7 @@ import click
 
 from ctxledger.cli._app import db_option, open_log, require_session
 from ctxledger.cli._format import clip, human_bytes, human_time, human_tokens, table
-from ctxledger.domain import CharTokenizer, ModelView, build_view
+from ctxledger.domain import ModelView
 from ctxledger.events import (
     CheckpointCreated,
     CompactionFailed,
@@ -32,7 +32,7 @@ from ctxledger.events import (
     ViewServed,
 )
 from ctxledger.messages import Message
-from ctxledger.replay.loader import fold_session
+from ctxledger.replay import rebuild, view_at
 from ctxledger.timeline import session_timeline
 
 __all__ = ["plot", "sessions", "show", "stats", "view"]
@@ -44,20 +44,18 @@ _PREVIEW = 96
 @db_option
 def sessions(db: Path) -> None:
     """List sessions: messages, checkpoints, events, view tokens, last activity."""
-    tokenizer = CharTokenizer()
     rows = []
     with open_log(db) as log:
         for session_id in log.sessions():
-            state, last_event = fold_session(log, session_id)
-            view = build_view(state, tokenizer=tokenizer)
-            (last,) = log.read(session_id, last_event, last_event)
+            state = rebuild(log, session_id)
+            (last,) = log.read(session_id, state.event_seq, state.event_seq)
             rows.append(
                 (
                     session_id,
-                    state.last_seq,
+                    len(state.history),
                     len(state.checkpoints),
-                    last_event,
-                    f"{view.estimated_tokens:,}",
+                    state.event_seq,
+                    f"{state.view.estimated_tokens:,}",
                     human_time(last.timestamp),
                 )
             )
@@ -102,8 +100,7 @@ def show(
                 for r in log.iter_events(session_id, start, stop)
             ]
         else:
-            state, _ = fold_session(log, session_id)
-            chosen = state.history[start - 1 :]
+            chosen = rebuild(log, session_id).history[start - 1 :]
             chosen = chosen if limit is None else chosen[:limit]
             lines = list(_message_lines(chosen, full))
     _emit(lines, pager)
@@ -128,27 +125,18 @@ def show(
 )
 def view(session_id: str, db: Path, at_seq: int | None, fmt: str) -> None:
     """Print the model view of a session, now or as of a message seq."""
-    if at_seq is None:
-        with open_log(db) as log:
-            require_session(log, session_id, db)
-            state, _ = fold_session(log, session_id)
-            model_view = build_view(state, tokenizer=CharTokenizer())
-    else:
-        model_view = _view_at(db, session_id, at_seq)
+    with open_log(db) as log:
+        require_session(log, session_id, db)
+        if at_seq is None:
+            model_view = rebuild(log, session_id).view
+        else:
+            model_view = view_at(log, session_id, at_seq)
     if fmt == "openai":
         click.echo(json.dumps(model_view.to_openai(), indent=2, ensure_ascii=False))
     elif fmt == "anthropic":
         click.echo(json.dumps(model_view.to_anthropic(), indent=2, ensure_ascii=False))
     else:
         click.echo(_view_text(session_id, model_view))
-
-
-def _view_at(db: Path, session_id: str, at_seq: int) -> ModelView:
-    from ctxledger.replay import view_at
-
-    with open_log(db) as log:
-        require_session(log, session_id, db)
-    return view_at(db, session_id, at_seq)
 
 
 @click.command()

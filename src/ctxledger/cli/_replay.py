@@ -13,11 +13,12 @@ from ctxledger.cli._app import (
     db_option,
     make_summarizer,
     open_log,
-    require_db,
     require_session,
     summarizer_options,
 )
 from ctxledger.cli._format import table
+from ctxledger.replay import rebuild, what_if
+from ctxledger.replay import verify as verify_log
 
 __all__ = ["verify", "whatif"]
 
@@ -33,12 +34,10 @@ def verify(ctx: click.Context, session_id: str | None, db: Path) -> None:
 
     Also checks seq density, tool-call pairing and record checksums. It reports, never repairs.
     """
-    from ctxledger.replay import verify as verify_log
-
-    if session_id is not None:
-        with open_log(db) as log:
+    with open_log(db) as log:
+        if session_id is not None:
             require_session(log, session_id, db)
-    report = verify_log(require_db(db), session_id)
+        report = verify_log(log, session_id)
     scope = f"session {session_id!r}" if session_id else f"{report.sessions} sessions"
     counts = (
         f"{scope}, {report.events:,} events, {report.views_checked:,} views and "
@@ -78,16 +77,14 @@ def whatif(
     produced with what was recorded. Summaries already in the log are reused where their input is
     identical; the summariser is called only for new ranges.
     """
-    from ctxledger.replay import rebuild, what_if
-
     if not config_overrides:
         raise click.UsageError("give at least one setting to change, e.g. --threshold 0.6")
+    summarize = make_summarizer(summarizer, base_url, model)
     with open_log(db) as log:
         require_session(log, session_id, db)
         before = rebuild(log, session_id).config
-    after = build_config(before, config_overrides)
-    summarize = make_summarizer(summarizer, base_url, model)
-    report = what_if(require_db(db), session_id, after, summarizer=summarize)
+        after = build_config(before, config_overrides)
+        report = what_if(log, session_id, after, summarizer=summarize)
     rows: list[tuple[str, str, str]] = [
         (label, _value(before, name), _value(after, name))
         for label, name in _SHOWN_SETTINGS
