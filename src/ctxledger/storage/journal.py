@@ -2,9 +2,14 @@
 
 Callers on any thread :meth:`Journal.submit` a request and block until it is durable. The journal
 thread takes everything queued, applies all of it in ONE write transaction (each request succeeds
-or fails on its own: a version conflict excludes only its batch), commits (one fsync for the whole
-group), and only then wakes every caller. While the disk flushes, new requests pile up and form the
-next group, so the cost of an fsync is shared by everyone who arrived during the previous one.
+or fails on its own: a version conflict excludes only its batch) and commits it: one fsync for the
+whole group. While the disk flushes, new requests pile up and form the next group, so the cost of
+an fsync is shared by everyone who arrived during the previous one.
+
+A caller is woken only after its group committed, but not at once: the journal first writes the
+next group, then wakes the previous group's callers just before it commits, so that their threads
+prepare their next appends while the fsync runs (it releases the GIL) instead of contending for
+the GIL with the journal's puts. When nothing else is queued, callers are woken at once.
 """
 
 from __future__ import annotations
@@ -114,6 +119,7 @@ class _Request:
 
 
 _STOP = object()
+_Answer = tuple[_Request, Any, BaseException | None]  # a committed request and its outcome
 
 
 class Journal:
@@ -140,7 +146,8 @@ class Journal:
         self._grow = grow
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._closed = False
+        self._closed = False  # no new submissions
+        self._stopped = False  # the thread has committed its last group
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -151,11 +158,12 @@ class Journal:
             StorageError: The journal is closed, or the transaction failed.
             Exception: The error the writer reported for this op (for example a version conflict).
         """
+        if self._closed:
+            raise StorageError("the event log is closed")
         request = _Request(op)
-        with self._lock:
-            if self._closed:
-                raise StorageError("the event log is closed")
-            self._queue.put(request)
+        self._queue.put(request)
+        if self._stopped:  # lost a race with close(): nobody else may drain the queue any more
+            self._refuse_queued()
         return request.wait()
 
     def close(self) -> None:
@@ -168,50 +176,82 @@ class Journal:
         self._thread.join()
 
     def _run(self) -> None:
+        answered: list[_Answer] = []  # durable, callers not yet woken
         while True:
-            group = [self._queue.get()]
-            while True:
-                try:
-                    group.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            stop = group[-1] is _STOP  # nothing is queued after the sentinel
-            requests = group[:-1] if stop else group
+            group: list[Any] = []
+            self._drain(group)
+            if not group:
+                self._wake(answered)
+                group.append(self._queue.get())
+                self._drain(group)
+            stop = _STOP in group
+            requests = group[: group.index(_STOP)] if stop else group
             if requests:
-                self._commit(requests)
+                answered = self._commit(requests, answered)
             if stop:
+                self._wake(answered)
+                self._stopped = True
+                self._refuse(group[len(requests) + 1 :])
+                self._refuse_queued()
                 return
 
-    def _commit(self, requests: list[_Request]) -> None:
-        ops = [request.op for request in requests]
+    def _drain(self, group: list[Any]) -> None:
         while True:
             try:
-                outcomes = self._write(ops)
-            except lmdb.MapFullError:
-                try:
-                    self._grow()
-                except Exception as exc:  # every caller must be woken
-                    self._fail(requests, exc)
-                    return
-                continue
-            except Exception as exc:  # every caller must be woken
-                self._fail(requests, exc)
+                group.append(self._queue.get_nowait())
+            except queue.Empty:
                 return
+
+    def _commit(self, requests: list[_Request], answered: list[_Answer]) -> list[_Answer]:
+        """Write and commit one group; wake the callers of the previous one meanwhile.
+
+        The previous group is already durable. Its callers are woken only once this group's
+        writes are done and its commit (the fsync, which releases the GIL) begins: their threads
+        then prepare their next appends while the disk flushes, instead of competing for the GIL
+        with the journal's puts.
+        """
+        ops = [request.op for request in requests]
+        while True:
+            txn = self._env.begin(write=True)
+            try:
+                outcomes = self._writer.write_group(txn, ops)
+                self._wake(answered)
+                txn.commit()
+            except BaseException as exc:
+                txn.abort()
+                self._writer.group_aborted()
+                self._wake(answered)
+                if isinstance(exc, lmdb.MapFullError):
+                    try:
+                        self._grow()
+                    except Exception as grow_exc:  # every caller must be woken
+                        self._fail(requests, grow_exc)
+                        return []
+                    continue
+                if not isinstance(exc, Exception):
+                    raise
+                self._fail(requests, exc)  # every caller must be woken
+                return []
             break
         self._writer.group_committed()
-        for request, (result, error) in zip(requests, outcomes, strict=True):
-            request.resolve(result, error)
+        return [(request, *outcome) for request, outcome in zip(requests, outcomes, strict=True)]
 
-    def _write(self, ops: list[Any]) -> list[tuple[Any, BaseException | None]]:
-        txn = self._env.begin(write=True)
-        try:
-            outcomes = self._writer.write_group(txn, ops)
-            txn.commit()
-        except BaseException:
-            txn.abort()
-            self._writer.group_aborted()
-            raise
-        return outcomes
+    def _refuse_queued(self) -> None:
+        late: list[Any] = []
+        self._drain(late)
+        self._refuse(late)
+
+    @staticmethod
+    def _refuse(late: list[Any]) -> None:
+        for request in late:
+            if request is not _STOP:
+                request.resolve(None, StorageError("the event log is closed"))
+
+    @staticmethod
+    def _wake(answered: list[_Answer]) -> None:
+        for request, result, error in answered:
+            request.resolve(result, error)
+        answered.clear()
 
     @staticmethod
     def _fail(requests: list[_Request], cause: BaseException) -> None:

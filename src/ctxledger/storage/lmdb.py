@@ -109,7 +109,10 @@ class _Environment:
         if not readonly:
             writer = LmdbWriter(self.dbs, clock=clock, on_dictionary=self._dictionary_committed)
             self.journal = Journal(
-                self.env, writer, grow=self.grow, name=f"ctxledger-journal:{path}"
+                self.env,
+                writer,
+                grow=self.grow,
+                name=f"ctxledger-journal:{path}",
             )
 
     def clear_stale_readers(self) -> None:

@@ -32,7 +32,7 @@ def check_durability(durability: object) -> Durability:
     return durability  # type: ignore[return-value]  # narrowed by the membership test
 
 
-class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True):
+class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """An event as the log recorded it.
 
     Attributes:

@@ -1,0 +1,207 @@
+"""The journal's group commit, driven with a fake environment so that grouping is deterministic."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import lmdb
+import pytest
+
+from ctxledger.errors import StorageError, VersionConflictError
+from ctxledger.storage.journal import Journal
+
+
+class FakeTxn:
+    """Records whether it was committed or aborted."""
+
+    def __init__(self) -> None:
+        self.committed = False
+        self.aborted = False
+
+    def commit(self) -> None:
+        """Mark committed."""
+        self.committed = True
+
+    def abort(self) -> None:
+        """Mark aborted."""
+        self.aborted = True
+
+
+class FakeEnv:
+    """Hands out fake write transactions."""
+
+    def __init__(self) -> None:
+        self.txns: list[FakeTxn] = []
+
+    def begin(self, write: bool = False) -> FakeTxn:
+        """Begin a fake transaction."""
+        assert write
+        self.txns.append(FakeTxn())
+        return self.txns[-1]
+
+
+class Writer:
+    """A GroupWriter whose ops say what should happen to them; the first group can be held."""
+
+    def __init__(self) -> None:
+        self.groups: list[list[Any]] = []
+        self.txn_of: dict[Any, FakeTxn] = {}
+        self.hold = threading.Event()
+        self.hold.set()
+        self.entered = threading.Event()
+        self.aborted = 0
+        self.map_full_once = True
+
+    def write_group(self, txn: FakeTxn, ops: list[Any]) -> list[tuple[Any, BaseException | None]]:
+        """Apply the scripted ops."""
+        self.entered.set()
+        self.hold.wait()
+        if "map_full" in ops and self.map_full_once:
+            self.map_full_once = False
+            raise lmdb.MapFullError("full")
+        if "boom" in ops:
+            raise RuntimeError("writer broke")
+        self.groups.append(list(ops))
+        outcomes: list[tuple[Any, BaseException | None]] = []
+        for op in ops:
+            self.txn_of[op] = txn
+            if op == "conflict":
+                outcomes.append((None, VersionConflictError("s", 1, 2)))
+            else:
+                outcomes.append((f"done:{op}", None))
+        return outcomes
+
+    def group_committed(self) -> None:
+        """Nothing to publish."""
+
+    def group_aborted(self) -> None:
+        """Count aborts."""
+        self.aborted += 1
+
+
+@pytest.fixture
+def writer() -> Writer:
+    """A scripted writer."""
+    return Writer()
+
+
+@pytest.fixture
+def grown() -> list[int]:
+    """Counts map growths."""
+    return []
+
+
+@pytest.fixture
+def journal(writer: Writer, grown: list[int]) -> Any:
+    """A journal over a fake environment, closed after the test."""
+    opened = Journal(FakeEnv(), writer, grow=lambda: grown.append(1))  # type: ignore[arg-type]
+    yield opened
+    writer.hold.set()
+    opened.close()
+
+
+def submit_in_threads(journal: Journal, ops: list[Any]) -> tuple[list[threading.Thread], dict]:
+    """Submit each op from its own thread; outcomes land in the returned dict."""
+    outcomes: dict[Any, Any] = {}
+
+    def run(op: Any) -> None:
+        try:
+            outcomes[op] = journal.submit(op)
+        except Exception as exc:
+            outcomes[op] = exc
+
+    threads = [threading.Thread(target=run, args=(op,)) for op in ops]
+    for thread in threads:
+        thread.start()
+    return threads, outcomes
+
+
+def wait_until_queued(journal: Journal, count: int) -> None:
+    """Spin until ``count`` requests wait in the journal's queue."""
+    while journal._queue.qsize() < count:
+        threading.Event().wait(0.001)
+
+
+def test_submit_returns_the_writers_result(journal: Journal) -> None:
+    """A lone request is written, committed, and answered with its result."""
+    assert journal.submit("a") == "done:a"
+
+
+def test_requests_queued_during_a_commit_form_one_group(journal: Journal, writer: Writer) -> None:
+    """Everything that queues while a group is being written is written together next."""
+    writer.hold.clear()
+    first, _ = submit_in_threads(journal, ["first"])
+    writer.entered.wait()
+    rest, _ = submit_in_threads(journal, ["b", "c", "d", "e"])
+    wait_until_queued(journal, 4)
+    writer.hold.set()
+    for thread in first + rest:
+        thread.join()
+    assert sorted(writer.groups[1]) == ["b", "c", "d", "e"]
+
+
+def test_a_failed_request_does_not_fail_its_group(journal: Journal, writer: Writer) -> None:
+    """A conflicting request fails alone; the others in its group succeed."""
+    writer.hold.clear()
+    first, _ = submit_in_threads(journal, ["first"])
+    writer.entered.wait()
+    rest, outcomes = submit_in_threads(journal, ["x", "conflict", "y"])
+    wait_until_queued(journal, 3)
+    writer.hold.set()
+    for thread in first + rest:
+        thread.join()
+    assert outcomes["x"] == "done:x" and outcomes["y"] == "done:y"
+    assert isinstance(outcomes["conflict"], VersionConflictError)
+
+
+def test_callers_are_answered_only_after_their_commit(journal: Journal, writer: Writer) -> None:
+    """When submit returns, the transaction holding the request has committed."""
+    journal.submit("a")
+    assert writer.txn_of["a"].committed
+
+
+def test_writer_exception_fails_the_group_with_storage_error(journal: Journal) -> None:
+    """An unexpected error while writing fails the group's callers with StorageError."""
+    with pytest.raises(StorageError) as caught:
+        journal.submit("boom")
+    assert isinstance(caught.value.__cause__, RuntimeError)
+
+
+def test_journal_keeps_working_after_a_failed_group(journal: Journal) -> None:
+    """A failed group does not stop the journal thread."""
+    with pytest.raises(StorageError):
+        journal.submit("boom")
+    assert journal.submit("after") == "done:after"
+
+
+def test_map_full_grows_the_map_and_retries(
+    journal: Journal, writer: Writer, grown: list[int]
+) -> None:
+    """MDB_MAP_FULL aborts the group, grows the map once, and retries it."""
+    assert journal.submit("map_full") == "done:map_full"
+    assert (grown, writer.aborted) == ([1], 1)
+
+
+def test_close_commits_what_was_submitted(writer: Writer) -> None:
+    """Requests queued before close() are committed before the thread stops."""
+    journal = Journal(FakeEnv(), writer, grow=lambda: None)  # type: ignore[arg-type]
+    writer.hold.clear()
+    first, outcomes = submit_in_threads(journal, ["a"])
+    writer.entered.wait()
+    rest, more = submit_in_threads(journal, ["b", "c"])
+    wait_until_queued(journal, 2)
+    closer = threading.Thread(target=journal.close)
+    closer.start()
+    writer.hold.set()
+    for thread in [*first, *rest, closer]:
+        thread.join()
+    assert {**outcomes, **more} == {"a": "done:a", "b": "done:b", "c": "done:c"}
+
+
+def test_submit_after_close_raises(writer: Writer) -> None:
+    """A closed journal refuses new requests."""
+    journal = Journal(FakeEnv(), writer, grow=lambda: None)  # type: ignore[arg-type]
+    journal.close()
+    with pytest.raises(StorageError, match="closed"):
+        journal.submit("late")
