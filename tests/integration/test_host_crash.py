@@ -66,7 +66,8 @@ def test_served_views_survive_sigkill(tmp_path: Path) -> None:
                 records = host.log.read(session_id)
                 served = [r for r in records if isinstance(r.event, ViewServed)]
                 hashes = [r.event.view_hash for r in served]
-                assert printed_hash in hashes[-2:], f"{session_id}: printed view not durable"
+                # Every acknowledged (printed) view is durable; views recorded after it may exist.
+                assert printed_hash in hashes, f"{session_id}: printed view not durable"
                 last = served[-1]
                 appended_after = any(
                     isinstance(r.event, MessageAppended) and r.seq > last.seq for r in records
