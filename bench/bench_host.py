@@ -37,9 +37,15 @@ def quiet_logs() -> None:
 
 def run_steps(sessions: int, steps: int, durability: str) -> dict[str, float]:
     """Drive ``sessions`` threads for ``steps`` steps each; return throughput figures."""
-    with tempfile.TemporaryDirectory() as tmp, Host.open(
-        Path(tmp) / "db", config=CONFIG, durability=durability, max_active_sessions=max(128, sessions)
-    ) as host:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        Host.open(
+            Path(tmp) / "db",
+            config=CONFIG,
+            durability=durability,
+            max_active_sessions=max(128, sessions),
+        ) as host,
+    ):
         latencies: list[list[float]] = [[] for _ in range(sessions)]
         threads_seen: list[int] = []
         barrier = threading.Barrier(sessions + 1)
@@ -75,7 +81,7 @@ def run_steps(sessions: int, steps: int, durability: str) -> dict[str, float]:
 
 
 def reopen(sessions: int, messages: int) -> dict[str, float]:
-    """Fill a host with ``sessions`` × ``messages``, then time re-opening and recovering all."""
+    """Fill a host with ``sessions`` x ``messages``, then time re-opening and recovering all."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "db"
         with Host.open(path, config=CONFIG, durability="none", max_active_sessions=16) as host:
@@ -102,7 +108,9 @@ def reopen(sessions: int, messages: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="small smoke run")
     parser.add_argument("--durability", default="sync", choices=["sync", "group", "none"])
     args = parser.parse_args()

@@ -114,7 +114,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Fa
 
     @property
     def threshold_tokens(self) -> int:
-        """The fixed compaction threshold in tokens: ``int(window × compression_threshold)``."""
+        """The fixed compaction threshold in tokens: ``int(window x compression_threshold)``."""
         return int(self.context_window * self.compression_threshold)
 
     @classmethod

@@ -136,6 +136,7 @@ class UnknownEventTypeError(EventDecodeError):
 
     def __init__(self, tag: object) -> None:
         super().__init__(
-            f"unknown event type tag {tag!r}: written by a newer ctxledger, or an upcaster is missing"
+            f"unknown event type tag {tag!r}: "
+            "written by a newer ctxledger, or an upcaster is missing"
         )
         self.tag = tag

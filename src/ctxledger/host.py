@@ -23,9 +23,9 @@ import structlog
 from ctxledger.config import Config
 from ctxledger.domain import CharTokenizer, Tokenizer
 from ctxledger.errors import CtxLedgerError, HostClosedError, SessionExistsError
-from ctxledger.events import ConfigChanged, SessionForked, SessionOpened
+from ctxledger.events import ConfigChanged, Event, SessionForked, SessionOpened
 from ctxledger.replay.loader import event_seq_before_message, fold_session
-from ctxledger.storage import EventLog, LmdbEventLog
+from ctxledger.storage import Durability, EventLog, LmdbEventLog
 from ctxledger.summarizers import ExtractiveSummarizer, Summarizer
 
 if TYPE_CHECKING:
@@ -61,7 +61,9 @@ class Host:
             raise ValueError("max_active_sessions must be at least 1")
         self.log = log
         self.config = config if config is not None else Config()
-        self.summarizer: Summarizer = summarizer if summarizer is not None else ExtractiveSummarizer()
+        self.summarizer: Summarizer = (
+            summarizer if summarizer is not None else ExtractiveSummarizer()
+        )
         self.tokenizer: Tokenizer = tokenizer if tokenizer is not None else CharTokenizer()
         self.max_active_sessions = max_active_sessions
         self.clock = clock
@@ -81,7 +83,7 @@ class Host:
         config: Config | None = None,
         summarizer: Summarizer | None = None,
         tokenizer: Tokenizer | None = None,
-        durability: str = "sync",
+        durability: Durability = "sync",
         max_active_sessions: int = 128,
         clock: Callable[[], float] = time.time,
         id_factory: Callable[[], str] | None = None,
@@ -167,7 +169,7 @@ class Host:
                 owner, parent_event_seq = event_seq_before_message(self.log, parent.id, at_seq + 1)
                 at = at_seq
             prefix, _ = fold_session(self.log, owner, through_event_seq=parent_event_seq)
-            events = [
+            events: list[Event] = [
                 SessionOpened(session_id=new_id, config=prefix.config, created_at=self.clock()),
                 SessionForked(parent_id=owner, at_seq=at, parent_event_seq=parent_event_seq),
             ]

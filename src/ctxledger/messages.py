@@ -102,7 +102,9 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
         return cls(role="user", content=content)
 
     @classmethod
-    def assistant(cls, content: str = "", tool_calls: tuple[ToolCall, ...] | list[ToolCall] = ()) -> Message:
+    def assistant(
+        cls, content: str = "", tool_calls: tuple[ToolCall, ...] | list[ToolCall] = ()
+    ) -> Message:
         """Build an assistant message, optionally carrying tool calls."""
         return cls(role="assistant", content=content, tool_calls=tuple(tool_calls))
 

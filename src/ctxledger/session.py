@@ -116,13 +116,22 @@ class Session:
         Raises:
             ValueError: A count is negative or not an integer.
         """
-        for name, value in (("prompt_tokens", prompt_tokens), ("completion_tokens", completion_tokens)):
+        for name, value in (
+            ("prompt_tokens", prompt_tokens),
+            ("completion_tokens", completion_tokens),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
         with self._lock:
             last_seq, _ = self._positions()
             self._persist(
-                [UsageReported(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, through_seq=last_seq)]
+                [
+                    UsageReported(
+                        prompt_tokens=prompt_tokens,
+                        completion_tokens=completion_tokens,
+                        through_seq=last_seq,
+                    )
+                ]
             )
             self._reactive_attempts = 0
 
@@ -186,14 +195,18 @@ class Session:
         with self._lock:
             if at_seq is not None:
                 last_seq, _ = self._positions()
-                if isinstance(at_seq, bool) or not isinstance(at_seq, int) or not 0 <= at_seq <= last_seq:
+                if (
+                    isinstance(at_seq, bool)
+                    or not isinstance(at_seq, int)
+                    or not 0 <= at_seq <= last_seq
+                ):
                     raise InvalidSeqError(f"session {self.id!r} has no message with seq {at_seq!r}")
             return self._host.fork(self, new_id, at_seq)
 
     # --- compaction and views -------------------------------------------------------------------
 
     def compact_if_needed(self, pending: str = "") -> CompactionResult:
-        """Compact when the estimate (plus ``pending`` text about to be sent) reaches the threshold."""
+        """Compact when the estimate (plus ``pending`` text to be sent) reaches the threshold."""
         with self._lock:
             return self._compact("threshold_exceeded", pending=pending)
 
@@ -240,7 +253,12 @@ class Session:
                     )
                 ]
             )
-            self._log.debug("view_served", seq=view.through_seq, view_hash=view.view_hash, tokens=view.estimated_tokens)
+            self._log.debug(
+                "view_served",
+                seq=view.through_seq,
+                view_hash=view.view_hash,
+                tokens=view.estimated_tokens,
+            )
             return view
 
     def prepare_step(self, pending: str = "") -> ModelView:
@@ -325,7 +343,7 @@ class Session:
         """Async twin of :meth:`record_usage`."""
         await asyncio.to_thread(self.record_usage, prompt_tokens, completion_tokens)
 
-    # --- internals ---------------------------------------------------------------------------------
+    # --- internals -------------------------------------------------------------------------------
 
     def _persist(self, events: list[Event]) -> list[RecordedEvent]:
         with self._lock:
@@ -399,9 +417,7 @@ class Session:
         old = actors.refs[3]
         old.stop(block=False)  # its late answer is discarded with it
         fresh = CompactionActor.start(self.id, self._host.summarizer)
-        self._actors = actors._replace(
-            compaction=fresh.proxy(), refs=(*actors.refs[:3], fresh)
-        )
+        self._actors = actors._replace(compaction=fresh.proxy(), refs=(*actors.refs[:3], fresh))
 
     def _try_passivate(self) -> bool:
         """Stop this session's actors if it is idle; return whether it was passivated."""

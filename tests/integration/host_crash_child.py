@@ -35,10 +35,16 @@ def step_messages(rng: random.Random, session_id: str, step: int) -> list[Messag
     """One agent step: sometimes a new user turn, then a tool call with its result."""
     messages = []
     if step % 4 == 0:
-        messages.append(Message.user(f"task {step}: fix tests/test_{step}.py " + "u" * rng.randint(20, 300)))
-    call = ToolCall(f"{session_id}-call-{step}", "bash", f'{{"command": "pytest tests/test_{step}.py"}}')
+        messages.append(
+            Message.user(f"task {step}: fix tests/test_{step}.py " + "u" * rng.randint(20, 300))
+        )
+    call = ToolCall(
+        f"{session_id}-call-{step}", "bash", f'{{"command": "pytest tests/test_{step}.py"}}'
+    )
     messages.append(Message.assistant(f"running step {step}", [call]))
-    messages.append(Message.tool("FAILED tests/test_x.py\n" + "log " * rng.randint(10, 300), call.id, "bash"))
+    messages.append(
+        Message.tool("FAILED tests/test_x.py\n" + "log " * rng.randint(10, 300), call.id, "bash")
+    )
     return messages
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import threading
 import time
@@ -183,7 +184,7 @@ def test_manual_compact_passes_focus(tmp_path: Path) -> None:
     "behaviour", ["raises", "empty", "none"], ids=["raises", "returns-empty", "returns-none"]
 )
 def test_failing_summarizer_keeps_previous_view(tmp_path: Path, behaviour: str) -> None:
-    """A summariser that raises or returns nothing yields summary_unavailable and CompactionFailed."""
+    """A summariser that raises or returns nothing: summary_unavailable and CompactionFailed."""
 
     def summarizer(request: SummaryRequest) -> str | None:
         if behaviour == "raises":
@@ -230,7 +231,9 @@ def test_close_returns_with_summarizer_in_flight(tmp_path: Path) -> None:
         time.sleep(30)
         return "never used"
 
-    host = Host.open(tmp_path / "db", config=SMALL.replace(summary_timeout=60), summarizer=summarizer)
+    host = Host.open(
+        tmp_path / "db", config=SMALL.replace(summary_timeout=60), summarizer=summarizer
+    )
     s = host.session("a")
     fill_rounds(s, 6)
     worker = threading.Thread(target=lambda: _swallow(s.compact_if_needed), daemon=True)
@@ -243,10 +246,8 @@ def test_close_returns_with_summarizer_in_flight(tmp_path: Path) -> None:
 
 
 def _swallow(call) -> None:  # type: ignore[no-untyped-def]
-    try:
+    with contextlib.suppress(HostClosedError):
         call()
-    except HostClosedError:
-        pass
 
 
 def test_reactive_compaction_escalates_then_overflows(host: Host) -> None:
@@ -268,7 +269,9 @@ def test_record_usage_is_recorded(host: Host) -> None:
     s = host.session("a")
     s.append(Message.user("hi"))
     s.record_usage(1234, 56)
-    assert UsageReported(prompt_tokens=1234, completion_tokens=56, through_seq=1) in events_of(host, "a")
+    assert UsageReported(prompt_tokens=1234, completion_tokens=56, through_seq=1) in events_of(
+        host, "a"
+    )
     with pytest.raises(ValueError):
         s.record_usage(-1)
 
@@ -401,7 +404,12 @@ def test_async_twins_do_not_block_the_loop(tmp_path: Path) -> None:
                 )
             reactive = await s.areactive_compact("prompt is too long")
         task.cancel()
-        assert manual.reason in {"compacted", "no_progress", "checkpoint_current", "rounds_not_enough"}
+        assert manual.reason in {
+            "compacted",
+            "no_progress",
+            "checkpoint_current",
+            "rounds_not_enough",
+        }
         assert reactive.compacted
         return ticks
 

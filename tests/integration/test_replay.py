@@ -14,7 +14,7 @@ from ctxledger import Config, Host, InvalidSeqError, Message, ToolCall, replay
 from ctxledger.domain import SessionState
 from ctxledger.events import CheckpointCreated, ViewServed
 from ctxledger.replay.loader import fold_session
-from ctxledger.storage import EventLog, LmdbEventLog, MemoryEventLog, RecordedEvent
+from ctxledger.storage import EventLog, MemoryEventLog, RecordedEvent
 
 SMALL = Config(context_window=1500, compression_threshold=0.6, min_retain_rounds=1, micro_batch=2)
 
@@ -170,7 +170,9 @@ def test_verify_is_ok_on_a_clean_log(db: Path) -> None:
     assert report.events > 50
 
 
-def test_verify_detects_a_changed_projection_rule(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_verify_detects_a_changed_projection_rule(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """When the projection changes, the served view hashes no longer rebuild."""
     with Host.open(db, config=SMALL, id_factory=_ids()) as host:
         drive(host.session("a"), 20)
@@ -181,7 +183,9 @@ def test_verify_detects_a_changed_projection_rule(db: Path, monkeypatch: pytest.
     monkeypatch.setattr(
         projection,
         "summary_message",
-        lambda checkpoint: Message(role="summary", content="[changed] " + original(checkpoint).content),
+        lambda checkpoint: Message(
+            role="summary", content="[changed] " + original(checkpoint).content
+        ),
     )
     report = replay.verify(db)
     assert not report.ok
@@ -230,7 +234,9 @@ def test_verify_detects_a_corrupt_record(db: Path) -> None:
     assert replay.verify(db, "b").ok
 
 
-def test_what_if_under_own_config_reuses_every_summary(db: Path, traces: dict[str, list[Message]]) -> None:
+def test_what_if_under_own_config_reuses_every_summary(
+    db: Path, traces: dict[str, list[Message]]
+) -> None:
     """Under the log's own Config what_if reproduces the compactions without summariser calls."""
     messages = traces["miniswe-gemini3pro-django-django-13363"]
     config = Config(context_window=12_000, compression_threshold=0.7, min_retain_rounds=2)
@@ -281,7 +287,9 @@ def _equivalent(log: EventLog, session_id: str) -> tuple[bytes, bytes]:
     "config",
     [
         Config(context_window=32_000, snapshot_interval=16),
-        Config(context_window=8000, compression_threshold=0.6, min_retain_rounds=2, snapshot_interval=7),
+        Config(
+            context_window=8000, compression_threshold=0.6, min_retain_rounds=2, snapshot_interval=7
+        ),
         Config(context_window=16_000, micro_batch=1, min_retain_rounds=4, snapshot_interval=25),
     ],
     ids=["32k", "8k-aggressive", "16k-seed-masking"],

@@ -13,13 +13,12 @@ from typing import Any
 import pykka
 import structlog
 
+from ctxledger.actors.replica import Published
 from ctxledger.domain import SessionState
 from ctxledger.events import Event, MessageAppended
 from ctxledger.messages import Message
-from ctxledger.storage import EventLog, RecordedEvent
-
-from ctxledger.actors.replica import Published
 from ctxledger.replay.loader import snapshot_due
+from ctxledger.storage import EventLog, RecordedEvent
 
 __all__ = ["HistoryActor"]
 

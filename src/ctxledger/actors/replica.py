@@ -14,6 +14,7 @@ from typing import Any
 import pykka
 import structlog
 
+from ctxledger.checkpoints import Checkpoint
 from ctxledger.domain import (
     CompactionPlan,
     CompactionResult,
@@ -25,7 +26,6 @@ from ctxledger.domain import (
     estimate_tokens,
     plan_compaction,
 )
-from ctxledger.checkpoints import Checkpoint
 from ctxledger.storage import RecordedEvent
 
 __all__ = ["BudgetActor", "ProjectionActor", "Published"]

@@ -41,7 +41,7 @@ class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
     """Base of every event; subclasses set an explicit, stable ``tag``."""
 
 
-class SessionOpened(EventBase, tag="session_opened"):
+class SessionOpened(EventBase, frozen=True, tag="session_opened"):
     """A session was created with ``config``; always the session's first event."""
 
     session_id: str
@@ -49,13 +49,13 @@ class SessionOpened(EventBase, tag="session_opened"):
     created_at: float = 0.0
 
 
-class MessageAppended(EventBase, tag="message_appended"):
+class MessageAppended(EventBase, frozen=True, tag="message_appended"):
     """``message`` (carrying its seq) was appended to history."""
 
     message: Message
 
 
-class UsageReported(EventBase, tag="usage_reported"):
+class UsageReported(EventBase, frozen=True, tag="usage_reported"):
     """The provider measured the prompt built when ``through_seq`` was the newest message."""
 
     prompt_tokens: int
@@ -63,7 +63,7 @@ class UsageReported(EventBase, tag="usage_reported"):
     through_seq: int = 0
 
 
-class CompactionStarted(EventBase, tag="compaction_started"):
+class CompactionStarted(EventBase, frozen=True, tag="compaction_started"):
     """A compaction was planned and handed to the summariser."""
 
     compaction_id: str
@@ -75,14 +75,14 @@ class CompactionStarted(EventBase, tag="compaction_started"):
     attempt: int = 0
 
 
-class CheckpointCreated(EventBase, tag="checkpoint_created"):
+class CheckpointCreated(EventBase, frozen=True, tag="checkpoint_created"):
     """A compaction finished; ``checkpoint`` is now the active one."""
 
     compaction_id: str
     checkpoint: Checkpoint
 
 
-class CompactionFailed(EventBase, tag="compaction_failed"):
+class CompactionFailed(EventBase, frozen=True, tag="compaction_failed"):
     """A compaction ended without a checkpoint; the previous one stays active."""
 
     compaction_id: str
@@ -90,14 +90,14 @@ class CompactionFailed(EventBase, tag="compaction_failed"):
     detail: str = ""
 
 
-class ToolResultSynthesized(EventBase, tag="tool_result_synthesized"):
+class ToolResultSynthesized(EventBase, frozen=True, tag="tool_result_synthesized"):
     """Recovery answered a tool call that was never answered; ``message`` carries its seq."""
 
     message: Message
     reason: str = "interrupted"
 
 
-class ViewServed(EventBase, tag="view_served"):
+class ViewServed(EventBase, frozen=True, tag="view_served"):
     """A model view was served; replay must rebuild a view with the same ``view_hash``."""
 
     through_seq: int
@@ -107,7 +107,7 @@ class ViewServed(EventBase, tag="view_served"):
     message_count: int = 0
 
 
-class SessionForked(EventBase, tag="session_forked"):
+class SessionForked(EventBase, frozen=True, tag="session_forked"):
     """This session was forked from ``parent_id``; it shares the parent's first events.
 
     The fork's state is the parent's events ``1..parent_event_seq`` followed by its own.
@@ -118,7 +118,7 @@ class SessionForked(EventBase, tag="session_forked"):
     parent_event_seq: int
 
 
-class TranscriptExported(EventBase, tag="transcript_exported"):
+class TranscriptExported(EventBase, frozen=True, tag="transcript_exported"):
     """The session's transcript was exported to ``path``."""
 
     path: str
@@ -127,13 +127,13 @@ class TranscriptExported(EventBase, tag="transcript_exported"):
     sha256: str = ""
 
 
-class ConfigChanged(EventBase, tag="config_changed"):
+class ConfigChanged(EventBase, frozen=True, tag="config_changed"):
     """The session's Config changed; ``config`` applies from this event on."""
 
     config: Config
 
 
-class MessagePinned(EventBase, tag="message_pinned"):
+class MessagePinned(EventBase, frozen=True, tag="message_pinned"):
     """Message ``seq`` is shown verbatim in every later view."""
 
     seq: int

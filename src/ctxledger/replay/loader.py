@@ -16,7 +16,12 @@ from collections.abc import Iterator
 import structlog
 
 from ctxledger.domain import SessionState
-from ctxledger.errors import CorruptRecordError, EventDecodeError, InvalidSeqError, UnknownSessionError
+from ctxledger.errors import (
+    CorruptRecordError,
+    EventDecodeError,
+    InvalidSeqError,
+    UnknownSessionError,
+)
 from ctxledger.events import (
     MessageAppended,
     SessionForked,
@@ -91,7 +96,9 @@ def fold_session(
         event = record.event
         if isinstance(event, SessionForked):
             state, _ = fold_session(
-                log, event.parent_id, through_event_seq=event.parent_event_seq,
+                log,
+                event.parent_id,
+                through_event_seq=event.parent_event_seq,
                 use_snapshots=use_snapshots,
             )
             state.rebase(session_id, opened.config)
@@ -160,9 +167,7 @@ def _next_message(log: EventLog, session_id: str, start: int, end: int) -> tuple
     return None
 
 
-def event_seq_before_message(
-    log: EventLog, session_id: str, message_seq: int
-) -> tuple[str, int]:
+def event_seq_before_message(log: EventLog, session_id: str, message_seq: int) -> tuple[str, int]:
     """Find where a fork at ``message_seq - 1`` must branch off.
 
     Returns:

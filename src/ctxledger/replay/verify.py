@@ -120,7 +120,9 @@ def verify(
 def _verify_session(log: EventLog, sid: str, tokenizer: Tokenizer, counts: _Counts) -> None:
     def report(seq: int, kind: str, detail: str, expected: str = "", actual: str = "") -> None:
         counts.mismatches.append(
-            Mismatch(session=sid, seq=seq, kind=kind, expected=expected, actual=actual, detail=detail)
+            Mismatch(
+                session=sid, seq=seq, kind=kind, expected=expected, actual=actual, detail=detail
+            )
         )
 
     state: SessionState | None = None
@@ -130,7 +132,9 @@ def _verify_session(log: EventLog, sid: str, tokenizer: Tokenizer, counts: _Coun
         for record in log.iter_events(sid):
             counts.events += 1
             if record.seq != previous + 1:
-                report(record.seq, "seq_gap", f"events {previous + 1}..{record.seq - 1} are missing")
+                report(
+                    record.seq, "seq_gap", f"events {previous + 1}..{record.seq - 1} are missing"
+                )
             previous = record.seq
             event = record.event
             if state is None:
@@ -141,7 +145,9 @@ def _verify_session(log: EventLog, sid: str, tokenizer: Tokenizer, counts: _Coun
             elif isinstance(event, SessionForked):
                 assert opened is not None
                 state, _ = fold_session(
-                    log, event.parent_id, through_event_seq=event.parent_event_seq,
+                    log,
+                    event.parent_id,
+                    through_event_seq=event.parent_event_seq,
                     use_snapshots=False,
                 )
                 state.rebase(sid, opened.config)

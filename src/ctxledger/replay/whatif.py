@@ -1,4 +1,4 @@
-"""What-if re-projection: re-run a logged session under another Config, leaving the log untouched."""
+"""What-if re-projection: re-run a logged session under another Config; the log is untouched."""
 
 from __future__ import annotations
 
@@ -138,9 +138,9 @@ def what_if(
     run = _Run(SessionState.new(session_id, config), tokenizer, counting, known)
     steps: list[WhatIfStep] = []
     for event in events:
-        if isinstance(event, MessageAppended | ToolResultSynthesized | MessagePinned):
-            run.state.apply(event)
-        elif isinstance(event, UsageReported) and use_recorded_usage:
+        if isinstance(event, MessageAppended | ToolResultSynthesized | MessagePinned) or (
+            isinstance(event, UsageReported) and use_recorded_usage
+        ):
             run.state.apply(event)
         elif isinstance(event, CompactionStarted) and event.reason != "threshold_exceeded":
             run.compact(event.reason, event.focus, event.attempt)
