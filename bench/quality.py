@@ -7,17 +7,20 @@ reports per trace and in total:
 
 * peak view tokens (chars // 3) against the window; any view above it is an overflow;
 * summariser calls and input tokens (chars // 3 of each request's messages + previous summary);
-* fact retention: the file paths, shell commands and error lines of the messages a compaction
-  takes out of the raw tail, and the share of them found verbatim in the next served view (and,
-  as a long-term figure, in the last view of the trace);
+* fact retention: the file paths, shell commands, error lines and user request lines of the
+  messages a compaction takes out of the raw tail, and the share of them found verbatim
+  (whitespace-collapsed) in the next served view; as a long-term figure, in the last view;
+* what stays raw after a compaction (tail tokens; is the newest tool result still shown);
 * prompt-cache stability: the share of each view (OpenAI-rendered JSON, message by message) that
-  is a byte-identical prefix of the previous view; medians over the steps between compactions
-  and over all steps.
+  is a byte-identical prefix of the previous view, as medians over the steps between compactions
+  and over all steps, and the share of all prompt tokens a prefix cache could serve.
 
-It also sweeps ``micro_batch`` over 1, 2, 4, 8, 16 for ctxledger's policy. Usage::
+It also replays two prototype fixes (pinning the task / the round's opener, see
+:data:`quality_policies.PROTOTYPES`) and sweeps ``micro_batch`` over 1, 2, 4, 8, 16 for
+ctxledger's policy, at 32,000 tokens and at other windows. Usage::
 
     .venv/bin/python bench/quality.py                 # writes bench/results/quality.{md,json,png}
-    .venv/bin/python bench/quality.py --traces DIR --out DIR --batches 1,8
+    .venv/bin/python bench/quality.py --traces DIR --out DIR --batches 1,8 --sweep-windows ""
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from typing import Any
 
 from quality_policies import POLICIES, PROTOTYPES, WINDOW, Replay, policy_config, replay
 
-from ctxledger.domain import ModelView, threshold_for
+from ctxledger.domain import ModelView, message_chars, threshold_for
 from ctxledger.messages import Message
 from ctxledger.summarizers.extractive import ExtractiveSummarizer
 from ctxledger.traces import read_trace
@@ -55,6 +58,17 @@ TARGET_RETENTION = 0.90
 TARGET_STABILITY = 0.90
 COMMAND_PREFIX = 80  # a command is identified by the head of its first line
 ERROR_PREFIX = 100  # an error line by its head
+WINDOW_SWEEP_KEYS = (
+    "compactions",
+    "overflow_views",
+    "mean_view_tokens",
+    "summarizer_input_tokens",
+    "stability_median_between",
+    "cached_share",
+    "fresh_tokens",
+    "billed_anthropic",
+    "billed_openai",
+)
 LOST_LISTED = 60  # lost facts listed per kind and trace in the JSON
 
 # --- facts -------------------------------------------------------------------------------------
@@ -79,7 +93,8 @@ _ERROR = re.compile(
     r"^\s*(?:E\s+)?[A-Za-z_][\w.]*(?:Error|Exception)\b|Error:|\bException\b|\bFAILED\b"
 )
 _RETURNCODE = re.compile(r"<returncode>(-?\d+)</returncode>|\b[Ee]xit (?:code|status):? ?(-?\d+)")
-_TAGS = re.compile(r"</?\w+>")
+# The tags agent harnesses wrap tool output in (mini-swe-agent); not part of an error line.
+_TAGS = re.compile(r"</?(?:output|output_head|output_tail|elided_chars|returncode|warning)>")
 # Commands whose output is file content (SWE-agent's own viewers included).
 _VIEWERS = frozenset(
     {
@@ -169,11 +184,12 @@ def errors_in(output: str) -> list[str]:
 
 
 def facts_of(messages: Sequence[Message], calls: dict[str, str | None]) -> dict[str, set[str]]:
-    """The paths, commands and error lines of ``messages``.
+    """The paths, commands, error lines and user request lines of ``messages``.
 
-    ``calls`` maps tool-call ids to their shell command (filled as assistant messages pass, and
-    read for the results): output of a file viewer (``cat``, ``grep``, ``sed -n``...) is file
-    content, so its "Error" lines are code, not failures.
+    ``calls`` maps every tool-call id to its shell command: the output of a file viewer
+    (``cat``, ``grep``, ``sed -n``...) is file content, so its "Error" lines are code, not
+    failures. "paths" are those named in user/assistant text and tool calls; "paths_all" adds
+    the paths in tool output.
     """
     facts: dict[str, set[str]] = {kind: set() for kind in KINDS}
     for message in messages:
@@ -190,8 +206,7 @@ def facts_of(messages: Sequence[Message], calls: dict[str, str | None]) -> dict[
         for match in _DOLLAR.finditer(message.content):
             facts["commands"].add(norm(match.group(1))[:COMMAND_PREFIX])
         for call in message.tool_calls:
-            command = _command(call.name, call.arguments)
-            calls[call.id] = command
+            command = calls.get(call.id)
             if command is not None:
                 facts["commands"].add(_first_line(command, COMMAND_PREFIX))
             facts["paths"].update(paths_in(command if command is not None else call.arguments))
@@ -254,7 +269,9 @@ def stability(replay_: Replay) -> dict[str, Any]:
     after one; and the share of the previous view kept as prefix (rewriting without growth).
     Over the replay: prompt tokens sent and the part of them a prefix cache could serve.
     """
-    between, at_compaction, kept = [], [], []
+    between: list[float] = []
+    at_compaction: list[float] = []
+    kept: list[float] = []
     sent = cached = 0
     previous: list[str] | None = None
     for view, compacted in zip(replay_.views, replay_.compacted_before, strict=True):
@@ -299,7 +316,7 @@ def retention(replay_: Replay, history: Sequence[Message]) -> dict[str, Any]:
     last = view_text(replay_.views[-1]) if replay_.views else ""
     for compaction in replay_.compactions:
         text = view_text(replay_.views[compaction.view_index])
-        facts = facts_of(compaction.covered, dict(calls))
+        facts = facts_of(compaction.covered, calls)
         for kind in KINDS:
             for fact in sorted(facts[kind]):
                 counts[kind]["facts"] += 1
@@ -332,9 +349,35 @@ def share(hit: int, total: int) -> float | None:
     return hit / total if total else None
 
 
-def trace_row(name: str, history: list[Message], replay_: Replay) -> dict[str, Any]:
+def raw_after(replay_: Replay, history: Sequence[Message]) -> list[dict[str, Any]]:
+    """What each compaction left raw: tail tokens, and whether the newest tool result (the
+    output the agent is about to act on) is still shown, verbatim or truncated with a marker,
+    rather than masked or summarised."""
+    found = []
+    for compaction in replay_.compactions:
+        view = replay_.views[compaction.view_index]
+        tail = [m for m in view.messages if m.seq is not None and m.seq >= view.retain_from_seq]
+        results = [m for m in history[: compaction.through_seq] if m.role == "tool"]
+        newest = results[-1] if results else None
+        shown = {m.seq: m.content for m in view.messages if m.seq is not None}
+        found.append(
+            {
+                "raw_tail_tokens": sum(message_chars(m) for m in tail) // 3,
+                "newest_result_shown": newest is not None
+                and newest.seq in shown
+                and not shown[newest.seq].startswith("[Previous: used "),
+            }
+        )
+    return found
+
+
+def trace_row(
+    name: str, history: list[Message], replay_: Replay, window: int = WINDOW
+) -> dict[str, Any]:
     """All figures of one policy on one trace."""
     tokens = [view.view_tokens for view in replay_.views]
+    numbered = [m.with_seq(i + 1) for i, m in enumerate(history)]
+    raw = raw_after(replay_, numbered)
     kept = retention(replay_, history)
     stab = stability(replay_)
     return {
@@ -346,7 +389,7 @@ def trace_row(name: str, history: list[Message], replay_: Replay) -> dict[str, A
         "overflows": [
             {"view_index": i, "through_seq": v.through_seq, "tokens": v.view_tokens}
             for i, v in enumerate(replay_.views)
-            if v.view_tokens > WINDOW
+            if v.view_tokens > window
         ],
         "compactions": len(replay_.compactions),
         "compaction_seqs": [
@@ -357,8 +400,9 @@ def trace_row(name: str, history: list[Message], replay_: Replay) -> dict[str, A
                 "summary_chars": c.summary_chars,
                 "calls": c.calls,
                 "input_tokens": c.input_tokens,
+                **left,
             }
-            for c in replay_.compactions
+            for c, left in zip(replay_.compactions, raw, strict=True)
         ],
         "summarizer_calls": replay_.summarizer_calls,
         "summarizer_input_tokens": replay_.summarizer_input_tokens,
@@ -383,6 +427,7 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     sent = sum(r["stability"]["prompt_tokens"] for r in rows)
     cached = sum(r["stability"]["cached_tokens"] for r in rows)
     summarized = sum(r["summarizer_input_tokens"] for r in rows)
+    left = [c for r in rows for c in r["compaction_seqs"]]
     return {
         "traces": len(rows),
         "views": sum(r["views"] for r in rows),
@@ -417,6 +462,12 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
         # (write 1.25x, read 0.1x) and OpenAI-style (cached 0.5x); the summariser at 1x.
         "billed_anthropic": round(1.25 * (sent - cached) + 0.1 * cached + summarized),
         "billed_openai": round((sent - cached) + 0.5 * cached + summarized),
+        "raw_tail_tokens_median": (
+            statistics.median(c["raw_tail_tokens"] for c in left) if left else None
+        ),
+        "newest_result_shown_share": (
+            share(sum(c["newest_result_shown"] for c in left), len(left)) if left else None
+        ),
     }
 
 
@@ -480,6 +531,23 @@ def markdown(results: dict[str, Any]) -> str:
             f"| {POLICY_TITLES[policy]} | "
             + " | ".join(_pct(ret[k]["last_share"]) for k in KINDS)
             + " |"
+        )
+    out += [
+        "",
+        "What stays raw: the retained tail right after a compaction, and whether the newest tool "
+        "result (the output the agent acts on next) is still shown (verbatim, or truncated with "
+        "a marker when oversize) rather than masked or summarised.",
+        "",
+        "| policy | raw tail tokens after a compaction, median | newest tool result shown "
+        "| mean view tokens |",
+        "|---|---:|---:|---:|",
+    ]
+    for policy in POLICIES:
+        t = policies[policy]["total"]
+        tail = t["raw_tail_tokens_median"]
+        out.append(
+            f"| {POLICY_TITLES[policy]} | {'-' if tail is None else f'{tail:,.0f}'} "
+            f"| {_pct(t['newest_result_shown_share'])} | {t['mean_view_tokens']:,.0f} |"
         )
     out += ["", "### Targets for (a)", "", "| target | value | met |", "|---|---:|:---:|"]
     for target in results["targets"]:
@@ -545,6 +613,27 @@ def markdown(results: dict[str, Any]) -> str:
                 f"| {t['billed_anthropic']:,} / {t['billed_openai']:,} "
                 f"| {_pct(ret['paths']['next_share'])} / {_pct(ret['commands']['next_share'])} |"
             )
+    windows = results.get("micro_batch_windows", {})
+    if windows:
+        out += [
+            "",
+            "The same sweep at other windows (overflow counted against each window):",
+            "",
+            "| window | micro_batch | compactions | overflow views | mean view tokens "
+            "| summariser input tokens | prefix stability median between | prompt tokens a prefix "
+            "cache serves | fresh input tokens "
+            "| billed-equivalent, Anthropic-style / OpenAI-style |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for window, batches in windows.items():
+            for batch, t in batches.items():
+                out.append(
+                    f"| {int(window):,} | {batch} | {t['compactions']} | {t['overflow_views']} "
+                    f"| {t['mean_view_tokens']:,.0f} | {t['summarizer_input_tokens']:,} "
+                    f"| {_pct(t['stability_median_between'])} | {_pct(t['cached_share'])} "
+                    f"| {t['fresh_tokens']:,} "
+                    f"| {t['billed_anthropic']:,} / {t['billed_openai']:,} |"
+                )
     out += [
         "",
         "### Per trace: (a) / (b) / (c)",
@@ -629,10 +718,14 @@ def write_chart(results: dict[str, Any], path: Path) -> None:
     peak.margins(y=0.01)
 
     kinds = figure.add_subplot(grid[0, 1])
-    series = [(POLICY_TITLES[p], policies[p]["total"], colors[p], None) for p in POLICIES]
+    series: list[tuple[str, dict[str, Any], str, str | None]] = [
+        (POLICY_TITLES[p], policies[p]["total"], colors[p], None) for p in POLICIES
+    ]
     series += [
-        (f"(a) + {name} (prototype)", data["total"], colors["ctxledger"], "//")
-        for name, data in results.get("prototypes", {}).items()
+        (f"(a) + {name} (prototype)", data["total"], colors["ctxledger"], hatch)
+        for (name, data), hatch in zip(
+            results.get("prototypes", {}).items(), ("//", "..", "xx"), strict=False
+        )
     ]
     width = 0.8 / len(series)
     for offset, (title, total, color, hatch) in enumerate(series):
@@ -652,10 +745,10 @@ def write_chart(results: dict[str, Any], path: Path) -> None:
     kinds.axhline(100 * TARGET_RETENTION, color="black", linestyle="--", linewidth=1)
     kinds.set_xticks(range(len(KINDS)))
     kinds.set_xticklabels([KIND_TITLES[k] for k in KINDS])
-    kinds.set_ylim(0, 125)
+    kinds.set_ylim(0, 135)
     kinds.set_ylabel("% in the next view")
     kinds.set_title("Fact retention at compaction (dashed: 90 % target)")
-    kinds.legend(fontsize=7, loc="upper right", ncols=2)
+    kinds.legend(fontsize=7, loc="upper left", ncols=3)
 
     cache = figure.add_subplot(grid[1, 1])
     metrics = (
@@ -770,7 +863,7 @@ def run_policy(
     rows = []
     for name, history in traces.items():
         result = replay(history, policy, config, ExtractiveSummarizer())
-        rows.append(trace_row(name, history, result))
+        rows.append(trace_row(name, history, result, config.context_window))
     return rows
 
 
@@ -830,7 +923,7 @@ def machine() -> dict[str, Any]:
 
 
 def code_state() -> dict[str, Any]:
-    """The commit the figures come from, and whether src/ had uncommitted changes."""
+    """The commit the figures come from, and uncommitted changes in the code they depend on."""
     import subprocess
 
     def git(*args: str) -> str:
@@ -843,7 +936,16 @@ def code_state() -> dict[str, Any]:
 
     return {
         "commit": git("rev-parse", "HEAD"),
-        "src_dirty": bool(git("status", "--porcelain", "--", "../src")),
+        # Uncommitted changes in the code the bench runs (domain, summarisers, driver, config).
+        "uncommitted": git(
+            "status",
+            "--porcelain",
+            "--",
+            "../src/ctxledger/domain",
+            "../src/ctxledger/summarizers",
+            "../src/ctxledger/testing/driver.py",
+            "../src/ctxledger/config.py",
+        ).splitlines(),
     }
 
 
@@ -852,6 +954,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES, help="trace directory")
     parser.add_argument("--out", type=Path, default=HERE / "results", help="results directory")
     parser.add_argument("--batches", default="1,2,4,8,16", help="micro_batch values to sweep")
+    parser.add_argument(
+        "--sweep-windows",
+        default="16000,64000,128000",
+        help="other context windows to repeat the micro_batch sweep at ('' to skip)",
+    )
     parser.add_argument("--no-chart", action="store_true", help="skip the PNG")
     args = parser.parse_args(argv)
     if not args.traces.is_dir() or not any(args.traces.glob("*.jsonl")):
@@ -889,6 +996,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         sweep[str(batch)] = totals(run_policy(traces, "ctxledger", micro_batch=batch))
         log(f"    {_one_line(sweep[str(batch)])}")
     results["micro_batch_sweep"] = sweep
+    windows: dict[str, dict[str, Any]] = {}
+    for window in [int(w) for w in args.sweep_windows.split(",") if w.strip()]:
+        log(f"  ctxledger window={window}, micro_batch in {args.batches} ...")
+        windows[str(window)] = {}
+        for batch in [int(b) for b in args.batches.split(",") if b.strip()]:
+            t = totals(run_policy(traces, "ctxledger", micro_batch=batch, context_window=window))
+            windows[str(window)][str(batch)] = {key: t[key] for key in WINDOW_SWEEP_KEYS}
+    results["micro_batch_windows"] = windows
     results["targets"] = targets(
         results["policies"]["ctxledger"]["total"], results["policies"]["naive"]["total"]
     )
@@ -933,7 +1048,7 @@ def _pct(value: float | None) -> str:
 
 def _strip_series(results: dict[str, Any]) -> dict[str, Any]:
     """Drop per-step share lists from the JSON (kept: medians) to keep it readable."""
-    out = json.loads(json.dumps(results))
+    out: dict[str, Any] = json.loads(json.dumps(results))
     for policy in out["policies"].values():
         for row in policy["traces"]:
             row["stability"].pop("shares_between", None)

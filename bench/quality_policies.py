@@ -209,6 +209,17 @@ def _ctxledger_step(session: DomainSession, summarizer: Summarizer) -> None:
     session.compact("threshold_exceeded")
 
 
+def _pin_then_compact(session: DomainSession, pick: Callable[[CompactionPlan], int | None]) -> None:
+    """Pin the message ``pick`` names for the planned compaction (if any), then compact."""
+    state = session.state
+    outcome = plan_compaction(state, tokenizer=TOKENIZER)
+    if isinstance(outcome, CompactionPlan):
+        seq = pick(outcome)
+        if seq is not None and seq < outcome.retain_from_seq and seq not in state.pins:
+            session.pin(seq)
+    session.compact("threshold_exceeded")
+
+
 def pin_opener_step(session: DomainSession, summarizer: Summarizer) -> None:
     """Prototype: a step-level cut keeps the opening user message of its round (pinned).
 
@@ -217,12 +228,18 @@ def pin_opener_step(session: DomainSession, summarizer: Summarizer) -> None:
     round's opener shows it verbatim in the pinned slot, before the summary (a stable prefix).
     """
     state = session.state
-    outcome = plan_compaction(state, tokenizer=TOKENIZER)
-    if isinstance(outcome, CompactionPlan) and outcome.step_level:
-        openers = [s for s in state.user_seqs if s < outcome.retain_from_seq]
-        if openers and openers[-1] not in state.pins:
-            session.pin(openers[-1])
-    session.compact("threshold_exceeded")
+
+    def opener(plan: CompactionPlan) -> int | None:
+        openers = [s for s in state.user_seqs if s < plan.retain_from_seq]
+        return openers[-1] if plan.step_level and openers else None
+
+    _pin_then_compact(session, opener)
+
+
+def pin_task_step(session: DomainSession, summarizer: Summarizer) -> None:
+    """Prototype: the session's first user message (the task) is never summarised away."""
+    state = session.state
+    _pin_then_compact(session, lambda plan: state.user_seqs[0] if state.user_seqs else None)
 
 
 POLICIES: dict[str, Callable[[DomainSession, Summarizer], None]] = {
@@ -232,7 +249,8 @@ POLICIES: dict[str, Callable[[DomainSession, Summarizer], None]] = {
 }
 #: Changes tried in the bench only, to size a proposed domain fix; they run on (a)'s Config.
 PROTOTYPES: dict[str, Callable[[DomainSession, Summarizer], None]] = {
-    "ctxledger+pin-opener": pin_opener_step,
+    "pin-opener": pin_opener_step,
+    "pin-task": pin_task_step,
 }
 
 
