@@ -4,6 +4,9 @@
   the seq (split tool call, lost message, over-window view, altered history, ...).
 * :func:`messages` and :func:`conversations` are Hypothesis strategies for valid, tool-paired
   conversations (they need the ``hypothesis`` test extra, imported on first use).
+* :class:`SessionMachine` is a Hypothesis state machine over a real LMDB host, checked against a
+  plain-Python model; ``SessionMachine.configured(config=..., summarizer=..., tokenizer=...)``
+  returns a machine whose ``.TestCase`` pytest collects (needs ``hypothesis`` too).
 * :class:`DomainSession` drives a session through the pure domain with an in-memory event list,
   and :func:`digest_summarizer` is a small deterministic summariser for tests.
 
@@ -19,6 +22,7 @@ from ctxledger.testing.invariants import check_view_invariants, is_truncation_of
 
 __all__ = [
     "DomainSession",
+    "SessionMachine",
     "check_view_invariants",
     "conversations",
     "digest_summarizer",
@@ -36,4 +40,8 @@ def __getattr__(name: str) -> Any:
         from ctxledger.testing import strategies
 
         return getattr(strategies, name)
+    if name == "SessionMachine":
+        from ctxledger.testing.machine import SessionMachine
+
+        return SessionMachine
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,546 @@
+"""A model-based state machine over a real LMDB host: :class:`SessionMachine`.
+
+Every rule drives a real :class:`~ctxledger.Host` (actors, journal, LMDB in a temporary folder)
+and a plain-Python model of what the host must have recorded: per session the appended messages,
+pins, checkpoints, the last served view and the reactive retry count. After every rule the
+model, the live sessions and offline replay of the log must agree, and every view must keep the
+invariants of :func:`~ctxledger.testing.check_view_invariants`.
+
+Requires the ``hypothesis`` test extra. Use :meth:`SessionMachine.configured` to run it under
+your own Config, summariser and tokenizer::
+
+    from ctxledger.testing import SessionMachine
+
+    TestMyPolicy = SessionMachine.configured(config=my_config, summarizer=my_summarizer).TestCase
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from hypothesis import event, note
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from ctxledger.checkpoints import Checkpoint
+from ctxledger.config import Config
+from ctxledger.domain import CharTokenizer, CompactionPlan, Tokenizer, build_view, plan_compaction
+from ctxledger.errors import ContextOverflowError, InvalidMessageError, InvalidSeqError
+from ctxledger.events import (
+    CheckpointCreated,
+    CompactionFailed,
+    CompactionStarted,
+    ToolResultSynthesized,
+)
+from ctxledger.host import Host
+from ctxledger.messages import Message, ToolCall
+from ctxledger.replay import fold_session, rebuild, verify, view_at
+from ctxledger.session import INTERRUPTED_RESULT, Session
+from ctxledger.storage import Durability, RecordedEvent
+from ctxledger.summarizers import ExtractiveSummarizer, Summarizer, SummaryRequest
+from ctxledger.testing.invariants import check_view_invariants
+from ctxledger.testing.strategies import texts
+
+__all__ = ["FlakySummarizer", "SessionMachine"]
+
+#: The default Config: a small window, so that compaction, masking and truncation happen often.
+DEFAULT_CONFIG = Config(
+    context_window=2000,
+    compression_threshold=0.7,
+    min_retain_rounds=1,
+    micro_keep_recent=3,
+    micro_min_chars=100,
+    micro_batch=2,
+    snapshot_interval=16,
+)
+_TOOLS = ("bash", "read_file", "grep")
+_FAILURES = st.sampled_from([None, None, None, "raise", "none", "empty"])
+
+
+class FlakySummarizer:
+    """Wraps a summariser; while :attr:`mode` is set, every call fails that way.
+
+    Attributes:
+        inner: The wrapped summariser.
+        mode: ``None`` (call ``inner``), ``"raise"``, ``"none"`` (return None) or ``"empty"``.
+    """
+
+    def __init__(self, inner: Summarizer) -> None:
+        """Wrap ``inner``; calls go through until :attr:`mode` is set."""
+        self.inner = inner
+        self.mode: str | None = None
+
+    def __call__(self, request: SummaryRequest, /) -> str | None:
+        """Summarise with ``inner``, or fail as :attr:`mode` says."""
+        mode = self.mode
+        if mode is None:
+            return self.inner(request)
+        if mode == "raise":
+            raise RuntimeError("summariser unavailable (injected by SessionMachine)")
+        return None if mode == "none" else ""
+
+
+@dataclass
+class _Model:
+    """What one session must hold, kept with plain lists."""
+
+    messages: list[Message] = field(default_factory=list)  # appended, without seqs
+    pending: list[Message] = field(default_factory=list)  # synthesised on the next activation
+    pins: list[tuple[int, int]] = field(default_factory=list)  # (messages when pinned, seq)
+    checkpoints: list[tuple[int, Checkpoint]] = field(default_factory=list)  # (messages, made)
+    served: tuple[int, str] | None = None  # (through_seq, view_hash) of the last served view
+    reactive_attempts: int = 0
+    fits: bool = False  # the view was just served by a step whose compaction did not fail
+
+    def open_calls(self) -> dict[str, ToolCall]:
+        return _open_calls([*self.messages, *self.pending])
+
+    def expected(self) -> list[Message]:
+        return [message.with_seq(seq) for seq, message in enumerate(self.messages, 1)]
+
+
+def _open_calls(messages: Sequence[Message]) -> dict[str, ToolCall]:
+    calls: dict[str, ToolCall] = {}
+    for message in messages:
+        if message.role == "tool":
+            calls.pop(message.tool_call_id or "", None)
+        for call in message.tool_calls:
+            calls[call.id] = call
+    return calls
+
+
+def _outcome(records: Sequence[RecordedEvent]) -> str:
+    if any(isinstance(record.event, CheckpointCreated) for record in records):
+        return "compacted"
+    if any(isinstance(record.event, CompactionFailed) for record in records):
+        return "summary failed"
+    return "no compaction"
+
+
+def _synthetic(call: ToolCall) -> Message:
+    return Message(
+        role="tool",
+        content=INTERRUPTED_RESULT,
+        tool_call_id=call.id,
+        name=call.name,
+        metadata={"synthetic": "interrupted"},
+    )
+
+
+class SessionMachine(RuleBasedStateMachine):
+    """Hypothesis state machine over a real LMDB host, checked against a plain-Python model.
+
+    Rules: append a user message, an assistant message with 0-3 parallel tool calls (optionally
+    with its results in the same batch), a tool result for an open call, an invalid batch (must
+    be refused whole); record usage; prepare a step; manual compaction with a focus; reactive
+    compaction (``ContextOverflowError`` only once ``max_reactive_retries`` attempts are used);
+    pin a seq; fork a session; close and reopen the host (open tool calls get ``interrupted``
+    results); verify the log. Compacting rules may make the summariser fail (raise, None, "").
+
+    Invariants after every rule, for every session: history equals the model; full replay,
+    snapshot + tail and the live state are byte-identical; the live view equals
+    ``replay.rebuild``; ``view_at`` of the last served seq reproduces the served hash; the rebuilt
+    view keeps :func:`check_view_invariants` (the window is checked for views just served).
+
+    Customise with :meth:`configured`; collect ``.TestCase`` with pytest.
+    """
+
+    config: ClassVar[Config] = DEFAULT_CONFIG
+    summarizer: ClassVar[Summarizer | None] = None  # None: the host's default (extractive)
+    tokenizer: ClassVar[Tokenizer] = CharTokenizer()
+    sessions: ClassVar[int] = 2
+    max_sessions: ClassVar[int] = 4
+    max_active_sessions: ClassVar[int] = 3
+    durability: ClassVar[Durability] = "none"
+    result_sizes: ClassVar[tuple[int, ...] | None] = None  # None: scaled to the window
+
+    @classmethod
+    def configured(cls, *, name: str | None = None, **settings: Any) -> type[SessionMachine]:
+        """Return a subclass running under other settings; collect its ``.TestCase``.
+
+        Args:
+            name: The class name shown in test reports.
+            **settings: Any of ``config`` (the sessions' Config), ``summarizer`` (wrapped so
+                that it can be made to fail), ``tokenizer``, ``sessions`` (opened at the start),
+                ``max_sessions`` (forks stop there), ``max_active_sessions`` (the host's, small
+                so that passivation happens), ``durability`` (``"none"`` for speed; reopen works
+                with every mode) and ``result_sizes`` (tool result lengths to draw from).
+
+        Raises:
+            TypeError: A setting is unknown.
+        """
+        known = {"config", "summarizer", "tokenizer", "sessions", "max_sessions",
+                 "max_active_sessions", "durability", "result_sizes"}  # fmt: skip
+        unknown = sorted(set(settings) - known)
+        if unknown:
+            raise TypeError(f"unknown SessionMachine setting(s): {', '.join(unknown)}")
+        for key in ("summarizer", "tokenizer"):
+            if settings.get(key) is not None:  # a plain function must not become a method
+                settings[key] = staticmethod(settings[key])
+        return type(name or f"Configured{cls.__name__}", (cls,), dict(settings))
+
+    def __init__(self) -> None:
+        """Open a host on a fresh temporary folder with the configured sessions."""
+        super().__init__()
+        self.folder = tempfile.mkdtemp(prefix="ctxledger-machine-")
+        self.flaky = FlakySummarizer(self.summarizer or ExtractiveSummarizer())
+        self._ids = itertools.count(1)
+        self._ticks = itertools.count(1)
+        self.host = self._open_host()
+        chars = self.config.context_window * 3  # the window in characters, roughly
+        self.sizes = self.result_sizes or (0, 40, chars // 30, chars // 8, chars // 4, chars * 2)
+        self.text_sizes = (0, 20, max(1, chars // 40), max(1, chars // 10))
+        self.models: dict[str, _Model] = {}
+        for index in range(self.sessions):
+            self.host.session(f"s{index}")
+            self.models[f"s{index}"] = _Model()
+
+    def _open_host(self) -> Host:
+        return Host.open(
+            self.folder,
+            config=self.config,
+            summarizer=self.flaky,
+            tokenizer=self.tokenizer,
+            durability=self.durability,
+            max_active_sessions=self.max_active_sessions,
+            clock=lambda: float(next(self._ticks)),
+            id_factory=lambda: f"id{next(self._ids)}",
+        )
+
+    def teardown(self) -> None:
+        """Close the host and delete its folder."""
+        try:
+            self.host.close()
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    # --- helpers ---------------------------------------------------------------------------------
+
+    def _idle(self) -> list[str]:
+        return [sid for sid, model in self.models.items() if not model.open_calls()]
+
+    def _waiting(self) -> list[str]:
+        return [sid for sid, model in self.models.items() if model.open_calls()]
+
+    def _use(self, sid: str) -> Session:
+        """Return session ``sid``; the call about to be made recovers it after a restart."""
+        model = self.models[sid]
+        if model.pending:
+            model.messages += model.pending
+            model.pending = []
+            model.fits = False
+        return self.host.session(sid)
+
+    def _text(self, data: st.DataObject, label: str, sizes: Sequence[int] = ()) -> str:
+        # A short drawn text repeated to a drawn size: cheap to generate and to shrink.
+        size = data.draw(st.sampled_from(sizes or self.sizes), label=f"{label} size")
+        seed = data.draw(texts(max_size=40), label=f"{label} text") or "x"
+        return (seed * (size // len(seed) + 1))[:size]
+
+    def _append(self, sid: str, batch: list[Message]) -> None:
+        model = self.models[sid]
+        seqs = self._use(sid).append_many(batch)
+        first = len(model.messages) + 1
+        assert seqs == list(range(first, first + len(batch))), f"{sid}: seqs {seqs}"
+        model.messages += batch
+        model.reactive_attempts = 0
+        model.fits = False
+
+    def _compacting(
+        self, sid: str, failure: str | None, action: Callable[[Session], Any]
+    ) -> tuple[Any, list[RecordedEvent]]:
+        """Run a compacting call with the summariser failing as asked; check its checkpoint."""
+        start = self.host.log.last_seq(sid)
+        session = self._use(sid)
+        self.flaky.mode = failure
+        try:
+            outcome = action(session)
+        except ContextOverflowError as exc:
+            outcome = exc
+        finally:
+            self.flaky.mode = None
+        records = self.host.log.read(sid, start + 1)
+        made = [r.event.checkpoint for r in records if isinstance(r.event, CheckpointCreated)]
+        model = self.models[sid]
+        assert len(made) <= 1, f"{sid}: {len(made)} checkpoints from one call"
+        if made:
+            assert failure is None, f"{sid}: a checkpoint although the summariser failed"
+            self._check_new_checkpoint(sid, made[0])
+            model.checkpoints.append((len(model.messages), made[0]))
+        model.fits = False
+        return outcome, records
+
+    def _check_new_checkpoint(self, sid: str, checkpoint: Checkpoint) -> None:
+        model = self.models[sid]
+        previous = model.checkpoints[-1][1] if model.checkpoints else None
+        cut = checkpoint.retain_from_seq
+        assert checkpoint.previous_checkpoint_id == (previous.id if previous else None)
+        assert checkpoint.covers_through_seq == cut - 1, checkpoint
+        assert cut <= len(model.messages) + 1, f"{sid}: cut {cut} past the end"
+        assert previous is None or cut > previous.retain_from_seq, f"{sid}: paid twice for {cut}"
+        assert not _open_calls(model.messages[: cut - 1]), f"{sid}: cut {cut} splits a tool call"
+
+    # --- appends ---------------------------------------------------------------------------------
+
+    @precondition(lambda self: bool(self._idle()))
+    @rule(data=st.data())
+    def append_user(self, data: st.DataObject) -> None:
+        """Append a user message to an idle session."""
+        sid = data.draw(st.sampled_from(self._idle()), label="session")
+        self._append(sid, [Message.user(self._text(data, "user", self.text_sizes))])
+
+    @precondition(lambda self: bool(self._idle()))
+    @rule(
+        data=st.data(),
+        tools=st.lists(st.sampled_from(_TOOLS), max_size=3),
+        answer_now=st.booleans(),
+    )
+    def append_assistant(self, data: st.DataObject, tools: list[str], answer_now: bool) -> None:
+        """Append an assistant message with 0-3 parallel calls, maybe with their results."""
+        sid = data.draw(st.sampled_from(self._idle()), label="session")
+        calls = [
+            ToolCall(f"call{next(self._ids)}", tool, json.dumps({"n": index}))
+            for index, tool in enumerate(tools)
+        ]
+        batch = [Message.assistant(self._text(data, "assistant", self.text_sizes), calls)]
+        if answer_now and calls:
+            order = data.draw(st.permutations(calls), label="result order")
+            batch += [Message.tool(self._text(data, "result"), c.id, c.name) for c in order]
+        self._append(sid, batch)
+
+    @precondition(lambda self: bool(self._waiting()))
+    @rule(data=st.data(), named=st.booleans())
+    def append_tool_result(self, data: st.DataObject, named: bool) -> None:
+        """Answer one open tool call (parallel calls in any order)."""
+        sid = data.draw(st.sampled_from(self._waiting()), label="session")
+        calls = list(self.models[sid].open_calls().values())
+        call = data.draw(st.sampled_from(calls), label="call")
+        content = self._text(data, "result")
+        self._append(sid, [Message.tool(content, call.id, call.name if named else None)])
+
+    @rule(data=st.data())
+    def append_invalid(self, data: st.DataObject) -> None:
+        """A batch with an invalid message is refused whole; nothing is written."""
+        sid = data.draw(st.sampled_from(sorted(self.models)), label="session")
+        session = self._use(sid)
+        model = self.models[sid]
+        used = [call for message in model.messages for call in message.tool_calls]
+        bad = [Message.tool("stray", "no-such-call")]
+        if model.open_calls():
+            bad.append(Message.user("too early: calls are open"))
+        if used:
+            bad.append(Message.assistant("reused id", [used[0]]))
+        batch = [data.draw(st.sampled_from(bad), label="invalid message")]
+        if not model.open_calls() and data.draw(st.booleans(), label="valid first"):
+            batch.insert(0, Message.user("valid, but in a refused batch"))
+        before = self.host.log.last_seq(sid)
+        try:
+            session.append_many(batch)
+        except InvalidMessageError:
+            pass
+        else:
+            raise AssertionError(f"{sid}: invalid batch {batch} was accepted")
+        written = self.host.log.read(sid, before + 1)
+        # Only a recovery (the first call after a restart) may have written something.
+        assert all(isinstance(r.event, ToolResultSynthesized) for r in written), (
+            f"{sid}: a refused batch wrote events"
+        )
+
+    # --- budget and compaction -------------------------------------------------------------------
+
+    @rule(data=st.data())
+    def record_usage(self, data: st.DataObject) -> None:
+        """Record a provider usage figure (0 to twice the window)."""
+        sid = data.draw(st.sampled_from(sorted(self.models)), label="session")
+        tokens = data.draw(st.integers(0, 2 * self.config.context_window), label="prompt tokens")
+        self._use(sid).record_usage(tokens, data.draw(st.integers(0, 500), label="completion"))
+        self.models[sid].reactive_attempts = 0
+        self.models[sid].fits = False
+
+    @rule(data=st.data(), failure=_FAILURES, pending=st.sampled_from(["", "run the tests now"]))
+    def prepare_step(self, data: st.DataObject, failure: str | None, pending: str) -> None:
+        """Compact if needed and serve the view; it is what replay rebuilds."""
+        sid = data.draw(st.sampled_from(sorted(self.models)), label="session")
+        view, records = self._compacting(sid, failure, lambda s: s.prepare_step(pending))
+        model = self.models[sid]
+        assert view.through_seq == len(model.messages), f"{sid}: view through {view.through_seq}"
+        rebuilt = rebuild(self.host.log, sid, tokenizer=self.tokenizer).view
+        assert rebuilt.view_hash == view.view_hash, f"{sid}: served view does not rebuild"
+        model.served = (view.through_seq, view.view_hash)
+        model.fits = not any(isinstance(r.event, CompactionFailed) for r in records)
+        event(f"prepare_step: {_outcome(records)}")
+
+    @rule(
+        data=st.data(),
+        failure=_FAILURES,
+        focus=st.sampled_from([None, "keep the API signatures", "keep file paths and errors"]),
+    )
+    def compact(self, data: st.DataObject, failure: str | None, focus: str | None) -> None:
+        """Manual compaction with a focus: compacted exactly when a checkpoint was recorded."""
+        sid = data.draw(st.sampled_from(sorted(self.models)), label="session")
+        result, records = self._compacting(sid, failure, lambda s: s.compact(focus))
+        made = [r.event.checkpoint for r in records if isinstance(r.event, CheckpointCreated)]
+        assert result.compacted == bool(made), f"{sid}: {result} but {len(made)} checkpoints"
+        event(f"compact: {result.reason}")
+        if made:
+            assert result.checkpoint_id == made[0].id
+            assert (made[0].reason, made[0].focus) == ("manual", focus), made[0]
+
+    @rule(
+        data=st.data(),
+        failure=_FAILURES,
+        error=st.sampled_from([None, "prompt is too long: 212000 tokens > 200000 maximum"]),
+    )
+    def reactive_compact(self, data: st.DataObject, failure: str | None, error: Any) -> None:
+        """Compact harder per attempt; overflow only once every allowed attempt is used."""
+        sid = data.draw(st.sampled_from(sorted(self.models)), label="session")
+        model = self.models[sid]
+        first = model.reactive_attempts
+        outcome, records = self._compacting(sid, failure, lambda s: s.reactive_compact(error))
+        started = [(r.seq, r.event) for r in records if isinstance(r.event, CompactionStarted)]
+        attempts = [e.attempt for _, e in started]
+        limit = rebuild(self.host.log, sid, tokenizer=self.tokenizer).config.max_reactive_retries
+        assert attempts == sorted(set(attempts)), f"{sid}: attempts {attempts}"
+        assert all(first <= a < limit for a in attempts), f"{sid}: attempts {attempts} from {first}"
+        assert all(e.reason == "prompt_too_long" for _, e in started)
+        overflow = isinstance(outcome, ContextOverflowError)
+        if not overflow:
+            assert outcome.compacted and attempts, f"{sid}: reactive_compact returned {outcome}"
+        end = limit if overflow else attempts[-1] + 1
+        # Failed attempts change no planning input: every attempt planned on the same state.
+        state, _ = fold_session(
+            self.host.log, sid, through_event_seq=started[0][0] - 1 if started else None
+        )
+        for attempt in range(first, end):
+            plan = plan_compaction(
+                state, tokenizer=self.tokenizer, trigger="prompt_too_long", attempt=attempt
+            )
+            planned = isinstance(plan, CompactionPlan)
+            assert planned == (attempt in attempts), f"{sid}: attempt {attempt} planned={planned}"
+            if isinstance(plan, CompactionPlan):
+                recorded = started[attempts.index(attempt)][1]
+                assert recorded.retain_from_seq == plan.retain_from_seq, f"{sid}: attempt {attempt}"
+        note(f"{sid}: reactive attempts {first}..{end - 1}, overflow={overflow}")
+        event(f"reactive_compact: {'overflow' if overflow else 'compacted'}")
+        model.reactive_attempts = end
+
+    # --- pins, forks, restarts -------------------------------------------------------------------
+
+    @rule(data=st.data())
+    def pin(self, data: st.DataObject) -> None:
+        """Pin an existing seq; a seq that names no message raises InvalidSeqError."""
+        sid = data.draw(st.sampled_from(sorted(self.models)), label="session")
+        session = self._use(sid)
+        model = self.models[sid]
+        last = len(model.messages)
+        seq = data.draw(st.integers(0, last + 1), label="seq")
+        if 1 <= seq <= last:
+            session.pin(seq)
+            model.pins.append((last, seq))
+            model.fits = False
+            return
+        try:
+            session.pin(seq)
+        except InvalidSeqError:
+            return
+        raise AssertionError(f"{sid}: pinning seq {seq} of {last} messages was accepted")
+
+    @precondition(lambda self: len(self.models) < self.max_sessions)
+    @rule(data=st.data())
+    def fork(self, data: st.DataObject) -> None:
+        """Fork a session at its end or at an earlier seq; the fork is a new model."""
+        sid = data.draw(st.sampled_from(sorted(self.models)), label="parent")
+        session = self._use(sid)
+        parent = self.models[sid]
+        last = len(parent.messages)
+        at = data.draw(st.none() | st.integers(0, last), label="at_seq")
+        new_id = f"f{next(self._ids)}"
+        session.fork(new_id, at)
+        cut = last if at is None else at
+        self.models[new_id] = _Model(
+            messages=parent.messages[:cut],
+            pins=[pin for pin in parent.pins if pin[0] <= cut],
+            checkpoints=[made for made in parent.checkpoints if made[0] <= cut],
+        )
+
+    @rule(eager=st.booleans())
+    def reopen(self, eager: bool) -> None:
+        """Close and reopen the host; open tool calls are answered as ``interrupted``."""
+        log = self.host.log
+        before = {
+            sid: rebuild(log, sid, tokenizer=self.tokenizer).view.view_hash
+            for sid, model in self.models.items()
+            if not _open_calls(model.messages)
+        }
+        self.host.close()
+        self.host = self._open_host()
+        for model in self.models.values():
+            model.pending = [_synthetic(call) for call in _open_calls(model.messages).values()]
+            model.reactive_attempts = 0
+        event(f"reopen: {sum(bool(m.pending) for m in self.models.values())} sessions interrupted")
+        if not eager:
+            return
+        for sid in self.models:
+            session = self._use(sid)
+            session.history()  # activates, and so recovers, the session
+            if sid in before:
+                live = build_view(session._live_state(), tokenizer=self.tokenizer)
+                assert live.view_hash == before[sid], f"{sid}: the view changed over a restart"
+
+    @rule()
+    def verify_log(self) -> None:
+        """``replay.verify`` finds nothing wrong with the log."""
+        report = verify(self.host.log, tokenizer=self.tokenizer)
+        assert report.ok, f"verify found {report.mismatches}"
+
+    # --- invariants ------------------------------------------------------------------------------
+
+    @invariant()
+    def sessions_match_model_and_replay(self) -> None:
+        """History = model; replay = snapshot + tail = live; served views rebuild; invariants."""
+        active = set(self.host.active_sessions())
+        for sid, model in self.models.items():
+            self._check_session(sid, model, live=sid in active)
+
+    def _check_session(self, sid: str, model: _Model, *, live: bool) -> None:
+        log, tokenizer = self.host.log, self.tokenizer
+        state = rebuild(log, sid, tokenizer=tokenizer)
+        expected = model.expected()
+        if state.history != expected:
+            diverged = next(
+                (m.seq for m, want in zip(state.history, expected, strict=False) if m != want),
+                min(len(state.history), len(expected)) + 1,
+            )
+            raise AssertionError(f"{sid}: history differs from the model at seq {diverged}")
+        assert state.checkpoints == [made for _, made in model.checkpoints], f"{sid}: checkpoints"
+        assert set(state.pins) == {seq for _, seq in model.pins}, f"{sid}: pins {state.pins}"
+        fast, _ = fold_session(log, sid)
+        full, _ = fold_session(log, sid, use_snapshots=False)
+        assert fast.to_snapshot() == full.to_snapshot(), f"{sid}: snapshot + tail != full replay"
+        if live:
+            current = self.host.session(sid)._live_state()
+            assert current.to_snapshot() == full.to_snapshot(), f"{sid}: live state != replay"
+            assert build_view(current, tokenizer=tokenizer).view_hash == state.view.view_hash
+        if model.served is not None:
+            seq, served_hash = model.served
+            again = view_at(log, sid, seq, tokenizer=tokenizer).view_hash
+            assert again == served_hash, f"{sid}: view_at({seq}) does not reproduce the served view"
+        if model.fits:
+            over = tokenizer.count_messages(state.view.messages) > state.config.context_window
+            event(f"served view {'over' if over else 'within'} the window")
+        check_view_invariants(
+            state.history,
+            state.view,
+            state.config,
+            checkpoint=state.checkpoints[-1] if state.checkpoints else None,
+            pins=state.pins,
+            tokenizer=tokenizer,
+            expected_history=expected,
+            check_window=model.fits,
+        )

@@ -1,0 +1,78 @@
+"""The stateful SessionMachine over a real LMDB host, with the default and a user-style policy.
+
+Budget: the loaded Hypothesis profile decides the number of examples ("ci": 25, and 40 steps
+each, so the file stays well under a minute on 2 cores; "dev": 60 x 50; "long": 2000 x 80).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hypothesis import settings
+
+from ctxledger import Config, Message
+from ctxledger.testing import SessionMachine, digest_summarizer
+
+# Examples come from the loaded profile; the steps per example grow with it.
+_STEPS = {"ci": 40, "dev": 50}.get(settings.get_current_profile_name(), 80)
+
+
+class WordTokenizer:
+    """A user's tokenizer: one token per whitespace-separated word (and per call name/argument)."""
+
+    def count_text(self, text: str) -> int:
+        """Words in ``text``."""
+        return len(text.split())
+
+    def count_message(self, message: Message) -> int:
+        """Words of the content, plus one per tool-call name and per argument word."""
+        calls = sum(1 + len(call.arguments.split()) for call in message.tool_calls)
+        return self.count_text(message.content) + calls
+
+    def count_messages(self, messages: Sequence[Message]) -> int:
+        """The sum over ``messages``."""
+        return sum(self.count_message(message) for message in messages)
+
+
+WordMachine = SessionMachine.configured(
+    name="WordMachine",
+    config=Config(
+        context_window=400,
+        compression_threshold=0.6,
+        min_retain_rounds=2,
+        micro_batch=1,
+        micro_keep_recent=3,
+        max_reactive_retries=2,
+        snapshot_interval=5,
+    ),
+    summarizer=digest_summarizer,
+    tokenizer=WordTokenizer(),
+    sessions=1,
+    max_active_sessions=1,
+    durability="sync",
+    result_sizes=(0, 30, 400, 3000, 12000),
+)
+
+
+def _budgeted(test_case: type) -> type:
+    test_case.settings = settings(  # type: ignore[attr-defined]
+        test_case.settings,  # type: ignore[attr-defined]
+        stateful_step_count=_STEPS,
+    )
+    return test_case
+
+
+TestSessionMachine = _budgeted(SessionMachine.TestCase)
+TestSessionMachine.__doc__ = "The default machine: char tokenizer, extractive summariser."
+TestWordTokenizerMachine = _budgeted(WordMachine.TestCase)
+TestWordTokenizerMachine.__doc__ = "A user's policy: word tokenizer, micro_batch=1, sync LMDB."
+
+
+def test_configured_rejects_unknown_settings() -> None:
+    """configured() names a misspelt setting instead of ignoring it."""
+    try:
+        SessionMachine.configured(window=100)
+    except TypeError as exc:
+        assert "window" in str(exc)
+    else:
+        raise AssertionError("an unknown setting was accepted")
