@@ -130,10 +130,11 @@ def _decode_slow(
             exc.add_note(f"stored at session {session_id!r} seq {seq}")
         raise
     try:
-        return msgspec.convert(current, Event)
+        event: Event = msgspec.convert(current, Event)
     except msgspec.ValidationError as exc:
         where = f" (session {session_id!r} seq {seq})" if session_id is not None else ""
         raise EventDecodeError(f"the upcast of a {tag!r} event is invalid{where}: {exc}") from None
+    return event
 
 
 class Codec:
@@ -208,7 +209,7 @@ class Codec:
         return self.frame(encode_payload(event))
 
     def decode(
-        self, record: bytes, *, session_id: str | None = None, seq: int | None = None
+        self, record: bytes | memoryview, *, session_id: str | None = None, seq: int | None = None
     ) -> Event:
         """Verify and decode a framed event record.
 

@@ -120,7 +120,8 @@ class LmdbWriter:
                 if isinstance(op, AppendOp):
                     outcomes.append((self._append(txn, op, now), None))
                 elif isinstance(op, SnapshotOp):
-                    outcomes.append((self._snapshot(txn, op), None))
+                    self._snapshot(txn, op)
+                    outcomes.append((None, None))
                 else:
                     outcomes.append((self._dictionary(txn, op), None))
             except (VersionConflictError, UnknownSessionError) as exc:

@@ -21,29 +21,25 @@ import structlog
 import zstandard
 
 from ctxledger.errors import CorruptRecordError, StorageError
-from ctxledger.events.codec import Codec, encode_payload
+from ctxledger.events.codec import encode_payload
 from ctxledger.events.types import Event
 from ctxledger.storage._checks import check_append, check_range, check_snapshot
 from ctxledger.storage._layout import (
-    DB_NAMES,
-    FORMAT_NAME,
     STAMP_SIZE,
     pack_pair,
     pack_u64,
     unpack_pair,
     unpack_stamp,
-    unpack_u32,
     unpack_u64,
 )
+from ctxledger.storage._lmdb_env import SharedEnvironment
 from ctxledger.storage._lmdb_writer import (
     AppendOp,
-    Databases,
     DictionaryOp,
-    LmdbWriter,
     SnapshotOp,
     last_key_before,
 )
-from ctxledger.storage.journal import Gate, Journal
+from ctxledger.storage.journal import Journal
 from ctxledger.storage.protocol import Durability, RecordedEvent, check_durability
 
 __all__ = ["DEFAULT_MAP_SIZE", "LmdbEventLog"]
@@ -52,141 +48,11 @@ _log = structlog.get_logger(__name__)
 
 #: Initial map size; the map doubles whenever it fills (it is address space, not disk space).
 DEFAULT_MAP_SIZE = 1 << 30
-_MAX_READERS = 1024  # every thread reading at once needs a slot (py-lmdb uses MDB_NOTLS)
 _ITER_CHUNK = 512  # events per read transaction when streaming
 _MIN_SAMPLE = 64  # payloads smaller than this teach a dictionary nothing
 
-_REGISTRY: dict[str, _Environment] = {}
+_REGISTRY: dict[str, SharedEnvironment] = {}
 _REGISTRY_LOCK = threading.Lock()
-
-
-class _Environment:
-    """One open LMDB environment shared by every handle on its path in this process."""
-
-    def __init__(
-        self,
-        path: str,
-        durability: Durability,
-        map_size: int,
-        readonly: bool,
-        clock: Callable[[], float],
-    ) -> None:
-        self.path = path
-        self.durability = durability
-        self.readonly = readonly
-        self.refs = 1
-        self.gate = Gate()
-        flush = durability != "none"
-        try:
-            if not readonly:
-                os.makedirs(path, exist_ok=True)
-            self.env = lmdb.open(
-                path,
-                map_size=map_size,
-                max_dbs=len(DB_NAMES),
-                max_readers=_MAX_READERS,
-                sync=flush,
-                metasync=flush,
-                readonly=readonly,
-                lock=True,
-                create=not readonly,
-            )
-        except (lmdb.Error, OSError) as exc:
-            raise StorageError(f"cannot open the event log at {path!r}: {exc}") from exc
-        try:
-            self.clear_stale_readers()
-            self.dbs = Databases(
-                *(self.env.open_db(name.encode(), create=not readonly) for name in DB_NAMES)
-            )
-            self.codec = Codec()
-            self._meta_codec = Codec()  # dictionaries and snapshots never use a dictionary
-            self._check_format()
-            self._load_dictionaries()
-        except BaseException:
-            self.env.close()
-            raise
-        self.journal: Journal | None = None
-        if not readonly:
-            writer = LmdbWriter(self.dbs, clock=clock, on_dictionary=self._dictionary_committed)
-            self.journal = Journal(
-                self.env,
-                writer,
-                grow=self.grow,
-                name=f"ctxledger-journal:{path}",
-            )
-
-    def clear_stale_readers(self) -> None:
-        """Free the reader slots of dead processes (killed inside a read transaction)."""
-        try:
-            stale = self.env.reader_check()
-        except lmdb.Error as exc:
-            raise StorageError(f"cannot check the readers of {self.path!r}: {exc}") from exc
-        if stale:
-            _log.info("cleared stale reader slots", path=self.path, slots=stale)
-
-    def _check_format(self) -> None:
-        with self.env.begin(write=not self.readonly) as txn:
-            found = txn.get(b"format", db=self.dbs.meta)
-            if found is None and not self.readonly:
-                txn.put(b"format", FORMAT_NAME, db=self.dbs.meta)
-            elif found not in (None, FORMAT_NAME):
-                raise StorageError(
-                    f"{self.path!r} holds format {bytes(found)!r}, not {FORMAT_NAME!r}"
-                )
-
-    def _load_dictionaries(self) -> None:
-        with self.env.begin() as txn:
-            for key, record in txn.cursor(db=self.dbs.dicts):
-                dict_id = unpack_u32(key)
-                try:
-                    self.codec.add_dictionary(dict_id, self._meta_codec.unframe(record))
-                except (CorruptRecordError, zstandard.ZstdError) as exc:
-                    _log.error(
-                        "zstd dictionary is damaged",
-                        path=self.path,
-                        dict_id=dict_id,
-                        error=str(exc),
-                    )
-            active = txn.get(b"active_dict", db=self.dbs.meta)
-        if active is not None and unpack_u32(active) in self.codec.dictionary_ids():
-            self.codec.activate(unpack_u32(active))
-
-    def _dictionary_committed(self, dict_id: int, record: bytes) -> None:
-        self.codec.add_dictionary(dict_id, self._meta_codec.unframe(record))
-        self.codec.activate(dict_id)
-
-    def grow(self) -> None:
-        """Double the map (on the journal thread, between transactions)."""
-        with self.gate.exclusive():
-            size = self.env.info()["map_size"] * 2
-            self.env.set_mapsize(size)
-        _log.info("grew the LMDB map", path=self.path, map_size=size)
-
-    @contextmanager
-    def reading(self) -> Iterator[lmdb.Transaction]:
-        """Open a short read transaction, translating ``lmdb.Error`` to :class:`StorageError`."""
-        try:
-            with self.gate.shared():
-                try:
-                    txn = self.env.begin(buffers=True)
-                except lmdb.MapResizedError:
-                    txn = None
-                if txn is not None:
-                    with txn:
-                        yield txn
-                    return
-            with self.gate.exclusive():  # another process grew the map: adopt its size
-                self.env.set_mapsize(0)
-            with self.gate.shared(), self.env.begin(buffers=True) as txn:
-                yield txn
-        except lmdb.Error as exc:
-            raise StorageError(f"LMDB read failed: {exc}") from exc
-
-    def close(self) -> None:
-        if self.journal is not None:
-            self.journal.close()
-        with self.gate.exclusive():
-            self.env.close()
 
 
 class LmdbEventLog:
@@ -214,7 +80,7 @@ class LmdbEventLog:
         durability: The durability mode.
     """
 
-    def __init__(self, shared: _Environment) -> None:
+    def __init__(self, shared: SharedEnvironment) -> None:
         """Wrap a shared environment; use :meth:`open` instead."""
         self._shared = shared
         self._closed = False
@@ -250,7 +116,9 @@ class LmdbEventLog:
         with _REGISTRY_LOCK:
             shared = _REGISTRY.get(key)
             if shared is None:
-                shared = _REGISTRY[key] = _Environment(key, durability, map_size, readonly, clock)
+                shared = _REGISTRY[key] = SharedEnvironment(
+                    key, durability, map_size, readonly, clock
+                )
             elif (shared.durability, shared.readonly) != (durability, readonly):
                 raise StorageError(
                     f"{key!r} is already open in this process with durability="
@@ -323,7 +191,7 @@ class LmdbEventLog:
         """
         check_snapshot(session_id, seq)
         self._journal().submit(
-            SnapshotOp(session_id, seq, self._shared._meta_codec.frame(bytes(data)))
+            SnapshotOp(session_id, seq, self._shared.meta_codec.frame(bytes(data)))
         )
 
     def train_dictionary(self, sample_limit: int = 4000, *, dict_size: int = 16 * 1024) -> int:
@@ -342,7 +210,7 @@ class LmdbEventLog:
         Raises:
             StorageError: The log holds too few events to train from, or it is read-only.
         """
-        samples: list[bytes] = []
+        samples: list[bytes | bytearray | memoryview] = []
         with self._reading() as txn:
             for _, value in self._global_tail(txn, sample_limit):
                 payload = self._shared.codec.unframe(value[STAMP_SIZE:])
@@ -354,7 +222,7 @@ class LmdbEventLog:
             raise StorageError(
                 f"cannot train a dictionary on {len(samples)} events: {exc}"
             ) from None
-        record = self._shared._meta_codec.frame(dictionary.as_bytes())
+        record = self._shared.meta_codec.frame(dictionary.as_bytes())
         dict_id: int = self._journal().submit(DictionaryOp(record))
         return dict_id
 
@@ -483,7 +351,7 @@ class LmdbEventLog:
                 if key_number != number:
                     return None
                 try:
-                    return seq, self._shared._meta_codec.unframe(
+                    return seq, self._shared.meta_codec.unframe(
                         record, session_id=session_id, seq=seq
                     )
                 except CorruptRecordError as exc:
@@ -555,14 +423,16 @@ class LmdbEventLog:
             raise CorruptRecordError(f"position {position} names unknown session number {number}")
         return bytes(name).decode()
 
-    def _decode(self, session_id: str, seq: int, value: memoryview) -> RecordedEvent:
+    def _decode(self, session_id: str, seq: int, value: bytes | memoryview) -> RecordedEvent:
         position, timestamp = unpack_stamp(value, session_id=session_id, seq=seq)
         event = self._shared.codec.decode(value[STAMP_SIZE:], session_id=session_id, seq=seq)
         return RecordedEvent(
             session_id=session_id, seq=seq, position=position, timestamp=timestamp, event=event
         )
 
-    def _global_tail(self, txn: lmdb.Transaction, count: int) -> Iterator[tuple[int, memoryview]]:
+    def _global_tail(
+        self, txn: lmdb.Transaction, count: int
+    ) -> Iterator[tuple[int, bytes | memoryview]]:
         dbs = self._shared.dbs
         cursor = txn.cursor(db=dbs.global_)
         if not cursor.last():

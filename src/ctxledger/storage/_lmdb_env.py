@@ -1,0 +1,158 @@
+"""The LMDB environment behind every :class:`~ctxledger.storage.LmdbEventLog` handle on a path.
+
+One :class:`SharedEnvironment` per directory and process: the ``lmdb.Environment``, its
+sub-databases, the codec with the log's dictionaries, the journal that owns its writes, and the
+:class:`~ctxledger.storage.journal.Gate` that lets reads and map resizes exclude each other.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import lmdb
+import structlog
+import zstandard
+
+from ctxledger.errors import CorruptRecordError, StorageError
+from ctxledger.events.codec import Codec
+from ctxledger.storage._layout import DB_NAMES, FORMAT_NAME, unpack_u32
+from ctxledger.storage._lmdb_writer import Databases, LmdbWriter
+from ctxledger.storage.journal import Gate, Journal
+from ctxledger.storage.protocol import Durability
+
+__all__ = ["SharedEnvironment"]
+
+_log = structlog.get_logger(__name__)
+
+_MAX_READERS = 1024  # every thread reading at once needs a slot (py-lmdb uses MDB_NOTLS)
+
+
+class SharedEnvironment:
+    """One open LMDB environment shared by every handle on its path in this process."""
+
+    def __init__(
+        self,
+        path: str,
+        durability: Durability,
+        map_size: int,
+        readonly: bool,
+        clock: Callable[[], float],
+    ) -> None:
+        self.path = path
+        self.durability = durability
+        self.readonly = readonly
+        self.refs = 1
+        self.gate = Gate()
+        flush = durability != "none"
+        try:
+            if not readonly:
+                os.makedirs(path, exist_ok=True)
+            self.env = lmdb.open(
+                path,
+                map_size=map_size,
+                max_dbs=len(DB_NAMES),
+                max_readers=_MAX_READERS,
+                sync=flush,
+                metasync=flush,
+                readonly=readonly,
+                lock=True,
+                create=not readonly,
+            )
+        except (lmdb.Error, OSError) as exc:
+            raise StorageError(f"cannot open the event log at {path!r}: {exc}") from exc
+        try:
+            self.clear_stale_readers()
+            self.dbs = Databases(
+                *(self.env.open_db(name.encode(), create=not readonly) for name in DB_NAMES)
+            )
+            self.codec = Codec()
+            self.meta_codec = Codec()  # dictionaries and snapshots never use a dictionary
+            self._check_format()
+            self._load_dictionaries()
+        except BaseException:
+            self.env.close()
+            raise
+        self.journal: Journal | None = None
+        if not readonly:
+            writer = LmdbWriter(self.dbs, clock=clock, on_dictionary=self._dictionary_committed)
+            self.journal = Journal(
+                self.env,
+                writer,
+                grow=self.grow,
+                name=f"ctxledger-journal:{path}",
+            )
+
+    def clear_stale_readers(self) -> None:
+        """Free the reader slots of dead processes (killed inside a read transaction)."""
+        try:
+            stale = self.env.reader_check()
+        except lmdb.Error as exc:
+            raise StorageError(f"cannot check the readers of {self.path!r}: {exc}") from exc
+        if stale:
+            _log.info("cleared stale reader slots", path=self.path, slots=stale)
+
+    def _check_format(self) -> None:
+        with self.env.begin(write=not self.readonly) as txn:
+            found = txn.get(b"format", db=self.dbs.meta)
+            if found is None and not self.readonly:
+                txn.put(b"format", FORMAT_NAME, db=self.dbs.meta)
+            elif found not in (None, FORMAT_NAME):
+                raise StorageError(
+                    f"{self.path!r} holds format {bytes(found)!r}, not {FORMAT_NAME!r}"
+                )
+
+    def _load_dictionaries(self) -> None:
+        with self.env.begin() as txn:
+            for key, record in txn.cursor(db=self.dbs.dicts):
+                dict_id = unpack_u32(key)
+                try:
+                    self.codec.add_dictionary(dict_id, self.meta_codec.unframe(record))
+                except (CorruptRecordError, zstandard.ZstdError) as exc:
+                    _log.error(
+                        "zstd dictionary is damaged",
+                        path=self.path,
+                        dict_id=dict_id,
+                        error=str(exc),
+                    )
+            active = txn.get(b"active_dict", db=self.dbs.meta)
+        if active is not None and unpack_u32(active) in self.codec.dictionary_ids():
+            self.codec.activate(unpack_u32(active))
+
+    def _dictionary_committed(self, dict_id: int, record: bytes) -> None:
+        self.codec.add_dictionary(dict_id, self.meta_codec.unframe(record))
+        self.codec.activate(dict_id)
+
+    def grow(self) -> None:
+        """Double the map (on the journal thread, between transactions)."""
+        with self.gate.exclusive():
+            size = self.env.info()["map_size"] * 2
+            self.env.set_mapsize(size)
+        _log.info("grew the LMDB map", path=self.path, map_size=size)
+
+    @contextmanager
+    def reading(self) -> Iterator[lmdb.Transaction]:
+        """Open a short read transaction, translating ``lmdb.Error`` to :class:`StorageError`."""
+        try:
+            with self.gate.shared():
+                try:
+                    txn = self.env.begin(buffers=True)
+                except lmdb.MapResizedError:
+                    txn = None
+                if txn is not None:
+                    with txn:
+                        yield txn
+                    return
+            with self.gate.exclusive():  # another process grew the map: adopt its size
+                self.env.set_mapsize(0)
+            with self.gate.shared(), self.env.begin(buffers=True) as txn:
+                yield txn
+        except lmdb.Error as exc:
+            raise StorageError(f"LMDB read failed: {exc}") from exc
+
+    def close(self) -> None:
+        if self.journal is not None:
+            self.journal.close()
+        with self.gate.exclusive():
+            self.env.close()
