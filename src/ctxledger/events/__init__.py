@@ -1,5 +1,6 @@
 """Typed events, their codec and upcasters."""
 
+from ctxledger.events.codec import Codec, decode_event, encode_event
 from ctxledger.events.types import (
     EVENT_TYPES,
     CheckpointCreated,
@@ -17,10 +18,12 @@ from ctxledger.events.types import (
     UsageReported,
     ViewServed,
 )
+from ctxledger.events.upcasters import register_upcaster
 
 __all__ = [
     "EVENT_TYPES",
     "CheckpointCreated",
+    "Codec",
     "CompactionFailed",
     "CompactionStarted",
     "ConfigChanged",
@@ -34,4 +37,7 @@ __all__ = [
     "TranscriptExported",
     "UsageReported",
     "ViewServed",
+    "decode_event",
+    "encode_event",
+    "register_upcaster",
 ]
