@@ -52,7 +52,7 @@ __all__ = ["FlakySummarizer", "SessionMachine"]
 #: The default Config: a small window, so that compaction, masking and truncation happen often.
 DEFAULT_CONFIG = Config(
     context_window=2000,
-    compression_threshold=0.7,
+    compression_threshold=0.5,
     min_retain_rounds=1,
     micro_keep_recent=3,
     micro_min_chars=100,
@@ -240,7 +240,7 @@ class SessionMachine(RuleBasedStateMachine):
     def _text(self, data: st.DataObject, label: str, sizes: Sequence[int] = ()) -> str:
         # A short drawn text repeated to a drawn size: cheap to generate and to shrink.
         size = data.draw(st.sampled_from(sizes or self.sizes), label=f"{label} size")
-        seed = data.draw(texts(max_size=40), label=f"{label} text") or "x"
+        seed = data.draw(texts(max_size=40), label=f"{label} text") + " "
         return (seed * (size // len(seed) + 1))[:size]
 
     def _append(self, sid: str, batch: list[Message]) -> None:
@@ -312,6 +312,19 @@ class SessionMachine(RuleBasedStateMachine):
         if answer_now and calls:
             order = data.draw(st.permutations(calls), label="result order")
             batch += [Message.tool(self._text(data, "result"), c.id, c.name) for c in order]
+        self._append(sid, batch)
+
+    @precondition(lambda self: bool(self._idle()))
+    @rule(data=st.data(), steps=st.integers(1, 4), user=st.booleans())
+    def append_agent_steps(self, data: st.DataObject, steps: int, user: bool) -> None:
+        """Append whole agent steps (maybe after a user message) as one batch."""
+        sid = data.draw(st.sampled_from(self._idle()), label="session")
+        batch = [Message.user(self._text(data, "user", self.text_sizes))] if user else []
+        for _ in range(steps):
+            tools = data.draw(st.lists(st.sampled_from(_TOOLS), min_size=1, max_size=3))
+            calls = [ToolCall(f"call{next(self._ids)}", tool, "{}") for tool in tools]
+            batch.append(Message.assistant(self._text(data, "assistant", self.text_sizes), calls))
+            batch += [Message.tool(self._text(data, "result"), c.id, c.name) for c in calls]
         self._append(sid, batch)
 
     @precondition(lambda self: bool(self._waiting()))
@@ -429,6 +442,19 @@ class SessionMachine(RuleBasedStateMachine):
         note(f"{sid}: reactive attempts {first}..{end - 1}, overflow={overflow}")
         event(f"reactive_compact: {'overflow' if overflow else 'compacted'}")
         model.reactive_attempts = end
+
+    @rule(data=st.data(), scale=st.sampled_from([1.0, 0.6, 1.5]), micro_batch=st.booleans())
+    def reconfigure(self, data: st.DataObject, scale: float, micro_batch: bool) -> None:
+        """Record a new Config (window scaled, maybe micro_batch=1); it applies from then on."""
+        sid = data.draw(st.sampled_from(sorted(self.models)), label="session")
+        config = self.config.replace(
+            context_window=max(1, int(self.config.context_window * scale)),
+            micro_batch=1 if micro_batch else self.config.micro_batch,
+        )
+        self._use(sid)  # reading the session's config below activates (recovers) it
+        self.host.session(sid, config=config)
+        assert rebuild(self.host.log, sid, tokenizer=self.tokenizer).config == config
+        self.models[sid].fits = False
 
     # --- pins, forks, restarts -------------------------------------------------------------------
 
