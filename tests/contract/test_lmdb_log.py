@@ -143,6 +143,14 @@ def test_readonly_open_of_missing_log_is_a_storage_error(tmp_path: Path) -> None
         LmdbEventLog.open(tmp_path / "missing", readonly=True)
 
 
+def test_readonly_open_of_a_foreign_environment_is_a_storage_error(tmp_path: Path) -> None:
+    """An LMDB environment without the log's sub-databases is refused read-only, translated."""
+    lmdb.open(str(tmp_path / "other"), max_dbs=4).close()
+    with pytest.raises(StorageError) as caught:
+        LmdbEventLog.open(tmp_path / "other", readonly=True)
+    assert isinstance(caught.value.__cause__, lmdb.Error)
+
+
 def test_readonly_log_reads_but_refuses_appends(tmp_path: Path) -> None:
     """A read-only handle reads the events and refuses to append."""
     with LmdbEventLog.open(tmp_path / "log") as log:

@@ -30,7 +30,18 @@ _MAX_READERS = 1024  # every thread reading at once needs a slot (py-lmdb uses M
 
 
 class SharedEnvironment:
-    """One open LMDB environment shared by every handle on its path in this process."""
+    """One open LMDB environment shared by every handle on its path in this process.
+
+    Args:
+        path: The environment's directory (already resolved to a real path).
+        durability: ``"sync"`` and ``"group"`` flush every commit; ``"none"`` does not.
+        map_size: Initial map size in bytes.
+        readonly: Open read-only, without a journal.
+        clock: Returns commit timestamps.
+
+    Raises:
+        StorageError: LMDB cannot open the environment, or it holds another format.
+    """
 
     def __init__(
         self,
@@ -71,6 +82,9 @@ class SharedEnvironment:
             self.meta_codec = Codec()  # dictionaries and snapshots never use a dictionary
             self._check_format()
             self._load_dictionaries()
+        except lmdb.Error as exc:
+            self.env.close()
+            raise StorageError(f"cannot open the event log at {path!r}: {exc}") from exc
         except BaseException:
             self.env.close()
             raise
@@ -152,6 +166,7 @@ class SharedEnvironment:
             raise StorageError(f"LMDB read failed: {exc}") from exc
 
     def close(self) -> None:
+        """Commit what the journal holds, stop it, then close the environment."""
         if self.journal is not None:
             self.journal.close()
         with self.gate.exclusive():

@@ -130,6 +130,7 @@ class LmdbEventLog:
         return cls(shared)
 
     def __enter__(self) -> LmdbEventLog:
+        """Return this handle; :meth:`close` runs when the block ends."""
         return self
 
     def __exit__(
@@ -138,20 +139,20 @@ class LmdbEventLog:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        """Close this handle."""
         self.close()
 
     def close(self) -> None:
         """Release this handle; the last handle on a path commits pending appends and closes it."""
-        with _REGISTRY_LOCK:
+        with _REGISTRY_LOCK:  # held while closing, so that a re-open waits for the close
             if self._closed:
                 return
             self._closed = True
             shared = self._shared
             shared.refs -= 1
-            if shared.refs:
-                return
-            del _REGISTRY[shared.path]
-        shared.close()
+            if not shared.refs:
+                del _REGISTRY[shared.path]
+                shared.close()
 
     # --- writes -------------------------------------------------------------------------------
 
