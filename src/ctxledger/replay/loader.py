@@ -41,6 +41,7 @@ __all__ = [
 ]
 
 _logger = structlog.get_logger("ctxledger.replay")
+_PROBE_PAGE = 16  # events read at a time while looking for the next message append
 
 
 def snapshot_due(previous_event_seq: int, new_event_seq: int, interval: int) -> bool:
@@ -160,10 +161,17 @@ def append_event_seq(log: EventLog, session_id: str, message_seq: int) -> int | 
 
 
 def _next_message(log: EventLog, session_id: str, start: int, end: int) -> tuple[int, int] | None:
-    for record in log.iter_events(session_id, start, end):
-        seq = _message_seq(record.event)
-        if seq is not None:
-            return record.seq, seq
+    # Small pages: a probe usually stops within a few events, and iter_events would decode a
+    # whole 512-event chunk for each of the search's ~log2(events) probes.
+    while start <= end:
+        page = log.read(session_id, start, end, limit=_PROBE_PAGE)
+        for record in page:
+            seq = _message_seq(record.event)
+            if seq is not None:
+                return record.seq, seq
+        if len(page) < _PROBE_PAGE:
+            return None
+        start = page[-1].seq + 1
     return None
 
 
