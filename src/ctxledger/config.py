@@ -39,7 +39,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Fa
         micro_preserve_tools: Tools whose results are never masked.
         micro_batch: Re-mask only when this many more results have aged past
             ``micro_keep_recent`` (1 reproduces the seed behaviour; larger keeps the prompt prefix
-            byte-stable between re-maskings, which keeps provider prompt caches warm).
+            byte-stable between re-maskings, which keeps provider prompt caches warm). The default,
+            4, was chosen by ``bench/quality.py`` on the real traces: median prefix stability
+            between compactions 94.6 % (1: 90.5 %, 8: 96.0 %) with fewer compactions and less
+            summariser input than 8 (14 vs 17 compactions at a 32k window).
         max_reactive_retries: Reactive compactions before :class:`ContextOverflowError`.
         snapshot_interval: Events between projection snapshots.
         max_tool_result_chars: A tool result longer than this is shown truncated (head, tail and a
@@ -63,7 +66,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Fa
     micro_keep_recent: int = 3
     micro_min_chars: int = 100
     micro_preserve_tools: tuple[str, ...] = ()
-    micro_batch: int = 8
+    micro_batch: int = 4
     max_reactive_retries: int = 3
     snapshot_interval: int = 1000
     max_tool_result_chars: int = 0

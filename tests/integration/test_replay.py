@@ -239,7 +239,7 @@ def test_what_if_under_own_config_reuses_every_summary(
 ) -> None:
     """Under the log's own Config what_if reproduces the compactions without summariser calls."""
     messages = traces["miniswe-gemini3pro-django-django-13363"]
-    config = Config(context_window=12_000, compression_threshold=0.7, min_retain_rounds=2)
+    config = Config(context_window=9_000, compression_threshold=0.7, min_retain_rounds=2)
     with Host.open(db, config=config, id_factory=_ids(), durability="none") as host:
         s = host.session("t")
         for message in messages:
