@@ -192,7 +192,11 @@ class SessionMachine(RuleBasedStateMachine):
         self.flaky = FlakySummarizer(self.summarizer or ExtractiveSummarizer())
         self._ids = itertools.count(1)
         self._ticks = itertools.count(1)
-        self.host = self._open_host()
+        try:
+            self.host = self._open_host()
+        except BaseException:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
         chars = self.config.context_window * 3  # the window in characters, roughly
         self.sizes = self.result_sizes or (0, 40, chars // 30, chars // 8, chars // 4, chars * 2)
         self.text_sizes = (0, 20, max(1, chars // 40), max(1, chars // 10))
