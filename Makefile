@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 
-.PHONY: test demo venv clean
+.PHONY: test demo bench venv clean
 
 $(VENV)/.installed: pyproject.toml
 	test -d $(VENV) || python3 -m venv $(VENV)
@@ -17,6 +17,13 @@ test: $(VENV)/.installed
 
 demo: $(VENV)/.installed
 	$(VENV)/bin/ctxledger demo
+
+# Not part of `make test`: the peers need langgraph and eventsourcing (the `bench` extra), and
+# the full persistence run takes tens of minutes. Results land in bench/results/.
+bench: $(VENV)/.installed
+	$(PIP) install --quiet -e '.[test,plot,bench]'
+	cd bench && ../$(PY) peers.py --out results/peers.json | tee results/peers.md
+	$(PY) bench/quality.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .hypothesis

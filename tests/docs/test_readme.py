@@ -23,9 +23,9 @@ def _runnable() -> list[str]:
     return [code for run, code in _blocks() if run]
 
 
-def test_readme_has_two_runnable_examples() -> None:
-    """The quickstart and the event-log example are marked to be run."""
-    assert len(_runnable()) == 2
+def test_readme_has_three_runnable_examples() -> None:
+    """The quickstart, the event-log and the property-testing examples are marked to be run."""
+    assert len(_runnable()) == 3
 
 
 def test_quickstart_is_at_most_20_lines() -> None:
@@ -61,3 +61,15 @@ def test_event_log_example_prints_the_events(
     monkeypatch.chdir(tmp_path)
     exec(compile(_runnable()[1], "README event log", "exec"), {"__name__": "readme"})
     assert capsys.readouterr().out.splitlines() == ["1 1 SessionOpened", "2 2 MessageAppended"]
+
+
+def test_property_testing_example_collects_a_test_case() -> None:
+    """The property-testing example builds a SessionMachine whose TestCase runs its rules."""
+    from hypothesis import settings
+
+    namespace: dict[str, object] = {"__name__": "readme"}
+    exec(compile(_runnable()[2], "README property testing", "exec"), namespace)
+    case = namespace["TestMyPolicy"]
+    quick = settings(max_examples=2, stateful_step_count=8, deadline=None)
+    case.settings = quick  # type: ignore[attr-defined]
+    case("runTest").runTest()  # type: ignore[operator]
