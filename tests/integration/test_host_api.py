@@ -415,3 +415,30 @@ def test_async_twins_do_not_block_the_loop(tmp_path: Path) -> None:
 
     ticks = asyncio.run(main())
     assert len(ticks) > 5
+
+
+def test_slow_summarizer_of_one_session_does_not_block_another(tmp_path: Path) -> None:
+    """While one session's summariser hangs, another session appends and serves views."""
+    entered, release = threading.Event(), threading.Event()
+
+    def summarizer(request: SummaryRequest) -> str:
+        if any("SLOW" in m.content for m in request.messages):
+            entered.set()
+            release.wait(20)
+        return "summary"
+
+    config = SMALL.replace(summary_timeout=30)
+    with Host.open(tmp_path / "db", config=config, summarizer=summarizer) as host:
+        slow, fast = host.session("slow"), host.session("fast")
+        slow.append(Message.user("SLOW task"))
+        fill_rounds(slow, 6)
+        worker = threading.Thread(target=slow.compact_if_needed)
+        worker.start()
+        assert entered.wait(10)
+        fill_rounds(fast, 6)
+        view = fast.prepare_step()
+        assert view.mode == "compact_checkpoint"
+        assert worker.is_alive()  # the slow session is still waiting for its summariser
+        release.set()
+        worker.join(10)
+        assert slow.checkpoints()
