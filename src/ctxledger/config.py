@@ -21,6 +21,11 @@ _SEED_ENV_NAMES = {
     "min_retain_rounds": "MIN_RETAIN_ROUNDS",
     "summary_timeout": "SUMMARY_TIMEOUT",
 }
+# Spellings of a boolean in an environment variable.
+_BOOLS = {
+    **dict.fromkeys(("1", "true", "yes", "on"), True),
+    **dict.fromkeys(("0", "false", "no", "off"), False),
+}
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=False):
@@ -57,6 +62,12 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Fa
             fixed threshold; see :class:`ctxledger.domain.DynamicThreshold`). The *base
             threshold* that the automatic sizes derive from is the fixed threshold, or
             ``0.3 * window`` (capped by it) under the dynamic policy.
+        keep_first_request: Keep the session's first user message (usually the task statement)
+            in every view: once a checkpoint covers it, it is shown in the pinned slot, before the
+            summary, cut to ``max_tool_result_chars`` (head, tail and a marker naming its seq)
+            unless it is pinned explicitly. It is still summarised, like a pinned message. Most
+            real sessions are one long round, so the first step-level cut would otherwise leave
+            only the summary's head and tail of the task.
     """
 
     context_window: int = 128_000
@@ -73,6 +84,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Fa
     summary_max_chars: int = 0
     summary_chunk_chars: int = 0
     threshold_policy: ThresholdPolicyName = "fixed"
+    keep_first_request: bool = True
 
     def __post_init__(self) -> None:
         _require_int(self, "context_window", minimum=1)
@@ -98,6 +110,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Fa
             raise ConfigError("summary_timeout", f"must be a positive number, got {timeout!r}")
         if not all(isinstance(tool, str) for tool in self.micro_preserve_tools):
             raise ConfigError("micro_preserve_tools", "must be a sequence of tool names")
+        if not isinstance(self.keep_first_request, bool):
+            raise ConfigError(
+                "keep_first_request", f"must be True or False, got {self.keep_first_request!r}"
+            )
         if self.threshold_policy not in ("fixed", "dynamic"):
             raise ConfigError(
                 "threshold_policy", f"must be 'fixed' or 'dynamic', got {self.threshold_policy!r}"
@@ -126,7 +142,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Fa
 
         Reads ``CONTEXT_WINDOW``, ``COMPRESSION_THRESHOLD``, ``MIN_RETAIN_ROUNDS`` and
         ``SUMMARY_TIMEOUT`` (the seed's names), and ``CTXLEDGER_<FIELD>`` for every field (which
-        wins over the seed name). ``micro_preserve_tools`` is a comma-separated list.
+        wins over the seed name). ``micro_preserve_tools`` is a comma-separated list; a boolean is
+        ``true``/``false`` (or ``1``/``0``, ``yes``/``no``, ``on``/``off``).
 
         Args:
             environ: The variables to read; ``os.environ`` by default.
@@ -156,13 +173,15 @@ def _field_types() -> dict[str, Any]:
 def _parse(name: str, field_type: Any, raw: str) -> Any:
     text = raw.strip()
     try:
+        if isinstance(field_type, msgspec.inspect.BoolType):
+            return _BOOLS[text.lower()]
         if isinstance(field_type, msgspec.inspect.IntType):
             return int(text)
         if isinstance(field_type, msgspec.inspect.FloatType):
             return float(text)
         if isinstance(field_type, msgspec.inspect.VarTupleType):
             return tuple(part.strip() for part in text.split(",") if part.strip())
-    except ValueError:
+    except (KeyError, ValueError):
         raise ConfigError(name, f"cannot parse {raw!r}") from None
     return text
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ctxledger.checkpoints import Checkpoint, CheckpointReason
-from ctxledger.domain.projection import assemble
+from ctxledger.domain.projection import assemble, slot_seqs
 from ctxledger.domain.render import render_message, render_policy
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import Tokenizer
@@ -12,7 +12,8 @@ from ctxledger.messages import Message
 __all__ = ["STEP_CUT_FILL", "CutMeasure"]
 
 #: A step-level cut keeps the raw tail within this share of the room left after the system
-#: messages, pins and summary, so that the next compaction is not due on the very next step.
+#: messages, the pinned slot and summary, so that the next compaction is not due on the very
+#: next step.
 STEP_CUT_FILL = 0.5
 
 
@@ -51,19 +52,19 @@ class CutMeasure:
     def step_cut(self, lower: int, room: int, fill: float) -> int | None:
         """Return the earliest boundary from ``lower`` on whose view fits, else the last one.
 
-        The tail aims at ``fill`` of the room left by the fixed part (system messages, pins,
-        summary). Per-message costs are summed with one token of slack each, so the sum bounds
-        the default tokenizer's total; each pick is then checked exactly.
+        The tail aims at ``fill`` of the room left by the fixed part (system messages, the pinned
+        slot with the kept first request, summary). Per-message costs are summed with one token
+        of slack each, so the sum bounds the default tokenizer's total; each pick is then checked
+        exactly.
         """
         state = self.state
         candidates = state.boundaries_between(lower, state.last_seq)
         if not candidates:
             return None
-        fixed = self.exact(state.last_seq + 1)  # nothing raw but pins: the part no cut removes
+        # Nothing raw but the slot (pins, the kept first request): the part no cut removes.
+        fixed = self.exact(state.last_seq + 1)
         budget = fixed + int(max(0, room - fixed) * fill)
-        always = {
-            seq for pin in state.pins if pin <= state.last_seq for seq in state.pin_group(pin)
-        }
+        always = set(slot_seqs(state, state.last_seq + 1))
         policy = render_policy(state)
         count = self.tokenizer.count_message
         suffix: dict[int, int] = {}

@@ -2,7 +2,9 @@
 
 ``[head system messages] + [pinned messages] + [summary, if a checkpoint is active] +
 [messages with seq >= retain_from_seq, rendered]``. The work is proportional to the view: head
-and pins are kept as small lists by the state, and the tail is a slice of history.
+and pins are kept as small lists by the state, and the tail is a slice of history. Under
+``Config.keep_first_request`` the pinned slot also holds the session's first user message once
+the cut has passed it (see :func:`kept_request_seq`).
 """
 
 from __future__ import annotations
@@ -10,11 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ctxledger.checkpoints import Checkpoint
-from ctxledger.domain.render import RenderPolicy, render_message, render_policy
+from ctxledger.domain.render import (
+    RenderPolicy,
+    render_message,
+    render_policy,
+    truncate_message,
+)
 from ctxledger.domain.state import SessionState
 from ctxledger.messages import Message
 
-__all__ = ["assemble", "slot_seqs", "summary_message", "tail_messages"]
+__all__ = ["assemble", "kept_request_seq", "slot_seqs", "summary_message", "tail_messages"]
 
 
 def summary_message(checkpoint: Checkpoint) -> Message:
@@ -30,13 +37,27 @@ def summary_message(checkpoint: Checkpoint) -> Message:
     )
 
 
+def kept_request_seq(state: SessionState, cut: int) -> int | None:
+    """Return the first user message's seq if a view retaining from ``cut`` keeps it in the slot.
+
+    That is when ``Config.keep_first_request`` is on and the cut lies after the message (while it
+    is in the tail it is shown there, as any other message).
+    """
+    seq = state.first_user_seq
+    if seq is None or seq >= cut or not state.config.keep_first_request:
+        return None
+    return seq
+
+
 def slot_seqs(state: SessionState, cut: int) -> list[int]:
     """Return the seqs shown in the pinned slot of a view that retains from ``cut``.
 
     Pinned messages at or after the cut are shown in the tail instead (never twice); a pinned
-    tool exchange brings its whole group (see :meth:`SessionState.pin_group`).
+    tool exchange brings its whole group (see :meth:`SessionState.pin_group`). The kept first
+    request (:func:`kept_request_seq`) joins them.
     """
-    seqs: set[int] = set()
+    kept = kept_request_seq(state, cut)
+    seqs: set[int] = {kept} if kept is not None else set()
     history = state.history
     for pin in state.pins:
         if pin < cut and pin <= state.last_seq:
@@ -63,14 +84,23 @@ def tail_messages(
 
 
 def assemble(state: SessionState, checkpoint: Checkpoint | None) -> list[Message]:
-    """Return the messages of the view of ``state`` under ``checkpoint`` (or none)."""
+    """Return the messages of the view of ``state`` under ``checkpoint`` (or none).
+
+    The kept first request is cut to ``max_tool_result_chars`` unless it is pinned explicitly
+    (an explicit pin is shown as every pin is).
+    """
     policy = render_policy(state)
     cut = checkpoint.retain_from_seq if checkpoint is not None else 1
     messages = list(state.head)
     history = state.history
-    messages.extend(
-        render_message(state, policy, history[seq - 1]) for seq in slot_seqs(state, cut)
-    )
+    kept = kept_request_seq(state, cut)
+    for seq in slot_seqs(state, cut):
+        message = render_message(state, policy, history[seq - 1])
+        if seq == kept and seq not in policy.pins:
+            # A user message, so render_message shows it whole; it stays in every later view,
+            # so it is held to the size of a tool result.
+            message = truncate_message(message, policy.max_result_chars)
+        messages.append(message)
     if checkpoint is not None:
         messages.append(summary_message(checkpoint))
     messages.extend(tail_messages(state, cut, policy))

@@ -21,6 +21,7 @@ __all__ = [
     "mask_text",
     "render_message",
     "render_policy",
+    "truncate_message",
     "truncate_text",
 ]
 
@@ -110,8 +111,15 @@ def render_message(state: SessionState, policy: RenderPolicy, message: Message) 
             return (
                 message if masked == content else msgspec.structs.replace(message, content=masked)
             )
-    if len(content) > policy.max_result_chars:
-        return msgspec.structs.replace(
-            message, content=truncate_text(content, policy.max_result_chars, seq)
-        )
-    return message
+    return truncate_message(message, policy.max_result_chars)
+
+
+def truncate_message(message: Message, limit: int) -> Message:
+    """Return ``message`` with its content cut by :func:`truncate_text` to ``limit`` characters.
+
+    A message within the limit is returned as is (the same object).
+    """
+    if len(message.content) <= limit:
+        return message
+    content = truncate_text(message.content, limit, message.seq or 0)
+    return msgspec.structs.replace(message, content=content)

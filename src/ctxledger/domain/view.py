@@ -36,8 +36,9 @@ class ModelView(msgspec.Struct, frozen=True, kw_only=True):
     """A bounded projection of history made for one LLM call (DESIGN §2).
 
     Attributes:
-        messages: System messages, pinned messages, the summary (``role="summary"``, at most
-            once) and the retained tail, rendered; history messages keep their ``seq``.
+        messages: System messages, pinned messages (with the kept first request, see
+            ``Config.keep_first_request``), the summary (``role="summary"``, at most once) and
+            the retained tail, rendered; history messages keep their ``seq``.
         mode: ``"full_history"`` or ``"compact_checkpoint"``.
         checkpoint_id: The active checkpoint's id, if any.
         estimated_tokens: The budget estimate (DESIGN §2 formula, provider usage included).

@@ -53,7 +53,9 @@ def check_view_invariants(
     ``split_tool_call`` (a tool result before or without its call, something else between a
     call and its results, or an unanswered call that is not the last, pending step),
     ``altered_message`` (shown neither verbatim, masked as ``[Previous: used <tool>]`` nor
-    truncated with a marker naming its seq), ``pinned_not_shown``, ``lost_message`` (neither
+    truncated with a marker naming its seq; only tool results and the kept first request may be
+    truncated), ``pinned_not_shown`` (a pinned message, or under ``config.keep_first_request``
+    the first user message once the summary covers it, is missing), ``lost_message`` (neither
     shown nor covered by the summary) and ``over_window`` (the view exceeds
     ``config.context_window`` although its retained minimum alone would fit).
 
@@ -79,6 +81,13 @@ def check_view_invariants(
     _check_head(history, view, first_user)
     _check_tool_pairing(view.messages)
     call_names = {call.id: call.name for m in history for call in m.tool_calls}
+    # The first user message, once covered, is kept in the pinned slot (cut to the tool-result
+    # limit unless pinned explicitly).
+    kept_request = (
+        first_user
+        if config.keep_first_request and first_user is not None and first_user <= covered
+        else None
+    )
     for message in history:
         assert message.seq is not None
         seq = message.seq
@@ -87,6 +96,10 @@ def check_view_invariants(
             is_head = message.role == "system" and (first_user is None or seq < first_user)
             if seq in pins and not is_head:
                 raise _fail("pinned_not_shown", seq, "a pinned message is missing from the view")
+            if seq == kept_request:
+                raise _fail(
+                    "pinned_not_shown", seq, "the kept first request is missing from the view"
+                )
             if seq > covered:
                 raise _fail(
                     "lost_message",
@@ -102,6 +115,12 @@ def check_view_invariants(
                 continue
             if is_truncation_of(shown.content, message.content, seq):
                 continue
+        elif (
+            seq == kept_request
+            and seq not in pins
+            and is_truncation_of(shown.content, message.content, seq)
+        ):
+            continue
         raise _fail(
             "altered_message", seq, f"{message.role} content is not verbatim, masked or truncated"
         )
@@ -215,8 +234,10 @@ def _check_window(
     tokens = tokenizer.count_messages(view.messages)
     if tokens <= config.context_window:
         return
-    # The retained minimum: system messages, the summary, pinned exchanges and the last step.
+    # The retained minimum: system messages, the pinned slot (pinned exchanges and the kept
+    # first request: everything before the summary), the summary and the last step.
     messages = view.messages
+    slot_end = next((i for i, m in enumerate(messages) if m.role == "summary"), 0)
     last_boundary = max(
         (i for i, m in enumerate(messages) if m.role in ("user", "assistant")), default=0
     )
@@ -229,8 +250,9 @@ def _check_window(
             pinned_calls |= ids
     kept = [
         m
-        for m in messages[:last_boundary]
-        if m.role in ("system", "summary")
+        for i, m in enumerate(messages[:last_boundary])
+        if i < slot_end
+        or m.role in ("system", "summary")
         or m.seq in pins
         or m.tool_call_id in pinned_calls
         or any(call.id in pinned_calls for call in m.tool_calls)

@@ -30,6 +30,7 @@ def test_openai_shapes() -> None:
     """System and summary as system messages, tool calls in function shape, tool results."""
     assert _compacted_view().to_openai() == [  # type: ignore[attr-defined]
         {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "old"},
         {"role": "system", "content": "S"},
         {"role": "user", "content": "fix it"},
         {
@@ -61,7 +62,11 @@ def test_anthropic_shapes() -> None:
         "messages": [
             {
                 "role": "user",
-                "content": [{"type": "text", "text": "S"}, {"type": "text", "text": "fix it"}],
+                "content": [
+                    {"type": "text", "text": "S"},
+                    {"type": "text", "text": "old"},
+                    {"type": "text", "text": "fix it"},
+                ],
             },
             {
                 "role": "assistant",

@@ -65,7 +65,12 @@ def test_pending_chars_are_pending_argument_plus_messages_since_usage() -> None:
 
 def test_usage_is_ignored_once_stale() -> None:
     """After a checkpoint the usage figure no longer counts."""
-    s = session(Message.user("a" * 30), Message.assistant("b" * 30), Message.user("c" * 30))
+    s = session(
+        Message.user("a" * 30),
+        Message.assistant("b" * 30),
+        Message.user("c" * 30),
+        keep_first_request=False,
+    )
     s.record_usage(900)
     checkpoint = Checkpoint(
         id="cp", summary="s" * 3, retain_from_seq=3, covers_through_seq=2, reason="manual"

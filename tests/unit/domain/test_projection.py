@@ -47,7 +47,7 @@ def test_view_without_checkpoint_is_history() -> None:
 
 def test_view_with_checkpoint_is_head_summary_tail() -> None:
     """[system] + [summary] + [seq >= retain_from_seq]."""
-    s = session(Message.system("s"), *rounds(3))
+    s = session(Message.system("s"), *rounds(3), keep_first_request=False)
     _with_checkpoint(s, 4)
     view = build_view(s.state, tokenizer=TOKENS)
     assert [(m.role, m.seq) for m in view.messages] == [
@@ -105,7 +105,11 @@ def test_pinned_message_in_the_tail_is_shown_once() -> None:
 
 def test_pinned_tool_result_brings_its_whole_exchange() -> None:
     """Pinning a covered result shows its call and sibling results, so the view stays valid."""
-    s = session(Message.user("u"), Message.assistant("", [call("c1"), call("c2")]))
+    s = session(
+        Message.user("u"),
+        Message.assistant("", [call("c1"), call("c2")]),
+        keep_first_request=False,
+    )
     s.append(Message.tool("one", "c1"), Message.tool("two", "c2"), *rounds(2))
     s.pin(3)
     _with_checkpoint(s, 5)
@@ -151,4 +155,4 @@ def test_large_history_view_holds_only_the_tail() -> None:
     s = session(Message.system("s"), *rounds(500))
     _with_checkpoint(s, 995)
     view = build_view(s.state, tokenizer=TOKENS)
-    assert [m.seq for m in view.messages] == [1, None, *range(995, 1002)]
+    assert [m.seq for m in view.messages] == [1, 2, None, *range(995, 1002)]

@@ -91,7 +91,7 @@ def test_covered_message_may_be_absent() -> None:
     history = _history()
     summary = Message(role="summary", content="S", metadata={"covers_through_seq": 5})
     view = _view([history[0], summary, history[5]], mode="compact_checkpoint", checkpoint_id="cp")
-    check_view_invariants(history, view, CONFIG)
+    check_view_invariants(history, view, CONFIG.replace(keep_first_request=False))
 
 
 def test_view_over_the_window_is_flagged() -> None:
@@ -175,3 +175,50 @@ def test_pinned_exchange_counts_whole_towards_the_minimum() -> None:
     view = _view(history, through_seq=6)
     check_view_invariants(history, view, Config(context_window=1000), pins={3})
     _broken("over_window", history, view, config=Config(context_window=1000))
+
+
+def _task_view(task_content: str, **config: object) -> tuple[list[Message], ModelView, Config]:
+    """History: rules, a long task, one step, "done"; a view with the task covered and kept."""
+    history = _history()
+    history[1] = msgspec.structs.replace(history[1], content="t" * 3000)
+    summary = Message(role="summary", content="S", metadata={"covers_through_seq": 5})
+    task = msgspec.structs.replace(history[1], content=task_content)
+    view = _view(
+        [history[0], task, summary, history[5]], mode="compact_checkpoint", checkpoint_id="cp"
+    )
+    return history, view, Config(context_window=1000, **config)  # type: ignore[arg-type]
+
+
+def test_truncated_kept_first_request_passes() -> None:
+    """Under keep_first_request the covered task may be shown truncated in the pinned slot."""
+    history, view, config = _task_view(truncate_text("t" * 3000, 600, 2))
+    check_view_invariants(history, view, config)
+
+
+def test_truncated_first_request_is_altered_when_the_flag_is_off_or_it_is_pinned() -> None:
+    """Only the kept request may be cut: not with the flag off, nor when pinned explicitly."""
+    history, view, config = _task_view(truncate_text("t" * 3000, 600, 2))
+    _broken("altered_message", history, view, config=config.replace(keep_first_request=False))
+    _broken("altered_message", history, view, config=config, pins={2})
+
+
+def test_truncated_later_user_message_is_altered() -> None:
+    """Another user message is never truncated."""
+    history = session(Message.user("go"), Message.user("u" * 3000)).state.history
+    cut = msgspec.structs.replace(history[1], content=truncate_text("u" * 3000, 600, 2))
+    _broken("altered_message", history, _view([history[0], cut], through_seq=2))
+
+
+def test_covered_first_request_must_be_kept() -> None:
+    """Under keep_first_request a covered task cannot hide behind the summary."""
+    history, view, config = _task_view("t" * 3000)
+    without = _view(
+        [view.messages[0], *view.messages[2:]], mode="compact_checkpoint", checkpoint_id="cp"
+    )
+    _broken("pinned_not_shown", history, without, config=config)
+
+
+def test_kept_first_request_counts_towards_the_minimum() -> None:
+    """The pinned slot is part of the retained minimum; over the window is then allowed."""
+    history, view, config = _task_view("t" * 3000)
+    check_view_invariants(history, view, config)
