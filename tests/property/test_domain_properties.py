@@ -39,6 +39,7 @@ def configs(draw: st.DrawFn) -> Config:
         micro_preserve_tools=draw(st.sampled_from([(), ("read_file",)])),
         threshold_policy=draw(st.sampled_from(["fixed", "dynamic"])),
         summary_chunk_chars=draw(st.sampled_from([0, 400])),
+        keep_first_request=draw(st.booleans()),
     )
 
 
@@ -251,6 +252,11 @@ class DomainMachine(RuleBasedStateMachine):
     @rule(window=st.integers(150, 3000))
     def change_window(self, window: int) -> None:
         self.session.change_config(self.session.state.config.replace(context_window=window))
+
+    @rule()
+    def toggle_keep_first_request(self) -> None:
+        config = self.session.state.config
+        self.session.change_config(config.replace(keep_first_request=not config.keep_first_request))
 
     @invariant()
     def history_equals_model(self) -> None:
