@@ -1,0 +1,373 @@
+"""Replay benchmark (issue 5): full replay, ``view_at`` with and without snapshots, ``verify``.
+
+The logs are written the way a host writes them, without the actors: a
+:class:`~ctxledger.testing.DomainSession` runs the host's step (append the step's messages from
+``ctxledger.workload``, compact if needed with the offline digest summariser, serve the view,
+report usage) and its events go to an :class:`~ctxledger.storage.LmdbEventLog` (durability
+``"none"``) in batches of a few thousand. Per agent step that is ~2.25 messages, a served view, a
+usage report and now and then a compaction: ~4.5 events. Tool-call ids are renumbered so that
+every call in the session is unique.
+
+Measured (each figure the median of ``--repeat`` runs):
+
+1. Full replay of the big session (default 1,000,000 events): ``fold_session(...,
+   use_snapshots=False)``, i.e. LMDB reads, CRC check, zstd where compressed, msgpack decode and
+   the fold. Also decode alone (``iter_events``) and the fold alone (over decoded events).
+2. ``view_at`` at random seqs, with snapshots and without (folding from the first event), in a
+   small (10,000-event) and the big session; the ratio big/small with snapshots is the figure
+   the issue asks for (1.0 would mean independent of the session's length).
+3. ``verify`` of the big session: events per second (it rebuilds every served view).
+
+Snapshots. A snapshot is the whole folded state (``SessionState.to_snapshot``): history
+included, so its size and decode time grow with the session. The small session gets one every
+``snapshot_interval`` (1000) events, as a host writes them. Writing one every 1000 events into
+a 1M-event session would need about ``1000 x (mean snapshot size)`` of disk (printed as
+"projected"), so the big session instead gets one every ``--coarse`` events plus, for each
+sampled ``view_at`` seq, the snapshot a host with interval 1000 would have written just before
+it (so its ``view_at`` reads what it would read under the default interval).
+
+Usage::
+
+    .venv/bin/python bench/bench_replay.py               # 1M events (setup ~1-2 min)
+    .venv/bin/python bench/bench_replay.py --quick       # 100k events, 1 repeat
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import logging
+import os
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+import msgspec
+import structlog
+
+from ctxledger import Config, replay
+from ctxledger.domain import CharTokenizer, SessionState, build_view
+from ctxledger.events.codec import Codec
+from ctxledger.messages import Message, ToolCall
+from ctxledger.replay.loader import fold_session, view_span_end
+from ctxledger.storage import LmdbEventLog
+from ctxledger.testing import DomainSession, digest_summarizer
+from ctxledger.workload import iter_agent_steps
+
+CONFIG = Config(context_window=16_000, min_retain_rounds=2, snapshot_interval=1000)
+BATCH = 4096  # events per log append while building
+POOL_SEEDS = 4  # conversations in the pool of steps the session cycles through
+POOL_STEPS = 5000  # steps per pooled conversation
+
+
+def quiet_logs() -> None:
+    """The application decides about logging: keep the benchmark's output clean."""
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+
+
+def step_pool() -> list[list[Message]]:
+    """Realistic agent steps (``ctxledger.workload``) from a few seeded conversations."""
+    return [step for seed in range(POOL_SEEDS) for step in iter_agent_steps(seed, steps=POOL_STEPS)]
+
+
+def renumbered(pool: list[list[Message]]) -> Iterator[list[Message]]:
+    """Cycle through ``pool`` forever, giving every tool call a session-unique id."""
+    counter = 0
+    while True:
+        for step in pool:
+            ids: dict[str, str] = {}
+            out = []
+            for message in step:
+                if message.tool_calls:
+                    calls = []
+                    for call in message.tool_calls:
+                        counter += 1
+                        ids[call.id] = f"call_{counter}"
+                        calls.append(ToolCall(ids[call.id], call.name, call.arguments))
+                    message = msgspec.structs.replace(message, tool_calls=tuple(calls))
+                elif message.role == "tool":
+                    answered = ids[message.tool_call_id or ""]
+                    message = msgspec.structs.replace(message, tool_call_id=answered)
+                out.append(message)
+            yield out
+
+
+@dataclass
+class Built:
+    """What building a session produced."""
+
+    events: int
+    messages: int
+    seconds: float
+    snapshots: dict[int, int] = field(default_factory=dict)  # event seq -> stored bytes
+    targets: list[int] = field(default_factory=list)  # message seqs to time view_at at
+    snapshot_seconds: float = 0.0
+
+
+def build_session(
+    log: LmdbEventLog,
+    session_id: str,
+    events: int,
+    pool: list[list[Message]],
+    *,
+    snapshot_due: Callable[[int, int], bool],
+    targets: list[tuple[int, int]] | None = None,
+    rng: random.Random,
+    samples: int,
+) -> Built:
+    """Write a session of about ``events`` events; snapshots where ``snapshot_due(prev, now)``.
+
+    Args:
+        targets: ``(snapshot point, offset)`` pairs: a snapshot is forced at the first step that
+            crosses the point, and the message seq newest ``offset`` events later becomes a
+            ``view_at`` target. Without them, ``samples`` targets are drawn uniformly.
+    """
+    started = time.perf_counter()
+    ticks = iter(range(1, 1 << 62))
+    session = DomainSession(
+        CONFIG,
+        summarizer=digest_summarizer,
+        session_id=session_id,
+        clock=lambda: float(next(ticks)),
+    )
+    built = Built(events=0, messages=0, seconds=0.0)
+    written = 0
+    forced = sorted(point for point, _ in targets or [])
+    offsets = dict(targets or [])
+    waiting: list[int] = []  # event seqs at which to record a target
+
+    def flush() -> None:
+        nonlocal written
+        if session.events:
+            log.append(session_id, session.events, expected_seq=written)
+            written += len(session.events)
+            session.events.clear()
+
+    steps = renumbered(pool)
+    while written + len(session.events) < events:
+        before = written + len(session.events)
+        session.append(*next(steps))
+        view = session.step()
+        session.record_usage(view.estimated_tokens + 1500, 400)  # system prompt + tool schemas
+        session.views.clear()
+        session.results.clear()
+        now = written + len(session.events)
+        crossed = forced and before < forced[0] <= now
+        if crossed or snapshot_due(before, now):
+            flush()
+            began = time.perf_counter()
+            data = session.state.to_snapshot()
+            log.save_snapshot(session_id, written, data)
+            built.snapshot_seconds += time.perf_counter() - began
+            built.snapshots[written] = len(data)
+            if crossed:
+                waiting.append(written + offsets[forced.pop(0)])
+        while waiting and now >= waiting[0]:
+            built.targets.append(session.state.last_seq)
+            waiting.pop(0)
+        if len(session.events) >= BATCH:
+            flush()
+    flush()
+    built.events = written
+    built.messages = session.state.last_seq
+    if targets is None:
+        built.targets = sorted(rng.randint(1, built.messages) for _ in range(samples))
+    built.seconds = time.perf_counter() - started
+    return built
+
+
+def timed(action: Callable[[], object], repeat: int) -> float:
+    """Median wall time of ``repeat`` runs of ``action``."""
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        began = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - began)
+    return statistics.median(times)
+
+
+def view_at_without_snapshots(log: LmdbEventLog, session_id: str, seq: int) -> str:
+    """``replay.view_at``, but folding from the first event."""
+    owner, end = view_span_end(log, session_id, seq)
+    state, _ = fold_session(log, owner, through_event_seq=end, use_snapshots=False)
+    return build_view(state, tokenizer=CharTokenizer()).view_hash
+
+
+def view_at_times(
+    log: LmdbEventLog, session_id: str, seqs: list[int], repeat: int
+) -> tuple[float, float]:
+    """Median ``view_at`` time over ``seqs`` with snapshots and without; checks they agree."""
+    with_snapshots, without = [], []
+    for seq in seqs:
+        fast = replay.view_at(log, session_id, seq).view_hash
+        slow = view_at_without_snapshots(log, session_id, seq)
+        assert fast == slow, f"view_at({seq}) differs with and without snapshots"
+        with_snapshots.append(timed(partial(replay.view_at, log, session_id, seq), repeat))
+        without.append(timed(partial(view_at_without_snapshots, log, session_id, seq), repeat))
+    return statistics.median(with_snapshots), statistics.median(without)
+
+
+def folder_bytes(path: Path) -> int:
+    """Bytes of the files in ``path``."""
+    return sum(entry.stat().st_size for entry in path.iterdir() if entry.is_file())
+
+
+Rows = list[tuple[str, str]]
+
+
+def measure_full_replay(log: LmdbEventLog, events: int, repeat: int) -> Rows:
+    """Full replay (decode + fold) of the big session, and its parts."""
+    full = timed(lambda: fold_session(log, "big", use_snapshots=False), repeat)
+    gc.collect()
+    gc.disable()  # the fold keeps every message alive: cyclic GC rescans a growing heap
+    try:
+        no_gc = timed(lambda: fold_session(log, "big", use_snapshots=False), repeat)
+    finally:
+        gc.enable()
+    decode = timed(lambda: sum(1 for _ in log.iter_events("big")), repeat)
+    decoded = [record.event for record in log.iter_events("big")]
+
+    def fold_only() -> None:
+        state = SessionState.new("big", CONFIG)
+        for event in decoded:
+            state.apply(event)
+
+    fold = timed(fold_only, repeat)
+
+    def rate(seconds: float) -> str:
+        return f"{events / seconds:,.0f}  ({seconds:.2f} s)"
+
+    return [
+        ("full replay (decode + fold), events/s", rate(full)),
+        ("  the same with gc disabled, events/s", rate(no_gc)),
+        ("  decode only (iter_events), events/s", rate(decode)),
+        ("  fold only (decoded events), events/s", rate(fold)),
+    ]
+
+
+def measure_snapshot(log: LmdbEventLog, built: Built, total: int, repeat: int) -> Rows:
+    """The newest snapshot of the big session: size, load, decode, recovery; projected disk."""
+    interval = CONFIG.snapshot_interval
+    last_seq, encoded = max(built.snapshots.items())
+    newest = log.load_snapshot("big")
+    assert newest is not None
+    data = newest[1]
+    stored = len(Codec().frame(data))  # as the log frames it: zstd level 1, CRC
+    load = timed(lambda: log.load_snapshot("big"), repeat)
+    decode = timed(lambda: SessionState.from_snapshot(data), repeat)
+    recover = timed(lambda: fold_session(log, "big"), repeat)
+    # Snapshots grow linearly with the history: one every `interval` events sums to this.
+    count = total // interval
+    projected = stored / last_seq * interval * count * (count + 1) / 2
+    return [
+        (
+            f"newest snapshot (event {last_seq:,}): encoded / stored",
+            f"{encoded / 1e6:,.0f} MB / {stored / 1e6:,.0f} MB",
+        ),
+        ("  read + checksum + unzstd it", f"{load:.2f} s"),
+        ("  decode it (from_snapshot)", f"{decode:.2f} s"),
+        ("  recovery = snapshot + tail", f"{recover:.2f} s"),
+        (
+            f"projected disk, snapshot_interval={interval}, {total:,} events",
+            f"{projected / 1e9:,.0f} GB",
+        ),
+    ]
+
+
+def measure_view_at(logs: dict[str, LmdbEventLog], built: dict[str, Built], repeat: int) -> Rows:
+    """``view_at`` with and without snapshots in both sessions, and the big/small ratio."""
+    rows: Rows = []
+    times = {}
+    for name in ("small", "big"):
+        with_snapshots, without = view_at_times(logs[name], name, built[name].targets, repeat)
+        times[name] = with_snapshots
+        label = f"view_at, {built[name].events:,}-event session"
+        rows += [
+            (f"{label}, with snapshots", f"{with_snapshots * 1000:.1f} ms"),
+            (f"{label}, without", f"{without * 1000:.1f} ms"),
+        ]
+    rows.append(("view_at with snapshots, big / small", f"{times['big'] / times['small']:.1f}x"))
+    return rows
+
+
+def measure_verify(log: LmdbEventLog, repeat: int) -> Rows:
+    """``verify`` of the big session (it must find nothing)."""
+    report = replay.verify(log, "big")
+    assert report.ok, report.mismatches[:3]
+    check = timed(lambda: replay.verify(log, "big"), repeat)
+    views, checkpoints = report.views_checked, report.checkpoints_checked
+    return [
+        (f"verify, events/s ({views:,} views, {checkpoints:,} checkpoints)",
+         f"{report.events / check:,.0f}  ({check:.2f} s)"),
+    ]  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--events", type=int, default=1_000_000, help="events, big session")
+    parser.add_argument("--small", type=int, default=10_000, help="events, small session")
+    parser.add_argument("--coarse", type=int, default=100_000, help="big session's snapshots")
+    parser.add_argument("--samples", type=int, default=5, help="view_at seqs per session")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--dir", default=None, help="where to put the temporary logs")
+    parser.add_argument("--quick", action="store_true", help="100k events, 1 repeat")
+    args = parser.parse_args()
+    if args.quick:
+        args.events, args.coarse, args.repeat, args.samples = 100_000, 25_000, 1, 3
+    quiet_logs()
+    rng = random.Random(args.seed)
+    interval = CONFIG.snapshot_interval
+    print(f"building the step pool ({POOL_SEEDS} x {POOL_STEPS} workload steps) ...", flush=True)
+    pool = step_pool()
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-replay-") as tmp:
+        paths = {name: Path(tmp) / name for name in ("small", "big")}
+        logs = {name: LmdbEventLog.open(path, durability="none") for name, path in paths.items()}
+        small = build_session(
+            logs["small"], "small", args.small, pool,
+            snapshot_due=lambda a, b: b // interval > a // interval, rng=rng, samples=args.samples,
+        )  # fmt: skip
+        points = rng.sample(range(interval, args.events - interval, interval), args.samples)
+        wanted = [(point, rng.randint(20, interval - 50)) for point in sorted(points)]
+        print(f"building the big session ({args.events:,} events) ...", flush=True)
+        big = build_session(
+            logs["big"], "big", args.events, pool,
+            snapshot_due=lambda a, b: b // args.coarse > a // args.coarse,
+            targets=wanted, rng=rng, samples=args.samples,
+        )  # fmt: skip
+        del pool
+        gc.collect()
+        encoded = sum(big.snapshots.values())
+        print(
+            f"built: small {small.events:,} events / {small.messages:,} messages in "
+            f"{small.seconds:.1f} s; big {big.events:,} events / {big.messages:,} messages in "
+            f"{big.seconds:.1f} s (snapshots {big.snapshot_seconds:.1f} s of it); big log on "
+            f"disk {folder_bytes(paths['big']) / 1e9:.2f} GB, with {len(big.snapshots)} "
+            f"snapshots ({encoded / 1e9:.2f} GB before zstd)",
+            flush=True,
+        )
+        rows = measure_full_replay(logs["big"], big.events, args.repeat)
+        rows += measure_snapshot(logs["big"], big, args.events, args.repeat)
+        rows += measure_view_at(logs, {"small": small, "big": big}, args.repeat)
+        rows += measure_verify(logs["big"], args.repeat)
+        for log in logs.values():
+            log.close()
+    width = max(len(name) for name, _ in rows)
+    print(
+        f"\nreplay: medians of {args.repeat} run(s), {os.cpu_count()} CPUs, warm page cache; "
+        "target: full replay >= 200,000 events/s"
+    )
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+
+
+if __name__ == "__main__":
+    main()
