@@ -23,7 +23,7 @@ from ctxledger.cli._format import human_bytes, human_tokens
 from ctxledger.config import Config
 from ctxledger.errors import SessionExistsError
 from ctxledger.host import Host
-from ctxledger.storage import DURABILITY_MODES, LmdbEventLog
+from ctxledger.storage import DURABILITY_MODES, Durability, LmdbEventLog
 from ctxledger.timeline import split_steps
 from ctxledger.traces import read_trace, validate_trace
 from ctxledger.transcripts import (
@@ -63,7 +63,7 @@ def ingest(
     model: str | None,
     append_only: bool,
     allow_pending: bool,
-    durability: str,
+    durability: Durability,
 ) -> None:
     """Append a trace file (the ../shared/traces JSONL format) as a new session.
 
