@@ -2,18 +2,23 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 
-.PHONY: test demo bench venv clean
+.PHONY: test lint demo bench venv clean
 
 $(VENV)/.installed: pyproject.toml
 	test -d $(VENV) || python3 -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e '.[test,plot]'
+	$(PIP) install --quiet -e '.[test,plot,lint]'
 	touch $@
 
 venv: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest
+
+# ruff and mypy --strict over the package (the style and typing rules of STYLE.md).
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/mypy
 
 demo: $(VENV)/.installed
 	$(VENV)/bin/ctxledger demo

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import argparse
 import gc
-import logging
 import json
+import logging
 import os
 import platform
 import shutil
@@ -40,12 +40,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import structlog
 from peers_systems import PEER_SYSTEMS, Message, PersistenceSystem, directory_bytes
 
-import structlog
-
 from ctxledger import Host, Session, ToolCall
-
 from ctxledger.messages import Message as LedgerMessage
 from ctxledger.workload import take_messages
 
