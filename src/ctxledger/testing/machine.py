@@ -137,11 +137,12 @@ class SessionMachine(RuleBasedStateMachine):
     """Hypothesis state machine over a real LMDB host, checked against a plain-Python model.
 
     Rules: append a user message, an assistant message with 0-3 parallel tool calls (optionally
-    with its results in the same batch), a tool result for an open call, an invalid batch (must
-    be refused whole); record usage; prepare a step; manual compaction with a focus; reactive
-    compaction (``ContextOverflowError`` only once ``max_reactive_retries`` attempts are used);
-    pin a seq; fork a session; close and reopen the host (open tool calls get ``interrupted``
-    results); verify the log. Compacting rules may make the summariser fail (raise, None, "").
+    with its results in the same batch), a tool result for an open call, whole agent steps in
+    one batch, an invalid batch (must be refused whole); record usage; prepare a step; manual
+    compaction with a focus; reactive compaction (``ContextOverflowError`` only once
+    ``max_reactive_retries`` attempts are used); pin a seq; record a new Config; fork a
+    session; close and reopen the host (open tool calls get ``interrupted`` results); verify
+    the log. Compacting rules may make the summariser fail (raise, None or "").
 
     Invariants after every rule, for every session: history equals the model; full replay,
     snapshot + tail and the live state are byte-identical; the live view equals
