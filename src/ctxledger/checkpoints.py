@@ -12,7 +12,7 @@ __all__ = ["Checkpoint", "CheckpointReason"]
 CheckpointReason = Literal["threshold_exceeded", "prompt_too_long", "manual"]
 
 
-class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
+class Checkpoint(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A compaction result: history before ``retain_from_seq`` is shown as ``summary``.
 
     Checkpoints never alter history; the newest one is the active one.

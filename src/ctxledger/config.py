@@ -28,7 +28,7 @@ _BOOLS = {
 }
 
 
-class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=False):
+class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=False, gc=False):
     """How one session budgets, compacts and projects its context.
 
     A session's Config is recorded in its log when the session is created and whenever it changes,

@@ -23,7 +23,7 @@ ROLES: frozenset[str] = APPENDABLE_ROLES | {"summary"}
 _json_decoder = msgspec.json.Decoder()
 
 
-class ToolCall(msgspec.Struct, frozen=True, kw_only=False):
+class ToolCall(msgspec.Struct, frozen=True, kw_only=False, gc=False):
     """One tool call requested by an assistant message.
 
     Attributes:
@@ -53,7 +53,7 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=False):
             raise InvalidMessageError(f"tool call {self.id!r}: arguments must be a JSON object")
 
 
-class Message(msgspec.Struct, frozen=True, kw_only=True):
+class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One chat message, as appended to a session's history or shown in a model view.
 
     Attributes:

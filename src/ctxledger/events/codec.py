@@ -81,7 +81,7 @@ def encode_payload(event: Event) -> bytes:
 
 
 def decode_payload(
-    payload: bytes, *, session_id: str | None = None, seq: int | None = None
+    payload: bytes | memoryview, *, session_id: str | None = None, seq: int | None = None
 ) -> Event:
     """Decode an unframed msgpack payload into an event, upcasting old tags.
 
@@ -107,7 +107,10 @@ def decode_payload(
 
 
 def _decode_slow(
-    payload: bytes, error: msgspec.MsgspecError, session_id: str | None, seq: int | None
+    payload: bytes | memoryview,
+    error: msgspec.MsgspecError,
+    session_id: str | None,
+    seq: int | None,
 ) -> Event:
     # The typed decoder rejected the payload: either an old tag (upcast it) or a real mismatch.
     try:
@@ -223,7 +226,8 @@ class Codec:
             UnknownEventTypeError: The tag is neither current nor known to an upcaster.
             EventDecodeError: The record needs a newer ctxledger or an upcaster failed.
         """
-        payload = self.unframe(record, session_id=session_id, seq=seq)
+        # Decoded at once, so an uncompressed payload is read in place, without a copy.
+        payload = self._payload(record, session_id, seq)
         return decode_payload(payload, session_id=session_id, seq=seq)
 
     def frame(self, payload: bytes) -> bytes:
@@ -247,6 +251,13 @@ class Codec:
                 dictionary this log does not hold.
             EventDecodeError: The record was written by a newer format version.
         """
+        payload = self._payload(record, session_id, seq)
+        return payload if isinstance(payload, bytes) else bytes(payload)
+
+    def _payload(
+        self, record: bytes | memoryview, session_id: str | None, seq: int | None
+    ) -> bytes | memoryview:
+        """The checked payload: a view into ``record`` when stored raw, else decompressed."""
         if len(record) < HEADER_SIZE:
             raise CorruptRecordError(
                 f"record of {len(record)} bytes is shorter than its header",
@@ -263,7 +274,7 @@ class Codec:
             )
         payload = view[HEADER_SIZE:]
         if not flags & _FLAG_ZSTD:
-            return bytes(payload)
+            return payload
         if dict_id and dict_id not in self._dicts:
             raise CorruptRecordError(
                 f"record needs zstd dictionary {dict_id}, which this log does not hold",

@@ -37,7 +37,7 @@ __all__ = [
 CompactionReason = Literal["threshold_exceeded", "prompt_too_long", "manual"]
 
 
-class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", gc=False):
     """Base of every event; subclasses set an explicit, stable ``tag``."""
 
 
