@@ -156,8 +156,11 @@ class Host:
             session._persist([ConfigChanged(config=config)])
         return session
 
-    def fork(self, parent: Session, new_id: str, at_seq: int | None) -> Session:
-        """Create ``new_id`` sharing ``parent``'s history up to ``at_seq`` (see Session.fork)."""
+    def _fork(self, parent: Session, new_id: str, at_seq: int | None) -> Session:
+        """Create ``new_id`` sharing ``parent``'s history up to ``at_seq`` (see Session.fork).
+
+        The caller holds ``parent``'s lock: locks are always taken session first, then host.
+        """
         with self._lock:
             self._check_open()
             if new_id in self._sessions or self.log.last_seq(new_id) != 0:

@@ -201,7 +201,7 @@ class Session:
                     or not 0 <= at_seq <= last_seq
                 ):
                     raise InvalidSeqError(f"session {self.id!r} has no message with seq {at_seq!r}")
-            return self._host.fork(self, new_id, at_seq)
+            return self._host._fork(self, new_id, at_seq)
 
     # --- compaction and views -------------------------------------------------------------------
 
