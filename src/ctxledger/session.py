@@ -146,8 +146,8 @@ class Session:
         """Return every checkpoint made so far, oldest first (the last one is active)."""
         with self._lock:
             actors = self._ensure_active()
-            _, checkpoints, _, _ = _get(actors.history.snapshot())
-            return list(checkpoints)
+            checkpoints: list[Checkpoint] = _get(actors.history.checkpoints())
+            return checkpoints
 
     @property
     def config(self) -> Config:
@@ -357,7 +357,7 @@ class Session:
     def _positions(self) -> tuple[int, int]:
         """Return (last message seq, last event seq)."""
         with self._lock:
-            _, _, last_seq, last_event_seq = _get(self._ensure_active().history.snapshot())
+            last_seq, last_event_seq = _get(self._ensure_active().history.positions())
             return last_seq, last_event_seq
 
     def _ensure_active(self) -> _Actors:

@@ -88,6 +88,14 @@ class HistoryActor(pykka.ThreadingActor):
         state = self._state
         return list(state.history), list(state.checkpoints), state.last_seq, self._last_event_seq
 
+    def checkpoints(self) -> list[Any]:
+        """Return the checkpoints, oldest first (without touching history)."""
+        return list(self._state.checkpoints)
+
+    def positions(self) -> tuple[int, int]:
+        """Return (last message seq, last event seq) (without touching history)."""
+        return self._state.last_seq, self._last_event_seq
+
     def state_copy(self) -> SessionState:
         """Return an independent copy of the authoritative state (for tests and tools)."""
         return self._state.copy()

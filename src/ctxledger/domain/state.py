@@ -9,7 +9,8 @@ cut points, tool calls and their answers) so that planning and projection never 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import overload
 
 import msgspec
 
@@ -33,10 +34,136 @@ from ctxledger.events.types import (
 )
 from ctxledger.messages import Message, ToolCall
 
-__all__ = ["SNAPSHOT_VERSION", "SessionState", "Usage"]
+__all__ = ["HISTORY_CHUNK", "SNAPSHOT_VERSION", "History", "HistoryReader", "SessionState", "Usage"]
 
 #: Version of the :meth:`SessionState.to_snapshot` format; other versions are refused.
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
+
+#: Messages per history chunk. A snapshot holds only the last, partial chunk; full chunks are
+#: read back from the log's append events when a seq in them is touched.
+HISTORY_CHUNK = 1024
+
+#: Reads messages ``first..last`` (seqs, inclusive) back from where they were recorded.
+HistoryReader = Callable[[int, int], list[Message]]
+
+
+class History(Sequence[Message]):
+    """A session's messages, list-like: ``history[i].seq == i + 1``.
+
+    Kept in chunks of :data:`HISTORY_CHUNK` messages. A state decoded from a snapshot knows only
+    the last, partial chunk; the full chunks before it are read through ``reader`` the first time
+    a seq in them is touched, and then kept. Full chunks never change (messages are immutable).
+    """
+
+    __slots__ = ("_chunks", "_length", "_reader", "_tail")
+
+    def __init__(self) -> None:
+        self._chunks: list[list[Message] | None] = []  # full chunks; None = not read yet
+        self._tail: list[Message] = []
+        self._length = 0
+        self._reader: HistoryReader | None = None
+
+    @classmethod
+    def resumed(cls, length: int, tail: list[Message], reader: HistoryReader | None) -> History:
+        """Return a history of ``length`` messages whose full chunks are read lazily."""
+        history = cls()
+        full = length // HISTORY_CHUNK
+        if len(tail) != length - full * HISTORY_CHUNK:
+            raise ValueError(f"history tail holds {len(tail)} messages, length is {length}")
+        history._chunks = [None] * full
+        history._tail = list(tail)
+        history._length = length
+        history._reader = reader
+        return history
+
+    def copy(self) -> History:
+        """Return an independent copy (chunks and messages are immutable and shared)."""
+        other = History()
+        other._chunks = self._chunks.copy()
+        other._tail = self._tail.copy()
+        other._length = self._length
+        other._reader = self._reader
+        return other
+
+    @property
+    def tail(self) -> list[Message]:
+        """The messages after the last full chunk (what a snapshot stores)."""
+        return self._tail
+
+    def append(self, message: Message) -> None:
+        """Append the next message (the caller checks its seq)."""
+        tail = self._tail
+        tail.append(message)
+        self._length += 1
+        if len(tail) == HISTORY_CHUNK:
+            self._chunks.append(tail)
+            self._tail = []
+
+    def __len__(self) -> int:
+        return self._length
+
+    def _chunk(self, number: int) -> list[Message]:
+        chunks = self._chunks
+        if number == len(chunks):
+            return self._tail
+        chunk = chunks[number]
+        if chunk is None:
+            first = number * HISTORY_CHUNK + 1
+            if self._reader is None:
+                raise InvalidSeqError(f"messages {first}.. are not loaded and have no reader")
+            chunk = self._reader(first, first + HISTORY_CHUNK - 1)
+            if len(chunk) != HISTORY_CHUNK or chunk[0].seq != first:
+                raise EventDecodeError(
+                    f"history chunk from seq {first} read back {len(chunk)} messages"
+                )
+            chunks[number] = chunk
+        return chunk
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._length)
+            if step != 1:
+                return [self[i] for i in range(start, stop, step)]
+            out: list[Message] = []
+            while start < stop:
+                number, offset = divmod(start, HISTORY_CHUNK)
+                chunk = self._chunk(number)
+                take = min(stop - start, len(chunk) - offset)
+                out.extend(chunk[offset : offset + take])
+                start += take
+            return out
+        length = self._length
+        if index < 0:
+            index += length
+        if not 0 <= index < length:
+            raise IndexError("history index out of range")
+        number, offset = divmod(index, HISTORY_CHUNK)
+        return self._chunk(number)[offset]
+
+    def __iter__(self) -> Iterator[Message]:
+        for number in range(len(self._chunks)):
+            yield from self._chunk(number)
+        yield from self._tail
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, History | list):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"History(length={self._length}, loaded={self.loaded_chunks()})"
+
+    def loaded_chunks(self) -> int:
+        """Return how many full chunks are in memory."""
+        return sum(chunk is not None for chunk in self._chunks)
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):
@@ -57,11 +184,13 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class _Snapshot(msgspec.Struct, frozen=True, kw_only=True):
-    # The primary record only; every index is rebuilt from history on load.
+    # The record and its indices; history only as its length and last, partial chunk (the full
+    # chunks are read back from the log's append events when touched).
     version: int
     session_id: str
     config: Config
-    history: list[Message]
+    history_length: int
+    history_tail: list[Message]
     checkpoints: list[Checkpoint]
     pins: list[int]
     usage: Usage | None
@@ -73,6 +202,15 @@ class _Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     events_applied: int
     compactions_started: int
     compactions_failed: int
+    first_user_seq: int | None
+    head: list[Message]
+    user_seqs: list[int]
+    boundaries: list[int]
+    tool_seqs: list[int]
+    assistant_count: int
+    calls: dict[str, int]
+    answers: dict[str, int]
+    open_calls: list[ToolCall]
 
 
 class _Version(msgspec.Struct):
@@ -112,7 +250,7 @@ class SessionState:
         """Create an empty state; prefer :meth:`new`."""
         self.session_id = session_id
         self.config = config
-        self.history: list[Message] = []
+        self.history: History = History()
         self.checkpoints: list[Checkpoint] = []
         self.pins: set[int] = set()
         self.usage: Usage | None = None
@@ -133,7 +271,7 @@ class SessionState:
         self.boundaries: list[int] = []  # seqs at which a cut is allowed
         self.tool_seqs: list[int] = []
         self.assistant_count = 0
-        self._calls: dict[str, tuple[int, ToolCall]] = {}
+        self._calls: dict[str, int] = {}  # call id -> seq of the assistant message
         self._answers: dict[str, int] = {}
         self._open: dict[str, ToolCall] = {}
 
@@ -148,7 +286,7 @@ class SessionState:
         """Return an independent copy (messages and checkpoints are immutable and shared)."""
         other = SessionState.__new__(SessionState)
         for name, value in self.__dict__.items():
-            if isinstance(value, list | set | dict):
+            if isinstance(value, list | set | dict | History):
                 value = value.copy()
             other.__dict__[name] = value
         return other
@@ -169,7 +307,8 @@ class SessionState:
                 version=SNAPSHOT_VERSION,
                 session_id=self.session_id,
                 config=self.config,
-                history=self.history,
+                history_length=len(self.history),
+                history_tail=self.history.tail,
                 checkpoints=self.checkpoints,
                 pins=sorted(self.pins),
                 usage=self.usage,
@@ -181,12 +320,26 @@ class SessionState:
                 events_applied=self.events_applied,
                 compactions_started=self.compactions_started,
                 compactions_failed=self.compactions_failed,
+                first_user_seq=self.first_user_seq,
+                head=self.head,
+                user_seqs=self.user_seqs,
+                boundaries=self.boundaries,
+                tool_seqs=self.tool_seqs,
+                assistant_count=self.assistant_count,
+                calls=self._calls,
+                answers=self._answers,
+                open_calls=list(self._open.values()),
             )
         )
 
     @classmethod
-    def from_snapshot(cls, data: bytes) -> SessionState:
+    def from_snapshot(cls, data: bytes, history: HistoryReader | None = None) -> SessionState:
         """Decode a state written by :meth:`to_snapshot`.
+
+        Args:
+            data: The snapshot.
+            history: Reads back messages of full history chunks (not in the snapshot) when they
+                are touched; without it, touching them raises :class:`InvalidSeqError`.
 
         Raises:
             EventDecodeError: The bytes do not decode, or come from another snapshot version.
@@ -204,8 +357,19 @@ class SessionState:
         except (msgspec.DecodeError, ValueError) as exc:
             raise EventDecodeError(f"session snapshot does not decode: {exc}") from None
         state = cls(snap.session_id, snap.config)
-        for message in snap.history:
-            state._append(message)
+        try:
+            state.history = History.resumed(snap.history_length, snap.history_tail, history)
+        except ValueError as exc:
+            raise EventDecodeError(f"session snapshot is inconsistent: {exc}") from None
+        state.first_user_seq = snap.first_user_seq
+        state.head = list(snap.head)
+        state.user_seqs = list(snap.user_seqs)
+        state.boundaries = list(snap.boundaries)
+        state.tool_seqs = list(snap.tool_seqs)
+        state.assistant_count = snap.assistant_count
+        state._calls = dict(snap.calls)
+        state._answers = dict(snap.answers)
+        state._open = {call.id: call for call in snap.open_calls}
         state.checkpoints = list(snap.checkpoints)
         state.pins = set(snap.pins)
         state.usage = snap.usage
@@ -271,8 +435,14 @@ class SessionState:
         """Return the tool name of a tool message (its own ``name`` or its call's)."""
         if message.name:
             return message.name
-        call = self._calls.get(message.tool_call_id or "")
-        return call[1].name if call else "tool"
+        call_id = message.tool_call_id or ""
+        seq = self._calls.get(call_id)
+        if seq is None:
+            return "tool"
+        for call in self.history[seq - 1].tool_calls:
+            if call.id == call_id:
+                return call.name
+        return "tool"
 
     def tool_ordinal(self, seq: int) -> int:
         """Return how many tool results precede message ``seq`` in history."""
@@ -297,10 +467,10 @@ class SessionState:
         """
         message = self.history[seq - 1]
         if message.role == "tool":
-            call = self._calls.get(message.tool_call_id or "")
-            if call is None:
+            call_seq = self._calls.get(message.tool_call_id or "")
+            if call_seq is None:
                 return (seq,)
-            message = self.history[call[0] - 1]
+            message = self.history[call_seq - 1]
         if message.role != "assistant" or not message.tool_calls:
             return (seq,)
         assert message.seq is not None
@@ -405,7 +575,7 @@ class SessionState:
             if message.tool_calls:
                 calls, open_calls = self._calls, self._open
                 for call in message.tool_calls:
-                    calls[call.id] = (seq, call)
+                    calls[call.id] = seq
                     open_calls[call.id] = call
         elif role == "user":
             self.user_seqs.append(seq)

@@ -12,6 +12,7 @@ the log) or comes from an incompatible version is ignored and the fold falls bac
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 
 import structlog
 
@@ -29,6 +30,7 @@ from ctxledger.events import (
     ToolResultSynthesized,
     ViewServed,
 )
+from ctxledger.messages import Message
 from ctxledger.storage import EventLog, RecordedEvent
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "event_seq_before_message",
     "fold_session",
     "load_state",
+    "read_messages",
     "snapshot_due",
     "view_span_end",
 ]
@@ -116,7 +119,7 @@ def _from_snapshot(
         return None
     seq, data = found
     try:
-        state = SessionState.from_snapshot(data)
+        state = SessionState.from_snapshot(data, partial(read_messages, log, session_id))
     except EventDecodeError as exc:
         _logger.warning("snapshot_ignored", session_id=session_id, seq=seq, error=str(exc))
         return None
@@ -124,6 +127,36 @@ def _from_snapshot(
         _logger.warning("snapshot_ignored", session_id=session_id, seq=seq, error="foreign")
         return None
     return state, seq
+
+
+def read_messages(log: EventLog, session_id: str, first: int, last: int) -> list[Message]:
+    """Return the session's messages ``first..last`` (seqs, inclusive) from their append events.
+
+    Messages a fork inherited are read from its ancestors' logs. This is how a state resumed from
+    a snapshot reads back the history chunks the snapshot leaves out; the cost is a binary search
+    (logarithmic in the session's length) plus the events spanned by the messages.
+    """
+    messages: list[Message] = []
+    if first > last:
+        return messages
+    fork = _fork_of(log, session_id)
+    if fork is not None and first <= fork.at_seq:
+        messages = read_messages(log, fork.parent_id, first, min(last, fork.at_seq))
+        first = fork.at_seq + 1
+        if first > last:
+            return messages
+    start = append_event_seq(log, session_id, first)
+    if start is None:
+        return messages
+    for record in log.iter_events(session_id, start):
+        event = record.event
+        if isinstance(event, MessageAppended | ToolResultSynthesized):
+            if event.message.seq is not None and event.message.seq > last:
+                break
+            messages.append(event.message)
+            if event.message.seq == last:
+                break
+    return messages
 
 
 def load_state(log: EventLog, session_id: str) -> tuple[SessionState, int]:

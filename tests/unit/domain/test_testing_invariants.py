@@ -25,7 +25,7 @@ def _history() -> list[Message]:
         Message.tool("two" * 100, "c2"),
         Message.assistant("done"),
     )
-    return s.state.history
+    return list(s.state.history)
 
 
 def _view(messages: Sequence[Message], **fields: object) -> ModelView:
