@@ -8,6 +8,7 @@ cut points, tool calls and their answers) so that planning and projection never 
 
 from __future__ import annotations
 
+import hashlib
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import overload
@@ -55,16 +56,20 @@ class History(Sequence[Message]):
     a seq in them is touched, and then kept. Full chunks never change (messages are immutable).
     """
 
-    __slots__ = ("_chunks", "_length", "_reader", "_tail")
+    __slots__ = ("_chunks", "_digest", "_digested", "_length", "_reader", "_tail")
 
     def __init__(self) -> None:
         self._chunks: list[list[Message] | None] = []  # full chunks; None = not read yet
         self._tail: list[Message] = []
         self._length = 0
         self._reader: HistoryReader | None = None
+        self._digest = b""  # hash chain over the encoded full chunks ...
+        self._digested = 0  # ... of the first this many (caught up lazily, in digest())
 
     @classmethod
-    def resumed(cls, length: int, tail: list[Message], reader: HistoryReader | None) -> History:
+    def resumed(
+        cls, length: int, tail: list[Message], digest: bytes, reader: HistoryReader | None
+    ) -> History:
         """Return a history of ``length`` messages whose full chunks are read lazily."""
         history = cls()
         full = length // HISTORY_CHUNK
@@ -74,6 +79,8 @@ class History(Sequence[Message]):
         history._tail = list(tail)
         history._length = length
         history._reader = reader
+        history._digest = digest
+        history._digested = full
         return history
 
     def copy(self) -> History:
@@ -83,7 +90,21 @@ class History(Sequence[Message]):
         other._tail = self._tail.copy()
         other._length = self._length
         other._reader = self._reader
+        other._digest = self._digest
+        other._digested = self._digested
         return other
+
+    def digest(self) -> bytes:
+        """Return the hash chain over every full chunk: equal histories, equal digests.
+
+        Chunks filled since the last call are hashed now (they are in memory: a resumed history
+        starts with its snapshot's digest), so the fold itself never encodes a message.
+        """
+        while self._digested < len(self._chunks):
+            encoded = _snapshot_encoder.encode(self._chunk(self._digested))
+            self._digest = hashlib.blake2b(self._digest + encoded, digest_size=16).digest()
+            self._digested += 1
+        return self._digest
 
     @property
     def tail(self) -> list[Message]:
@@ -190,6 +211,7 @@ class _Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     session_id: str
     config: Config
     history_length: int
+    history_digest: bytes  # see History.digest
     history_tail: list[Message]
     checkpoints: list[Checkpoint]
     pins: list[int]
@@ -308,6 +330,7 @@ class SessionState:
                 session_id=self.session_id,
                 config=self.config,
                 history_length=len(self.history),
+                history_digest=self.history.digest(),
                 history_tail=self.history.tail,
                 checkpoints=self.checkpoints,
                 pins=sorted(self.pins),
@@ -358,7 +381,9 @@ class SessionState:
             raise EventDecodeError(f"session snapshot does not decode: {exc}") from None
         state = cls(snap.session_id, snap.config)
         try:
-            state.history = History.resumed(snap.history_length, snap.history_tail, history)
+            state.history = History.resumed(
+                snap.history_length, snap.history_tail, snap.history_digest, history
+            )
         except ValueError as exc:
             raise EventDecodeError(f"session snapshot is inconsistent: {exc}") from None
         state.first_user_seq = snap.first_user_seq

@@ -554,6 +554,7 @@ class SessionMachine(RuleBasedStateMachine):
         fast, _ = fold_session(log, sid)
         full, _ = fold_session(log, sid, use_snapshots=False)
         assert fast.to_snapshot() == full.to_snapshot(), f"{sid}: snapshot + tail != full replay"
+        assert fast.history == full.history, f"{sid}: history read back from chunks differs"
         if live:
             current = self.host.session(sid)._live_state()
             assert current.to_snapshot() == full.to_snapshot(), f"{sid}: live state != replay"
