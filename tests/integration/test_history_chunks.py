@@ -62,6 +62,12 @@ def test_resumed_state_reads_chunks_lazily_and_equals_the_full_fold(tmp_path: Pa
         assert fast.history.loaded_chunks() == 0
         assert fast.to_snapshot() == full.to_snapshot()
         assert len(fast.history) == len(full.history) > 40
+        assert len(fast.checkpoints) == len(full.checkpoints) >= 2
+        assert fast.active_checkpoint == full.active_checkpoint
+        assert fast.checkpoints._earlier is None  # only the active one is in memory
+        assert fast.checkpoints[0] == full.checkpoints[0]
+        assert list(fast.checkpoints) == list(full.checkpoints)
+        assert fast.checkpoints[1:] == full.checkpoints[1:]
         assert fast.history[5] == full.history[5]
         assert fast.history.loaded_chunks() == 1
         assert fast.history[-1] == full.history[-1]
@@ -85,6 +91,8 @@ def test_snapshot_holds_only_the_partial_chunk(tmp_path: Path) -> None:
         state = session._live_state()
         fields = msgspec.msgpack.decode(state.to_snapshot())
         assert "history" not in fields
+        assert "checkpoints" not in fields
+        assert fields["checkpoint_count"] == len(state.checkpoints) >= 2
         assert fields["history_length"] == len(state.history) > 40
         assert len(fields["history_tail"]) == len(state.history) % 4
 
@@ -116,6 +124,7 @@ def test_fork_reads_inherited_chunks_from_the_parent(tmp_path: Path) -> None:
             full, _ = fold_session(host.log, sid, use_snapshots=False)
             assert fast.history.loaded_chunks() == 0
             assert list(fast.history) == list(full.history), sid
+            assert list(fast.checkpoints) == list(full.checkpoints), sid
             assert fast.to_snapshot() == full.to_snapshot()
         assert [m.seq for m in read_messages(host.log, "g", 5, 30)] == list(range(5, 31))
 

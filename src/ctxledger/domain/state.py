@@ -35,7 +35,16 @@ from ctxledger.events.types import (
 )
 from ctxledger.messages import Message, ToolCall
 
-__all__ = ["HISTORY_CHUNK", "SNAPSHOT_VERSION", "History", "HistoryReader", "SessionState", "Usage"]
+__all__ = [
+    "HISTORY_CHUNK",
+    "SNAPSHOT_VERSION",
+    "CheckpointReader",
+    "Checkpoints",
+    "History",
+    "HistoryReader",
+    "SessionState",
+    "Usage",
+]
 
 #: Version of the :meth:`SessionState.to_snapshot` format; other versions are refused.
 SNAPSHOT_VERSION = 2
@@ -46,6 +55,115 @@ HISTORY_CHUNK = 1024
 
 #: Reads messages ``first..last`` (seqs, inclusive) back from where they were recorded.
 HistoryReader = Callable[[int, int], list[Message]]
+
+#: Reads back every checkpoint recorded up to the snapshot a state was resumed from, oldest first.
+CheckpointReader = Callable[[], list[Checkpoint]]
+
+
+class Checkpoints(Sequence[Checkpoint]):
+    """A session's checkpoints, oldest first, list-like.
+
+    A state resumed from a snapshot knows only the active checkpoint (and those made since);
+    the earlier ones are read back through ``reader`` the first time one is touched. The fold,
+    planning and views only need the active one and the count.
+    """
+
+    __slots__ = ("_before", "_digest", "_digested", "_earlier", "_known", "_reader")
+
+    def __init__(self) -> None:
+        self._before = 0  # checkpoints before _known, not in memory unless _earlier is set
+        self._earlier: list[Checkpoint] | None = None
+        self._known: list[Checkpoint] = []
+        self._reader: CheckpointReader | None = None
+        self._digest = b""  # hash chain over the encoded checkpoints ...
+        self._digested = 0  # ... of the first this many (caught up lazily, in digest())
+
+    @classmethod
+    def resumed(
+        cls, count: int, active: Checkpoint | None, digest: bytes, reader: CheckpointReader | None
+    ) -> Checkpoints:
+        """Return ``count`` checkpoints of which only the last, ``active``, is in memory."""
+        if (active is None) != (count == 0):
+            raise ValueError(f"{count} checkpoints, active checkpoint {active!r}")
+        checkpoints = cls()
+        if active is not None:
+            checkpoints._before = count - 1
+            checkpoints._known = [active]
+        checkpoints._reader = reader
+        checkpoints._digest = digest
+        checkpoints._digested = count
+        return checkpoints
+
+    def copy(self) -> Checkpoints:
+        """Return an independent copy (checkpoints are immutable and shared)."""
+        other = Checkpoints()
+        other._before = self._before
+        other._earlier = self._earlier
+        other._known = self._known.copy()
+        other._reader = self._reader
+        other._digest = self._digest
+        other._digested = self._digested
+        return other
+
+    def append(self, checkpoint: Checkpoint) -> None:
+        """Record the newest checkpoint."""
+        self._known.append(checkpoint)
+
+    def __len__(self) -> int:
+        return self._before + len(self._known)
+
+    def _load_earlier(self) -> list[Checkpoint]:
+        if self._earlier is None:
+            if self._reader is None:
+                raise InvalidSeqError("earlier checkpoints are not loaded and have no reader")
+            earlier = self._reader()[: self._before]
+            if len(earlier) != self._before:
+                raise EventDecodeError(
+                    f"read back {len(earlier)} earlier checkpoints, expected {self._before}"
+                )
+            self._earlier = earlier
+        return self._earlier
+
+    @overload
+    def __getitem__(self, index: int) -> Checkpoint: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Checkpoint]: ...
+
+    def __getitem__(self, index: int | slice) -> Checkpoint | list[Checkpoint]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        length = len(self)
+        if index < 0:
+            index += length
+        if not 0 <= index < length:
+            raise IndexError("checkpoint index out of range")
+        if index >= self._before:
+            return self._known[index - self._before]
+        return self._load_earlier()[index]
+
+    def __iter__(self) -> Iterator[Checkpoint]:
+        if self._before:
+            yield from self._load_earlier()
+        yield from self._known
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Checkpoints | list):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Checkpoints(count={len(self)})"
+
+    def digest(self) -> bytes:
+        """Return the hash chain over every checkpoint: equal sequences, equal digests."""
+        while self._digested < len(self):
+            encoded = _snapshot_encoder.encode(self[self._digested])
+            self._digest = hashlib.blake2b(self._digest + encoded, digest_size=16).digest()
+            self._digested += 1
+        return self._digest
 
 
 class History(Sequence[Message]):
@@ -213,7 +331,9 @@ class _Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     history_length: int
     history_digest: bytes  # see History.digest
     history_tail: list[Message]
-    checkpoints: list[Checkpoint]
+    checkpoint_count: int
+    checkpoints_digest: bytes  # see Checkpoints.digest
+    active_checkpoint: Checkpoint | None
     pins: list[int]
     usage: Usage | None
     checkpoint_seq: int
@@ -273,7 +393,7 @@ class SessionState:
         self.session_id = session_id
         self.config = config
         self.history: History = History()
-        self.checkpoints: list[Checkpoint] = []
+        self.checkpoints: Checkpoints = Checkpoints()
         self.pins: set[int] = set()
         self.usage: Usage | None = None
         self.checkpoint_seq = 0
@@ -308,7 +428,7 @@ class SessionState:
         """Return an independent copy (messages and checkpoints are immutable and shared)."""
         other = SessionState.__new__(SessionState)
         for name, value in self.__dict__.items():
-            if isinstance(value, list | set | dict | History):
+            if isinstance(value, list | set | dict | History | Checkpoints):
                 value = value.copy()
             other.__dict__[name] = value
         return other
@@ -332,7 +452,9 @@ class SessionState:
                 history_length=len(self.history),
                 history_digest=self.history.digest(),
                 history_tail=self.history.tail,
-                checkpoints=self.checkpoints,
+                checkpoint_count=len(self.checkpoints),
+                checkpoints_digest=self.checkpoints.digest(),
+                active_checkpoint=self.active_checkpoint,
                 pins=sorted(self.pins),
                 usage=self.usage,
                 checkpoint_seq=self.checkpoint_seq,
@@ -356,13 +478,20 @@ class SessionState:
         )
 
     @classmethod
-    def from_snapshot(cls, data: bytes, history: HistoryReader | None = None) -> SessionState:
+    def from_snapshot(
+        cls,
+        data: bytes,
+        history: HistoryReader | None = None,
+        checkpoints: CheckpointReader | None = None,
+    ) -> SessionState:
         """Decode a state written by :meth:`to_snapshot`.
 
         Args:
             data: The snapshot.
             history: Reads back messages of full history chunks (not in the snapshot) when they
                 are touched; without it, touching them raises :class:`InvalidSeqError`.
+            checkpoints: Reads back the checkpoints before the active one (the snapshot holds
+                only the active one) when they are touched; likewise.
 
         Raises:
             EventDecodeError: The bytes do not decode, or come from another snapshot version.
@@ -384,6 +513,9 @@ class SessionState:
             state.history = History.resumed(
                 snap.history_length, snap.history_tail, snap.history_digest, history
             )
+            state.checkpoints = Checkpoints.resumed(
+                snap.checkpoint_count, snap.active_checkpoint, snap.checkpoints_digest, checkpoints
+            )
         except ValueError as exc:
             raise EventDecodeError(f"session snapshot is inconsistent: {exc}") from None
         state.first_user_seq = snap.first_user_seq
@@ -395,7 +527,6 @@ class SessionState:
         state._calls = dict(snap.calls)
         state._answers = dict(snap.answers)
         state._open = {call.id: call for call in snap.open_calls}
-        state.checkpoints = list(snap.checkpoints)
         state.pins = set(snap.pins)
         state.usage = snap.usage
         state.checkpoint_seq = snap.checkpoint_seq

@@ -16,6 +16,7 @@ from functools import partial
 
 import structlog
 
+from ctxledger.checkpoints import Checkpoint
 from ctxledger.domain import SessionState
 from ctxledger.errors import (
     CorruptRecordError,
@@ -24,6 +25,7 @@ from ctxledger.errors import (
     UnknownSessionError,
 )
 from ctxledger.events import (
+    CheckpointCreated,
     MessageAppended,
     SessionForked,
     SessionOpened,
@@ -38,6 +40,7 @@ __all__ = [
     "event_seq_before_message",
     "fold_session",
     "load_state",
+    "read_checkpoints",
     "read_messages",
     "snapshot_due",
     "view_span_end",
@@ -119,7 +122,11 @@ def _from_snapshot(
         return None
     seq, data = found
     try:
-        state = SessionState.from_snapshot(data, partial(read_messages, log, session_id))
+        state = SessionState.from_snapshot(
+            data,
+            partial(read_messages, log, session_id),
+            partial(read_checkpoints, log, session_id, seq),
+        )
     except EventDecodeError as exc:
         _logger.warning("snapshot_ignored", session_id=session_id, seq=seq, error=str(exc))
         return None
@@ -157,6 +164,22 @@ def read_messages(log: EventLog, session_id: str, first: int, last: int) -> list
             if event.message.seq == last:
                 break
     return messages
+
+
+def read_checkpoints(log: EventLog, session_id: str, through_event_seq: int) -> list[Checkpoint]:
+    """Return the checkpoints a fold through ``through_event_seq`` holds, oldest first.
+
+    Reads every event up to the bound (a fork's inherited ones from its ancestors): a state
+    resumed from a snapshot calls it only when a checkpoint before the active one is touched.
+    """
+    found: list[Checkpoint] = []
+    for record in log.iter_events(session_id, 1, through_event_seq):
+        event = record.event
+        if isinstance(event, SessionForked):
+            found = read_checkpoints(log, event.parent_id, event.parent_event_seq)
+        elif isinstance(event, CheckpointCreated):
+            found.append(event.checkpoint)
+    return found
 
 
 def load_state(log: EventLog, session_id: str) -> tuple[SessionState, int]:
