@@ -76,8 +76,8 @@ def tail_messages(
     policy = policy or render_policy(state)
     history = state.history
     first_user = state.first_user_seq
-    for index in range(max(cut, 1) - 1, len(history)):
-        message = history[index]
+    start = max(cut, 1) - 1
+    for index, message in enumerate(history[start:], start):  # a slice: whole chunks at a time
         if message.role == "system" and (first_user is None or index + 1 < first_user):
             continue  # a head system message: already shown first
         yield render_message(state, policy, message)

@@ -372,8 +372,10 @@ class SessionState:
     Attributes:
         session_id: The session this state belongs to.
         config: The Config in force (the latest ``SessionOpened`` or ``ConfigChanged``).
-        history: Every appended message, synthesized results included; ``history[i].seq == i + 1``.
-        checkpoints: Every checkpoint, oldest first; the last one is active.
+        history: Every appended message, synthesized results included; ``history[i].seq == i + 1``
+            (a :class:`History`: list-like, read back in chunks when resumed from a snapshot).
+        checkpoints: Every checkpoint, oldest first; the last one is active (a
+            :class:`Checkpoints`: list-like, earlier ones read back when resumed).
         pins: Seqs of pinned messages.
         usage: The provider's last usage figure, if any (see :attr:`usage_is_current`).
         checkpoint_seq: ``last_seq`` when the active checkpoint was recorded.
@@ -442,7 +444,12 @@ class SessionState:
         """Encode the state (deterministic msgpack with a version field).
 
         Two states that folded the same events encode to the same bytes, so
-        ``snapshot + tail == full replay`` can be checked byte for byte.
+        ``snapshot + tail == full replay`` can be checked byte for byte. The size does not grow
+        with the history's messages or checkpoints: full history chunks and checkpoints before
+        the active one are left out (they are in the log), represented by their count and a hash
+        chain over them, so states with different histories still encode differently. The
+        indices (round starts, cut points, tool-result seqs, tool-call ids) are kept: a few
+        bytes per message.
         """
         return _snapshot_encoder.encode(
             _Snapshot(
@@ -518,14 +525,15 @@ class SessionState:
             )
         except ValueError as exc:
             raise EventDecodeError(f"session snapshot is inconsistent: {exc}") from None
+        # The decoded containers belong to ``snap`` alone, which is dropped: no copies.
         state.first_user_seq = snap.first_user_seq
-        state.head = list(snap.head)
-        state.user_seqs = list(snap.user_seqs)
-        state.boundaries = list(snap.boundaries)
-        state.tool_seqs = list(snap.tool_seqs)
+        state.head = snap.head
+        state.user_seqs = snap.user_seqs
+        state.boundaries = snap.boundaries
+        state.tool_seqs = snap.tool_seqs
         state.assistant_count = snap.assistant_count
-        state._calls = dict(snap.calls)
-        state._answers = dict(snap.answers)
+        state._calls = snap.calls
+        state._answers = snap.answers
         state._open = {call.id: call for call in snap.open_calls}
         state.pins = set(snap.pins)
         state.usage = snap.usage
