@@ -20,7 +20,7 @@ Measured (each figure the median of ``--repeat`` runs):
 
 Snapshots. A snapshot is the folded state (``SessionState.to_snapshot``) without its full
 history chunks and earlier checkpoints (read back from the log when touched): the last partial
-chunk of at most 1,023 messages, the active checkpoint and the indices (a few bytes per
+chunk of at most 255 messages, the active checkpoint and the indices (a few bytes per
 message). The small session gets one every ``snapshot_interval`` (1000) events, as a host
 writes them. Writing one every 1000 events into a 1M-event session would need about
 ``1000 x (mean snapshot size)`` of disk (printed as "projected"), so the big session instead

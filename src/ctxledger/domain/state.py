@@ -50,8 +50,10 @@ __all__ = [
 SNAPSHOT_VERSION = 2
 
 #: Messages per history chunk. A snapshot holds only the last, partial chunk; full chunks are
-#: read back from the log's append events when a seq in them is touched.
-HISTORY_CHUNK = 1024
+#: read back from the log's append events when a seq in them is touched (consecutive missing
+#: chunks in one read). Chunks are not stored apart, so the size only sets the snapshot's tail
+#: (< 256 messages) and the granularity of read-backs.
+HISTORY_CHUNK = 256
 
 #: Reads messages ``first..last`` (seqs, inclusive) back from where they were recorded.
 HistoryReader = Callable[[int, int], list[Message]]
@@ -247,16 +249,35 @@ class History(Sequence[Message]):
             return self._tail
         chunk = chunks[number]
         if chunk is None:
+            self._fill(number, number + 1)
+            chunk = chunks[number]
+            assert chunk is not None
+        return chunk
+
+    def _fill(self, start: int, stop: int) -> None:
+        """Read back the missing full chunks ``start <= number < stop``, one read per run."""
+        chunks = self._chunks
+        stop = min(stop, len(chunks))
+        number = start
+        while number < stop:
+            if chunks[number] is not None:
+                number += 1
+                continue
+            end = number
+            while end < stop and chunks[end] is None:
+                end += 1
             first = number * HISTORY_CHUNK + 1
             if self._reader is None:
                 raise InvalidSeqError(f"messages {first}.. are not loaded and have no reader")
-            chunk = self._reader(first, first + HISTORY_CHUNK - 1)
-            if len(chunk) != HISTORY_CHUNK or chunk[0].seq != first:
+            messages = self._reader(first, end * HISTORY_CHUNK)
+            if len(messages) != (end - number) * HISTORY_CHUNK or messages[0].seq != first:
                 raise EventDecodeError(
-                    f"history chunk from seq {first} read back {len(chunk)} messages"
+                    f"history chunks from seq {first} read back {len(messages)} messages"
                 )
-            chunks[number] = chunk
-        return chunk
+            for index in range(number, end):
+                offset = (index - number) * HISTORY_CHUNK
+                chunks[index] = messages[offset : offset + HISTORY_CHUNK]
+            number = end
 
     @overload
     def __getitem__(self, index: int) -> Message: ...
@@ -270,6 +291,8 @@ class History(Sequence[Message]):
             if step != 1:
                 return [self[i] for i in range(start, stop, step)]
             out: list[Message] = []
+            if start < stop:
+                self._fill(start // HISTORY_CHUNK, (stop - 1) // HISTORY_CHUNK + 1)
             while start < stop:
                 number, offset = divmod(start, HISTORY_CHUNK)
                 chunk = self._chunk(number)
@@ -286,6 +309,7 @@ class History(Sequence[Message]):
         return self._chunk(number)[offset]
 
     def __iter__(self) -> Iterator[Message]:
+        self._fill(0, len(self._chunks))
         for number in range(len(self._chunks)):
             yield from self._chunk(number)
         yield from self._tail
