@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -136,15 +135,14 @@ def bench_summarizer(repeat: int) -> dict[str, Any] | None:
     if not TRACES.is_dir():
         print(f"  traces not found in {TRACES}: skipped")
         return None
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from conftest import load_trace  # the tests' trace reader
     from ctxledger import SummaryRequest
+    from ctxledger.traces import read_trace
 
     summarizer = ExtractiveSummarizer()
     requests = []
     total_bytes = 0
     for path in sorted(TRACES.glob("*.jsonl")):
-        messages = tuple(m.with_seq(i + 1) for i, m in enumerate(load_trace(path)))
+        messages = tuple(m.with_seq(i + 1) for i, m in enumerate(read_trace(path)))
         requests.append(SummaryRequest(messages=messages, max_chars=7680))
         total_bytes += sum(
             len(m.content.encode()) + sum(len(c.arguments.encode()) for c in m.tool_calls)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +10,8 @@ import pykka
 import pytest
 from hypothesis import HealthCheck, settings
 
-from ctxledger.messages import Message, ToolCall
+from ctxledger.messages import Message
+from ctxledger.traces import read_trace
 
 # Slow property runs use few examples under CI and many locally (HYPOTHESIS_PROFILE=long).
 settings.register_profile(
@@ -35,35 +35,13 @@ def trace_files() -> list[Path]:
     return sorted(TRACES_DIR.glob("*.jsonl")) if TRACES_DIR.is_dir() else []
 
 
-def load_trace(path: Path) -> list[Message]:
-    """Read one trace file into messages (without seqs)."""
-    messages = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        raw = json.loads(line)
-        messages.append(
-            Message(
-                role=raw["role"],
-                content=raw.get("content", ""),
-                tool_calls=tuple(
-                    ToolCall(call["id"], call["name"], call["arguments"])
-                    for call in raw.get("tool_calls", ())
-                ),
-                tool_call_id=raw.get("tool_call_id"),
-                name=raw.get("name"),
-            )
-        )
-    return messages
-
-
 @pytest.fixture(scope="session")
 def traces() -> dict[str, list[Message]]:
     """All real traces by file stem; skips the test when ../shared/traces is missing."""
     files = trace_files()
     if not files:
         pytest.skip(f"real traces not found in {TRACES_DIR} (set CTXLEDGER_TRACES to the folder)")
-    return {path.stem: load_trace(path) for path in files}
+    return {path.stem: read_trace(path) for path in files}
 
 
 @pytest.fixture(autouse=True)
