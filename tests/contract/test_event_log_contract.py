@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 from collections import Counter
@@ -455,3 +456,79 @@ def test_empty_session_id_is_rejected(log: EventLog) -> None:
     """An empty session id is a ValueError."""
     with pytest.raises(ValueError):
         log.append("", usage(1), expected_seq=0)
+
+
+def test_aappend_records_like_append(log: EventLog) -> None:
+    """aappend returns the recorded events, and reading gives back the same events."""
+
+    async def go() -> list[RecordedEvent]:
+        return await log.aappend("s", mixed_events(), expected_seq=0)
+
+    recorded = asyncio.run(go())
+    assert [r.seq for r in recorded] == list(range(1, 7))
+    assert log.read("s") == recorded
+    assert [r.event for r in recorded] == mixed_events()
+
+
+def test_aappend_conflict_raises_and_writes_nothing(log: EventLog) -> None:
+    """A stale expected_seq fails the awaiting task with VersionConflictError, nothing written."""
+    log.append("s", usage(2), expected_seq=0)
+
+    async def go() -> None:
+        await log.aappend("s", usage(1, start=9), expected_seq=1)
+
+    with pytest.raises(VersionConflictError):
+        asyncio.run(go())
+    assert log.last_seq("s") == 2 and log.last_position() == 2
+
+
+def test_many_tasks_aappending_concurrently_lose_nothing(log: EventLog) -> None:
+    """64 tasks on one loop, each appending to its own session one event at a time, all land."""
+
+    async def writer(index: int) -> None:
+        for step in range(5):
+            await log.aappend(f"s{index}", usage(1, start=index * 10 + step), expected_seq=step)
+
+    async def go() -> None:
+        await asyncio.gather(*(writer(index) for index in range(64)))
+
+    asyncio.run(go())
+    assert log.last_position() == 320
+    for index in range(64):
+        tokens = [r.event.prompt_tokens for r in log.read(f"s{index}")]  # type: ignore[union-attr]
+        assert tokens == [index * 10 + step for step in range(5)]
+
+
+def test_tasks_on_two_loops_and_threads_append_together(log: EventLog) -> None:
+    """Awaiting tasks on two event loops and blocking threads share the log without loss."""
+
+    async def tasks(prefix: str) -> None:
+        async def writer(index: int) -> None:
+            for step in range(4):
+                await log.aappend(f"{prefix}{index}", usage(1), expected_seq=step)
+
+        await asyncio.gather(*(writer(index) for index in range(8)))
+
+    def blocking(index: int) -> None:
+        for step in range(4):
+            log.append(f"t{index}", usage(1), expected_seq=step)
+
+    workers = [threading.Thread(target=asyncio.run, args=(tasks(prefix),)) for prefix in "ab"]
+    workers += [threading.Thread(target=blocking, args=(index,)) for index in range(8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert log.last_position() == 3 * 8 * 4
+    assert all(log.last_seq(session) == 4 for session in log.sessions())
+
+
+def test_closed_log_refuses_aappend(log: EventLog) -> None:
+    """Awaiting an append on a closed log raises StorageError."""
+    log.close()
+
+    async def go() -> None:
+        await log.aappend("s", usage(1), expected_seq=0)
+
+    with pytest.raises(StorageError):
+        asyncio.run(go())

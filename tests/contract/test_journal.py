@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
@@ -9,6 +10,7 @@ import lmdb
 import pytest
 
 from ctxledger.errors import StorageError, VersionConflictError
+from ctxledger.storage import journal as journal_module
 from ctxledger.storage.journal import Journal
 
 
@@ -42,7 +44,7 @@ class FakeEnv:
 
 
 class Writer:
-    """A GroupWriter whose ops say what should happen to them; the first group can be held."""
+    """A GroupWriter whose ops say what should happen to them; a group can be held at its start."""
 
     def __init__(self) -> None:
         self.groups: list[list[Any]] = []
@@ -53,30 +55,34 @@ class Writer:
         self.aborted = 0
         self.map_full_once = True
 
-    def write_group(self, txn: FakeTxn, ops: list[Any]) -> list[tuple[Any, BaseException | None]]:
-        """Apply the scripted ops."""
+    def begin_group(self, txn: FakeTxn) -> None:
+        """Start recording a group; wait while held."""
         self.entered.set()
         self.hold.wait()
-        if "map_full" in ops and self.map_full_once:
+        self.groups.append([])
+
+    def apply(self, txn: FakeTxn, op: Any) -> tuple[Any, BaseException | None]:
+        """Apply one scripted op."""
+        if op == "map_full" and self.map_full_once:
             self.map_full_once = False
             raise lmdb.MapFullError("full")
-        if "boom" in ops:
+        if op == "boom":
             raise RuntimeError("writer broke")
-        self.groups.append(list(ops))
-        outcomes: list[tuple[Any, BaseException | None]] = []
-        for op in ops:
-            self.txn_of[op] = txn
-            if op == "conflict":
-                outcomes.append((None, VersionConflictError("s", 1, 2)))
-            else:
-                outcomes.append((f"done:{op}", None))
-        return outcomes
+        self.groups[-1].append(op)
+        self.txn_of[op] = txn
+        if op == "conflict":
+            return None, VersionConflictError("s", 1, 2)
+        return f"done:{op}", None
+
+    def finish_group(self, txn: FakeTxn) -> None:
+        """Nothing to finish."""
 
     def group_committed(self) -> None:
         """Nothing to publish."""
 
     def group_aborted(self) -> None:
-        """Count aborts."""
+        """Forget the aborted group; count aborts."""
+        self.groups.pop()
         self.aborted += 1
 
 
@@ -205,3 +211,49 @@ def test_submit_after_close_raises(writer: Writer) -> None:
     journal.close()
     with pytest.raises(StorageError, match="closed"):
         journal.submit("late")
+
+
+def test_async_submissions_are_answered_on_their_loop(journal: Journal) -> None:
+    """submit_async resolves each awaiting task with its own result, or raises its error."""
+
+    async def go() -> list[Any]:
+        return await asyncio.gather(
+            *(journal.submit_async(op) for op in ["a", "b", "conflict", "c"]),
+            return_exceptions=True,
+        )
+
+    a, b, conflict, c = asyncio.run(go())
+    assert (a, b, c) == ("done:a", "done:b", "done:c")
+    assert isinstance(conflict, VersionConflictError)
+
+
+def test_async_submission_on_a_closed_journal_raises(writer: Writer) -> None:
+    """A closed journal refuses an awaited request too."""
+    journal = Journal(FakeEnv(), writer, grow=lambda: None)  # type: ignore[arg-type]
+    journal.close()
+    with pytest.raises(StorageError, match="closed"):
+        asyncio.run(journal.submit_async("late"))
+
+
+def test_a_group_waits_for_the_callers_expected_back(
+    journal: Journal, writer: Writer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a group of 4, the group after next waits for 4 requests arriving one by one."""
+    monkeypatch.setattr(journal_module, "GATHER_GAP", 5.0)  # as patient as a slow CI needs
+    monkeypatch.setattr(journal_module, "GATHER_MAX", 5.0)
+    writer.hold.clear()
+    first, _ = submit_in_threads(journal, ["first"])
+    writer.entered.wait()
+    rest, _ = submit_in_threads(journal, ["b", "c", "d", "e"])
+    wait_until_queued(journal, 4)
+    writer.hold.set()
+    for thread in first + rest:
+        thread.join()
+    # The next two groups expect 1 and then 4 requests (the sizes of the groups two back).
+    assert journal.submit("solo") == "done:solo"
+    for op in ["w", "x", "y", "z"]:
+        threading.Thread(target=journal.submit, args=(op,)).start()
+        threading.Event().wait(0.01)  # far apart: without the wait each would be its own group
+    while sum(len(group) for group in writer.groups) < 10:
+        threading.Event().wait(0.001)
+    assert sorted(writer.groups[-1]) == ["w", "x", "y", "z"]

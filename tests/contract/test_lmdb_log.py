@@ -335,3 +335,33 @@ def _raw_value(log: LmdbEventLog, session_id: str, seq: int) -> bytes:
 
 def _run_child(source: str) -> None:
     subprocess.run([sys.executable, "-c", textwrap.dedent(source)], check=True, timeout=60)
+
+
+def test_an_unencodable_event_fails_its_append_alone(tmp_path: Path) -> None:
+    """Metadata msgpack cannot encode fails that append (nothing written); others land."""
+    message = Message(role="user", content="hi", metadata={"handle": object()})
+    bad = MessageAppended(message=message.with_seq(1))
+    with LmdbEventLog.open(tmp_path / "log") as log:
+        barrier = threading.Barrier(4)
+        outcomes: dict[str, object] = {}
+
+        def append(session: str, events: list[Event]) -> None:
+            barrier.wait()
+            try:
+                outcomes[session] = log.append(session, events, expected_seq=0)
+            except Exception as exc:
+                outcomes[session] = exc
+
+        threads = [
+            threading.Thread(target=append, args=(name, events))
+            for name, events in [("bad", [*usage(1), bad]), ("a", usage(2)), ("b", usage(3))]
+        ]
+        for thread in threads:
+            thread.start()
+        barrier.wait()
+        for thread in threads:
+            thread.join()
+        assert isinstance(outcomes["bad"], TypeError)
+        assert (log.last_seq("bad"), log.last_seq("a"), log.last_seq("b")) == (0, 2, 3)
+        assert sorted(log.sessions()) == ["a", "b"]
+        assert log.last_position() == 5

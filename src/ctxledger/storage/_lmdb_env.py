@@ -90,7 +90,9 @@ class SharedEnvironment:
             raise
         self.journal: Journal | None = None
         if not readonly:
-            writer = LmdbWriter(self.dbs, clock=clock, on_dictionary=self._dictionary_committed)
+            writer = LmdbWriter(
+                self.dbs, codec=self.codec, clock=clock, on_dictionary=self._dictionary_committed
+            )
             self.journal = Journal(
                 self.env,
                 writer,

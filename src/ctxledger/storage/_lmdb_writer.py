@@ -15,6 +15,8 @@ from typing import Any, NamedTuple
 import lmdb
 
 from ctxledger.errors import StorageError, UnknownSessionError, VersionConflictError
+from ctxledger.events.codec import Codec, encode_payload
+from ctxledger.events.types import Event
 from ctxledger.storage._layout import (
     pack_pair,
     pack_stamp,
@@ -26,7 +28,14 @@ from ctxledger.storage._layout import (
     unpack_u64,
 )
 
-__all__ = ["AppendOp", "Databases", "DictionaryOp", "LmdbWriter", "SnapshotOp", "last_key_before"]
+__all__ = [
+    "AppendOp",
+    "Databases",
+    "DictionaryOp",
+    "LmdbWriter",
+    "SnapshotOp",
+    "last_key_before",
+]
 
 
 class Databases(NamedTuple):
@@ -43,11 +52,26 @@ class Databases(NamedTuple):
 
 @dataclass(slots=True)
 class AppendOp:
-    """Append framed events (with their raw payload sizes) to a session."""
+    """Append events to a session; the journal encodes them (``records``) when it applies this.
+
+    Encoding on the journal thread rather than the caller's keeps the callers' threads off the
+    GIL while the journal writes a group: every LMDB put releases the GIL, and a put that must
+    win it back from dozens of encoding callers costs more than the encoding itself.
+    """
 
     session_id: str
     expected_seq: int
-    records: list[tuple[bytes, int]]
+    events: list[Event]
+    #: The framed records and their raw payload sizes; set on first use (kept across a retry).
+    records: list[tuple[bytes, int]] | None = None
+
+
+class _OpFailed(Exception):
+    """One op of a group cannot be applied; ``error`` goes to its caller alone."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 @dataclass(slots=True)
@@ -81,6 +105,7 @@ class LmdbWriter:
 
     Args:
         dbs: The sub-databases.
+        codec: Encodes the events of each append (with the log's active dictionary).
         clock: Returns the commit timestamp.
         on_dictionary: Called after the commit of a new dictionary with its id and frame.
     """
@@ -89,10 +114,12 @@ class LmdbWriter:
         self,
         dbs: Databases,
         *,
+        codec: Codec,
         clock: Callable[[], float],
         on_dictionary: Callable[[int, bytes], None],
     ) -> None:
         self._dbs = dbs
+        self._codec = codec
         self._clock = clock
         self._on_dictionary = on_dictionary
         self._numbers: dict[str, int] = {}
@@ -105,32 +132,35 @@ class LmdbWriter:
         self._pending_position = 0
         self._pending_counters = [0, 0]
         self._pending_dictionary: tuple[int, bytes] | None = None
+        self._now = 0.0  # the commit timestamp of the open group
 
-    def write_group(
-        self, txn: lmdb.Transaction, ops: list[Any]
-    ) -> list[tuple[Any, BaseException | None]]:
-        """Apply ``ops`` in ``txn``; a conflicting request fails alone, before writing anything."""
+    def begin_group(self, txn: lmdb.Transaction) -> None:
+        """Start a group: check the caches against the disk and reset the pending state."""
         self._sync_with_disk(txn)
         self._pending_position = self._position
         self._pending_counters = list(self._counters)
-        now = self._clock()
-        outcomes: list[tuple[Any, BaseException | None]] = []
-        for op in ops:
-            try:
-                if isinstance(op, AppendOp):
-                    outcomes.append((self._append(txn, op, now), None))
-                elif isinstance(op, SnapshotOp):
-                    self._snapshot(txn, op)
-                    outcomes.append((None, None))
-                else:
-                    outcomes.append((self._dictionary(txn, op), None))
-            except (VersionConflictError, UnknownSessionError) as exc:
-                outcomes.append((None, exc))
+        self._now = self._clock()
+
+    def apply(self, txn: lmdb.Transaction, op: Any) -> tuple[Any, BaseException | None]:
+        """Apply ``op``; a conflicting request fails alone, before writing anything."""
+        try:
+            if isinstance(op, AppendOp):
+                return self._append(txn, op, self._now), None
+            if isinstance(op, SnapshotOp):
+                self._snapshot(txn, op)
+                return None, None
+            return self._dictionary(txn, op), None
+        except (VersionConflictError, UnknownSessionError) as exc:
+            return None, exc
+        except _OpFailed as failed:
+            return None, failed.error
+
+    def finish_group(self, txn: lmdb.Transaction) -> None:
+        """Store the byte counters the group changed."""
         if self._pending_counters != self._counters:
             raw, stored = self._pending_counters
             txn.put(b"raw_bytes", pack_u64(raw), db=self._dbs.meta)
             txn.put(b"stored_bytes", pack_u64(stored), db=self._dbs.meta)
-        return outcomes
 
     def group_committed(self) -> None:
         """Make the pending state of the committed group the committed state."""
@@ -199,8 +229,11 @@ class LmdbWriter:
         if actual != op.expected_seq:
             raise VersionConflictError(op.session_id, op.expected_seq, actual)
         position = self._pending_position
-        if not op.records:
+        if not op.events:
             return op.expected_seq + 1, position + 1, now
+        records = op.records
+        if records is None:
+            records = op.records = self._encode(op.events)
         dbs = self._dbs
         if number is None:
             number = self._next_number + len(self._pending_numbers)
@@ -209,7 +242,7 @@ class LmdbWriter:
             self._pending_numbers[op.session_id] = number
         seq = op.expected_seq
         raw = stored = 0
-        for record, raw_size in op.records:
+        for record, raw_size in records:
             seq += 1
             position += 1
             if not txn.put(
@@ -230,7 +263,18 @@ class LmdbWriter:
         self._pending_position = position
         self._pending_counters[0] += raw
         self._pending_counters[1] += stored
-        return op.expected_seq + 1, position - len(op.records) + 1, now
+        return op.expected_seq + 1, position - len(records) + 1, now
+
+    def _encode(self, events: list[Event]) -> list[tuple[bytes, int]]:
+        frame = self._codec.frame
+        records = []
+        try:
+            for event in events:
+                payload = encode_payload(event)
+                records.append((frame(payload), len(payload)))
+        except Exception as exc:  # e.g. metadata msgpack cannot encode: this append alone fails
+            raise _OpFailed(exc) from exc
+        return records
 
     def _snapshot(self, txn: lmdb.Transaction, op: SnapshotOp) -> None:
         number = self._number(txn, op.session_id)

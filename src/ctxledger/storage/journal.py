@@ -1,21 +1,31 @@
 """The journal: one thread that owns the LMDB write transaction and group-commits requests.
 
-Callers on any thread :meth:`Journal.submit` a request and block until it is durable. The journal
-thread takes everything queued, applies all of it in ONE write transaction (each request succeeds
-or fails on its own: a version conflict excludes only its batch) and commits it: one fsync for the
-whole group. While the disk flushes, new requests pile up and form the next group, so the cost of
-an fsync is shared by everyone who arrived during the previous one.
+Callers :meth:`Journal.submit` a request from any thread and block until it is durable, or
+``await`` :meth:`Journal.submit_async` from an event loop. The journal thread takes the queued
+requests as one group, applies each in ONE write transaction (each succeeds or fails on its own: a
+version conflict excludes only its request), and commits: one fsync for the whole group.
 
-A caller is woken only after its group committed, but not at once: the journal first writes the
-next group, then wakes the previous group's callers just before it commits, so that their threads
-prepare their next appends while the fsync runs (it releases the GIL) instead of contending for
-the GIL with the journal's puts. When nothing else is queued, callers are woken at once.
+Two groups are in flight at a time. The callers of a committed group are woken only once the next
+group is written, just before its commit: their threads then prepare their next appends while
+that fsync runs (it releases the GIL) instead of competing for the GIL with the journal's puts
+(every LMDB put releases and re-takes the GIL, and re-taking it behind dozens of runnable threads
+costs more than the put). When nothing else is queued, callers are woken at once.
+
+A group waits for as many requests as the group before the last one had (the callers woken
+meanwhile are likely to come straight back), but for no more than :data:`GATHER_GAP` seconds
+without an arrival and :data:`GATHER_MAX` seconds in all, so a lone caller never waits.
+
+The journal also encodes the events (see :class:`~ctxledger.storage._lmdb_writer.AppendOp`), so
+that callers hold the GIL as briefly as possible. Callers on an event loop are answered with one
+``call_soon_threadsafe`` per loop and group, not one thread wake-up per caller.
 """
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -25,22 +35,33 @@ import structlog
 
 from ctxledger.errors import StorageError
 
-__all__ = ["Gate", "GroupWriter", "Journal"]
+__all__ = ["GATHER_GAP", "GATHER_MAX", "Gate", "GroupWriter", "Journal"]
 
 _log = structlog.get_logger(__name__)
 
+#: Seconds a group waits for one more expected request before it is written without it.
+GATHER_GAP = 0.0005
+#: Seconds a group may wait for expected requests in all, from its first request.
+GATHER_MAX = 0.002
+
 
 class GroupWriter(Protocol):
-    """What the journal drives: applies one group of requests inside a write transaction."""
+    """What the journal drives: applies the requests of one group inside a write transaction."""
 
-    def write_group(
-        self, txn: lmdb.Transaction, ops: list[Any]
-    ) -> list[tuple[Any, BaseException | None]]:
-        """Apply ``ops`` in ``txn``; return one ``(result, error)`` per op, in order.
+    def begin_group(self, txn: lmdb.Transaction) -> None:
+        """Start a group in the fresh write transaction ``txn``."""
+        ...
+
+    def apply(self, txn: lmdb.Transaction, op: Any) -> tuple[Any, BaseException | None]:
+        """Apply one op; return ``(result, error)``.
 
         A failed op (``error`` set) must leave nothing of itself in ``txn``. An exception raised
         out of this method aborts the whole group.
         """
+        ...
+
+    def finish_group(self, txn: lmdb.Transaction) -> None:
+        """Write what the group changed as a whole, just before the commit."""
         ...
 
     def group_committed(self) -> None:
@@ -97,6 +118,8 @@ class Gate:
 
 
 class _Request:
+    """A caller blocked in :meth:`Journal.submit`."""
+
     __slots__ = ("_done", "error", "op", "result")
 
     def __init__(self, op: Any) -> None:
@@ -118,8 +141,39 @@ class _Request:
         return self.result
 
 
+class _AsyncRequest:
+    """A caller awaiting :meth:`Journal.submit_async` on an event loop."""
+
+    __slots__ = ("future", "loop", "op")
+
+    def __init__(self, op: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self.op = op
+        self.loop = loop
+        self.future: asyncio.Future[Any] = loop.create_future()
+
+    def resolve(self, result: Any, error: BaseException | None) -> None:
+        _call_in(self.loop, [(self.future, result, error)])
+
+
+def _call_in(loop: asyncio.AbstractEventLoop, items: list[tuple[Any, Any, Any]]) -> None:
+    try:
+        loop.call_soon_threadsafe(_settle, items)
+    except RuntimeError:  # the loop is closed: nobody is left to answer
+        _log.warning("event loop closed before its appends were answered", requests=len(items))
+
+
+def _settle(items: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+    for future, result, error in items:
+        if future.cancelled():
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+
 _STOP = object()
-_Answer = tuple[_Request, Any, BaseException | None]  # a committed request and its outcome
+_Answer = tuple[Any, Any, BaseException | None]  # a committed request and its outcome
 
 
 class Journal:
@@ -158,13 +212,22 @@ class Journal:
             StorageError: The journal is closed, or the transaction failed.
             Exception: The error the writer reported for this op (for example a version conflict).
         """
-        if self._closed:
-            raise StorageError("the event log is closed")
         request = _Request(op)
-        self._queue.put(request)
-        if self._stopped:  # lost a race with close(): nobody else may drain the queue any more
-            self._refuse_queued()
+        self._enqueue(request)
         return request.wait()
+
+    async def submit_async(self, op: Any) -> Any:
+        """Like :meth:`submit`, awaiting the commit instead of blocking the thread.
+
+        Cancelling the awaiting task does not withdraw ``op``: it may still be committed.
+
+        Raises:
+            StorageError: The journal is closed, or the transaction failed.
+            Exception: The error the writer reported for this op (for example a version conflict).
+        """
+        request = _AsyncRequest(op, asyncio.get_running_loop())
+        self._enqueue(request)
+        return await request.future
 
     def close(self) -> None:
         """Commit everything already submitted, then stop the thread."""
@@ -175,46 +238,66 @@ class Journal:
             self._queue.put(_STOP)
         self._thread.join()
 
+    def _enqueue(self, request: _Request | _AsyncRequest) -> None:
+        if self._closed:
+            raise StorageError("the event log is closed")
+        self._queue.put(request)
+        if self._stopped:  # lost a race with close(): nobody else may drain the queue any more
+            self._refuse_queued()
+
     def _run(self) -> None:
         answered: list[_Answer] = []  # durable, callers not yet woken
+        sizes = [1, 1]  # the sizes of the last two groups
         while True:
-            group: list[Any] = []
-            self._drain(group)
-            if not group:
+            try:
+                first = self._queue.get_nowait()
+            except queue.Empty:
                 self._wake(answered)
-                group.append(self._queue.get())
-                self._drain(group)
-            stop = _STOP in group
-            requests = group[: group.index(_STOP)] if stop else group
-            if requests:
+                first = self._queue.get()
+            requests: list[Any] = []
+            if first is _STOP:
+                stop = True
+            else:
+                requests, stop = self._gather(first, expected=sizes[0])
                 answered = self._commit(requests, answered)
+                sizes = [sizes[1], len(requests)]
             if stop:
                 self._wake(answered)
                 self._stopped = True
-                self._refuse(group[len(requests) + 1 :])
                 self._refuse_queued()
                 return
 
-    def _drain(self, group: list[Any]) -> None:
+    def _gather(self, first: Any, *, expected: int) -> tuple[list[Any], bool]:
+        """Collect a group from ``first`` on; return it and whether a stop request came."""
+        requests = [first]
+        deadline = time.monotonic() + GATHER_MAX
         while True:
             try:
-                group.append(self._queue.get_nowait())
+                item = self._queue.get_nowait()
             except queue.Empty:
-                return
+                wait = min(GATHER_GAP, deadline - time.monotonic())
+                if len(requests) >= expected or wait <= 0:
+                    return requests, False
+                try:
+                    item = self._queue.get(timeout=wait)
+                except queue.Empty:
+                    return requests, False
+            if item is _STOP:
+                return requests, True
+            requests.append(item)
 
-    def _commit(self, requests: list[_Request], answered: list[_Answer]) -> list[_Answer]:
+    def _commit(self, requests: list[Any], answered: list[_Answer]) -> list[_Answer]:
         """Write and commit one group; wake the callers of the previous one meanwhile.
 
         The previous group is already durable. Its callers are woken only once this group's
-        writes are done and its commit (the fsync, which releases the GIL) begins: their threads
-        then prepare their next appends while the disk flushes, instead of competing for the GIL
-        with the journal's puts.
+        writes are done and its commit (the fsync, which releases the GIL) begins.
         """
-        ops = [request.op for request in requests]
         while True:
             txn = self._env.begin(write=True)
             try:
-                outcomes = self._writer.write_group(txn, ops)
+                self._writer.begin_group(txn)
+                outcomes = [self._writer.apply(txn, request.op) for request in requests]
+                self._writer.finish_group(txn)
                 self._wake(answered)
                 txn.commit()
             except BaseException as exc:
@@ -236,28 +319,38 @@ class Journal:
         self._writer.group_committed()
         return [(request, *outcome) for request, outcome in zip(requests, outcomes, strict=True)]
 
+    def _drain(self, group: list[Any]) -> None:
+        while True:
+            try:
+                group.append(self._queue.get_nowait())
+            except queue.Empty:
+                return
+
     def _refuse_queued(self) -> None:
         late: list[Any] = []
         self._drain(late)
-        self._refuse(late)
-
-    @staticmethod
-    def _refuse(late: list[Any]) -> None:
         for request in late:
             if request is not _STOP:
                 request.resolve(None, StorageError("the event log is closed"))
 
     @staticmethod
     def _wake(answered: list[_Answer]) -> None:
+        """Answer committed requests: threads one by one, event loops one call per loop."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Any, Any, Any]]] = {}
         for request, result, error in answered:
-            request.resolve(result, error)
+            if type(request) is _Request:
+                request.resolve(result, error)
+            else:
+                by_loop.setdefault(request.loop, []).append((request.future, result, error))
         answered.clear()
+        for loop, items in by_loop.items():
+            _call_in(loop, items)
 
     @staticmethod
-    def _fail(requests: list[_Request], cause: BaseException) -> None:
+    def _fail(requests: list[Any], cause: BaseException) -> None:
         _log.error("journal group failed", requests=len(requests), error=repr(cause))
         for request in requests:
-            # One exception object per caller: each thread raises (and so mutates) its own.
+            # One exception object per caller: each raises (and so mutates) its own.
             error = StorageError(f"the write transaction failed: {cause}")
             error.__cause__ = cause
             request.resolve(None, error)

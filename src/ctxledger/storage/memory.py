@@ -69,6 +69,12 @@ class MemoryEventLog:
             self._global.extend(new)
             return new
 
+    async def aappend(
+        self, session_id: str, events: Sequence[Event], *, expected_seq: int
+    ) -> list[RecordedEvent]:
+        """:meth:`append` for a caller on an event loop (it never blocks for long here)."""
+        return self.append(session_id, events, expected_seq=expected_seq)
+
     def read(
         self,
         session_id: str,

@@ -78,6 +78,15 @@ class EventLog(Protocol):
         """
         ...
 
+    async def aappend(
+        self, session_id: str, events: Sequence[Event], *, expected_seq: int
+    ) -> list[RecordedEvent]:
+        """:meth:`append` for a caller on an event loop: awaits durability instead of blocking.
+
+        Cancelling the awaiting task does not withdraw the append: it may still be recorded.
+        """
+        ...
+
     def read(
         self,
         session_id: str,
