@@ -32,6 +32,7 @@ import zstandard
 from ctxledger.errors import CorruptRecordError, EventDecodeError
 from ctxledger.events.types import EVENT_TYPES, Event
 from ctxledger.events.upcasters import CURRENT_TAGS, upcast
+from ctxledger.messages import CHECKS
 
 __all__ = [
     "COMPRESS_THRESHOLD",
@@ -226,8 +227,44 @@ class Codec:
             UnknownEventTypeError: The tag is neither current nor known to an upcaster.
             EventDecodeError: The record needs a newer ctxledger or an upcaster failed.
         """
-        # Decoded at once, so an uncompressed payload is read in place, without a copy.
-        payload = self._payload(record, session_id, seq)
+        return self.decode_at(memoryview(record), 0, session_id, seq)
+
+    def decode_at(
+        self, buffer: bytes | memoryview, offset: int, session_id: str | None, seq: int | None
+    ) -> Event:
+        """:meth:`decode` the frame that starts ``offset`` bytes into ``buffer``.
+
+        The hot path of a replay: no copy of an uncompressed payload, no intermediate slices
+        beyond the two the checksum needs, and the messages of a record whose checksum matched
+        are not validated again (see :data:`ctxledger.messages.CHECKS`).
+        """
+        if len(buffer) - offset < HEADER_SIZE:
+            raise CorruptRecordError(
+                f"record of {len(buffer) - offset} bytes is shorter than its header",
+                session_id=session_id,
+                seq=seq,
+            )
+        version, flags, dict_id, crc = _HEADER.unpack_from(buffer, offset)
+        start = offset + HEADER_SIZE
+        payload: bytes | memoryview = buffer[start:]
+        if zlib.crc32(payload, zlib.crc32(buffer[offset : offset + 6])) != crc:
+            raise CorruptRecordError("checksum mismatch", session_id=session_id, seq=seq)
+        if flags:
+            if version != FORMAT_VERSION or flags & ~_KNOWN_FLAGS:
+                raise EventDecodeError(
+                    f"record format {version} (flags {flags:#x}) needs a newer ctxledger"
+                )
+            payload = self._decompress(payload, dict_id, session_id, seq)
+        elif version != FORMAT_VERSION:
+            raise EventDecodeError(f"record format {version} needs a newer ctxledger")
+        checks = CHECKS
+        checks.skip = True  # the checksum matched: the messages were validated when appended
+        try:
+            return _decoder.decode(payload)
+        except msgspec.MsgspecError:
+            pass
+        finally:
+            checks.skip = False
         return decode_payload(payload, session_id=session_id, seq=seq)
 
     def frame(self, payload: bytes) -> bytes:
@@ -275,6 +312,11 @@ class Codec:
         payload = view[HEADER_SIZE:]
         if not flags & _FLAG_ZSTD:
             return payload
+        return self._decompress(payload, dict_id, session_id, seq)
+
+    def _decompress(
+        self, payload: bytes | memoryview, dict_id: int, session_id: str | None, seq: int | None
+    ) -> bytes:
         if dict_id and dict_id not in self._dicts:
             raise CorruptRecordError(
                 f"record needs zstd dictionary {dict_id}, which this log does not hold",

@@ -80,27 +80,26 @@ def fold_session(
     if use_snapshots:
         resumed = _from_snapshot(log, session_id, through_event_seq)
         if resumed is not None:
-            state, last = resumed
-            for record in log.iter_events(session_id, last + 1, through_event_seq):
-                state.apply(record.event)
-                last = record.seq
+            state, start = resumed
+            apply, last = state.apply, start
+            for seq, event in log.iter_bodies(session_id, start + 1, through_event_seq):
+                apply(event)
+                last = seq
             return state, last
-    records = log.iter_events(session_id, 1, through_event_seq)
+    records = log.iter_bodies(session_id, 1, through_event_seq)
     first = next(records, None)
     if first is None:
         raise UnknownSessionError(f"unknown session {session_id!r}")
-    opened = first.event
+    last, opened = first
     if not isinstance(opened, SessionOpened):
         raise CorruptRecordError(
             f"first event is {type(opened).__name__}, not SessionOpened",
             session_id=session_id,
-            seq=first.seq,
+            seq=last,
         )
     state = SessionState.new(session_id, opened.config)
     state.apply(opened)
-    last = first.seq
-    for record in records:
-        event = record.event
+    for seq, event in records:
         if isinstance(event, SessionForked):
             state, _ = fold_session(
                 log,
@@ -110,7 +109,7 @@ def fold_session(
             )
             state.rebase(session_id, opened.config)
         state.apply(event)
-        last = record.seq
+        last = seq
     return state, last
 
 

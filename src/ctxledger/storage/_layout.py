@@ -29,6 +29,7 @@ __all__ = [
     "DB_NAMES",
     "FORMAT_NAME",
     "STAMP_SIZE",
+    "check_stamp",
     "pack_pair",
     "pack_stamp",
     "pack_u32",
@@ -48,6 +49,7 @@ _U64 = struct.Struct(">Q")
 _STAMP = struct.Struct(">QdI")
 _STAMP_BODY = struct.Struct(">Qd")
 STAMP_SIZE = _STAMP.size
+_STAMP_BODY_SIZE = _STAMP_BODY.size
 
 _U32 = struct.Struct(">I")
 
@@ -78,6 +80,19 @@ def pack_stamp(number: int, when: float) -> bytes:
     """Pack a checksummed ``(u64, f64)`` envelope."""
     body = _STAMP_BODY.pack(number, when)
     return body + zlib.crc32(body).to_bytes(4, "big")
+
+
+def check_stamp(data: bytes | memoryview) -> tuple[int, float] | None:
+    """The envelope at the start of ``data``, or None if it is damaged (see :func:`unpack_stamp`).
+
+    The replay's hot path: no exception set-up, no error message built.
+    """
+    if len(data) < STAMP_SIZE:
+        return None
+    number, when, crc = _STAMP.unpack_from(data)
+    if zlib.crc32(data[:_STAMP_BODY_SIZE]) != crc:
+        return None
+    return number, when
 
 
 def unpack_stamp(

@@ -105,6 +105,13 @@ class MemoryEventLog:
                 return
             first = chunk[-1].seq + 1
 
+    def iter_bodies(
+        self, session_id: str, from_seq: int = 1, to_seq: int | None = None
+    ) -> Iterator[tuple[int, Event]]:
+        """``(seq, event)`` of the session's events; see :meth:`EventLog.iter_bodies`."""
+        for record in self.iter_events(session_id, from_seq, to_seq):
+            yield record.seq, record.event
+
     def last_seq(self, session_id: str) -> int:
         """Return the session's last event seq, 0 if it has none."""
         with self._lock:
