@@ -532,3 +532,15 @@ def test_closed_log_refuses_aappend(log: EventLog) -> None:
 
     with pytest.raises(StorageError):
         asyncio.run(go())
+
+
+def test_iter_bodies_gives_seq_and_event_of_iter_events(log: EventLog) -> None:
+    """iter_bodies yields (seq, event) for exactly the records iter_events yields."""
+    log.append("s", mixed_events(), expected_seq=0)
+    log.append("s", usage(700), expected_seq=6)
+    log.append("other", usage(3), expected_seq=0)
+    expected = [(record.seq, record.event) for record in log.iter_events("s")]
+    assert list(log.iter_bodies("s")) == expected
+    assert list(log.iter_bodies("s", 3, 600)) == expected[2:600]
+    assert list(log.iter_bodies("s", 700)) == expected[699:]
+    assert list(log.iter_bodies("missing")) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 import lmdb
@@ -100,3 +101,51 @@ def test_damaged_session_entry_is_detected(path: Path) -> None:
     with LmdbEventLog.open(path) as log, pytest.raises(CorruptRecordError) as caught:
         log.read("a")
     assert caught.value.session_id == "a"
+
+
+@pytest.mark.parametrize("offset", OFFSETS)
+@pytest.mark.parametrize("seq", [3, 4])  # a raw record and a compressed one
+def test_iter_bodies_names_the_damaged_event(path: Path, offset: int, seq: int) -> None:
+    """The replay's fast path reports damage exactly as read does."""
+    damage(path, b"events", pack_pair(1, seq), offset)
+    with LmdbEventLog.open(path) as log, pytest.raises(CorruptRecordError) as caught:
+        list(log.iter_bodies("a"))
+    assert (caught.value.session_id, caught.value.seq) == ("a", seq)
+
+
+def forge_bad_zstd(path: Path, key: bytes) -> None:
+    """Replace a compressed record's payload with bytes that are not zstd, checksum intact."""
+    with lmdb.open(str(path), max_dbs=16) as env:
+        db = env.open_db(b"events")
+        with env.begin(write=True, db=db) as txn:
+            value = bytes(txn.get(key))
+            stamp, prefix = value[:STAMP_SIZE], value[STAMP_SIZE : STAMP_SIZE + 6]
+            assert prefix[1] & 1, "the record must be a compressed one"
+            payload = b"not a zstd frame at all" * 4
+            crc = zlib.crc32(payload, zlib.crc32(prefix)).to_bytes(4, "big")
+            txn.put(key, stamp + prefix + crc + payload)
+
+
+@pytest.mark.parametrize("seq", [10, 2998])  # decompressed ahead by the worker / in the last chunk
+def test_a_frame_that_does_not_decompress_is_named(tmp_path: Path, seq: int) -> None:
+    """A record whose checksum holds but whose zstd frame is bad raises with its seq."""
+    with LmdbEventLog.open(tmp_path / "log") as log:
+        log.append("a", events(3000), expected_seq=0)
+    forge_bad_zstd(tmp_path / "log", pack_pair(1, seq))
+    with LmdbEventLog.open(tmp_path / "log") as log:
+        with pytest.raises(CorruptRecordError, match="zstd") as caught:
+            list(log.iter_bodies("a"))
+        assert (caught.value.session_id, caught.value.seq) == ("a", seq)
+        with pytest.raises(CorruptRecordError, match="zstd"):
+            log.read("a", seq, seq)
+
+
+def test_iter_bodies_of_a_long_session_equals_iter_events(tmp_path: Path) -> None:
+    """Across chunks (some frames decompressed ahead on the worker) both paths agree."""
+    with LmdbEventLog.open(tmp_path / "log") as log:
+        log.append("a", events(5000), expected_seq=0)
+        log.train_dictionary()
+        log.append("a", events(5100)[5000:], expected_seq=5000)  # some frames use the dictionary
+        expected = [(record.seq, record.event) for record in log.iter_events("a")]
+        assert list(log.iter_bodies("a")) == expected
+        assert list(log.iter_bodies("a", 2040, 4100)) == expected[2039:4100]

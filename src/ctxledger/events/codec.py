@@ -24,7 +24,7 @@ import struct
 import threading
 import zlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, overload
 
 import msgspec
 import zstandard
@@ -40,6 +40,7 @@ __all__ = [
     "FORMAT_VERSION",
     "HEADER_SIZE",
     "Codec",
+    "Deferred",
     "decode_event",
     "decode_payload",
     "encode_event",
@@ -229,14 +230,46 @@ class Codec:
         """
         return self.decode_at(memoryview(record), 0, session_id, seq)
 
+    @overload
     def decode_at(
-        self, buffer: bytes | memoryview, offset: int, session_id: str | None, seq: int | None
-    ) -> Event:
+        self,
+        buffer: bytes | memoryview,
+        offset: int,
+        session_id: str | None,
+        seq: int | None,
+        *,
+        defer: Literal[False] = False,
+    ) -> Event: ...
+
+    @overload
+    def decode_at(
+        self,
+        buffer: bytes | memoryview,
+        offset: int,
+        session_id: str | None,
+        seq: int | None,
+        *,
+        defer: bool,
+    ) -> Event | Deferred: ...
+
+    def decode_at(
+        self,
+        buffer: bytes | memoryview,
+        offset: int,
+        session_id: str | None,
+        seq: int | None,
+        *,
+        defer: bool = False,
+    ) -> Event | Deferred:
         """:meth:`decode` the frame that starts ``offset`` bytes into ``buffer``.
 
         The hot path of a replay: no copy of an uncompressed payload, no intermediate slices
         beyond the two the checksum needs, and the messages of a record whose checksum matched
         are not validated again (see :data:`ctxledger.messages.CHECKS`).
+
+        With ``defer``, a compressed record is checked but not decompressed: it comes back as a
+        :class:`Deferred` (holding a copy of its frame) for :meth:`decompress_all` and
+        :meth:`finish`, so that a reader can decompress many at once on another thread.
         """
         if len(buffer) - offset < HEADER_SIZE:
             raise CorruptRecordError(
@@ -254,18 +287,59 @@ class Codec:
                 raise EventDecodeError(
                     f"record format {version} (flags {flags:#x}) needs a newer ctxledger"
                 )
+            if defer:
+                return Deferred(dict_id, bytes(payload), session_id, seq)
             payload = self._decompress(payload, dict_id, session_id, seq)
         elif version != FORMAT_VERSION:
             raise EventDecodeError(f"record format {version} needs a newer ctxledger")
-        checks = CHECKS
-        checks.skip = True  # the checksum matched: the messages were validated when appended
+        return _decode_checked(payload, session_id, seq)
+
+    def decompress_all(
+        self, deferred: list[Deferred], started: threading.Event | None = None
+    ) -> list[Any] | None:
+        """Decompress the frames of ``deferred`` records, each dictionary's in one call.
+
+        Each call releases the GIL for all of its frames (run it on another thread to overlap
+        the decoding of other records); ``started`` is set just before the first. Returns the
+        payloads in order, or None if any frame fails (then :meth:`finish` finds and names it).
+        """
+        payloads: list[Any] = [None] * len(deferred)
+        by_dict: dict[int, list[int]] = {}
+        for index, item in enumerate(deferred):
+            by_dict.setdefault(item.dict_id, []).append(index)
+        frames: dict[int, list[bytes | bytearray | memoryview]] = {
+            dict_id: [deferred[index].frame for index in indices]
+            for dict_id, indices in by_dict.items()
+        }
+        if started is not None:
+            started.set()
         try:
-            return _decoder.decode(payload)
-        except msgspec.MsgspecError:
-            pass
-        finally:
-            checks.skip = False
-        return decode_payload(payload, session_id=session_id, seq=seq)
+            for dict_id, indices in by_dict.items():
+                if dict_id and dict_id not in self._dicts:
+                    return None
+                out = self._decompressor(dict_id).multi_decompress_to_buffer(
+                    frames[dict_id], threads=1
+                )
+                for position, index in enumerate(indices):
+                    payloads[index] = out[position]
+        except (zstandard.ZstdError, ValueError):  # a bad frame, or no content size in it
+            return None
+        return payloads
+
+    def finish(self, deferred: list[Deferred], payloads: list[Any] | None) -> list[Event]:
+        """Decode ``deferred`` records from their :meth:`decompress_all` payloads.
+
+        With ``payloads`` None, each record is decompressed here (naming a damaged one).
+        """
+        if payloads is None:
+            payloads = [
+                self._decompress(item.frame, item.dict_id, item.session_id, item.seq)
+                for item in deferred
+            ]
+        return [
+            _decode_checked(payload, item.session_id, item.seq)
+            for item, payload in zip(deferred, payloads, strict=True)
+        ]
 
     def frame(self, payload: bytes) -> bytes:
         """Wrap ``payload`` in a checksummed frame, compressing it when that pays."""
@@ -351,6 +425,31 @@ class Codec:
             decompressor = zstandard.ZstdDecompressor(dict_data=self._dicts.get(dict_id))
             contexts[dict_id] = decompressor
         return decompressor
+
+
+class Deferred:
+    """A checked record whose zstd frame is still to be decompressed (see ``decode_at``)."""
+
+    __slots__ = ("dict_id", "frame", "seq", "session_id")
+
+    def __init__(self, dict_id: int, frame: bytes, session_id: str | None, seq: int | None):
+        self.dict_id = dict_id
+        self.frame = frame
+        self.session_id = session_id
+        self.seq = seq
+
+
+def _decode_checked(payload: Any, session_id: str | None, seq: int | None) -> Event:
+    """Decode the payload of a record whose checksum matched, without re-validating messages."""
+    checks = CHECKS
+    checks.skip = True  # the messages were validated when they were appended
+    try:
+        return _decoder.decode(payload)
+    except msgspec.MsgspecError:
+        pass
+    finally:
+        checks.skip = False
+    return decode_payload(payload, session_id=session_id, seq=seq)
 
 
 _DEFAULT_CODEC = Codec()

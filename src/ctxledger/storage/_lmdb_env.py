@@ -8,7 +8,9 @@ sub-databases, the codec with the log's dictionaries, the journal that owns its 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import lmdb
@@ -89,6 +91,8 @@ class SharedEnvironment:
             self.env.close()
             raise
         self.journal: Journal | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
         if not readonly:
             writer = LmdbWriter(
                 self.dbs, codec=self.codec, clock=clock, on_dictionary=self._dictionary_committed
@@ -167,8 +171,19 @@ class SharedEnvironment:
         except lmdb.Error as exc:
             raise StorageError(f"LMDB read failed: {exc}") from exc
 
+    def unzstd(self) -> ThreadPoolExecutor:
+        """The thread that decompresses ahead of a replay (started on first use)."""
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="ctxledger-unzstd")
+            return self._pool
+
     def close(self) -> None:
         """Commit what the journal holds, stop it, then close the environment."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
         if self.journal is not None:
             self.journal.close()
         with self.gate.exclusive():
