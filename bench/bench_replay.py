@@ -18,15 +18,15 @@ Measured (each figure the median of ``--repeat`` runs):
    the issue asks for (1.0 would mean independent of the session's length).
 3. ``verify`` of the big session: events per second (it rebuilds every served view).
 
-Snapshots. A snapshot is the folded state (``SessionState.to_snapshot``) without its full
-history chunks and earlier checkpoints (read back from the log when touched): the last partial
-chunk of at most 255 messages, the active checkpoint and the indices (a few bytes per
-message). The small session gets one every ``snapshot_interval`` (1000) events, as a host
-writes them. Writing one every 1000 events into a 1M-event session would need about
-``1000 x (mean snapshot size)`` of disk (printed as "projected"), so the big session instead
-gets one every ``--coarse`` events plus, for each sampled ``view_at`` seq, the snapshot a host
-with interval 1000 would have written just before it (so its ``view_at`` reads what it would
-read under the default interval).
+Snapshots. A snapshot is the folded state (``SessionState.to_snapshot``, version 3) without its
+full history chunks, earlier checkpoints and index entries before the active checkpoint (all
+read back from the log when touched): the last partial chunk of at most 255 messages, the active
+checkpoint, the indices after it, and an 8-byte hash per older tool-call id. The small session
+gets one every ``snapshot_interval`` (1000) events, as a host writes them. Writing one every 1000
+events into a 1M-event session would need about ``1000 x (mean snapshot size)`` of disk (printed
+as "projected"), so the big session instead gets one every ``--coarse`` events plus, for each
+sampled ``view_at`` seq, the snapshot a host with interval 1000 would have written just before it
+(so its ``view_at`` reads what it would read under the default interval).
 
 Usage::
 

@@ -3,13 +3,13 @@
 Every decision input (config, usage figures, checkpoints, pins, synthesized results) comes from an
 event, so replaying a log through :meth:`SessionState.apply` rebuilds the identical state. Besides
 the plain record (history, checkpoints, pins, usage) the state keeps small indices (round starts,
-cut points, tool calls and their answers) so that planning and projection never scan history.
+cut points, tool calls and their answers) so that planning and projection never scan history;
+their entries before the active checkpoint leave memory (:mod:`ctxledger.domain.indices`).
 """
 
 from __future__ import annotations
 
 import hashlib
-from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import overload
 
@@ -17,6 +17,7 @@ import msgspec
 
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
+from ctxledger.domain.indices import OldIndices, SeqList, SeqMap
 from ctxledger.domain.validation import validate_append
 from ctxledger.errors import EventDecodeError, InvalidMessageError, InvalidSeqError
 from ctxledger.events.types import (
@@ -47,7 +48,7 @@ __all__ = [
 ]
 
 #: Version of the :meth:`SessionState.to_snapshot` format; other versions are refused.
-SNAPSHOT_VERSION = 2
+SNAPSHOT_VERSION = 3
 
 #: Messages per history chunk. A snapshot holds only the last, partial chunk; full chunks are
 #: read back from the log's append events when a seq in them is touched (consecutive missing
@@ -370,12 +371,20 @@ class _Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     compactions_failed: int
     first_user_seq: int | None
     head: list[Message]
+    # The indices after index_base (and a few before, see domain.indices): entries counted in
+    # *_before and ids hashed in *_hashes are read back from history when touched.
+    index_base: int
+    user_seqs_before: int
     user_seqs: list[int]
+    boundaries_before: int
     boundaries: list[int]
+    tool_seqs_before: int
     tool_seqs: list[int]
     assistant_count: int
     calls: dict[str, int]
+    call_hashes: bytes
     answers: dict[str, int]
+    answer_hashes: bytes
     open_calls: list[ToolCall]
 
 
@@ -435,13 +444,40 @@ class SessionState:
     def _reset_indices(self) -> None:
         self.first_user_seq: int | None = None
         self.head: list[Message] = []  # system messages before the first user message
-        self.user_seqs: list[int] = []
-        self.boundaries: list[int] = []  # seqs at which a cut is allowed
-        self.tool_seqs: list[int] = []
+        # Index entries up to index_base (the message before the active checkpoint's retained
+        # part) may be out of memory: see ctxledger.domain.indices.
+        self.index_base = 0
+        self.user_seqs = SeqList()
+        self.boundaries = SeqList()  # seqs at which a cut is allowed
+        self.tool_seqs = SeqList()
         self.assistant_count = 0
-        self._calls: dict[str, int] = {}  # call id -> seq of the assistant message
-        self._answers: dict[str, int] = {}
+        self._calls = SeqMap()  # call id -> seq of the assistant message
+        self._answers = SeqMap()  # call id -> seq of its (first) result
         self._open: dict[str, ToolCall] = {}
+        self._bind_indices()
+
+    def _bind_indices(self) -> None:
+        """Let the indices read their entries before ``index_base`` back from this history."""
+        old = OldIndices(lambda upto: self.history[:upto])
+
+        def before() -> OldIndices:
+            return old.upto(self.index_base)
+
+        self.user_seqs.load = lambda: before().user_seqs
+        self.boundaries.load = lambda: before().boundaries
+        self.tool_seqs.load = lambda: before().tool_seqs
+        self._calls.load = lambda: dict(before().calls)
+        self._answers.load = lambda: dict(before().answers)
+
+    def _advance_index_base(self, checkpoint: Checkpoint) -> None:
+        base = checkpoint.retain_from_seq - 1
+        if base <= self.index_base:
+            return
+        self.index_base = base
+        for index in (self.user_seqs, self.boundaries, self.tool_seqs):
+            index.forget(base)
+        self._calls.forget(base)
+        self._answers.forget(base)
 
     # --- construction -----------------------------------------------------------------------------
 
@@ -454,9 +490,10 @@ class SessionState:
         """Return an independent copy (messages and checkpoints are immutable and shared)."""
         other = SessionState.__new__(SessionState)
         for name, value in self.__dict__.items():
-            if isinstance(value, list | set | dict | History | Checkpoints):
+            if isinstance(value, list | set | dict | History | Checkpoints | SeqList | SeqMap):
                 value = value.copy()
             other.__dict__[name] = value
+        other._bind_indices()  # read back from the copy's own history
         return other
 
     def rebase(self, session_id: str, config: Config) -> None:
@@ -471,10 +508,13 @@ class SessionState:
         ``snapshot + tail == full replay`` can be checked byte for byte. The size does not grow
         with the history's messages or checkpoints: full history chunks and checkpoints before
         the active one are left out (they are in the log), represented by their count and a hash
-        chain over them, so states with different histories still encode differently. The
-        indices (round starts, cut points, tool-result seqs, tool-call ids) are kept: a few
-        bytes per message.
+        chain over them, so states with different histories still encode differently. So are the
+        index entries before the active checkpoint (counted; tool-call ids as 8-byte hashes).
         """
+        base = self.index_base
+        user_before, user_seqs = self.user_seqs.window(base)
+        boundaries_before, boundaries = self.boundaries.window(base)
+        tool_before, tool_seqs = self.tool_seqs.window(base)
         return _snapshot_encoder.encode(
             _Snapshot(
                 version=SNAPSHOT_VERSION,
@@ -498,12 +538,18 @@ class SessionState:
                 compactions_failed=self.compactions_failed,
                 first_user_seq=self.first_user_seq,
                 head=self.head,
-                user_seqs=self.user_seqs,
-                boundaries=self.boundaries,
-                tool_seqs=self.tool_seqs,
+                index_base=base,
+                user_seqs_before=user_before,
+                user_seqs=user_seqs,
+                boundaries_before=boundaries_before,
+                boundaries=boundaries,
+                tool_seqs_before=tool_before,
+                tool_seqs=tool_seqs,
                 assistant_count=self.assistant_count,
-                calls=self._calls,
-                answers=self._answers,
+                calls=self._calls.recent,
+                call_hashes=bytes(self._calls.hashes),
+                answers=self._answers.recent,
+                answer_hashes=bytes(self._answers.hashes),
                 open_calls=list(self._open.values()),
             )
         )
@@ -552,12 +598,14 @@ class SessionState:
         # The decoded containers belong to ``snap`` alone, which is dropped: no copies.
         state.first_user_seq = snap.first_user_seq
         state.head = snap.head
-        state.user_seqs = snap.user_seqs
-        state.boundaries = snap.boundaries
-        state.tool_seqs = snap.tool_seqs
+        state.index_base = snap.index_base
+        state.user_seqs = SeqList(snap.user_seqs, snap.user_seqs_before)
+        state.boundaries = SeqList(snap.boundaries, snap.boundaries_before)
+        state.tool_seqs = SeqList(snap.tool_seqs, snap.tool_seqs_before)
         state.assistant_count = snap.assistant_count
-        state._calls = snap.calls
-        state._answers = snap.answers
+        state._calls = SeqMap(snap.calls, snap.call_hashes)
+        state._answers = SeqMap(snap.answers, snap.answer_hashes)
+        state._bind_indices()
         state._open = {call.id: call for call in snap.open_calls}
         state.pins = set(snap.pins)
         state.usage = snap.usage
@@ -634,18 +682,17 @@ class SessionState:
 
     def tool_ordinal(self, seq: int) -> int:
         """Return how many tool results precede message ``seq`` in history."""
-        return bisect_left(self.tool_seqs, seq)
+        return self.tool_seqs.bisect_left(seq)
 
     def boundary_at_or_before(self, seq: int) -> int | None:
         """Return the latest allowed cut seq ``<= seq``, if any."""
-        index = bisect_right(self.boundaries, seq)
+        index = self.boundaries.bisect_right(seq)
         return self.boundaries[index - 1] if index else None
 
     def boundaries_between(self, low: int, high: int) -> list[int]:
         """Return the allowed cut seqs ``s`` with ``low <= s <= high``, ascending."""
-        return self.boundaries[
-            bisect_left(self.boundaries, low) : bisect_right(self.boundaries, high)
-        ]
+        boundaries = self.boundaries
+        return boundaries[boundaries.bisect_left(low) : boundaries.bisect_right(high)]
 
     def pin_group(self, seq: int) -> tuple[int, ...]:
         """Return the seqs shown together with pinned message ``seq``, ascending.
@@ -720,6 +767,7 @@ class SessionState:
         elif isinstance(event, CheckpointCreated):
             self.checkpoints.append(event.checkpoint)
             self.checkpoint_seq = self.last_seq
+            self._advance_index_base(event.checkpoint)
         elif isinstance(event, CompactionStarted):
             self.compactions_started += 1
         elif isinstance(event, CompactionFailed):
@@ -749,24 +797,24 @@ class SessionState:
         history.append(message)
         role = message.role
         if role == "tool":
-            self.tool_seqs.append(seq)
+            self.tool_seqs.items.append(seq)
             call_id = message.tool_call_id or ""
-            self._open.pop(call_id, None)
-            answers = self._answers
-            if call_id not in answers:
-                answers[call_id] = seq
+            # An open call has no answer yet (a validated log never reuses an id), so only a
+            # result for a call that is not open needs the lookup, which may read ids back.
+            if self._open.pop(call_id, None) is not None or call_id not in self._answers:
+                self._answers.recent[call_id] = seq
             return
         if not self._open and (role == "user" or role == "assistant"):
-            self.boundaries.append(seq)
+            self.boundaries.items.append(seq)
         if role == "assistant":
             self.assistant_count += 1
             if message.tool_calls:
-                calls, open_calls = self._calls, self._open
+                calls, open_calls = self._calls.recent, self._open
                 for call in message.tool_calls:
                     calls[call.id] = seq
                     open_calls[call.id] = call
         elif role == "user":
-            self.user_seqs.append(seq)
+            self.user_seqs.items.append(seq)
             if self.first_user_seq is None:
                 self.first_user_seq = seq
         elif role == "system" and self.first_user_seq is None:

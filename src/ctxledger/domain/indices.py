@@ -1,0 +1,290 @@
+"""Windowed indices of a session: what precedes the active checkpoint stays in the log.
+
+A session's indices (round starts, cut points, tool-result seqs, tool-call ids and their answers)
+grow with every message, but planning and projection only look at the part after the active
+checkpoint. So each index keeps in memory only its entries after a *base* seq (the message
+before the active checkpoint's ``retain_from_seq``), plus a few before it (:data:`SLACK`): the
+older entries are counted, and read back from history (:class:`OldIndices`) the first time one is
+touched. A snapshot stores what is in memory, so its size no longer grows with the session.
+
+Tool-call ids before the base are kept as 8-byte hashes (in seq order), so that a reused id is
+still refused without reading history back: a hash hit is confirmed against the real ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator, Sequence
+from typing import overload
+
+from ctxledger.errors import EventDecodeError, InvalidSeqError
+from ctxledger.messages import Message, ToolCall
+
+__all__ = ["SLACK", "OldIndices", "SeqList", "SeqMap", "id_hash"]
+
+#: Entries at or before the base kept in memory by each sorted index, so that the last rounds and
+#: tool results before a fresh checkpoint are at hand without reading history back.
+SLACK = 64
+
+
+def id_hash(call_id: str) -> bytes:
+    """The 8-byte hash a tool-call id before the base is remembered by."""
+    return hashlib.blake2b(call_id.encode(), digest_size=8).digest()
+
+
+class OldIndices:
+    """The index entries of messages ``1..upto``, rebuilt from history on demand and cached.
+
+    Args:
+        messages: Returns messages ``1..upto`` (a slice of the session's history).
+    """
+
+    def __init__(self, messages: Callable[[int], Sequence[Message]]) -> None:
+        self._messages = messages
+        self._upto = -1
+        self.user_seqs: list[int] = []
+        self.boundaries: list[int] = []
+        self.tool_seqs: list[int] = []
+        self.calls: dict[str, int] = {}
+        self.answers: dict[str, int] = {}
+
+    def upto(self, upto: int) -> OldIndices:
+        """Make the entries of messages ``1..upto`` available; return self."""
+        if upto == self._upto:
+            return self
+        user_seqs: list[int] = []
+        boundaries: list[int] = []
+        tool_seqs: list[int] = []
+        calls: dict[str, int] = {}
+        answers: dict[str, int] = {}
+        open_calls: dict[str, ToolCall] = {}
+        for seq, message in enumerate(self._messages(upto), start=1):
+            role = message.role
+            if role == "tool":
+                tool_seqs.append(seq)
+                call_id = message.tool_call_id or ""
+                if open_calls.pop(call_id, None) is not None or call_id not in answers:
+                    answers[call_id] = seq  # as the fold does (see SessionState._append)
+                continue
+            if not open_calls and (role == "user" or role == "assistant"):
+                boundaries.append(seq)
+            if role == "assistant":
+                for call in message.tool_calls:
+                    calls[call.id] = seq
+                    open_calls[call.id] = call
+            elif role == "user":
+                user_seqs.append(seq)
+        self.user_seqs, self.boundaries, self.tool_seqs = user_seqs, boundaries, tool_seqs
+        self.calls, self.answers = calls, answers
+        self._upto = upto
+        return self
+
+
+class SeqList(Sequence[int]):
+    """A sorted list of seqs of which only the newest are in memory.
+
+    ``items`` holds the entries after the base and up to :data:`SLACK` before it; ``before``
+    counts the older ones, which ``load`` reads back (all entries, ascending) when one is touched.
+    The fold appends to ``items`` directly.
+    """
+
+    __slots__ = ("before", "items", "load")
+
+    def __init__(
+        self,
+        items: list[int] | None = None,
+        before: int = 0,
+        load: Callable[[], list[int]] | None = None,
+    ) -> None:
+        self.items: list[int] = [] if items is None else items
+        self.before = before
+        self.load = load
+
+    def copy(self) -> SeqList:
+        """Return an independent copy."""
+        return SeqList(self.items.copy(), self.before, self.load)
+
+    def append(self, seq: int) -> None:
+        """Append a seq greater than every entry."""
+        self.items.append(seq)
+
+    def forget(self, base: int) -> None:
+        """Drop from memory the entries ``<= base`` but the last :data:`SLACK` of them."""
+        drop = bisect_right(self.items, base) - SLACK
+        if drop > 0:
+            del self.items[:drop]
+            self.before += drop
+
+    def window(self, base: int) -> tuple[int, list[int]]:
+        """``(before, items)`` as :meth:`forget` would leave them: what a snapshot stores."""
+        drop = max(0, bisect_right(self.items, base) - SLACK)
+        return self.before + drop, self.items[drop:]
+
+    def _all(self) -> list[int]:
+        if self.before:
+            if self.load is None:
+                raise InvalidSeqError("index entries before the base are not loaded, no reader")
+            older = self.load()[: self.before]
+            if len(older) != self.before or (self.items and older and older[-1] >= self.items[0]):
+                raise EventDecodeError(
+                    f"read back {len(older)} index entries, expected {self.before}"
+                )
+            self.items[:0] = older
+            self.before = 0
+        return self.items
+
+    def __len__(self) -> int:
+        return self.before + len(self.items)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if start >= self.before and step == 1:
+                return self.items[start - self.before : stop - self.before]
+            return self._all()[index]
+        if index < 0:
+            index += len(self)
+        if index >= self.before:
+            return self.items[index - self.before]
+        if index < 0:
+            raise IndexError("index out of range")
+        return self._all()[index]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._all())
+
+    def bisect_left(self, seq: int) -> int:
+        """The position of the first entry ``>= seq``."""
+        items = self.items
+        if not self.before or (items and seq > items[0]):
+            return self.before + bisect_left(items, seq)
+        return bisect_left(self._all(), seq)
+
+    def bisect_right(self, seq: int) -> int:
+        """The position after the last entry ``<= seq``."""
+        items = self.items
+        if not self.before or (items and seq >= items[0]):
+            return self.before + bisect_right(items, seq)
+        return bisect_right(self._all(), seq)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, SeqList | list):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"SeqList(len={len(self)}, in_memory={len(self.items)})"
+
+
+class SeqMap:
+    """Tool-call id -> seq, of which only the entries after the base are in memory.
+
+    The older ids are remembered as :func:`id_hash` values in ``hashes`` (seq order); ``load``
+    reads the older entries back (in seq order) when a lookup may need them: a miss whose hash
+    is among the old ones, or iteration.
+    """
+
+    __slots__ = ("_hash_set", "_old", "hashes", "load", "recent")
+
+    def __init__(
+        self,
+        recent: dict[str, int] | None = None,
+        hashes: bytes = b"",
+        load: Callable[[], dict[str, int]] | None = None,
+    ) -> None:
+        self.recent: dict[str, int] = {} if recent is None else recent
+        self.hashes = bytearray(hashes)
+        self.load = load
+        self._old: dict[str, int] | None = None if hashes else {}
+        self._hash_set: set[bytes] | None = None
+
+    def copy(self) -> SeqMap:
+        """Return an independent copy."""
+        other = SeqMap(self.recent.copy(), bytes(self.hashes), self.load)
+        other._old = None if self._old is None else self._old.copy()
+        other._hash_set = None if self._hash_set is None else self._hash_set.copy()
+        return other
+
+    def __setitem__(self, call_id: str, seq: int) -> None:
+        self.recent[call_id] = seq
+
+    def forget(self, base: int) -> None:
+        """Move the entries with seqs ``<= base`` out of memory (their hashes stay).
+
+        Hashes are added in (seq, id) order, whatever order the entries were inserted or
+        decoded in, so that equal states keep equal hashes.
+        """
+        recent = self.recent
+        moved = sorted((seq, call_id) for call_id, seq in recent.items() if seq <= base)
+        for _, call_id in moved:
+            digest = id_hash(call_id)
+            self.hashes += digest
+            if self._hash_set is not None:
+                self._hash_set.add(digest)
+            seq = recent.pop(call_id)
+            if self._old is not None:
+                self._old[call_id] = seq
+
+    def _older(self) -> dict[str, int]:
+        if self._old is None:
+            if self.load is None:
+                raise InvalidSeqError("tool-call ids before the base are not loaded, no reader")
+            old = self.load()
+            if len(old) != len(self.hashes) // 8:
+                raise EventDecodeError(
+                    f"read back {len(old)} tool-call ids, expected {len(self.hashes) // 8}"
+                )
+            self._old = old
+        return self._old
+
+    def _maybe_old(self, call_id: str) -> bool:
+        if self._old is not None:
+            return call_id in self._old
+        if not self.hashes:
+            return False
+        if self._hash_set is None:
+            view = bytes(self.hashes)
+            self._hash_set = {view[i : i + 8] for i in range(0, len(view), 8)}
+        return id_hash(call_id) in self._hash_set and call_id in self._older()
+
+    def get(self, call_id: str) -> int | None:
+        """The seq of ``call_id``, or None."""
+        seq = self.recent.get(call_id)
+        if seq is None and self._maybe_old(call_id):
+            return self._older()[call_id]
+        return seq
+
+    def __contains__(self, call_id: object) -> bool:
+        return isinstance(call_id, str) and (call_id in self.recent or self._maybe_old(call_id))
+
+    def __len__(self) -> int:
+        return len(self.recent) + len(self.hashes) // 8
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._older()
+        yield from self.recent
+
+    def keys(self) -> SeqMap:
+        """Self: a collection of the ids (``in`` needs no read-back unless a hash matches)."""
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, SeqMap | dict):
+            mine = {**self._older(), **self.recent}
+            theirs = other if isinstance(other, dict) else {**other._older(), **other.recent}
+            return list(mine.items()) == list(theirs.items())
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"SeqMap(len={len(self)}, in_memory={len(self.recent)})"

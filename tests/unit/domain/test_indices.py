@@ -1,0 +1,99 @@
+"""The windowed indices: entries before the base leave memory and come back when touched."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxledger.domain import indices
+from ctxledger.domain.indices import SeqList, SeqMap, id_hash
+from ctxledger.errors import InvalidSeqError
+
+
+@pytest.fixture(autouse=True)
+def small_slack(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(indices, "SLACK", 2)
+
+
+def windowed(entries: list[int], base: int) -> tuple[SeqList, list[int]]:
+    """A SeqList of ``entries`` after forget(base), and a counter of its read-backs."""
+    loads: list[int] = []
+
+    def load() -> list[int]:
+        loads.append(1)
+        return [seq for seq in entries if seq <= base]
+
+    seqs = SeqList(list(entries), load=load)
+    seqs.forget(base)
+    return seqs, loads
+
+
+def test_forget_keeps_the_slack_and_counts_the_rest() -> None:
+    seqs, loads = windowed([2, 4, 6, 8, 10, 12, 14], base=10)
+    assert (seqs.before, seqs.items) == (3, [8, 10, 12, 14])
+    assert len(seqs) == 7 and seqs[-1] == 14 and seqs[3] == 8 and seqs[-4:] == [8, 10, 12, 14]
+    assert seqs.bisect_left(12) == 5 and seqs.bisect_right(8) == 4
+    assert loads == []
+
+
+def test_window_is_what_forget_leaves() -> None:
+    seqs = SeqList([2, 4, 6, 8, 10, 12, 14])
+    assert seqs.window(10) == (3, [8, 10, 12, 14])
+    assert seqs.items == [2, 4, 6, 8, 10, 12, 14]  # window does not change the list
+
+
+@pytest.mark.parametrize(
+    "touch",
+    [
+        lambda s: s[0],
+        lambda s: s[-7],
+        lambda s: s[1:3],
+        lambda s: list(s),
+        lambda s: s.bisect_left(3),
+        lambda s: s.bisect_right(7),
+    ],
+)
+def test_touching_an_old_entry_reads_them_back_once(touch: object) -> None:
+    seqs, loads = windowed([2, 4, 6, 8, 10, 12, 14], base=10)
+    touch(seqs)  # type: ignore[operator]
+    assert loads == [1] and seqs.before == 0 and seqs.items == [2, 4, 6, 8, 10, 12, 14]
+    assert seqs.bisect_left(3) == 1 and seqs[0] == 2
+    assert loads == [1]
+
+
+def test_an_old_entry_without_reader_is_an_invalid_seq() -> None:
+    seqs = SeqList([8, 10], before=3)
+    with pytest.raises(InvalidSeqError):
+        seqs[0]
+
+
+def test_seqmap_forgets_old_ids_into_hashes_in_seq_order() -> None:
+    calls = SeqMap()
+    for call_id, seq in [("b", 3), ("a", 3), ("c", 5), ("d", 9)]:
+        calls[call_id] = seq
+    calls.forget(5)
+    assert calls.recent == {"d": 9}
+    assert bytes(calls.hashes) == id_hash("a") + id_hash("b") + id_hash("c")
+    assert len(calls) == 4
+
+
+def test_seqmap_reads_back_only_on_a_hash_hit() -> None:
+    loads: list[int] = []
+
+    def load() -> dict[str, int]:
+        loads.append(1)
+        return {"a": 3, "b": 3, "c": 5}
+
+    calls = SeqMap({"d": 9}, id_hash("a") + id_hash("b") + id_hash("c"), load)
+    assert "new" not in calls and calls.get("new") is None and "d" in calls
+    assert loads == []
+    assert calls.get("c") == 5 and "a" in calls and loads == [1]
+    assert sorted(calls) == ["a", "b", "c", "d"] and loads == [1]
+
+
+def test_seqmap_copy_is_independent() -> None:
+    calls = SeqMap({"a": 1})
+    other = calls.copy()
+    other["b"] = 2
+    other.forget(1)
+    assert calls.recent == {"a": 1} and not calls.hashes
+    assert other.recent == {"b": 2} and bytes(other.hashes) == id_hash("a")
