@@ -21,7 +21,7 @@ Measured (each figure the median of ``--repeat`` runs):
 Snapshots. A snapshot is the folded state (``SessionState.to_snapshot``, version 3) without its
 full history chunks, earlier checkpoints and index entries before the active checkpoint (all
 read back from the log when touched): the last partial chunk of at most 255 messages, the active
-checkpoint, the indices after it, and an 8-byte hash per older tool-call id. The small session
+checkpoint, the indices after it, and a 4-byte hash per older tool-call id. The small session
 gets one every ``snapshot_interval`` (1000) events, as a host writes them. Writing one every 1000
 events into a 1M-event session would need about ``1000 x (mean snapshot size)`` of disk (printed
 as "projected"), so the big session instead gets one every ``--coarse`` events plus, for each

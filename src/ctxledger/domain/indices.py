@@ -7,13 +7,14 @@ before the active checkpoint's ``retain_from_seq``), plus a few before it (:data
 older entries are counted, and read back from history (:class:`OldIndices`) the first time one is
 touched. A snapshot stores what is in memory, so its size no longer grows with the session.
 
-Tool-call ids before the base are kept as 8-byte hashes (in seq order), so that a reused id is
-still refused without reading history back: a hash hit is confirmed against the real ids.
+Tool-call ids before the base are kept as 4-byte hashes (in seq order), so that a reused id is
+still refused without reading history back: a hash hit is confirmed against the real ids. Their
+answers are only counted: they are looked up by id in rare paths (an old pinned exchange).
 """
 
 from __future__ import annotations
 
-import hashlib
+import zlib
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from typing import overload
@@ -21,16 +22,23 @@ from typing import overload
 from ctxledger.errors import EventDecodeError, InvalidSeqError
 from ctxledger.messages import Message, ToolCall
 
-__all__ = ["SLACK", "OldIndices", "SeqList", "SeqMap", "id_hash"]
+__all__ = ["HASH_SIZE", "SLACK", "OldIndices", "SeqList", "SeqMap", "id_hash"]
 
 #: Entries at or before the base kept in memory by each sorted index, so that the last rounds and
 #: tool results before a fresh checkpoint are at hand without reading history back.
 SLACK = 64
 
 
+#: Bytes of an :func:`id_hash`.
+HASH_SIZE = 4
+
+
 def id_hash(call_id: str) -> bytes:
-    """The 8-byte hash a tool-call id before the base is remembered by."""
-    return hashlib.blake2b(call_id.encode(), digest_size=8).digest()
+    """The 4-byte hash (CRC-32) a tool-call id before the base is remembered by.
+
+    Only a filter: a match is confirmed against the real ids, read back from history.
+    """
+    return zlib.crc32(call_id.encode()).to_bytes(HASH_SIZE, "big")
 
 
 class OldIndices:
@@ -188,28 +196,32 @@ class SeqList(Sequence[int]):
 class SeqMap:
     """Tool-call id -> seq, of which only the entries after the base are in memory.
 
-    The older ids are remembered as :func:`id_hash` values in ``hashes`` (seq order); ``load``
-    reads the older entries back (in seq order) when a lookup may need them: a miss whose hash
-    is among the old ones, or iteration.
+    ``older`` counts the entries moved out of memory by :meth:`forget`. With ``hashes`` (the
+    :func:`id_hash` of each, in (seq, id) order) a lookup reads the older entries back only when
+    the id's hash is among them; without, any miss reads them back (for a map looked up by id
+    only in rare paths). ``load`` returns the older entries.
     """
 
-    __slots__ = ("_hash_set", "_old", "hashes", "load", "recent")
+    __slots__ = ("_hash_set", "_old", "hashes", "load", "older", "recent")
 
     def __init__(
         self,
         recent: dict[str, int] | None = None,
-        hashes: bytes = b"",
+        older: int = 0,
+        hashes: bytes | None = None,
         load: Callable[[], dict[str, int]] | None = None,
     ) -> None:
         self.recent: dict[str, int] = {} if recent is None else recent
-        self.hashes = bytearray(hashes)
+        self.older = older
+        self.hashes = None if hashes is None else bytearray(hashes)
         self.load = load
-        self._old: dict[str, int] | None = None if hashes else {}
+        self._old: dict[str, int] | None = None if older else {}
         self._hash_set: set[bytes] | None = None
 
     def copy(self) -> SeqMap:
         """Return an independent copy."""
-        other = SeqMap(self.recent.copy(), bytes(self.hashes), self.load)
+        hashes = None if self.hashes is None else bytes(self.hashes)
+        other = SeqMap(self.recent.copy(), self.older, hashes, self.load)
         other._old = None if self._old is None else self._old.copy()
         other._hash_set = None if self._hash_set is None else self._hash_set.copy()
         return other
@@ -218,43 +230,47 @@ class SeqMap:
         self.recent[call_id] = seq
 
     def forget(self, base: int) -> None:
-        """Move the entries with seqs ``<= base`` out of memory (their hashes stay).
+        """Move the entries with seqs ``<= base`` out of memory (their hashes stay, if kept).
 
         Hashes are added in (seq, id) order, whatever order the entries were inserted or
         decoded in, so that equal states keep equal hashes.
         """
         recent = self.recent
         moved = sorted((seq, call_id) for call_id, seq in recent.items() if seq <= base)
-        for _, call_id in moved:
-            digest = id_hash(call_id)
-            self.hashes += digest
-            if self._hash_set is not None:
-                self._hash_set.add(digest)
-            seq = recent.pop(call_id)
-            if self._old is not None:
-                self._old[call_id] = seq
+        hashes, hash_set, old = self.hashes, self._hash_set, self._old
+        for seq, call_id in moved:
+            del recent[call_id]
+            if hashes is not None:
+                digest = id_hash(call_id)
+                hashes += digest
+                if hash_set is not None:
+                    hash_set.add(digest)
+            if old is not None:
+                old[call_id] = seq
+        self.older += len(moved)
 
     def _older(self) -> dict[str, int]:
         if self._old is None:
             if self.load is None:
                 raise InvalidSeqError("tool-call ids before the base are not loaded, no reader")
             old = self.load()
-            if len(old) != len(self.hashes) // 8:
-                raise EventDecodeError(
-                    f"read back {len(old)} tool-call ids, expected {len(self.hashes) // 8}"
-                )
+            if len(old) != self.older:
+                raise EventDecodeError(f"read back {len(old)} tool-call ids, expected {self.older}")
             self._old = old
         return self._old
 
     def _maybe_old(self, call_id: str) -> bool:
         if self._old is not None:
             return call_id in self._old
-        if not self.hashes:
-            return False
-        if self._hash_set is None:
-            view = bytes(self.hashes)
-            self._hash_set = {view[i : i + 8] for i in range(0, len(view), 8)}
-        return id_hash(call_id) in self._hash_set and call_id in self._older()
+        hashes = self.hashes
+        if hashes is not None:
+            if self._hash_set is None:
+                view = bytes(hashes)
+                size = HASH_SIZE
+                self._hash_set = {view[i : i + size] for i in range(0, len(view), size)}
+            if id_hash(call_id) not in self._hash_set:
+                return False
+        return call_id in self._older()
 
     def get(self, call_id: str) -> int | None:
         """The seq of ``call_id``, or None."""
@@ -267,7 +283,7 @@ class SeqMap:
         return isinstance(call_id, str) and (call_id in self.recent or self._maybe_old(call_id))
 
     def __len__(self) -> int:
-        return len(self.recent) + len(self.hashes) // 8
+        return len(self.recent) + self.older
 
     def __iter__(self) -> Iterator[str]:
         yield from self._older()
@@ -276,15 +292,6 @@ class SeqMap:
     def keys(self) -> SeqMap:
         """Self: a collection of the ids (``in`` needs no read-back unless a hash matches)."""
         return self
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, SeqMap | dict):
-            mine = {**self._older(), **self.recent}
-            theirs = other if isinstance(other, dict) else {**other._older(), **other.recent}
-            return list(mine.items()) == list(theirs.items())
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"SeqMap(len={len(self)}, in_memory={len(self.recent)})"

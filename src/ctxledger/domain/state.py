@@ -17,7 +17,7 @@ import msgspec
 
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
-from ctxledger.domain.indices import OldIndices, SeqList, SeqMap
+from ctxledger.domain.indices import HASH_SIZE, OldIndices, SeqList, SeqMap
 from ctxledger.domain.validation import validate_append
 from ctxledger.errors import EventDecodeError, InvalidMessageError, InvalidSeqError
 from ctxledger.events.types import (
@@ -384,7 +384,7 @@ class _Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     calls: dict[str, int]
     call_hashes: bytes
     answers: dict[str, int]
-    answer_hashes: bytes
+    answers_before: int
     open_calls: list[ToolCall]
 
 
@@ -451,7 +451,7 @@ class SessionState:
         self.boundaries = SeqList()  # seqs at which a cut is allowed
         self.tool_seqs = SeqList()
         self.assistant_count = 0
-        self._calls = SeqMap()  # call id -> seq of the assistant message
+        self._calls = SeqMap(hashes=b"")  # call id -> seq of the assistant message
         self._answers = SeqMap()  # call id -> seq of its (first) result
         self._open: dict[str, ToolCall] = {}
         self._bind_indices()
@@ -547,9 +547,9 @@ class SessionState:
                 tool_seqs=tool_seqs,
                 assistant_count=self.assistant_count,
                 calls=self._calls.recent,
-                call_hashes=bytes(self._calls.hashes),
+                call_hashes=bytes(self._calls.hashes or b""),
                 answers=self._answers.recent,
-                answer_hashes=bytes(self._answers.hashes),
+                answers_before=self._answers.older,
                 open_calls=list(self._open.values()),
             )
         )
@@ -603,8 +603,8 @@ class SessionState:
         state.boundaries = SeqList(snap.boundaries, snap.boundaries_before)
         state.tool_seqs = SeqList(snap.tool_seqs, snap.tool_seqs_before)
         state.assistant_count = snap.assistant_count
-        state._calls = SeqMap(snap.calls, snap.call_hashes)
-        state._answers = SeqMap(snap.answers, snap.answer_hashes)
+        state._calls = SeqMap(snap.calls, len(snap.call_hashes) // HASH_SIZE, snap.call_hashes)
+        state._answers = SeqMap(snap.answers, snap.answers_before)
         state._bind_indices()
         state._open = {call.id: call for call in snap.open_calls}
         state.pins = set(snap.pins)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ctxledger.domain import indices
-from ctxledger.domain.indices import SeqList, SeqMap, id_hash
-from ctxledger.errors import InvalidSeqError
+from ctxledger.domain.indices import HASH_SIZE, SeqList, SeqMap, id_hash
+from ctxledger.errors import EventDecodeError, InvalidSeqError
 
 
 @pytest.fixture(autouse=True)
@@ -67,33 +67,56 @@ def test_an_old_entry_without_reader_is_an_invalid_seq() -> None:
 
 
 def test_seqmap_forgets_old_ids_into_hashes_in_seq_order() -> None:
-    calls = SeqMap()
+    calls = SeqMap(hashes=b"")
     for call_id, seq in [("b", 3), ("a", 3), ("c", 5), ("d", 9)]:
         calls[call_id] = seq
     calls.forget(5)
-    assert calls.recent == {"d": 9}
-    assert bytes(calls.hashes) == id_hash("a") + id_hash("b") + id_hash("c")
-    assert len(calls) == 4
+    assert calls.recent == {"d": 9} and calls.older == 3
+    assert bytes(calls.hashes or b"") == id_hash("a") + id_hash("b") + id_hash("c")
+    assert len(calls) == 4 and len(id_hash("a")) == HASH_SIZE
 
 
-def test_seqmap_reads_back_only_on_a_hash_hit() -> None:
+def old_calls() -> tuple[SeqMap, list[int]]:
+    """A hashed map with three ids out of memory, and a counter of its read-backs."""
     loads: list[int] = []
 
     def load() -> dict[str, int]:
         loads.append(1)
         return {"a": 3, "b": 3, "c": 5}
 
-    calls = SeqMap({"d": 9}, id_hash("a") + id_hash("b") + id_hash("c"), load)
+    hashes = id_hash("a") + id_hash("b") + id_hash("c")
+    return SeqMap({"d": 9}, 3, hashes, load), loads
+
+
+def test_seqmap_reads_back_only_on_a_hash_hit() -> None:
+    calls, loads = old_calls()
     assert "new" not in calls and calls.get("new") is None and "d" in calls
     assert loads == []
     assert calls.get("c") == 5 and "a" in calls and loads == [1]
     assert sorted(calls) == ["a", "b", "c", "d"] and loads == [1]
 
 
+def test_an_unhashed_seqmap_reads_back_on_any_miss() -> None:
+    answers = SeqMap({"d": 10}, 2, None, lambda: {"a": 4, "c": 6})
+    assert answers.get("d") == 10 and answers.older == 2
+    assert "zzz" not in answers and answers.get("a") == 4
+
+
+def test_an_old_id_without_reader_is_an_invalid_seq() -> None:
+    with pytest.raises(InvalidSeqError):
+        "x" in SeqMap({}, 1, None)  # noqa: B015
+
+
+def test_a_short_read_back_is_a_decode_error() -> None:
+    calls = SeqMap({}, 3, None, lambda: {"a": 1})
+    with pytest.raises(EventDecodeError):
+        calls.get("a")
+
+
 def test_seqmap_copy_is_independent() -> None:
-    calls = SeqMap({"a": 1})
+    calls = SeqMap({"a": 1}, hashes=b"")
     other = calls.copy()
     other["b"] = 2
     other.forget(1)
     assert calls.recent == {"a": 1} and not calls.hashes
-    assert other.recent == {"b": 2} and bytes(other.hashes) == id_hash("a")
+    assert other.recent == {"b": 2} and bytes(other.hashes or b"") == id_hash("a")
