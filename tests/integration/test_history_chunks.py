@@ -5,28 +5,19 @@
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import pytest
+from chunky import SMALL, drive, ids
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from ctxledger import Config, Host, InvalidSeqError, Message, ToolCall
+from ctxledger import Host, InvalidSeqError, Message
 from ctxledger.domain import SessionState
 from ctxledger.domain import state as state_module
 from ctxledger.replay.loader import fold_session, read_messages
 from ctxledger.testing import SessionMachine
-
-SMALL = Config(
-    context_window=1500,
-    compression_threshold=0.6,
-    min_retain_rounds=1,
-    micro_batch=2,
-    snapshot_interval=7,
-)
 
 
 @pytest.fixture(autouse=True)
@@ -34,28 +25,9 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(state_module, "HISTORY_CHUNK", 4)
 
 
-def _ids() -> Any:
-    counter = itertools.count(1)
-    return lambda: f"id{next(counter)}"
-
-
-def drive(session, steps: int, *, start: int = 0) -> list[tuple[int, str]]:  # type: ignore[no-untyped-def]
-    served = []
-    for n in range(start, start + steps):
-        batch = []
-        if n % 3 == 0:
-            batch.append(Message.user(f"step {n} " + "u" * 200))
-        call = ToolCall(f"{session.id}-{n}", "bash", f'{{"n": {n}}}')
-        batch += [Message.assistant(f"trying {n}", [call]), Message.tool("o" * 200, call.id)]
-        session.append_many(batch)
-        view = session.prepare_step()
-        served.append((view.through_seq, view.view_hash))
-    return served
-
-
 def test_resumed_state_reads_chunks_lazily_and_equals_the_full_fold(tmp_path: Path) -> None:
     """A state resumed from a snapshot holds no full chunk until one is touched."""
-    with Host.open(tmp_path / "db", config=SMALL, id_factory=_ids()) as host:
+    with Host.open(tmp_path / "db", config=SMALL, id_factory=ids()) as host:
         served = drive(host.session("a"), 30)
         fast, _ = fold_session(host.log, "a")
         full, _ = fold_session(host.log, "a", use_snapshots=False)
@@ -77,7 +49,7 @@ def test_resumed_state_reads_chunks_lazily_and_equals_the_full_fold(tmp_path: Pa
         assert fast.history == full.history
         for seq, view_hash in served:
             assert host.session("a").view_at(seq).view_hash == view_hash
-    with Host.open(tmp_path / "db", config=SMALL, id_factory=_ids()) as host:
+    with Host.open(tmp_path / "db", config=SMALL, id_factory=ids()) as host:
         again = host.session("a")
         again.append(Message.user("after recovery"))
         assert again.history() == [*full.history, again.history()[-1]]
@@ -85,7 +57,7 @@ def test_resumed_state_reads_chunks_lazily_and_equals_the_full_fold(tmp_path: Pa
 
 def test_snapshot_holds_only_the_partial_chunk(tmp_path: Path) -> None:
     """A snapshot does not carry the history: only its length and last, partial chunk."""
-    with Host.open(tmp_path / "db", config=SMALL, id_factory=_ids()) as host:
+    with Host.open(tmp_path / "db", config=SMALL, id_factory=ids()) as host:
         session = host.session("a")
         drive(session, 30)
         state = session._live_state()
@@ -99,7 +71,7 @@ def test_snapshot_holds_only_the_partial_chunk(tmp_path: Path) -> None:
 
 def test_a_different_history_encodes_differently(tmp_path: Path) -> None:
     """The snapshot's digest covers the chunks it leaves out."""
-    with Host.open(tmp_path / "db", config=SMALL, id_factory=_ids()) as host:
+    with Host.open(tmp_path / "db", config=SMALL, id_factory=ids()) as host:
         drive(host.session("a"), 4)
         drive(host.session("b"), 4)
         a, _ = fold_session(host.log, "a", use_snapshots=False)
@@ -111,7 +83,7 @@ def test_a_different_history_encodes_differently(tmp_path: Path) -> None:
 
 def test_fork_reads_inherited_chunks_from_the_parent(tmp_path: Path) -> None:
     """A fork's resumed history reads inherited messages from its parent's log."""
-    with Host.open(tmp_path / "db", config=SMALL, id_factory=_ids()) as host:
+    with Host.open(tmp_path / "db", config=SMALL, id_factory=ids()) as host:
         parent = host.session("p")
         parent_served = drive(parent, 9)
         child = parent.fork("c", at_seq=parent_served[4][0])

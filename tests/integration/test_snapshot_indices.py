@@ -5,50 +5,23 @@
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Any
 
 import pytest
+from chunky import SMALL, drive, ids
 
-from ctxledger import Config, Host, InvalidMessageError, Message, ToolCall
+from ctxledger import Host, InvalidMessageError, Message, ToolCall
 from ctxledger.domain import indices
 from ctxledger.domain import state as state_module
 from ctxledger.domain.state import _snapshot_decoder
 from ctxledger.replay.loader import fold_session
-
-SMALL = Config(
-    context_window=1500,
-    compression_threshold=0.6,
-    min_retain_rounds=1,
-    micro_batch=2,
-    snapshot_interval=7,
-)
 
 
 @pytest.fixture(autouse=True)
 def small_windows(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(state_module, "HISTORY_CHUNK", 4)
     monkeypatch.setattr(indices, "SLACK", 2)
-
-
-def _ids() -> Any:
-    counter = itertools.count(1)
-    return lambda: f"id{next(counter)}"
-
-
-def drive(session: Any, steps: int, *, start: int = 0) -> list[tuple[int, str]]:
-    served = []
-    for n in range(start, start + steps):
-        batch = []
-        if n % 3 == 0:
-            batch.append(Message.user(f"step {n} " + "u" * 200))
-        call = ToolCall(f"call-{n}", "bash", f'{{"n": {n}}}')
-        batch += [Message.assistant(f"trying {n}", [call]), Message.tool("o" * 200, call.id)]
-        session.append_many(batch)
-        view = session.prepare_step()
-        served.append((view.through_seq, view.view_hash))
-    return served
 
 
 def index_sizes(state: Any) -> tuple[int, int]:
@@ -60,7 +33,7 @@ def index_sizes(state: Any) -> tuple[int, int]:
 
 def test_snapshot_indices_stop_growing_with_the_session(tmp_path: Path) -> None:
     """After many checkpoints, a snapshot holds about as many index entries as after a few."""
-    with Host.open(tmp_path / "db", config=SMALL, id_factory=_ids()) as host:
+    with Host.open(tmp_path / "db", config=SMALL, id_factory=ids()) as host:
         drive(host.session("a"), 40)
         early, early_hashed = index_sizes(fold_session(host.log, "a")[0])
         drive(host.session("a"), 120, start=40)
@@ -74,7 +47,7 @@ def test_snapshot_indices_stop_growing_with_the_session(tmp_path: Path) -> None:
 
 def test_resumed_indices_read_old_entries_back_and_equal_the_full_fold(tmp_path: Path) -> None:
     """Touching an index entry before the base reads it back from history; equal to full fold."""
-    with Host.open(tmp_path / "db", config=SMALL, id_factory=_ids()) as host:
+    with Host.open(tmp_path / "db", config=SMALL, id_factory=ids()) as host:
         served = drive(host.session("a"), 80)
         fast, _ = fold_session(host.log, "a")
         full, _ = fold_session(host.log, "a", use_snapshots=False)
@@ -92,21 +65,21 @@ def test_resumed_indices_read_old_entries_back_and_equal_the_full_fold(tmp_path:
 
 def test_an_old_tool_call_id_is_still_refused_after_recovery(tmp_path: Path) -> None:
     """A reused id from before the base is caught through its hash, after a restart."""
-    with Host.open(tmp_path / "db", config=SMALL, id_factory=_ids()) as host:
+    with Host.open(tmp_path / "db", config=SMALL, id_factory=ids()) as host:
         drive(host.session("a"), 60)
-    with Host.open(tmp_path / "db", config=SMALL, id_factory=_ids()) as host:
+    with Host.open(tmp_path / "db", config=SMALL, id_factory=ids()) as host:
         session = host.session("a")
         with pytest.raises(InvalidMessageError, match="already used"):
-            session.append(Message.assistant("again", [ToolCall("call-0", "bash", "{}")]))
+            session.append(Message.assistant("again", [ToolCall("a-0", "bash", "{}")]))
         fresh = ToolCall("call-new", "bash", "{}")
         session.append_many([Message.assistant("new", [fresh]), Message.tool("ok", fresh.id)])
 
 
 def test_a_pinned_old_tool_exchange_is_shown_whole_after_recovery(tmp_path: Path) -> None:
     """Pinning a tool result from before the base shows its call and result (ids read back)."""
-    with Host.open(tmp_path / "db", config=SMALL, id_factory=_ids()) as host:
+    with Host.open(tmp_path / "db", config=SMALL, id_factory=ids()) as host:
         drive(host.session("a"), 60)
-    with Host.open(tmp_path / "db", config=SMALL, id_factory=_ids()) as host:
+    with Host.open(tmp_path / "db", config=SMALL, id_factory=ids()) as host:
         session = host.session("a")
         old_result = next(m for m in session.history()[:20] if m.role == "tool")
         assert old_result.seq is not None
