@@ -753,15 +753,20 @@ class SessionState:
         """
         self.events_applied += 1
         kind = type(event)
-        # Appends are nearly every event of a log: test for them first, by exact type.
+        # Appends, served views and usage reports are nearly every event of a log (about 50, 25
+        # and 25 %): test for them first, by exact type (event types are final).
         if kind is MessageAppended or kind is ToolResultSynthesized:
             self._append(event.message)  # type: ignore[union-attr]
-        elif isinstance(event, UsageReported):
-            through = event.through_seq or self.last_seq
+        elif kind is ViewServed:
+            self.last_view_seq = event.through_seq  # type: ignore[union-attr]
+            self.last_view_hash = event.view_hash  # type: ignore[union-attr]
+        elif kind is UsageReported:
+            last = len(self.history)
+            through = event.through_seq or last  # type: ignore[union-attr]
             self.usage = Usage(
-                prompt_tokens=event.prompt_tokens,
-                completion_tokens=event.completion_tokens,
-                through_seq=min(through, self.last_seq),
+                prompt_tokens=event.prompt_tokens,  # type: ignore[union-attr]
+                completion_tokens=event.completion_tokens,  # type: ignore[union-attr]
+                through_seq=min(through, last),
                 epoch=len(self.checkpoints),
             )
         elif isinstance(event, CheckpointCreated):
@@ -772,9 +777,6 @@ class SessionState:
             self.compactions_started += 1
         elif isinstance(event, CompactionFailed):
             self.compactions_failed += 1
-        elif isinstance(event, ViewServed):
-            self.last_view_seq = event.through_seq
-            self.last_view_hash = event.view_hash
         elif isinstance(event, MessagePinned):
             self.pins.add(event.seq)
         elif isinstance(event, ConfigChanged):

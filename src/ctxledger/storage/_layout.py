@@ -28,12 +28,14 @@ from ctxledger.errors import CorruptRecordError
 __all__ = [
     "DB_NAMES",
     "FORMAT_NAME",
+    "STAMP_BODY_SIZE",
     "STAMP_SIZE",
     "check_stamp",
     "pack_pair",
     "pack_stamp",
     "pack_u32",
     "pack_u64",
+    "stamp_fields",
     "unpack_pair",
     "unpack_stamp",
     "unpack_u32",
@@ -49,7 +51,12 @@ _U64 = struct.Struct(">Q")
 _STAMP = struct.Struct(">QdI")
 _STAMP_BODY = struct.Struct(">Qd")
 STAMP_SIZE = _STAMP.size
-_STAMP_BODY_SIZE = _STAMP_BODY.size
+#: Bytes of a stamp its CRC covers.
+STAMP_BODY_SIZE = _STAMP_BODY.size
+_STAMP_BODY_SIZE = STAMP_BODY_SIZE
+#: ``stamp_fields(data) -> (number, when, crc)``: the raw fields of the stamp at the start of
+#: ``data``, unchecked (``struct.error`` if too short); see :func:`check_stamp`.
+stamp_fields = _STAMP.unpack_from
 
 _U32 = struct.Struct(">I")
 

@@ -8,8 +8,10 @@ resize of the map (which needs every transaction of the process closed) waits at
 from __future__ import annotations
 
 import os
+import struct
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -26,10 +28,11 @@ from ctxledger.events.codec import Codec, Deferred
 from ctxledger.events.types import Event
 from ctxledger.storage._checks import check_append, check_range, check_snapshot
 from ctxledger.storage._layout import (
+    STAMP_BODY_SIZE,
     STAMP_SIZE,
-    check_stamp,
     pack_pair,
     pack_u64,
+    stamp_fields,
     unpack_pair,
     unpack_stamp,
     unpack_u64,
@@ -302,10 +305,10 @@ class LmdbEventLog:
         codec = self._shared.codec
         decode_at = codec.decode_at
 
-        def body(session_id: str, seq: int, value: bytes | memoryview) -> _Body:
-            if check_stamp(value) is None:  # let the careful path name the damage
-                return seq, self._decode(session_id, seq, value).event
-            return seq, decode_at(value, STAMP_SIZE, session_id, seq, defer=True)
+        def body(
+            session_id: str, seq: int, value: bytes | memoryview, _: tuple[int, float]
+        ) -> _Body:
+            return seq, decode_at(value, STAMP_SIZE, session_id, seq, True)  # True: defer zstd
 
         # While this thread decodes one chunk, a worker decompresses the next one's zstd
         # frames (one GIL-free call per chunk): zstd is about a third of a replay's work.
@@ -501,11 +504,12 @@ class LmdbEventLog:
         first: int,
         last: int | None,
         limit: int | None,
-        decode: Callable[[str, int, bytes | memoryview], _Row],
+        decode: Callable[[str, int, bytes | memoryview, tuple[int, float]], _Row],
     ) -> list[_Row]:
-        """``decode(session_id, seq, value)`` of each record of a range, in one read transaction.
+        """``decode(session_id, seq, value, (position, timestamp))`` of each record of a range.
 
-        The values point into the map: they must be decoded before the transaction ends.
+        One read transaction; each record's stamp is checked here. The values point into the
+        map: they must be decoded before the transaction ends.
         """
         rows: list[_Row] = []
         with self._reading() as txn:
@@ -515,20 +519,25 @@ class LmdbEventLog:
             cursor = txn.cursor(db=self._shared.dbs.events)
             if not cursor.set_range(pack_pair(number, first)):
                 return rows
-            unpack, append = unpack_pair, rows.append
+            unpack, append, crc32 = unpack_pair, rows.append, zlib.crc32
             for key, value in cursor:
                 key_number, seq = unpack(key)
                 if key_number != number or (last is not None and seq > last):
                     break
-                append(decode(session_id, seq, value))
+                try:
+                    position, when, crc = stamp_fields(value)
+                except struct.error:
+                    crc = None
+                if crc is None or crc32(value[:STAMP_BODY_SIZE]) != crc:
+                    unpack_stamp(value, session_id=session_id, seq=seq)  # raises, naming it
+                append(decode(session_id, seq, value, (position, when)))
                 if len(rows) == limit:
                     break
         return rows
 
-    def _decode_record(self, session_id: str, seq: int, value: bytes | memoryview) -> RecordedEvent:
-        stamp = check_stamp(value)
-        if stamp is None:  # let the careful path name the damage
-            return self._decode(session_id, seq, value)
+    def _decode_record(
+        self, session_id: str, seq: int, value: bytes | memoryview, stamp: tuple[int, float]
+    ) -> RecordedEvent:
         return RecordedEvent(
             session_id=session_id,
             seq=seq,
