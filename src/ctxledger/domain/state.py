@@ -330,7 +330,7 @@ class History(Sequence[Message]):
         return sum(chunk is not None for chunk in self._chunks)
 
 
-class Usage(msgspec.Struct, frozen=True, kw_only=True):
+class Usage(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """The provider's last measured prompt size.
 
     Attributes:

@@ -306,7 +306,9 @@ class Codec:
 
         Each call releases the GIL for all of its frames (run it on another thread to overlap
         the decoding of other records); ``started`` is set just before the first. Returns the
-        payloads in order, or None if any frame fails (then :meth:`finish` finds and names it).
+        payloads in order, or None if any frame fails (then :meth:`finish` finds and names it)
+        or if this zstandard has no ``multi_decompress_to_buffer`` (an API it calls
+        experimental; :meth:`finish` then decompresses one by one).
         """
         payloads: list[Any] = [None] * len(deferred)
         by_dict: dict[int, list[int]] = {}
@@ -322,9 +324,10 @@ class Codec:
             for dict_id, indices in by_dict.items():
                 if dict_id and dict_id not in self._dicts:
                     return None
-                out = self._decompressor(dict_id).multi_decompress_to_buffer(
-                    frames[dict_id], threads=1
-                )
+                many = getattr(self._decompressor(dict_id), "multi_decompress_to_buffer", None)
+                if many is None:
+                    return None
+                out = many(frames[dict_id], threads=1)
                 for position, index in enumerate(indices):
                     payloads[index] = out[position]
         except (zstandard.ZstdError, ValueError):  # a bad frame, or no content size in it
@@ -432,16 +435,17 @@ class Codec:
         return decompressor
 
 
-class Deferred:
-    """A checked record whose zstd frame is still to be decompressed (see ``decode_at``)."""
+class Deferred(msgspec.Struct, gc=False):
+    """A checked record whose zstd frame is still to be decompressed (see ``decode_at``).
 
-    __slots__ = ("dict_id", "frame", "seq", "session_id")
+    Not tracked by the cyclic garbage collector (it holds no containers): a replay makes one
+    per compressed record.
+    """
 
-    def __init__(self, dict_id: int, frame: bytes, session_id: str | None, seq: int | None):
-        self.dict_id = dict_id
-        self.frame = frame
-        self.session_id = session_id
-        self.seq = seq
+    dict_id: int
+    frame: bytes
+    session_id: str | None
+    seq: int | None
 
 
 def _decode_checked(payload: Any, session_id: str | None, seq: int | None) -> Event:
