@@ -67,16 +67,15 @@ _Body = tuple[int, "Event | Deferred"]
 
 def _settled(
     codec: Codec, rows: list[_Body], future: Future[list[Any] | None] | None
-) -> Iterator[tuple[int, Event]]:
+) -> list[tuple[int, Event]]:
     """``rows`` with their deferred records decompressed (by ``future``, or here) and decoded."""
-    deferred = [item for _, item in rows if isinstance(item, Deferred)]
-    if not deferred:
-        yield from rows  # type: ignore[misc]  # no Deferred left in them
-        return
-    payloads = future.result() if future is not None else None
-    decoded = iter(codec.finish(deferred, payloads))
-    for seq, item in rows:
-        yield seq, (next(decoded) if isinstance(item, Deferred) else item)
+    places = [index for index, (_, item) in enumerate(rows) if type(item) is Deferred]
+    if places:
+        deferred: list[Deferred] = [rows[index][1] for index in places]  # type: ignore[misc]
+        payloads = future.result() if future is not None else None
+        for index, event in zip(places, codec.finish(deferred, payloads), strict=True):
+            rows[index] = (rows[index][0], event)
+    return rows  # type: ignore[return-value]  # no Deferred left in them
 
 
 def _recorded(
