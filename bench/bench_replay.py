@@ -8,7 +8,10 @@ report usage) and its events go to an :class:`~ctxledger.storage.LmdbEventLog` (
 usage report and now and then a compaction: ~4.5 events. Tool-call ids are renumbered so that
 every call in the session is unique.
 
-Measured (each figure the median of ``--repeat`` runs):
+The logs are written by a child process and replayed in a fresh one, as after a restart
+(``--same-process`` replays in the writing process instead, as session 1 did: its heap, having
+just built a million events, makes the same replay ~10 % slower). Measured (each figure the
+median of ``--repeat`` runs):
 
 1. Full replay of the big session (default 1,000,000 events): ``fold_session(...,
    use_snapshots=False)``, i.e. LMDB reads, CRC check, zstd where compressed, msgpack decode and
@@ -42,6 +45,8 @@ import logging
 import os
 import random
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -319,6 +324,40 @@ def measure_verify(log: LmdbEventLog, repeat: int) -> Rows:
     ]  # fmt: skip
 
 
+def build_all(args: argparse.Namespace, folder: Path) -> dict[str, Built]:
+    """Write the small and the big session into ``folder``; return what was built."""
+    rng = random.Random(args.seed)
+    interval = CONFIG.snapshot_interval
+    print(f"building the step pool ({POOL_SEEDS} x {POOL_STEPS} workload steps) ...", flush=True)
+    pool = step_pool()
+    paths = {name: folder / name for name in ("small", "big")}
+    logs = {name: LmdbEventLog.open(path, durability="none") for name, path in paths.items()}
+    small = build_session(
+        logs["small"], "small", args.small, pool,
+        snapshot_due=lambda a, b: b // interval > a // interval, rng=rng, samples=args.samples,
+    )  # fmt: skip
+    points = rng.sample(range(interval, args.events - interval, interval), args.samples)
+    wanted = [(point, rng.randint(20, interval - 50)) for point in sorted(points)]
+    print(f"building the big session ({args.events:,} events) ...", flush=True)
+    big = build_session(
+        logs["big"], "big", args.events, pool,
+        snapshot_due=lambda a, b: b // args.coarse > a // args.coarse,
+        targets=wanted, rng=rng, samples=args.samples,
+    )  # fmt: skip
+    for log in logs.values():
+        log.close()
+    encoded = sum(big.snapshots.values())
+    print(
+        f"built: small {small.events:,} events / {small.messages:,} messages in "
+        f"{small.seconds:.1f} s; big {big.events:,} events / {big.messages:,} messages in "
+        f"{big.seconds:.1f} s (snapshots {big.snapshot_seconds:.1f} s of it); big log on "
+        f"disk {folder_bytes(paths['big']) / 1e9:.2f} GB, with {len(big.snapshots)} "
+        f"snapshots ({encoded / 1e9:.2f} GB before zstd)",
+        flush=True,
+    )
+    return {"small": small, "big": big}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -331,40 +370,35 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--dir", default=None, help="where to put the temporary logs")
     parser.add_argument("--quick", action="store_true", help="100k events, 1 repeat")
+    parser.add_argument(
+        "--same-process",
+        action="store_true",
+        help="replay in the process that wrote the logs (session 1's method), not a fresh one",
+    )
+    parser.add_argument("--build-into", type=Path, help=argparse.SUPPRESS)  # the child's job
     args = parser.parse_args()
     if args.quick:
         args.events, args.coarse, args.repeat, args.samples = 100_000, 25_000, 1, 3
     quiet_logs()
-    rng = random.Random(args.seed)
-    interval = CONFIG.snapshot_interval
-    print(f"building the step pool ({POOL_SEEDS} x {POOL_STEPS} workload steps) ...", flush=True)
-    pool = step_pool()
+    if args.build_into is not None:
+        built = build_all(args, args.build_into)
+        (args.build_into / "built.msgpack").write_bytes(msgspec.msgpack.encode(built))
+        return
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-replay-") as tmp:
-        paths = {name: Path(tmp) / name for name in ("small", "big")}
-        logs = {name: LmdbEventLog.open(path, durability="none") for name, path in paths.items()}
-        small = build_session(
-            logs["small"], "small", args.small, pool,
-            snapshot_due=lambda a, b: b // interval > a // interval, rng=rng, samples=args.samples,
-        )  # fmt: skip
-        points = rng.sample(range(interval, args.events - interval, interval), args.samples)
-        wanted = [(point, rng.randint(20, interval - 50)) for point in sorted(points)]
-        print(f"building the big session ({args.events:,} events) ...", flush=True)
-        big = build_session(
-            logs["big"], "big", args.events, pool,
-            snapshot_due=lambda a, b: b // args.coarse > a // args.coarse,
-            targets=wanted, rng=rng, samples=args.samples,
-        )  # fmt: skip
-        del pool
-        gc.collect()
-        encoded = sum(big.snapshots.values())
-        print(
-            f"built: small {small.events:,} events / {small.messages:,} messages in "
-            f"{small.seconds:.1f} s; big {big.events:,} events / {big.messages:,} messages in "
-            f"{big.seconds:.1f} s (snapshots {big.snapshot_seconds:.1f} s of it); big log on "
-            f"disk {folder_bytes(paths['big']) / 1e9:.2f} GB, with {len(big.snapshots)} "
-            f"snapshots ({encoded / 1e9:.2f} GB before zstd)",
-            flush=True,
-        )
+        folder = Path(tmp)
+        if args.same_process:
+            built = build_all(args, folder)
+        else:
+            # A replay happens after a restart: write the logs in a child process, so that the
+            # replays below run in a fresh one (not in a heap that has just built 1M events).
+            child = [sys.executable, __file__, "--build-into", str(folder)]
+            child += [f"--{name}={getattr(args, name)}" for name in ("events", "small", "coarse")]
+            child += [f"--samples={args.samples}", f"--seed={args.seed}"]
+            subprocess.run(child, check=True)
+            raw = (folder / "built.msgpack").read_bytes()
+            built = msgspec.msgpack.decode(raw, type=dict[str, Built])
+        logs = {name: LmdbEventLog.open(folder / name, durability="none") for name in built}
+        small, big = built["small"], built["big"]
         rows = measure_full_replay(logs["big"], big.events, args.repeat)
         rows += measure_snapshot(logs["big"], big, args.events, args.repeat)
         rows += measure_view_at(logs, {"small": small, "big": big}, args.repeat)
@@ -372,9 +406,10 @@ def main() -> None:
         for log in logs.values():
             log.close()
     width = max(len(name) for name, _ in rows)
+    where = "the writing process" if args.same_process else "a fresh process"
     print(
-        f"\nreplay: medians of {args.repeat} run(s), {os.cpu_count()} CPUs, warm page cache; "
-        "target: full replay >= 200,000 events/s"
+        f"\nreplay in {where}: medians of {args.repeat} run(s), {os.cpu_count()} CPUs, warm page "
+        "cache; target: full replay >= 200,000 events/s"
     )
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
