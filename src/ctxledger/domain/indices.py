@@ -196,10 +196,13 @@ class SeqList(Sequence[int]):
 class SeqMap:
     """Tool-call id -> seq, of which only the entries after the base are in memory.
 
-    ``older`` counts the entries moved out of memory by :meth:`forget`. With ``hashes`` (the
-    :func:`id_hash` of each, in (seq, id) order) a lookup reads the older entries back only when
-    the id's hash is among them; without, any miss reads them back (for a map looked up by id
-    only in rare paths). ``load`` returns the older entries.
+    ``older`` counts the entries moved out of the in-memory part by :meth:`forget` (the part a
+    snapshot stores). A map resumed from a snapshot has only that part: with ``hashes`` (the
+    :func:`id_hash` of each older entry, in (seq, id) order) a lookup reads the older entries
+    back through ``load`` only when the id's hash is among them; without, any miss reads them
+    back (for a map looked up by id only in rare paths). A map that has been folded in memory
+    from the start keeps its older entries too (as before snapshots v3), so its lookups never
+    read back.
     """
 
     __slots__ = ("_hash_set", "_old", "hashes", "load", "older", "recent")

@@ -62,20 +62,17 @@ _REGISTRY: dict[str, SharedEnvironment] = {}
 _REGISTRY_LOCK = threading.Lock()
 
 
-_Body = tuple[int, "Event | Deferred"]
-
-
 def _settled(
-    codec: Codec, rows: list[_Body], future: Future[list[Any] | None] | None
-) -> list[tuple[int, Event]]:
-    """``rows`` with their deferred records decompressed (by ``future``, or here) and decoded."""
-    places = [index for index, (_, item) in enumerate(rows) if type(item) is Deferred]
+    codec: Codec, items: list[Event | Deferred], future: Future[list[Any] | None] | None
+) -> list[Event]:
+    """``items`` with their deferred records decompressed (by ``future``, or here) and decoded."""
+    places = [index for index, item in enumerate(items) if type(item) is Deferred]
     if places:
-        deferred: list[Deferred] = [rows[index][1] for index in places]  # type: ignore[misc]
+        deferred: list[Deferred] = [items[index] for index in places]  # type: ignore[misc]
         payloads = future.result() if future is not None else None
         for index, event in zip(places, codec.finish(deferred, payloads), strict=True):
-            rows[index] = (rows[index][0], event)
-    return rows  # type: ignore[return-value]  # no Deferred left in them
+            items[index] = event
+    return items  # type: ignore[return-value]  # no Deferred left in them
 
 
 def _recorded(
@@ -306,27 +303,31 @@ class LmdbEventLog:
 
         def body(
             session_id: str, seq: int, value: bytes | memoryview, _: tuple[int, float]
-        ) -> _Body:
-            return seq, decode_at(value, STAMP_SIZE, session_id, seq, True)  # True: defer zstd
+        ) -> Event | Deferred:
+            return decode_at(value, STAMP_SIZE, session_id, seq, True)  # True: defer zstd
 
         # While this thread decodes one chunk, a worker decompresses the next one's zstd
-        # frames (one GIL-free call per chunk): zstd is about a third of a replay's work.
-        previous: tuple[list[_Body], Future[list[Any] | None] | None] | None = None
+        # frames (one GIL-free call per chunk): zstd is about a third of a replay's work. Seqs
+        # and events are kept apart and zipped as they are yielded, so that no (seq, event)
+        # pair outlives its step of the caller's loop (thousands of live pairs per chunk would
+        # be promoted through the garbage collector's generations).
+        previous: tuple[list[int], list[Event | Deferred], Future[Any] | None] | None = None
         while True:
-            rows = self._scan(session_id, first, last, _BODY_CHUNK, body)
-            final = len(rows) < _BODY_CHUNK
+            seqs: list[int] = []
+            items = self._scan(session_id, first, last, _BODY_CHUNK, body, seqs)
+            final = len(items) < _BODY_CHUNK
             future = None
             if not final:
-                deferred = [item for _, item in rows if type(item) is Deferred]
+                deferred = [item for item in items if type(item) is Deferred]
                 if deferred:
                     future = self._decompress_ahead(deferred)
             if previous is not None:
-                yield from _settled(codec, *previous)
+                yield from zip(previous[0], _settled(codec, *previous[1:]), strict=True)
             if final:
-                yield from _settled(codec, rows, None)
+                yield from zip(seqs, _settled(codec, items, None), strict=True)
                 return
-            previous = rows, future
-            first = rows[-1][0] + 1
+            previous = seqs, items, future
+            first = seqs[-1] + 1
 
     def _decompress_ahead(self, deferred: list[Deferred]) -> Future[list[Any] | None] | None:
         """Start decompressing ``deferred`` on the worker; None if the log is closing."""
@@ -504,11 +505,13 @@ class LmdbEventLog:
         last: int | None,
         limit: int | None,
         decode: Callable[[str, int, bytes | memoryview, tuple[int, float]], _Row],
+        seqs: list[int] | None = None,
     ) -> list[_Row]:
         """``decode(session_id, seq, value, (position, timestamp))`` of each record of a range.
 
-        One read transaction; each record's stamp is checked here. The values point into the
-        map: they must be decoded before the transaction ends.
+        One read transaction; each record's stamp is checked here, and its seq appended to
+        ``seqs`` if given. The values point into the map: they must be decoded before the
+        transaction ends.
         """
         rows: list[_Row] = []
         with self._reading() as txn:
@@ -530,6 +533,8 @@ class LmdbEventLog:
                 if crc is None or crc32(value[:STAMP_BODY_SIZE]) != crc:
                     unpack_stamp(value, session_id=session_id, seq=seq)  # raises, naming it
                 append(decode(session_id, seq, value, (position, when)))
+                if seqs is not None:
+                    seqs.append(seq)
                 if len(rows) == limit:
                     break
         return rows
