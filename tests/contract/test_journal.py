@@ -129,6 +129,19 @@ def wait_until_queued(journal: Journal, count: int) -> None:
         threading.Event().wait(0.001)
 
 
+def queued_behind_a_held_group(journal: Journal, writer: Writer, ops: list[Any]) -> dict:
+    """Hold a first group in the writer, queue ``ops`` behind it, release; return outcomes."""
+    writer.hold.clear()
+    first, _ = submit_in_threads(journal, ["first"])
+    writer.entered.wait()
+    rest, outcomes = submit_in_threads(journal, ops)
+    wait_until_queued(journal, len(ops))
+    writer.hold.set()
+    for thread in first + rest:
+        thread.join()
+    return outcomes
+
+
 def test_submit_returns_the_writers_result(journal: Journal) -> None:
     """A lone request is written, committed, and answered with its result."""
     assert journal.submit("a") == "done:a"
@@ -136,27 +149,13 @@ def test_submit_returns_the_writers_result(journal: Journal) -> None:
 
 def test_requests_queued_during_a_commit_form_one_group(journal: Journal, writer: Writer) -> None:
     """Everything that queues while a group is being written is written together next."""
-    writer.hold.clear()
-    first, _ = submit_in_threads(journal, ["first"])
-    writer.entered.wait()
-    rest, _ = submit_in_threads(journal, ["b", "c", "d", "e"])
-    wait_until_queued(journal, 4)
-    writer.hold.set()
-    for thread in first + rest:
-        thread.join()
+    queued_behind_a_held_group(journal, writer, ["b", "c", "d", "e"])
     assert sorted(writer.groups[1]) == ["b", "c", "d", "e"]
 
 
 def test_a_failed_request_does_not_fail_its_group(journal: Journal, writer: Writer) -> None:
     """A conflicting request fails alone; the others in its group succeed."""
-    writer.hold.clear()
-    first, _ = submit_in_threads(journal, ["first"])
-    writer.entered.wait()
-    rest, outcomes = submit_in_threads(journal, ["x", "conflict", "y"])
-    wait_until_queued(journal, 3)
-    writer.hold.set()
-    for thread in first + rest:
-        thread.join()
+    outcomes = queued_behind_a_held_group(journal, writer, ["x", "conflict", "y"])
     assert outcomes["x"] == "done:x" and outcomes["y"] == "done:y"
     assert isinstance(outcomes["conflict"], VersionConflictError)
 
@@ -241,14 +240,7 @@ def test_a_group_waits_for_the_callers_expected_back(
     """After a group of 4, the group after next waits for 4 requests arriving one by one."""
     monkeypatch.setattr(journal_module, "GATHER_GAP", 5.0)  # as patient as a slow CI needs
     monkeypatch.setattr(journal_module, "GATHER_MAX", 5.0)
-    writer.hold.clear()
-    first, _ = submit_in_threads(journal, ["first"])
-    writer.entered.wait()
-    rest, _ = submit_in_threads(journal, ["b", "c", "d", "e"])
-    wait_until_queued(journal, 4)
-    writer.hold.set()
-    for thread in first + rest:
-        thread.join()
+    queued_behind_a_held_group(journal, writer, ["b", "c", "d", "e"])
     # The next two groups expect 1 and then 4 requests (the sizes of the groups two back).
     assert journal.submit("solo") == "done:solo"
     for op in ["w", "x", "y", "z"]:
