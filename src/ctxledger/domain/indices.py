@@ -235,11 +235,19 @@ class SeqMap:
     def forget(self, base: int) -> None:
         """Move the entries with seqs ``<= base`` out of memory (their hashes stay, if kept).
 
-        Hashes are added in (seq, id) order, whatever order the entries were inserted or
-        decoded in, so that equal states keep equal hashes.
+        ``recent`` must be in seq order (as the fold inserts, and as :meth:`in_seq_order`
+        restores after decoding); hashes are added in (seq, id) order, so that equal states
+        keep equal hashes.
         """
         recent = self.recent
-        moved = sorted((seq, call_id) for call_id, seq in recent.items() if seq <= base)
+        moved = []
+        for call_id, seq in recent.items():
+            if seq > base:
+                break
+            moved.append((seq, call_id))
+        if not moved:
+            return
+        moved.sort()
         hashes, hash_set, old = self.hashes, self._hash_set, self._old
         for seq, call_id in moved:
             del recent[call_id]
@@ -251,6 +259,11 @@ class SeqMap:
             if old is not None:
                 old[call_id] = seq
         self.older += len(moved)
+
+    @staticmethod
+    def in_seq_order(entries: dict[str, int]) -> dict[str, int]:
+        """``entries`` re-inserted in (seq, id) order (a decoded snapshot has them by id)."""
+        return dict(sorted(entries.items(), key=lambda entry: (entry[1], entry[0])))
 
     def _older(self) -> dict[str, int]:
         if self._old is None:

@@ -603,8 +603,9 @@ class SessionState:
         state.boundaries = SeqList(snap.boundaries, snap.boundaries_before)
         state.tool_seqs = SeqList(snap.tool_seqs, snap.tool_seqs_before)
         state.assistant_count = snap.assistant_count
-        state._calls = SeqMap(snap.calls, len(snap.call_hashes) // HASH_SIZE, snap.call_hashes)
-        state._answers = SeqMap(snap.answers, snap.answers_before)
+        calls, answers = SeqMap.in_seq_order(snap.calls), SeqMap.in_seq_order(snap.answers)
+        state._calls = SeqMap(calls, len(snap.call_hashes) // HASH_SIZE, snap.call_hashes)
+        state._answers = SeqMap(answers, snap.answers_before)
         state._bind_indices()
         state._open = {call.id: call for call in snap.open_calls}
         state.pins = set(snap.pins)

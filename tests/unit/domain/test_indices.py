@@ -120,3 +120,11 @@ def test_seqmap_copy_is_independent() -> None:
     other.forget(1)
     assert calls.recent == {"a": 1} and not calls.hashes
     assert other.recent == {"b": 2} and bytes(other.hashes or b"") == id_hash("a")
+
+
+def test_a_decoded_map_is_put_back_in_seq_order_before_it_forgets() -> None:
+    decoded = {"a": 9, "b": 3, "c": 5}  # a snapshot's map comes back sorted by id
+    calls = SeqMap(SeqMap.in_seq_order(decoded), hashes=b"")
+    assert list(calls.recent) == ["b", "c", "a"]
+    calls.forget(5)
+    assert calls.recent == {"a": 9} and bytes(calls.hashes or b"") == id_hash("b") + id_hash("c")
