@@ -4,8 +4,9 @@ A session's indices (round starts, cut points, tool-result seqs, tool-call ids a
 grow with every message, but planning and projection only look at the part after the active
 checkpoint. So each index keeps in memory only its entries after a *base* seq (the message
 before the active checkpoint's ``retain_from_seq``), plus a few before it (:data:`SLACK`): the
-older entries are counted, and read back from history (:class:`OldIndices`) the first time one is
-touched. A snapshot stores what is in memory, so its size no longer grows with the session.
+older entries are counted, and rebuilt from history (``SessionState`` supplies the reader) the
+first time one is touched. A snapshot stores what is in memory, so its size no longer grows
+with the session.
 
 Tool-call ids before the base are kept as 4-byte hashes (in seq order), so that a reused id is
 still refused without reading history back: a hash hit is confirmed against the real ids. Their
@@ -20,9 +21,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import overload
 
 from ctxledger.errors import EventDecodeError, InvalidSeqError
-from ctxledger.messages import Message, ToolCall
 
-__all__ = ["HASH_SIZE", "SLACK", "OldIndices", "SeqList", "SeqMap", "id_hash"]
+__all__ = ["HASH_SIZE", "SLACK", "SeqList", "SeqMap", "id_hash"]
 
 #: Entries at or before the base kept in memory by each sorted index, so that the last rounds and
 #: tool results before a fresh checkpoint are at hand without reading history back.
@@ -39,54 +39,6 @@ def id_hash(call_id: str) -> bytes:
     Only a filter: a match is confirmed against the real ids, read back from history.
     """
     return zlib.crc32(call_id.encode()).to_bytes(HASH_SIZE, "big")
-
-
-class OldIndices:
-    """The index entries of messages ``1..upto``, rebuilt from history on demand and cached.
-
-    Args:
-        messages: Returns messages ``1..upto`` (a slice of the session's history).
-    """
-
-    def __init__(self, messages: Callable[[int], Sequence[Message]]) -> None:
-        self._messages = messages
-        self._upto = -1
-        self.user_seqs: list[int] = []
-        self.boundaries: list[int] = []
-        self.tool_seqs: list[int] = []
-        self.calls: dict[str, int] = {}
-        self.answers: dict[str, int] = {}
-
-    def upto(self, upto: int) -> OldIndices:
-        """Make the entries of messages ``1..upto`` available; return self."""
-        if upto == self._upto:
-            return self
-        user_seqs: list[int] = []
-        boundaries: list[int] = []
-        tool_seqs: list[int] = []
-        calls: dict[str, int] = {}
-        answers: dict[str, int] = {}
-        open_calls: dict[str, ToolCall] = {}
-        for seq, message in enumerate(self._messages(upto), start=1):
-            role = message.role
-            if role == "tool":
-                tool_seqs.append(seq)
-                call_id = message.tool_call_id or ""
-                if open_calls.pop(call_id, None) is not None or call_id not in answers:
-                    answers[call_id] = seq  # as the fold does (see SessionState._append)
-                continue
-            if not open_calls and (role == "user" or role == "assistant"):
-                boundaries.append(seq)
-            if role == "assistant":
-                for call in message.tool_calls:
-                    calls[call.id] = seq
-                    open_calls[call.id] = call
-            elif role == "user":
-                user_seqs.append(seq)
-        self.user_seqs, self.boundaries, self.tool_seqs = user_seqs, boundaries, tool_seqs
-        self.calls, self.answers = calls, answers
-        self._upto = upto
-        return self
 
 
 class SeqList(Sequence[int]):

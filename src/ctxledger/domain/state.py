@@ -17,7 +17,7 @@ import msgspec
 
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
-from ctxledger.domain.indices import HASH_SIZE, OldIndices, SeqList, SeqMap
+from ctxledger.domain.indices import HASH_SIZE, SeqList, SeqMap
 from ctxledger.domain.validation import validate_append
 from ctxledger.errors import EventDecodeError, InvalidMessageError, InvalidSeqError
 from ctxledger.events.types import (
@@ -457,17 +457,28 @@ class SessionState:
         self._bind_indices()
 
     def _bind_indices(self) -> None:
-        """Let the indices read their entries before ``index_base`` back from this history."""
-        old = OldIndices(lambda upto: self.history[:upto])
+        """Let the indices read their entries before ``index_base`` back from this history.
 
-        def before() -> OldIndices:
-            return old.upto(self.index_base)
+        They are rebuilt by appending messages ``1..index_base`` to a scratch state (which never
+        forgets an entry: it sees no checkpoint), cached until the base moves.
+        """
+        cache: list[tuple[int, SessionState]] = []
 
-        self.user_seqs.load = lambda: before().user_seqs
-        self.boundaries.load = lambda: before().boundaries
-        self.tool_seqs.load = lambda: before().tool_seqs
-        self._calls.load = lambda: dict(before().calls)
-        self._answers.load = lambda: dict(before().answers)
+        def before() -> SessionState:
+            base = self.index_base
+            if not cache or cache[0][0] != base:
+                scratch = SessionState(self.session_id, self.config)
+                for message in self.history[:base]:
+                    scratch._append(message)
+                scratch.history = History()  # only its indices are wanted
+                cache[:] = [(base, scratch)]
+            return cache[0][1]
+
+        self.user_seqs.load = lambda: before().user_seqs.items
+        self.boundaries.load = lambda: before().boundaries.items
+        self.tool_seqs.load = lambda: before().tool_seqs.items
+        self._calls.load = lambda: dict(before()._calls.recent)
+        self._answers.load = lambda: dict(before()._answers.recent)
 
     def _advance_index_base(self, checkpoint: Checkpoint) -> None:
         base = checkpoint.retain_from_seq - 1

@@ -30,7 +30,6 @@ __all__ = [
     "FORMAT_NAME",
     "STAMP_BODY_SIZE",
     "STAMP_SIZE",
-    "check_stamp",
     "pack_pair",
     "pack_stamp",
     "pack_u32",
@@ -53,9 +52,8 @@ _STAMP_BODY = struct.Struct(">Qd")
 STAMP_SIZE = _STAMP.size
 #: Bytes of a stamp its CRC covers.
 STAMP_BODY_SIZE = _STAMP_BODY.size
-_STAMP_BODY_SIZE = STAMP_BODY_SIZE
 #: ``stamp_fields(data) -> (number, when, crc)``: the raw fields of the stamp at the start of
-#: ``data``, unchecked (``struct.error`` if too short); see :func:`check_stamp`.
+#: ``data``, unchecked (``struct.error`` if too short); :func:`unpack_stamp` checks them.
 stamp_fields = _STAMP.unpack_from
 
 _U32 = struct.Struct(">I")
@@ -87,19 +85,6 @@ def pack_stamp(number: int, when: float) -> bytes:
     """Pack a checksummed ``(u64, f64)`` envelope."""
     body = _STAMP_BODY.pack(number, when)
     return body + zlib.crc32(body).to_bytes(4, "big")
-
-
-def check_stamp(data: bytes | memoryview) -> tuple[int, float] | None:
-    """The envelope at the start of ``data``, or None if it is damaged (see :func:`unpack_stamp`).
-
-    The replay's hot path: no exception set-up, no error message built.
-    """
-    if len(data) < STAMP_SIZE:
-        return None
-    number, when, crc = _STAMP.unpack_from(data)
-    if zlib.crc32(data[:_STAMP_BODY_SIZE]) != crc:
-        return None
-    return number, when
 
 
 def unpack_stamp(

@@ -28,14 +28,7 @@ from ctxledger.storage._layout import (
     unpack_u64,
 )
 
-__all__ = [
-    "AppendOp",
-    "Databases",
-    "DictionaryOp",
-    "LmdbWriter",
-    "SnapshotOp",
-    "last_key_before",
-]
+__all__ = ["AppendOp", "Databases", "DictionaryOp", "LmdbWriter", "SnapshotOp", "last_key_before"]
 
 
 class Databases(NamedTuple):

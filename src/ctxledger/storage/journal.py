@@ -254,7 +254,6 @@ class Journal:
             except queue.Empty:
                 self._wake(answered)
                 first = self._queue.get()
-            requests: list[Any] = []
             if first is _STOP:
                 stop = True
             else:
@@ -319,17 +318,12 @@ class Journal:
         self._writer.group_committed()
         return [(request, *outcome) for request, outcome in zip(requests, outcomes, strict=True)]
 
-    def _drain(self, group: list[Any]) -> None:
+    def _refuse_queued(self) -> None:
         while True:
             try:
-                group.append(self._queue.get_nowait())
+                request = self._queue.get_nowait()
             except queue.Empty:
                 return
-
-    def _refuse_queued(self) -> None:
-        late: list[Any] = []
-        self._drain(late)
-        for request in late:
             if request is not _STOP:
                 request.resolve(None, StorageError("the event log is closed"))
 
