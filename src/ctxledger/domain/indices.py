@@ -41,6 +41,10 @@ def id_hash(call_id: str) -> bytes:
     return zlib.crc32(call_id.encode()).to_bytes(HASH_SIZE, "big")
 
 
+def _seq_then_id(entry: tuple[str, int]) -> tuple[int, str]:
+    return entry[1], entry[0]
+
+
 class SeqList(Sequence[int]):
     """A sorted list of seqs of which only the newest are in memory.
 
@@ -152,12 +156,12 @@ class SeqMap:
     snapshot stores). A map resumed from a snapshot has only that part: with ``hashes`` (the
     :func:`id_hash` of each older entry, in (seq, id) order) a lookup reads the older entries
     back through ``load`` only when the id's hash is among them; without, any miss reads them
-    back (for a map looked up by id only in rare paths). A map that has been folded in memory
-    from the start keeps its older entries too (as before snapshots v3), so its lookups never
-    read back.
+    back (for a map looked up by id only in rare paths). The older entries read back stay
+    cached until the next :meth:`forget`. Only a map without ``load`` keeps the entries it
+    forgets in memory (it has no other way to answer for them).
     """
 
-    __slots__ = ("_hash_set", "_old", "hashes", "load", "older", "recent")
+    __slots__ = ("_hash_set", "_hashes", "_old", "_unhashed", "load", "older", "recent")
 
     def __init__(
         self,
@@ -168,15 +172,35 @@ class SeqMap:
     ) -> None:
         self.recent: dict[str, int] = {} if recent is None else recent
         self.older = older
-        self.hashes = None if hashes is None else bytearray(hashes)
+        self._hashes = None if hashes is None else bytearray(hashes)
+        self._unhashed: list[str] = []  # forgotten ids whose hashes are not computed yet
         self.load = load
         self._old: dict[str, int] | None = None if older else {}
         self._hash_set: set[bytes] | None = None
 
+    @property
+    def hashes(self) -> bytearray | None:
+        """The :func:`id_hash` of each older entry in (seq, id) order; None if not kept.
+
+        Computed when asked for (a snapshot, a lookup), not by :meth:`forget`: a replay that
+        takes no snapshot never hashes.
+        """
+        hashes, unhashed = self._hashes, self._unhashed
+        if hashes is not None and unhashed:
+            hash_set = self._hash_set
+            for call_id in unhashed:
+                digest = id_hash(call_id)
+                hashes += digest
+                if hash_set is not None:
+                    hash_set.add(digest)
+            unhashed.clear()
+        return hashes
+
     def copy(self) -> SeqMap:
         """Return an independent copy."""
-        hashes = None if self.hashes is None else bytes(self.hashes)
-        other = SeqMap(self.recent.copy(), self.older, hashes, self.load)
+        hashes = self.hashes
+        other = SeqMap(self.recent.copy(), self.older, None if hashes is None else bytes(hashes))
+        other.load = self.load
         other._old = None if self._old is None else self._old.copy()
         other._hash_set = None if self._hash_set is None else self._hash_set.copy()
         return other
@@ -189,28 +213,28 @@ class SeqMap:
 
         ``recent`` must be in seq order (as the fold inserts, and as :meth:`in_seq_order`
         restores after decoding); hashes are added in (seq, id) order, so that equal states
-        keep equal hashes.
+        keep equal hashes. ``recent`` is replaced by a new dict holding the rest: deleting its
+        first entries one by one would leave the dict to skip them on every later scan.
         """
         recent = self.recent
-        moved = []
-        for call_id, seq in recent.items():
+        count = 0
+        for seq in recent.values():
             if seq > base:
                 break
-            moved.append((seq, call_id))
-        if not moved:
+            count += 1
+        if not count:
             return
-        moved.sort()
-        hashes, hash_set, old = self.hashes, self._hash_set, self._old
-        for seq, call_id in moved:
-            del recent[call_id]
-            if hashes is not None:
-                digest = id_hash(call_id)
-                hashes += digest
-                if hash_set is not None:
-                    hash_set.add(digest)
-            if old is not None:
-                old[call_id] = seq
-        self.older += len(moved)
+        entries = list(recent.items())
+        self.recent = dict(entries[count:])
+        moved = sorted(entries[:count], key=_seq_then_id)
+        if self._hashes is not None:
+            self._unhashed.extend([call_id for call_id, _ in moved])
+        if self._old is not None:
+            if self.load is None:
+                self._old.update(moved)
+            else:  # read back when a lookup needs them: memory stays bounded, forget cheap
+                self._old = None
+        self.older += count
 
     @staticmethod
     def in_seq_order(entries: dict[str, int]) -> dict[str, int]:

@@ -128,3 +128,35 @@ def test_a_decoded_map_is_put_back_in_seq_order_before_it_forgets() -> None:
     assert list(calls.recent) == ["b", "c", "a"]
     calls.forget(5)
     assert calls.recent == {"a": 9} and bytes(calls.hashes or b"") == id_hash("b") + id_hash("c")
+
+
+def test_a_map_with_a_reader_drops_what_it_forgets_and_reads_it_back_on_a_hit() -> None:
+    loads: list[int] = []
+    every = {"a": 1, "b": 2, "c": 3, "d": 4}
+
+    def load() -> dict[str, int]:  # what history holds before the base
+        loads.append(1)
+        return dict(list(every.items())[: calls.older])
+
+    calls = SeqMap(hashes=b"", load=load)
+    for call_id, seq in [("a", 1), ("b", 2), ("c", 3)]:
+        calls[call_id] = seq
+    assert "a" in calls and loads == []  # not forgotten yet: in memory
+    calls.forget(2)
+    assert calls.recent == {"c": 3} and calls.older == 2
+    assert "never" not in calls and loads == []  # a hash miss needs no read-back
+    assert calls.get("b") == 2 and "a" in calls and loads == [1]  # read back once, then cached
+    calls["d"] = 4
+    calls.forget(3)  # the cache is dropped with the base's move
+    assert calls.get("c") == 3 and loads == [1, 1]
+
+
+def test_hashes_of_forgotten_ids_are_the_same_however_often_asked_for() -> None:
+    once, often = SeqMap(hashes=b""), SeqMap(hashes=b"")
+    for seq, call_id in enumerate(["x", "y", "z", "w"], start=1):
+        for calls in (once, often):
+            calls[call_id] = seq
+            calls.forget(seq - 1)
+        assert often.hashes is not None  # computed at every step
+    assert bytes(once.hashes or b"") == bytes(often.hashes or b"")
+    assert bytes(once.hashes or b"") == id_hash("x") + id_hash("y") + id_hash("z")
