@@ -344,6 +344,14 @@ class Codec:
                 self._decompress(item.frame, item.dict_id, item.session_id, item.seq)
                 for item in deferred
             ]
+        checks, decode = CHECKS, _decoder.decode
+        checks.skip = True  # as in _decode_checked, once for the whole list
+        try:
+            return [decode(payload) for payload in payloads]
+        except msgspec.MsgspecError:
+            pass  # decode them one by one below, naming the record that fails
+        finally:
+            checks.skip = False
         return [
             _decode_checked(payload, item.session_id, item.seq)
             for item, payload in zip(deferred, payloads, strict=True)

@@ -99,8 +99,9 @@ def fold_session(
         )
     state = SessionState.new(session_id, opened.config)
     state.apply(opened)
+    apply = state.apply
     for seq, event in records:
-        if isinstance(event, SessionForked):
+        if type(event) is SessionForked:  # event types are final
             state, _ = fold_session(
                 log,
                 event.parent_id,
@@ -108,7 +109,8 @@ def fold_session(
                 use_snapshots=use_snapshots,
             )
             state.rebase(session_id, opened.config)
-        state.apply(event)
+            apply = state.apply
+        apply(event)
         last = seq
     return state, last
 

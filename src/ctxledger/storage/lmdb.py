@@ -32,6 +32,7 @@ from ctxledger.storage._layout import (
     STAMP_SIZE,
     pack_pair,
     pack_u64,
+    stamp_crc,
     stamp_fields,
     unpack_pair,
     unpack_stamp,
@@ -299,12 +300,7 @@ class LmdbEventLog:
         """
         first, last = check_range(from_seq, to_seq, None)
         codec = self._shared.codec
-        decode_at = codec.decode_at
-
-        def body(
-            session_id: str, seq: int, value: bytes | memoryview, _: tuple[int, float]
-        ) -> Event | Deferred:
-            return decode_at(value, STAMP_SIZE, session_id, seq, True)  # True: defer zstd
+        decode_at = codec.decode_at  # deferring zstd frames: _scan passes defer=True
 
         # While this thread decodes one chunk, a worker decompresses the next one's zstd
         # frames (one GIL-free call per chunk): zstd is about a third of a replay's work. Seqs
@@ -314,7 +310,7 @@ class LmdbEventLog:
         previous: tuple[list[int], list[Event | Deferred], Future[Any] | None] | None = None
         while True:
             seqs: list[int] = []
-            items = self._scan(session_id, first, last, _BODY_CHUNK, body, seqs)
+            items = self._scan(session_id, first, last, _BODY_CHUNK, decode_at, seqs)
             final = len(items) < _BODY_CHUNK
             future = None
             if not final:
@@ -504,14 +500,15 @@ class LmdbEventLog:
         first: int,
         last: int | None,
         limit: int | None,
-        decode: Callable[[str, int, bytes | memoryview, tuple[int, float]], _Row],
+        decode: Callable[[bytes | memoryview, int, str, int, bool], _Row],
         seqs: list[int] | None = None,
     ) -> list[_Row]:
-        """``decode(session_id, seq, value, (position, timestamp))`` of each record of a range.
+        """``decode(value, STAMP_SIZE, session_id, seq, defer)`` of each record of a range.
 
-        One read transaction; each record's stamp is checked here, and its seq appended to
-        ``seqs`` if given. The values point into the map: they must be decoded before the
-        transaction ends.
+        ``decode`` has the signature of :meth:`Codec.decode_at`; ``defer`` is True when
+        ``seqs`` is given (the caller then finishes the :class:`Deferred` records). One read
+        transaction; each record's stamp is checked here, and its seq appended to ``seqs`` if
+        given. The values point into the map: they must be decoded before the transaction ends.
         """
         rows: list[_Row] = []
         with self._reading() as txn:
@@ -522,32 +519,40 @@ class LmdbEventLog:
             if not cursor.set_range(pack_pair(number, first)):
                 return rows
             unpack, append, crc32 = unpack_pair, rows.append, zlib.crc32
+            defer = seqs is not None
+            add_seq = seqs.append if seqs is not None else None
             for key, value in cursor:
                 key_number, seq = unpack(key)
                 if key_number != number or (last is not None and seq > last):
                     break
                 try:
-                    position, when, crc = stamp_fields(value)
+                    (crc,) = stamp_crc(value)
                 except struct.error:
                     crc = None
                 if crc is None or crc32(value[:STAMP_BODY_SIZE]) != crc:
                     unpack_stamp(value, session_id=session_id, seq=seq)  # raises, naming it
-                append(decode(session_id, seq, value, (position, when)))
-                if seqs is not None:
-                    seqs.append(seq)
+                append(decode(value, STAMP_SIZE, session_id, seq, defer))
+                if add_seq is not None:
+                    add_seq(seq)
                 if len(rows) == limit:
                     break
         return rows
 
     def _decode_record(
-        self, session_id: str, seq: int, value: bytes | memoryview, stamp: tuple[int, float]
+        self,
+        value: bytes | memoryview,
+        offset: int,
+        session_id: str,
+        seq: int,
+        defer: bool,
     ) -> RecordedEvent:
+        position, timestamp, _ = stamp_fields(value)  # checked by _scan
         return RecordedEvent(
             session_id=session_id,
             seq=seq,
-            position=stamp[0],
-            timestamp=stamp[1],
-            event=self._shared.codec.decode_at(value, STAMP_SIZE, session_id, seq),
+            position=position,
+            timestamp=timestamp,
+            event=self._shared.codec.decode_at(value, offset, session_id, seq),
         )
 
     def _decode(self, session_id: str, seq: int, value: bytes | memoryview) -> RecordedEvent:
