@@ -34,6 +34,7 @@ __all__ = [
     "pack_stamp",
     "pack_u32",
     "pack_u64",
+    "pair_fields",
     "stamp_crc",
     "stamp_fields",
     "unpack_pair",
@@ -56,6 +57,8 @@ STAMP_BODY_SIZE = _STAMP_BODY.size
 #: ``stamp_fields(data) -> (number, when, crc)``: the raw fields of the stamp at the start of
 #: ``data``, unchecked (``struct.error`` if too short); :func:`unpack_stamp` checks them.
 stamp_fields = _STAMP.unpack_from
+#: ``pair_fields(data) -> (first, second)``: :func:`unpack_pair` without the call around it.
+pair_fields = _PAIR.unpack
 #: ``stamp_crc(data) -> (crc,)``: only the checksum field of the stamp at the start of ``data``.
 stamp_crc = struct.Struct(">16xI").unpack_from
 

@@ -32,6 +32,7 @@ from ctxledger.storage._layout import (
     STAMP_SIZE,
     pack_pair,
     pack_u64,
+    pair_fields,
     stamp_crc,
     stamp_fields,
     unpack_pair,
@@ -56,6 +57,7 @@ _log = structlog.get_logger(__name__)
 DEFAULT_MAP_SIZE = 1 << 30
 _ITER_CHUNK = 512  # events per read transaction when streaming
 _BODY_CHUNK = 2048  # the same for iter_bodies: each chunk costs a hand-off to the zstd worker
+_NO_SEQ = 1 << 64  # above every seq (keys are u64): a range without an end
 _MIN_SAMPLE = 64  # payloads smaller than this teach a dictionary nothing
 
 _Row = TypeVar("_Row")
@@ -64,16 +66,27 @@ _REGISTRY_LOCK = threading.Lock()
 
 
 def _settled(
-    codec: Codec, items: list[Event | Deferred], future: Future[list[Any] | None] | None
+    codec: Codec,
+    items: list[Event | Deferred],
+    places: list[int],
+    deferred: list[Deferred],
+    future: Future[list[Any] | None] | None,
 ) -> list[Event]:
-    """``items`` with their deferred records decompressed (by ``future``, or here) and decoded."""
-    places = [index for index, item in enumerate(items) if type(item) is Deferred]
+    """``items`` with their ``deferred`` records (at ``places``) decompressed and decoded.
+
+    ``future`` has the payloads from the worker; without it (or if it failed to decompress
+    any) they are decompressed here.
+    """
     if places:
-        deferred: list[Deferred] = [items[index] for index in places]  # type: ignore[misc]
         payloads = future.result() if future is not None else None
         for index, event in zip(places, codec.finish(deferred, payloads), strict=True):
             items[index] = event
     return items  # type: ignore[return-value]  # no Deferred left in them
+
+
+#: A chunk of :meth:`LmdbEventLog.iter_bodies` waiting to be settled: the arguments of
+#: :func:`_settled` after the codec.
+_Chunk = tuple[list[Event | Deferred], list[int], list[Deferred], Future[list[Any] | None] | None]
 
 
 def _recorded(
@@ -307,22 +320,22 @@ class LmdbEventLog:
         # and events are kept apart and zipped as they are yielded, so that no (seq, event)
         # pair outlives its step of the caller's loop (thousands of live pairs per chunk would
         # be promoted through the garbage collector's generations).
-        previous: tuple[list[int], list[Event | Deferred], Future[Any] | None] | None = None
+        previous: tuple[list[int], _Chunk] | None = None
         while True:
             seqs: list[int] = []
             items = self._scan(session_id, first, last, _BODY_CHUNK, decode_at, seqs)
             final = len(items) < _BODY_CHUNK
+            places = [index for index, item in enumerate(items) if type(item) is Deferred]
+            deferred: list[Deferred] = [items[index] for index in places]  # type: ignore[misc]
             future = None
-            if not final:
-                deferred = [item for item in items if type(item) is Deferred]
-                if deferred:
-                    future = self._decompress_ahead(deferred)
+            if deferred and not final:
+                future = self._decompress_ahead(deferred)
             if previous is not None:
-                yield from zip(previous[0], _settled(codec, *previous[1:]), strict=True)
+                yield from zip(previous[0], _settled(codec, *previous[1]), strict=True)
             if final:
-                yield from zip(seqs, _settled(codec, items, None), strict=True)
+                yield from zip(seqs, _settled(codec, items, places, deferred, None), strict=True)
                 return
-            previous = seqs, items, future
+            previous = seqs, (items, places, deferred, future)
             first = seqs[-1] + 1
 
     def _decompress_ahead(self, deferred: list[Deferred]) -> Future[list[Any] | None] | None:
@@ -518,12 +531,13 @@ class LmdbEventLog:
             cursor = txn.cursor(db=self._shared.dbs.events)
             if not cursor.set_range(pack_pair(number, first)):
                 return rows
-            unpack, append, crc32 = unpack_pair, rows.append, zlib.crc32
+            unpack, append, crc32 = pair_fields, rows.append, zlib.crc32
             defer = seqs is not None
             add_seq = seqs.append if seqs is not None else None
+            stop = _NO_SEQ if last is None else last
             for key, value in cursor:
                 key_number, seq = unpack(key)
-                if key_number != number or (last is not None and seq > last):
+                if key_number != number or seq > stop:
                     break
                 try:
                     (crc,) = stamp_crc(value)
