@@ -15,7 +15,9 @@ median of ``--repeat`` runs):
 
 1. Full replay of the big session (default 1,000,000 events): ``fold_session(...,
    use_snapshots=False)``, i.e. LMDB reads, CRC check, zstd where compressed, msgpack decode and
-   the fold. Also decode alone (``iter_events``) and the fold alone (over decoded events).
+   the fold. Also the first of those runs alone (cold: it pays the first-touch page faults of
+   the history the fold keeps), decode alone (``iter_events``) and the fold alone (over
+   decoded events).
 2. ``view_at`` at random seqs, with snapshots and without (folding from the first event), in a
    small (10,000-event) and the big session; the ratio big/small with snapshots is the figure
    the issue asks for (1.0 would mean independent of the session's length).
@@ -190,13 +192,18 @@ def build_session(
 
 def timed(action: Callable[[], object], repeat: int) -> float:
     """Median wall time of ``repeat`` runs of ``action``."""
+    return statistics.median(times_of(action, repeat))
+
+
+def times_of(action: Callable[[], object], repeat: int) -> list[float]:
+    """Wall time of each of ``repeat`` runs of ``action``, in order."""
     times = []
     for _ in range(repeat):
         gc.collect()
         began = time.perf_counter()
         action()
         times.append(time.perf_counter() - began)
-    return statistics.median(times)
+    return times
 
 
 def view_at_without_snapshots(log: LmdbEventLog, session_id: str, seq: int) -> str:
@@ -230,7 +237,10 @@ Rows = list[tuple[str, str]]
 
 def measure_full_replay(log: LmdbEventLog, events: int, repeat: int) -> Rows:
     """Full replay (decode + fold) of the big session, and its parts."""
-    full = timed(lambda: fold_session(log, "big", use_snapshots=False), repeat)
+    # The first run in this fresh process is cold: it also pays the first-touch page faults of
+    # the ~1 GB of history the fold keeps, which later runs partly reuse.
+    runs = times_of(lambda: fold_session(log, "big", use_snapshots=False), repeat)
+    full, cold = statistics.median(runs), runs[0]
     gc.collect()
     gc.disable()  # the fold keeps every message alive: cyclic GC rescans a growing heap
     try:
@@ -252,6 +262,7 @@ def measure_full_replay(log: LmdbEventLog, events: int, repeat: int) -> Rows:
 
     return [
         ("full replay (decode + fold), events/s", rate(full)),
+        ("  its first run in the process (cold), events/s", rate(cold)),
         ("  the same with gc disabled, events/s", rate(no_gc)),
         ("  decode only (iter_events), events/s", rate(decode)),
         ("  fold only (decoded events), events/s", rate(fold)),
