@@ -87,3 +87,28 @@ def test_a_pinned_old_tool_exchange_is_shown_whole_after_recovery(tmp_path: Path
         view = session.build_model_view()
         shown = {m.seq for m in view.messages}
         assert {old_result.seq - 1, old_result.seq} <= shown
+
+
+def test_a_live_session_refuses_an_old_id_and_shows_an_old_pin_across_checkpoints(
+    tmp_path: Path,
+) -> None:
+    """Without a restart too: the live state keeps only hashes of old ids and reads them back.
+
+    Each checkpoint drops what was read back, so the pin is checked across several of them.
+    """
+    with Host.open(tmp_path / "db", config=SMALL, id_factory=ids()) as host:
+        session = host.session("a")
+        drive(session, 60)
+        with pytest.raises(InvalidMessageError, match="already used"):
+            session.append(Message.assistant("again", [ToolCall("a-1", "bash", "{}")]))
+        old_result = next(m for m in session.history()[:20] if m.role == "tool")
+        assert old_result.seq is not None
+        session.pin(old_result.seq)
+        checkpoints = len(session.checkpoints())
+        for start in (60, 75, 90):
+            drive(session, 15, start=start)
+            view = session.build_model_view()
+            assert {old_result.seq - 1, old_result.seq} <= {m.seq for m in view.messages}
+        assert len(session.checkpoints()) >= checkpoints + 3  # the base moved in between
+        with pytest.raises(InvalidMessageError, match="already used"):
+            session.append(Message.assistant("again", [ToolCall("a-2", "bash", "{}")]))
