@@ -460,19 +460,27 @@ class SessionState:
         """Let the indices read their entries before ``index_base`` back from this history.
 
         They are rebuilt by appending messages ``1..index_base`` to a scratch state (which never
-        forgets an entry: it sees no checkpoint), cached until the base moves.
+        forgets an entry: it sees no checkpoint). The scratch is kept: when the base has moved
+        on, only the messages in between are appended to it, so a live session that reads old
+        entries back after each checkpoint (an old pin, a hash hit) pays for the new messages,
+        not for its whole history again. (The scratch's history holds references to the same
+        messages, not copies.)
         """
         cache: list[tuple[int, SessionState]] = []
 
         def before() -> SessionState:
             base = self.index_base
-            if not cache or cache[0][0] != base:
-                scratch = SessionState(self.session_id, self.config)
-                for message in self.history[:base]:
+            if cache and cache[0][0] <= base:
+                built, scratch = cache[0]
+            else:
+                built, scratch = 0, SessionState(self.session_id, self.config)
+            if built < base:
+                for message in self.history[built:base]:
                     scratch._append(message)
-                scratch.history = History()  # only its indices are wanted
                 cache[:] = [(base, scratch)]
-            return cache[0][1]
+            elif not cache:
+                cache[:] = [(base, scratch)]
+            return scratch
 
         self.user_seqs.load = lambda: before().user_seqs.items
         self.boundaries.load = lambda: before().boundaries.items
