@@ -199,8 +199,8 @@ class SeqMap:
     def copy(self) -> SeqMap:
         """Return an independent copy."""
         hashes = self.hashes
-        other = SeqMap(self.recent.copy(), self.older, None if hashes is None else bytes(hashes))
-        other.load = self.load
+        copied = None if hashes is None else bytes(hashes)
+        other = SeqMap(self.recent.copy(), self.older, copied, self.load)
         other._old = None if self._old is None else self._old.copy()
         other._hash_set = None if self._hash_set is None else self._hash_set.copy()
         return other

@@ -474,12 +474,9 @@ class SessionState:
                 built, scratch = cache[0]
             else:
                 built, scratch = 0, SessionState(self.session_id, self.config)
-            if built < base:
-                for message in self.history[built:base]:
-                    scratch._append(message)
-                cache[:] = [(base, scratch)]
-            elif not cache:
-                cache[:] = [(base, scratch)]
+            for message in self.history[built:base]:
+                scratch._append(message)
+            cache[:] = [(base, scratch)]
             return scratch
 
         self.user_seqs.load = lambda: before().user_seqs.items

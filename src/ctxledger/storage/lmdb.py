@@ -560,7 +560,8 @@ class LmdbEventLog:
         seq: int,
         defer: bool,
     ) -> RecordedEvent:
-        position, timestamp, _ = stamp_fields(value)  # checked by _scan
+        # ``defer`` is always False here (read() takes no seqs); the stamp was checked by _scan.
+        position, timestamp, _ = stamp_fields(value)
         return RecordedEvent(
             session_id=session_id,
             seq=seq,
