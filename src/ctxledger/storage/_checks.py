@@ -1,12 +1,13 @@
-"""Argument checks shared by every :class:`~ctxledger.storage.EventLog` backend."""
+"""Argument checks and helpers shared by every :class:`~ctxledger.storage.EventLog` backend."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from ctxledger.events.types import EVENT_TYPES, Event
+from ctxledger.storage.protocol import RecordedEvent
 
-__all__ = ["check_append", "check_range", "check_snapshot"]
+__all__ = ["check_append", "check_range", "check_snapshot", "recorded_batch"]
 
 _EVENT_CLASSES = tuple(EVENT_TYPES)
 
@@ -60,3 +61,19 @@ def _check_session_id(session_id: str) -> None:
         raise TypeError(f"session_id must be a string, got {type(session_id).__name__}")
     if not session_id:
         raise ValueError("session_id must not be empty")
+
+
+def recorded_batch(
+    session_id: str, batch: Sequence[Event], first_seq: int, first_position: int, timestamp: float
+) -> list[RecordedEvent]:
+    """The records of an appended ``batch``: consecutive seqs and positions, one commit time."""
+    return [
+        RecordedEvent(
+            session_id=session_id,
+            seq=first_seq + index,
+            position=first_position + index,
+            timestamp=timestamp,
+            event=event,
+        )
+        for index, event in enumerate(batch)
+    ]

@@ -26,7 +26,7 @@ import zstandard
 from ctxledger.errors import CorruptRecordError, StorageError
 from ctxledger.events.codec import Codec, Deferred
 from ctxledger.events.types import Event
-from ctxledger.storage._checks import check_append, check_range, check_snapshot
+from ctxledger.storage._checks import check_append, check_range, check_snapshot, recorded_batch
 from ctxledger.storage._layout import (
     STAMP_BODY_SIZE,
     STAMP_SIZE,
@@ -87,22 +87,6 @@ def _settled(
 #: A chunk of :meth:`LmdbEventLog.iter_bodies` waiting to be settled: the arguments of
 #: :func:`_settled` after the codec.
 _Chunk = tuple[list[Event | Deferred], list[int], list[Deferred], Future[list[Any] | None] | None]
-
-
-def _recorded(
-    session_id: str, batch: list[Event], outcome: tuple[int, int, float]
-) -> list[RecordedEvent]:
-    first_seq, first_position, timestamp = outcome
-    return [
-        RecordedEvent(
-            session_id=session_id,
-            seq=first_seq + index,
-            position=first_position + index,
-            timestamp=timestamp,
-            event=event,
-        )
-        for index, event in enumerate(batch)
-    ]
 
 
 class LmdbEventLog:
@@ -216,7 +200,7 @@ class LmdbEventLog:
         """
         batch = check_append(session_id, events, expected_seq)
         outcome = self._journal().submit(AppendOp(session_id, expected_seq, batch))
-        return _recorded(session_id, batch, outcome)
+        return recorded_batch(session_id, batch, *outcome)
 
     async def aappend(
         self, session_id: str, events: Sequence[Event], *, expected_seq: int
@@ -229,7 +213,7 @@ class LmdbEventLog:
         """
         batch = check_append(session_id, events, expected_seq)
         outcome = await self._journal().submit_async(AppendOp(session_id, expected_seq, batch))
-        return _recorded(session_id, batch, outcome)
+        return recorded_batch(session_id, batch, *outcome)
 
     def save_snapshot(self, session_id: str, seq: int, data: bytes) -> None:
         """Store a checksummed snapshot taken after event ``seq`` of ``session_id``.

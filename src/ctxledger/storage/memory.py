@@ -14,7 +14,7 @@ from ctxledger.errors import (
 )
 from ctxledger.events.codec import Codec
 from ctxledger.events.types import Event
-from ctxledger.storage._checks import check_append, check_range, check_snapshot
+from ctxledger.storage._checks import check_append, check_range, check_snapshot, recorded_batch
 from ctxledger.storage.protocol import RecordedEvent
 
 __all__ = ["MemoryEventLog"]
@@ -55,16 +55,7 @@ class MemoryEventLog:
                 return []
             now = self._clock()
             position = len(self._global)
-            new = [
-                RecordedEvent(
-                    session_id=session_id,
-                    seq=expected_seq + offset,
-                    position=position + offset,
-                    timestamp=now,
-                    event=event,
-                )
-                for offset, event in enumerate(batch, start=1)
-            ]
+            new = recorded_batch(session_id, batch, expected_seq + 1, position + 1, now)
             self._sessions.setdefault(session_id, recorded).extend(new)
             self._global.extend(new)
             return new
