@@ -136,7 +136,7 @@ def bench_summarizer(repeat: int) -> dict[str, Any] | None:
         print(f"  traces not found in {TRACES}: skipped")
         return None
     from ctxledger import SummaryRequest
-    from ctxledger.traces import read_trace
+    from ctxledger.tooling.traces import read_trace
 
     summarizer = ExtractiveSummarizer()
     requests = []

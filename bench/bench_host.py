@@ -25,7 +25,7 @@ from pathlib import Path
 import structlog
 
 from ctxledger import Config, Host
-from ctxledger.workload import iter_agent_steps, take_messages
+from ctxledger.tooling.workload import iter_agent_steps, take_messages
 
 CONFIG = Config(context_window=32_000)
 

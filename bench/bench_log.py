@@ -1,7 +1,8 @@
 """Event-log benchmark (issue 2): durable appends/s through LmdbEventLog against raw LMDB.
 
 All runs use ``sync=True`` (an append is on disk when it returns) and the same realistic message
-mix (``ctxledger.workload``: sizes from ~200 B to 40 KB), in one process, one after the other:
+mix (``ctxledger.tooling.workload``: sizes from ~200 B to 40 KB), in one process, one after
+the other:
 
 1. raw ``lmdb``, one transaction per event (the ceiling without group commit);
 2. raw ``lmdb``, 64 events per transaction (the ceiling of batching), writing records encoded
@@ -58,7 +59,7 @@ from ctxledger.events.codec import Codec, encode_payload
 from ctxledger.events.types import Event, MessageAppended
 from ctxledger.storage import LmdbEventLog
 from ctxledger.storage._layout import pack_pair, pack_stamp, pack_u64
-from ctxledger.workload import take_messages
+from ctxledger.tooling.workload import take_messages
 
 MAP_SIZE = 1 << 30
 WRITERS = 64

@@ -2,7 +2,8 @@
 
 The logs are written the way a host writes them, without the actors: a
 :class:`~ctxledger.testing.DomainSession` runs the host's step (append the step's messages from
-``ctxledger.workload``, compact if needed with the offline digest summariser, serve the view,
+``ctxledger.tooling.workload``, compact if needed with the offline digest summariser, serve the
+view,
 report usage) and its events go to an :class:`~ctxledger.storage.LmdbEventLog` (durability
 ``"none"``) in batches of a few thousand. Per agent step that is ~2.25 messages, a served view, a
 usage report and now and then a compaction: ~4.5 events. Tool-call ids are renumbered so that
@@ -66,7 +67,7 @@ from ctxledger.messages import Message, ToolCall
 from ctxledger.replay.loader import fold_session, view_span_end
 from ctxledger.storage import LmdbEventLog
 from ctxledger.testing import DomainSession, digest_summarizer
-from ctxledger.workload import iter_agent_steps
+from ctxledger.tooling.workload import iter_agent_steps
 
 CONFIG = Config(context_window=16_000, min_retain_rounds=2, snapshot_interval=1000)
 BATCH = 4096  # events per log append while building
@@ -80,7 +81,7 @@ def quiet_logs() -> None:
 
 
 def step_pool() -> list[list[Message]]:
-    """Realistic agent steps (``ctxledger.workload``) from a few seeded conversations."""
+    """Realistic agent steps (``ctxledger.tooling.workload``) from a few seeded conversations."""
     return [step for seed in range(POOL_SEEDS) for step in iter_agent_steps(seed, steps=POOL_STEPS)]
 
 

@@ -1,6 +1,6 @@
 """Persistence benchmark: ctxledger against what its users would use instead (issue 7).
 
-Every system gets the same workload, the realistic mix of :mod:`ctxledger.workload`:
+Every system gets the same workload, the realistic mix of :mod:`ctxledger.tooling.workload`:
 
 1. sequential: one conversation of ``--messages`` (20,000) appended one by one; the latency of
    each append is recorded and reported near 100, 1,000, 5,000 and 20,000 messages, to show
@@ -45,7 +45,7 @@ from peers_systems import PEER_SYSTEMS, Message, PersistenceSystem, directory_by
 
 from ctxledger import Host, Session, ToolCall
 from ctxledger.messages import Message as LedgerMessage
-from ctxledger.workload import take_messages
+from ctxledger.tooling.workload import take_messages
 
 BASELINE = "ctxledger"
 MARKS = (100, 1000, 5000, 20_000)

@@ -42,7 +42,7 @@ from quality_policies import POLICIES, PROTOTYPES, WINDOW, Replay, policy_config
 from ctxledger.domain import ModelView, message_chars, threshold_for
 from ctxledger.messages import Message
 from ctxledger.summarizers.extractive import ExtractiveSummarizer
-from ctxledger.traces import read_trace
+from ctxledger.tooling.traces import read_trace
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_TRACES = Path(os.environ.get("CTXLEDGER_TRACES", HERE.parents[1] / "shared" / "traces"))

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from ctxledger.messages import Message
-from ctxledger.traces import read_trace
+from ctxledger.tooling.traces import read_trace
 
 # Slow property runs use few examples under CI and many locally (HYPOTHESIS_PROFILE=long).
 settings.register_profile(

@@ -23,9 +23,8 @@ from ctxledger.errors import (
     UnknownSessionError,
     VersionConflictError,
 )
-from ctxledger.host import Host
 from ctxledger.messages import Message, ToolCall
-from ctxledger.session import Session
+from ctxledger.runtime import Host, Session
 from ctxledger.summarizers import (
     AnthropicSummarizer,
     ExtractiveSummarizer,

@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from ctxledger import Config, Host
 from ctxledger.cli import main
-from ctxledger.workload import iter_agent_steps
+from ctxledger.tooling.workload import iter_agent_steps
 
 SMALL = Config(context_window=4000, compression_threshold=0.8, min_retain_rounds=1)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

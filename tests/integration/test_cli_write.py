@@ -17,8 +17,8 @@ from cli_helpers import (
 from ctxledger import replay
 from ctxledger.events import CheckpointCreated, TranscriptExported
 from ctxledger.storage import LmdbEventLog
-from ctxledger.traces import write_trace
-from ctxledger.workload import generate_conversation
+from ctxledger.tooling.traces import write_trace
+from ctxledger.tooling.workload import generate_conversation
 
 
 @pytest.fixture(scope="module")
@@ -256,7 +256,7 @@ def test_export_keeps_checkpoints_in_log_order(db: Path, tmp_path: Path) -> None
                 last_seq = message.seq
             if isinstance(event, CheckpointCreated):
                 made_after.append(last_seq)
-    from ctxledger.transcripts import read_transcript
+    from ctxledger.tooling.transcripts import read_transcript
 
     assert [after for after, _ in read_transcript(target).checkpoints] == made_after
     assert made_after and SMALL.context_window == 4000

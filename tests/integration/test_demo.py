@@ -11,7 +11,7 @@ import pytest
 from cli_helpers import PNG_SIGNATURE, assert_one_line_error, run
 
 from ctxledger import Message, replay
-from ctxledger.traces import write_trace
+from ctxledger.tooling.traces import write_trace
 
 
 def _demo(*args: str) -> subprocess.CompletedProcess[str]:

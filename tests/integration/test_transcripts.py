@@ -1,4 +1,4 @@
-"""Transcripts: export, import and rotation at the library level (``ctxledger.transcripts``)."""
+"""Transcripts: export, import and rotation in the library (``ctxledger.tooling.transcripts``)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from ctxledger import Config, Host, Message, SessionExistsError, ToolCall, Trace
 from ctxledger.events import ToolResultSynthesized, TranscriptExported
 from ctxledger.replay import rebuild
 from ctxledger.storage import EventLog, MemoryEventLog
-from ctxledger.transcripts import (
+from ctxledger.tooling.transcripts import (
     FORMAT_VERSION,
     export_transcript,
     import_transcript,
     read_transcript,
     rotate_transcripts,
 )
-from ctxledger.workload import iter_agent_steps
+from ctxledger.tooling.workload import iter_agent_steps
 
 SMALL = Config(context_window=3000, compression_threshold=0.8, min_retain_rounds=1)
 

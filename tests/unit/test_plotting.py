@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxledger.plotting import LAYERS, MAX_PANELS, TokenSeries, plot_token_series
+from ctxledger.tooling.plotting import LAYERS, MAX_PANELS, TokenSeries, plot_token_series
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -127,5 +127,5 @@ def test_missing_matplotlib_raises_an_import_error_naming_the_extra(
 
 def test_importing_the_module_does_not_import_matplotlib() -> None:
     """matplotlib is imported only when a plot is drawn, so ctxledger works without it."""
-    code = "import sys, ctxledger.plotting; assert 'matplotlib' not in sys.modules"
+    code = "import sys, ctxledger.tooling.plotting; assert 'matplotlib' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -11,7 +11,7 @@ import pytest
 
 from ctxledger.errors import InvalidMessageError, TraceFormatError
 from ctxledger.messages import Message, ToolCall
-from ctxledger.traces import iter_trace, read_trace, validate_trace, write_trace
+from ctxledger.tooling.traces import iter_trace, read_trace, validate_trace, write_trace
 
 # The same folder conftest's ``traces`` fixture reads (tests is not a package, so re-derived).
 TRACES_DIR = Path(

@@ -11,8 +11,8 @@ import pytest
 
 from ctxledger.domain.tokenizer import message_chars
 from ctxledger.messages import Message
-from ctxledger.traces import read_trace, write_trace
-from ctxledger.workload import (
+from ctxledger.tooling.traces import read_trace, write_trace
+from ctxledger.tooling.workload import (
     MAX_MESSAGE_CHARS,
     MIN_MESSAGE_CHARS,
     generate_conversation,

@@ -1,4 +1,4 @@
-"""The ``demo`` verb (the run itself is :mod:`ctxledger.demo`)."""
+"""The ``demo`` verb (the run itself is :mod:`ctxledger.tooling.demo`)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def demo(
     no acknowledged message was lost, verifies every served view by replay, finishes the run
     in a fresh child and prints a summary table and the path of a PNG token plot.
     """
-    from ctxledger.demo import DemoFailed, DemoOptions, run_demo
+    from ctxledger.tooling.demo import DemoFailed, DemoOptions, run_demo
 
     options = DemoOptions(
         directory=directory, sessions=sessions, steps=steps, traces=traces, fast=fast, seed=seed

@@ -14,7 +14,6 @@ from typing import Any
 import click
 
 from ctxledger.cli._app import db_option, open_log, require_session
-from ctxledger.cli._format import clip, human_bytes, human_time, human_tokens, table
 from ctxledger.domain import ModelView
 from ctxledger.events import (
     CheckpointCreated,
@@ -33,7 +32,8 @@ from ctxledger.events import (
 )
 from ctxledger.messages import Message
 from ctxledger.replay import rebuild, view_at
-from ctxledger.timeline import session_timeline
+from ctxledger.tooling.format import clip, human_bytes, human_time, human_tokens, table
+from ctxledger.tooling.timeline import session_timeline
 
 __all__ = ["plot", "sessions", "show", "stats", "view"]
 
@@ -151,7 +151,7 @@ def view(session_id: str, db: Path, at_seq: int | None, fmt: str) -> None:
 )
 def plot(session_ids: tuple[str, ...], db: Path, output: Path) -> None:
     """Plot tokens per step (history, view, threshold, compactions) as a PNG."""
-    from ctxledger.plotting import MAX_PANELS, plot_token_series
+    from ctxledger.tooling.plotting import MAX_PANELS, plot_token_series
 
     if len(session_ids) > MAX_PANELS:
         raise click.UsageError(f"at most {MAX_PANELS} sessions fit one plot")

@@ -16,9 +16,9 @@ from ctxledger.cli._app import (
     require_session,
     summarizer_options,
 )
-from ctxledger.cli._format import table
 from ctxledger.replay import rebuild, what_if
 from ctxledger.replay import verify as verify_log
+from ctxledger.tooling.format import table
 
 __all__ = ["verify", "whatif"]
 

@@ -19,14 +19,14 @@ from ctxledger.cli._app import (
     require_session,
     summarizer_options,
 )
-from ctxledger.cli._format import human_bytes, human_tokens
 from ctxledger.config import Config
 from ctxledger.errors import SessionExistsError
-from ctxledger.host import Host
+from ctxledger.runtime.host import Host
 from ctxledger.storage import DURABILITY_MODES, Durability, LmdbEventLog
-from ctxledger.timeline import split_steps
-from ctxledger.traces import read_trace, validate_trace
-from ctxledger.transcripts import (
+from ctxledger.tooling.format import human_bytes, human_tokens
+from ctxledger.tooling.timeline import split_steps
+from ctxledger.tooling.traces import read_trace, validate_trace
+from ctxledger.tooling.transcripts import (
     DEFAULT_KEEP,
     export_transcript,
     import_transcript,

@@ -38,10 +38,10 @@ from ctxledger.events import (
     CompactionStarted,
     ToolResultSynthesized,
 )
-from ctxledger.host import Host
 from ctxledger.messages import Message, ToolCall
 from ctxledger.replay import fold_session, rebuild, verify, view_at
-from ctxledger.session import INTERRUPTED_RESULT, Session
+from ctxledger.runtime.host import Host
+from ctxledger.runtime.session import INTERRUPTED_RESULT, Session
 from ctxledger.storage import Durability, RecordedEvent
 from ctxledger.summarizers import ExtractiveSummarizer, Summarizer, SummaryRequest
 from ctxledger.testing.invariants import check_view_invariants

@@ -1,4 +1,4 @@
-"""The fictional repository of :mod:`ctxledger.workload` and what its tools show of it.
+"""The fictional repository of :mod:`ctxledger.tooling.workload` and what its tools show of it.
 
 Every tool function takes the caller's ``random.Random`` and a size budget in characters and
 returns ``(arguments, output)``, so a whole conversation depends on its seed alone. Module

@@ -2,7 +2,8 @@
 
 A host owns one event log (one LMDB environment per folder) and activates sessions on demand. An
 active session is four pykka actors (history, budget, projection, compaction, see
-:mod:`ctxledger.actors`); idle sessions beyond ``max_active_sessions`` are passivated (actors
+:mod:`ctxledger.runtime.actors`); idle sessions beyond ``max_active_sessions`` are passivated
+(actors
 stopped, state on disk) and re-activated by replay, so the number of threads stays bounded.
 """
 
@@ -29,11 +30,11 @@ from ctxledger.storage import Durability, EventLog, LmdbEventLog
 from ctxledger.summarizers import ExtractiveSummarizer, Summarizer
 
 if TYPE_CHECKING:
-    from ctxledger.session import Session
+    from ctxledger.runtime.session import Session
 
 __all__ = ["Host"]
 
-_logger = structlog.get_logger("ctxledger.host")
+_logger = structlog.get_logger("ctxledger.runtime.host")
 
 
 class Host:
@@ -134,7 +135,7 @@ class Host:
         Raises:
             HostClosedError: The host is closed.
         """
-        from ctxledger.session import Session
+        from ctxledger.runtime.session import Session
 
         if not isinstance(session_id, str) or not session_id:
             raise ValueError("session id must be a non-empty string")

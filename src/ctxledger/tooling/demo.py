@@ -2,7 +2,8 @@
 
 The run, in four acts:
 
-1. A child process (:mod:`ctxledger.demo_worker`) opens a host on a local folder and drives 16+
+1. A child process (:mod:`ctxledger.tooling.demo_worker`) opens a host on a local folder and
+   drives 16+
    agent sessions from threads, each from the built-in deterministic workload (and, with
    ``--traces``, one per real trace file). A small window makes compaction visible; one agent
    asks for a manual compaction and another's simulated provider rejects a prompt as too long.
@@ -27,13 +28,13 @@ from pathlib import Path
 from typing import TextIO
 
 from ctxledger.config import Config
-from ctxledger.demo_worker import AgentPlan, Plan, agent_steps, strip_seq
 from ctxledger.domain import CharTokenizer
-from ctxledger.host import Host
 from ctxledger.replay import VerifyReport, verify
+from ctxledger.runtime.host import Host
 from ctxledger.storage import LmdbEventLog
-from ctxledger.timeline import Timeline, session_timeline, split_steps
-from ctxledger.traces import read_trace
+from ctxledger.tooling.demo_worker import AgentPlan, Plan, agent_steps, strip_seq
+from ctxledger.tooling.timeline import Timeline, session_timeline, split_steps
+from ctxledger.tooling.traces import read_trace
 
 __all__ = [
     "DEFAULT_STEPS",
@@ -54,7 +55,7 @@ FAST_CONFIG = DEMO_CONFIG.replace(context_window=12_000)
 DEFAULT_STEPS = 160
 FAST_STEPS = 24
 _PLOT_PANELS = 4
-_WORKER = (sys.executable, "-m", "ctxledger.demo_worker")
+_WORKER = (sys.executable, "-m", "ctxledger.tooling.demo_worker")
 
 
 class DemoFailed(RuntimeError):
@@ -363,7 +364,7 @@ def _verify_line(report: VerifyReport) -> str:
 
 
 def _table(timelines: Sequence[Timeline], agents: Sequence[AgentPlan]) -> str:
-    from ctxledger.cli._format import human_tokens, table
+    from ctxledger.tooling.format import human_tokens, table
 
     rows: list[tuple[object, ...]] = []
     totals = [0] * 7
@@ -416,7 +417,7 @@ def _table(timelines: Sequence[Timeline], agents: Sequence[AgentPlan]) -> str:
 
 
 def _summary(result: DemoResult, plan: Plan) -> str:
-    from ctxledger.cli._format import human_tokens
+    from ctxledger.tooling.format import human_tokens
 
     timelines = result.timelines
     counts = {layer: 0 for layer in ("micro", "auto", "manual", "reactive")}
@@ -482,7 +483,7 @@ def _plot(
     timelines: Sequence[Timeline], agents: Sequence[AgentPlan], path: Path, err: TextIO
 ) -> Path | None:
     try:
-        from ctxledger.plotting import plot_token_series
+        from ctxledger.tooling.plotting import plot_token_series
     except ImportError:  # pragma: no cover - plotting imports matplotlib lazily
         return None
     special = {a.session_id for a in agents if a.manual_at is not None or a.reactive_at is not None}

@@ -30,9 +30,9 @@ from ctxledger.events import (
     ViewServed,
 )
 from ctxledger.messages import Message
-from ctxledger.plotting import TokenSeries
 from ctxledger.replay.loader import fold_session
 from ctxledger.storage import EventLog, RecordedEvent
+from ctxledger.tooling.plotting import TokenSeries
 
 __all__ = [
     "LAYER_OF_REASON",

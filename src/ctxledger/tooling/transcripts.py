@@ -47,7 +47,7 @@ from ctxledger.events import (
 )
 from ctxledger.messages import Message
 from ctxledger.storage import EventLog
-from ctxledger.timeline import walk_session
+from ctxledger.tooling.timeline import walk_session
 
 __all__ = [
     "DEFAULT_KEEP",

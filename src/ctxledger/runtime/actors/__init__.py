@@ -5,8 +5,8 @@ Actors only sequence *persist → evolve → publish*; every decision is made by
 the event log (:mod:`ctxledger.storage`), which owns the single LMDB write transaction.
 """
 
-from ctxledger.actors.compaction import CompactionActor
-from ctxledger.actors.history import HistoryActor
-from ctxledger.actors.replica import BudgetActor, ProjectionActor, Published
+from ctxledger.runtime.actors.compaction import CompactionActor
+from ctxledger.runtime.actors.history import HistoryActor
+from ctxledger.runtime.actors.replica import BudgetActor, ProjectionActor, Published
 
 __all__ = ["BudgetActor", "CompactionActor", "HistoryActor", "ProjectionActor", "Published"]

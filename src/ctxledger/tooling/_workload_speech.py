@@ -1,7 +1,8 @@
-"""What the people and the model say in a :mod:`ctxledger.workload` conversation.
+"""What the people and the model say in a :mod:`ctxledger.tooling.workload` conversation.
 
 The system prompt, user requests, the assistant's thoughts before its tool calls and its final
-replies, all about the fictional project of :mod:`ctxledger._workload_repo`, from templates and
+replies, all about the fictional project of :mod:`ctxledger.tooling._workload_repo`, from
+templates and
 the caller's ``random.Random``.
 """
 
@@ -10,7 +11,15 @@ from __future__ import annotations
 import json
 import random
 
-from ctxledger._workload_repo import NOUNS, VERBS, Project, error_line, fill, pytest_log, traceback
+from ctxledger.tooling._workload_repo import (
+    NOUNS,
+    VERBS,
+    Project,
+    error_line,
+    fill,
+    pytest_log,
+    traceback,
+)
 
 _TOOL_DOCS = {
     "read_file": ("Read a file of the repository, optionally a line range.",

@@ -13,11 +13,11 @@ from typing import Any
 import pykka
 import structlog
 
-from ctxledger.actors.replica import Published
 from ctxledger.domain import SessionState
 from ctxledger.events import Event, MessageAppended
 from ctxledger.messages import Message
 from ctxledger.replay.loader import snapshot_due
+from ctxledger.runtime.actors.replica import Published
 from ctxledger.storage import EventLog, RecordedEvent
 
 __all__ = ["HistoryActor"]

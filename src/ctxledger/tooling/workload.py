@@ -53,10 +53,10 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from ctxledger import _workload_repo as repo
-from ctxledger import _workload_speech as speech
 from ctxledger.domain.tokenizer import message_chars
 from ctxledger.messages import Message, ToolCall
+from ctxledger.tooling import _workload_repo as repo
+from ctxledger.tooling import _workload_speech as speech
 
 __all__ = [
     "MAX_MESSAGE_CHARS",

@@ -1,6 +1,7 @@
 """The demo's host process: one :class:`~ctxledger.Host` driving many agent sessions from threads.
 
-``ctxledger demo`` starts it as a child (``python -m ctxledger.demo_worker PLAN.json``) so that it
+``ctxledger demo`` starts it as a child (``python -m ctxledger.tooling.demo_worker PLAN.json``)
+so that it
 can SIGKILL it mid-run. Each thread plays one agent: it appends what the agent appends (the
 assistant message with its tool calls, then the tool results), asks for the model view before each
 model call, and reports the provider's usage. After each step it prints, flushed::
@@ -25,12 +26,12 @@ import structlog
 
 from ctxledger.config import Config
 from ctxledger.errors import ContextOverflowError
-from ctxledger.host import Host
 from ctxledger.messages import Message
-from ctxledger.session import Session
-from ctxledger.timeline import split_steps
-from ctxledger.traces import read_trace
-from ctxledger.workload import iter_agent_steps
+from ctxledger.runtime.host import Host
+from ctxledger.runtime.session import Session
+from ctxledger.tooling.timeline import split_steps
+from ctxledger.tooling.traces import read_trace
+from ctxledger.tooling.workload import iter_agent_steps
 
 __all__ = ["AgentPlan", "Plan", "agent_steps", "main", "resume_step", "strip_seq"]
 
@@ -172,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the plan given as the only argument; return the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m ctxledger.demo_worker PLAN.json", file=sys.stderr)
+        print("usage: python -m ctxledger.tooling.demo_worker PLAN.json", file=sys.stderr)
         return 2
     structlog.configure(
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),

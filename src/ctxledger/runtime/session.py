@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import pykka
 import structlog
 
-from ctxledger.actors import BudgetActor, CompactionActor, HistoryActor, ProjectionActor
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
 from ctxledger.domain import (
@@ -42,10 +41,11 @@ from ctxledger.events import (
 )
 from ctxledger.messages import Message
 from ctxledger.replay.loader import load_state
+from ctxledger.runtime.actors import BudgetActor, CompactionActor, HistoryActor, ProjectionActor
 from ctxledger.storage import RecordedEvent
 
 if TYPE_CHECKING:
-    from ctxledger.host import Host
+    from ctxledger.runtime.host import Host
 
 __all__ = ["INTERRUPTED_RESULT", "Session"]
 
@@ -75,7 +75,7 @@ class Session:
         self._lock = threading.RLock()
         self._actors: _Actors | None = None
         self._reactive_attempts = 0
-        self._log = structlog.get_logger("ctxledger.session").bind(session_id=session_id)
+        self._log = structlog.get_logger("ctxledger.runtime.session").bind(session_id=session_id)
 
     def __repr__(self) -> str:
         return f"<Session {self.id!r}>"

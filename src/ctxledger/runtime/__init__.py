@@ -1,0 +1,6 @@
+"""The live runtime: :class:`Host`, :class:`Session` and the per-role actors behind them."""
+
+from ctxledger.runtime.host import Host
+from ctxledger.runtime.session import Session
+
+__all__ = ["Host", "Session"]
