@@ -1,0 +1,68 @@
+"""Old logs are sacred: a log from an earlier version opens, verifies and serves the same views.
+
+``tests/data/log_v0`` was written once by ctxledger 0.1.0 before runtime v2
+(``tests/data/make_log_v0.py``); ``log_v0.json`` lists what that version served.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ctxledger import Host, Message
+from ctxledger.replay import rebuild, verify, view_at
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+LISTINGS = {"log_v0": json.loads((DATA / "log_v0.json").read_text(encoding="utf-8"))}
+
+
+@pytest.fixture(params=sorted(LISTINGS))
+def old_log(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Path, dict[str, dict]]:
+    """A private copy of an old log folder (LMDB writes its lock file next to the data)."""
+    target = tmp_path / request.param
+    shutil.copytree(DATA / request.param, target)
+    return target, LISTINGS[request.param]
+
+
+def test_old_log_verifies(old_log: tuple[Path, dict[str, dict]]) -> None:
+    """Every view and checkpoint the old version recorded is re-derived without a mismatch."""
+    path, listing = old_log
+    report = verify(path)
+    assert report.ok, report
+    assert report.views_checked == sum(len(entry["views"]) for entry in listing.values())
+    checkpoints = sum(len(entry["checkpoints"]) for entry in listing.values())
+    assert report.checkpoints_checked == checkpoints
+
+
+def test_old_log_serves_the_same_views(old_log: tuple[Path, dict[str, dict]]) -> None:
+    """Time travel to each served step rebuilds the view hash the old version recorded."""
+    path, listing = old_log
+    for session_id, entry in listing.items():
+        last_hash_at: dict[int, str] = {}
+        for through_seq, view_hash in entry["views"]:
+            last_hash_at[through_seq] = view_hash
+        for through_seq, view_hash in last_hash_at.items():
+            assert view_at(path, session_id, through_seq).view_hash == view_hash, (
+                session_id,
+                through_seq,
+            )
+        state = rebuild(path, session_id)
+        assert [checkpoint.id for checkpoint in state.checkpoints] == entry["rebuilt_checkpoints"]
+        assert len(state.history) == entry["messages"]
+
+
+def test_old_log_keeps_working_in_a_new_host(old_log: tuple[Path, dict[str, dict]]) -> None:
+    """A new host continues every old session; the log still verifies afterwards."""
+    path, listing = old_log
+    with Host.open(path) as host:
+        assert sorted(host.sessions()) == sorted(listing)
+        for session_id in listing:
+            session = host.session(session_id)
+            before = len(session.history())
+            session.append(Message.user(f"continuing {session_id}"))
+            view = session.prepare_step()
+            assert view.through_seq == before + 1
+    assert verify(path).ok
