@@ -64,7 +64,7 @@ from ctxledger import Config, replay
 from ctxledger.domain import CharTokenizer, SessionState, build_view
 from ctxledger.events.codec import Codec
 from ctxledger.messages import Message, ToolCall
-from ctxledger.replay.loader import fold_session, view_span_end
+from ctxledger.runtime.loading import fold_session, view_span_end
 from ctxledger.storage import LmdbEventLog
 from ctxledger.testing import DomainSession, digest_summarizer
 from ctxledger.tooling.workload import iter_agent_steps

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, ClassVar, Literal
 
 import msgspec
 
 from ctxledger.errors import ConfigError
 
-__all__ = ["Config"]
+__all__ = ["DEFAULT_PREPARE_THRESHOLD", "Config"]
+
+#: ``Config.prepare_threshold`` of a Config built now (recorded Configs without it decode to 0).
+DEFAULT_PREPARE_THRESHOLD = 0.85
 
 ThresholdPolicyName = Literal["fixed", "dynamic"]
 
@@ -28,11 +32,39 @@ _BOOLS = {
 }
 
 
-class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=False, gc=False):
+class _ConfigMeta(msgspec.StructMeta):
+    """Gives a Config that code builds the current defaults of :attr:`Config.NEW_DEFAULTS`.
+
+    A msgspec Struct has one default per field, used both when code omits the field and when
+    decoding data that lacks it. For a field added in a later version those must differ: a
+    Config recorded by an older version lacks the field, and must decode to the value that
+    reproduces the old behaviour (the field's declared default, "off"), while a Config built now
+    gets the field's new default. Decoding (msgpack, JSON, ``msgspec.convert``) never calls the
+    class, so only construction (``Config(...)``, ``Config.from_env``) passes through here;
+    :meth:`Config.replace` keeps the values it copies.
+    """
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        for name, value in cls.NEW_DEFAULTS.items():  # type: ignore[attr-defined]
+            kwargs.setdefault(name, value)
+        return super().__call__(*args, **kwargs)
+
+
+class Config(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=False,
+    gc=False,
+    metaclass=_ConfigMeta,
+):
     """How one session budgets, compacts and projects its context.
 
     A session's Config is recorded in its log when the session is created and whenever it changes,
-    so replay always uses the settings that were in force. New fields always get defaults.
+    so replay always uses the settings that were in force. New fields always get defaults. A field
+    added after a release declares the default that reproduces the older behaviour (what a
+    recorded Config that lacks the field decodes to) and lists its default for new Configs in
+    :attr:`NEW_DEFAULTS` (DESIGN §2, "Config over time").
 
     Attributes:
         context_window: The model's context window, in tokens.
@@ -68,7 +100,19 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Fa
             unless it is pinned explicitly. It is still summarised, like a pinned message. Most
             real sessions are one long round, so the first step-level cut would otherwise leave
             only the summary's head and tail of the task.
+        prepare_threshold: Share of the compaction threshold at which a summary starts in the
+            background (DESIGN §2 "Background compaction"), so that the compaction at the
+            threshold finds it ready instead of making the agent wait for the summariser. ``0``
+            turns background compaction off (every compaction then runs when it is due, as
+            before). New Configs get :data:`DEFAULT_PREPARE_THRESHOLD` (0.85); a Config recorded
+            before this field existed decodes to 0, so old logs replay as they were served.
     """
+
+    #: Fields added after 0.1.0, with their default for a Config built now. A recorded Config
+    #: that lacks one decodes to the field's declared default instead (the older behaviour).
+    NEW_DEFAULTS: ClassVar[Mapping[str, Any]] = MappingProxyType(
+        {"prepare_threshold": DEFAULT_PREPARE_THRESHOLD}
+    )
 
     context_window: int = 128_000
     compression_threshold: float = 0.8
@@ -85,6 +129,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Fa
     summary_chunk_chars: int = 0
     threshold_policy: ThresholdPolicyName = "fixed"
     keep_first_request: bool = True
+    prepare_threshold: float = 0.0
 
     def __post_init__(self) -> None:
         _require_int(self, "context_window", minimum=1)
@@ -114,6 +159,11 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Fa
             raise ConfigError(
                 "keep_first_request", f"must be True or False, got {self.keep_first_request!r}"
             )
+        prepare = self.prepare_threshold
+        if isinstance(prepare, bool) or not isinstance(prepare, int | float):
+            raise ConfigError("prepare_threshold", f"must be a number, got {prepare!r}")
+        if not 0 <= prepare < 1:
+            raise ConfigError("prepare_threshold", f"must be 0 (off) or in (0, 1), got {prepare!r}")
         if self.threshold_policy not in ("fixed", "dynamic"):
             raise ConfigError(
                 "threshold_policy", f"must be 'fixed' or 'dynamic', got {self.threshold_policy!r}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -13,7 +14,6 @@ from pathlib import Path
 
 import lmdb
 import pytest
-import structlog
 
 from ctxledger.errors import ConfigError, StorageError
 from ctxledger.events.types import Event, MessageAppended, UsageReported
@@ -299,7 +299,9 @@ def test_writes_from_another_process_are_noticed(tmp_path: Path) -> None:
     assert (recorded[0].seq, recorded[0].position) == (5, 5)
 
 
-def test_stale_reader_slots_are_cleared_on_open(tmp_path: Path) -> None:
+def test_stale_reader_slots_are_cleared_on_open(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """The reader slot of a process killed inside a read transaction is freed on open."""
     # Keep the environment open here: the first opener of an environment resets the reader
     # table anyway, so only an open that joins a live environment has stale slots to clear.
@@ -311,9 +313,13 @@ def test_stale_reader_slots_are_cleared_on_open(tmp_path: Path) -> None:
         ) as child:
             assert child.stdout is not None and child.stdout.readline().strip() == "ready"
             child.send_signal(signal.SIGKILL)
-        with structlog.testing.capture_logs() as logs:
-            LmdbEventLog.open(tmp_path / "log").close()
-    cleared = [entry["slots"] for entry in logs if entry["event"] == "cleared stale reader slots"]
+        caplog.set_level(logging.INFO, logger="ctxledger")
+        LmdbEventLog.open(tmp_path / "log").close()
+    cleared = [
+        record.slots  # type: ignore[attr-defined]  # a bound value of the event
+        for record in caplog.records
+        if record.getMessage() == "cleared stale reader slots"
+    ]
     assert cleared == [1]
 
 

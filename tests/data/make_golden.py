@@ -215,35 +215,46 @@ def golden_events() -> list[tuple[str, Event]]:
 
 
 def main(argv: list[str]) -> int:
-    """Write the corpus files (refusing to overwrite without ``--force``)."""
-    targets = [HERE / f"golden_v1.{ext}" for ext in ("msgpack", "json", "dict")]
+    """Write the format-1 corpus (refusing to overwrite without ``--force``)."""
+    return write_corpus("golden_v1", golden_events(), argv, upcast_sample=True)
+
+
+def write_corpus(
+    name: str, events: list[tuple[str, Event]], argv: list[str], *, upcast_sample: bool = False
+) -> int:
+    """Write ``<name>.msgpack``, ``.json`` and ``.dict`` (refusing to overwrite without --force).
+
+    Every event is stored raw; those named ``*.large`` also compressed with the corpus's own
+    trained dictionary (id 1). With ``upcast_sample``, a record under an old tag is added too.
+    """
+    targets = [HERE / f"{name}.{ext}" for ext in ("msgpack", "json", "dict")]
     if any(path.exists() for path in targets) and "--force" not in argv:
-        print("golden_v1 exists; it must never change once released (--force to overwrite)")
+        print(f"{name} exists; it must never change once released (--force to overwrite)")
         return 1
-    events = golden_events()
     samples = [encode_payload(event) for _, event in events] * 40
     dictionary = zstandard.train_dictionary(4096, samples).as_bytes()
     plain, with_dict = Codec(), Codec({DICT_ID: dictionary}, active=DICT_ID)
     records: dict[str, bytes] = {}
     listing: list[dict[str, Any]] = []
-    for name, event in events:
-        variants = [(name, plain.encode(event))]
-        if name.endswith(".large"):
-            variants.append((f"{name}.dict", with_dict.encode(event)))
+    for name_, event in events:
+        variants = [(name_, plain.encode(event))]
+        if name_.endswith(".large"):
+            variants.append((f"{name_}.dict", with_dict.encode(event)))
         for variant, record in variants:
             records[variant] = record
             listing.append(_describe(variant, event, record))
-    old = msgspec.msgpack.encode(
-        {"type": "message_added_v0", "role": "user", "content": "hello from v0", "seq": 9}
-    )
-    records["message_added_v0.upcast"] = plain.frame(old)
-    listing.append(
-        _describe(
-            "message_added_v0.upcast",
-            MessageAppended(message=Message.user("hello from v0").with_seq(9)),
-            records["message_added_v0.upcast"],
+    if upcast_sample:
+        old = msgspec.msgpack.encode(
+            {"type": "message_added_v0", "role": "user", "content": "hello from v0", "seq": 9}
         )
-    )
+        records["message_added_v0.upcast"] = plain.frame(old)
+        listing.append(
+            _describe(
+                "message_added_v0.upcast",
+                MessageAppended(message=Message.user("hello from v0").with_seq(9)),
+                records["message_added_v0.upcast"],
+            )
+        )
     targets[0].write_bytes(msgspec.msgpack.encode(records))
     targets[1].write_text(json.dumps(listing, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     targets[2].write_bytes(dictionary)

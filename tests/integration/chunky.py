@@ -8,13 +8,16 @@ from typing import Any
 
 from ctxledger import Config, Message, ToolCall
 
-#: A config that compacts every few steps and snapshots often.
+#: A config that compacts every few steps and snapshots often. The snapshot tests count what a
+#: fold reads past the newest snapshot, so the events of a step are kept as they were written
+#: for them: no background compaction (its own tests are in test_background.py).
 SMALL = Config(
     context_window=1500,
     compression_threshold=0.6,
     min_retain_rounds=1,
     micro_batch=2,
     snapshot_interval=7,
+    prepare_threshold=0.0,
 )
 
 
@@ -27,7 +30,8 @@ def ids() -> Callable[[], str]:
 def drive(session: Any, steps: int, *, start: int = 0) -> list[tuple[int, str]]:
     """Run ``steps`` agent steps (a user turn every third, one tool call each); return views.
 
-    The call of step ``n`` has id ``f"{session.id}-{n}"``.
+    The call of step ``n`` has id ``f"{session.id}-{n}"``. It returns once a summary prepared
+    in the background meanwhile is recorded, and the snapshots are stored (a quiet point).
     """
     served = []
     for n in range(start, start + steps):
@@ -39,4 +43,5 @@ def drive(session: Any, steps: int, *, start: int = 0) -> list[tuple[int, str]]:
         session.append_many(batch)
         view = session.prepare_step()
         served.append((view.through_seq, view.view_hash))
+    session.wait_background()
     return served

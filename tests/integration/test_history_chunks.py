@@ -16,7 +16,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from ctxledger import Host, InvalidSeqError, Message
 from ctxledger.domain import SessionState
 from ctxledger.domain import state as state_module
-from ctxledger.replay.loader import fold_session, read_messages
+from ctxledger.runtime.loading import fold_session, read_messages
 from ctxledger.testing import SessionMachine
 
 

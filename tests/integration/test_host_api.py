@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from ctxledger import (
     Config,
@@ -367,15 +367,20 @@ def test_passivation_bounds_active_sessions(tmp_path: Path) -> None:
         assert threading.active_count() <= threads_with_8 + 1
 
 
-def test_logs_are_bound_to_the_session(tmp_path: Path) -> None:
-    """Compaction and recovery log events carry the session id."""
-    with structlog.testing.capture_logs() as logs, Host.open(tmp_path / "db", config=SMALL) as host:
+def test_logs_are_bound_to_the_session(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Compaction and recovery log events carry the session id (through stdlib logging)."""
+    caplog.set_level(logging.DEBUG, logger="ctxledger")
+    with Host.open(tmp_path / "db", config=SMALL) as host:
         s = host.session("a")
         fill_rounds(s, 6)
         s.prepare_step()
-    with structlog.testing.capture_logs() as reopen_logs, Host.open(tmp_path / "db") as host:
+    with Host.open(tmp_path / "db") as host:
         host.session("a").history()
-    names = {entry["event"] for entry in logs + reopen_logs if entry.get("session_id") == "a"}
+    names = {
+        record.getMessage()
+        for record in caplog.records
+        if record.name.startswith("ctxledger.") and getattr(record, "session_id", None) == "a"
+    }
     assert {"compaction_started", "compaction_finished", "view_served", "recovery"} <= names
 
 

@@ -15,7 +15,7 @@ import pytest
 from ctxledger import Host
 from ctxledger.domain import build_view
 from ctxledger.events import MessageAppended, ViewServed
-from ctxledger.replay.loader import fold_session
+from ctxledger.runtime.loading import fold_session
 
 CHILD = Path(__file__).with_name("host_crash_child.py")
 KILLS = 12

@@ -6,12 +6,12 @@ import socket
 from collections.abc import Callable, Iterator
 
 import pytest
-from structlog.testing import capture_logs
 
 from ctxledger.messages import Message, ToolCall
 from ctxledger.summarizers import AnthropicSummarizer, OpenAIChatSummarizer, SummaryRequest
 from ctxledger.summarizers._http import HttpSummarizer
 from fake_llm_server import CannedResponse, FakeLLMServer
+from log_capture import capture_logs
 
 MakeSummarizer = Callable[..., HttpSummarizer]
 

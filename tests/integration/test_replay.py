@@ -13,7 +13,7 @@ import pytest
 from ctxledger import Config, Host, InvalidSeqError, Message, ToolCall, replay
 from ctxledger.domain import SessionState
 from ctxledger.events import CheckpointCreated, Event, ViewServed
-from ctxledger.replay.loader import fold_session
+from ctxledger.runtime.loading import fold_session
 from ctxledger.storage import EventLog, MemoryEventLog, RecordedEvent
 
 SMALL = Config(context_window=1500, compression_threshold=0.6, min_retain_rounds=1, micro_batch=2)
@@ -25,7 +25,10 @@ def _ids() -> Any:
 
 
 def drive(session, steps: int, *, size: int = 300, start: int = 0) -> list[tuple[int, str]]:  # type: ignore[no-untyped-def]
-    """Run agent steps (user turn every 3rd step, tool exchanges); return (seq, view hash)."""
+    """Run agent steps (user turn every 3rd step, tool exchanges); return (seq, view hash).
+
+    It returns at a quiet point: whatever was set off in the background is recorded.
+    """
     served = []
     for n in range(start, start + steps):
         batch = []
@@ -39,6 +42,7 @@ def drive(session, steps: int, *, size: int = 300, start: int = 0) -> list[tuple
         session.append_many(batch)
         view = session.prepare_step()
         served.append((view.through_seq, view.view_hash))
+    session.wait_background()
     return served
 
 
@@ -322,6 +326,7 @@ def test_full_replay_equals_snapshot_plus_tail_equals_live(
                 if message.role == "assistant":
                     s.prepare_step()
                 s.append(message)
+            s.wait_background()
             live: SessionState = s._live_state()
             full, fast = _equivalent(host.log, name)
             assert full == fast == live.to_snapshot(), name

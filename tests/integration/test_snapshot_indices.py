@@ -15,7 +15,7 @@ from ctxledger import Host, InvalidMessageError, Message, ToolCall
 from ctxledger.domain import indices
 from ctxledger.domain import state as state_module
 from ctxledger.domain.state import _snapshot_decoder
-from ctxledger.replay.loader import fold_session
+from ctxledger.runtime.loading import fold_session
 
 
 @pytest.fixture(autouse=True)

@@ -23,6 +23,7 @@ from ctxledger.events.types import (
     MessagePinned,
     SessionForked,
     SessionOpened,
+    SummaryPrepared,
     ToolResultSynthesized,
     TranscriptExported,
     UsageReported,
@@ -81,6 +82,7 @@ configs = st.builds(
     micro_batch=st.integers(1, 32),
     snapshot_interval=st.integers(1, 10_000),
     threshold_policy=st.sampled_from(["fixed", "dynamic"]),
+    prepare_threshold=st.sampled_from([0.0, 0.5, 0.85, 0.99]),
 )
 reasons = st.sampled_from(["threshold_exceeded", "prompt_too_long", "manual"])
 checkpoints = st.builds(
@@ -114,9 +116,24 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
         estimated_tokens=counts,
         focus=st.none() | texts,
         attempt=st.integers(0, 5),
+        background=st.booleans(),
     ),
-    CheckpointCreated: st.builds(CheckpointCreated, compaction_id=ids, checkpoint=checkpoints),
-    CompactionFailed: st.builds(CompactionFailed, compaction_id=ids, reason=ids, detail=texts),
+    CheckpointCreated: st.builds(
+        CheckpointCreated, compaction_id=ids, checkpoint=checkpoints, prepared=st.booleans()
+    ),
+    CompactionFailed: st.builds(
+        CompactionFailed, compaction_id=ids, reason=ids, detail=texts, background=st.booleans()
+    ),
+    SummaryPrepared: st.builds(
+        SummaryPrepared,
+        compaction_id=ids,
+        retain_from_seq=seqs,
+        covers_through_seq=counts,
+        summary=texts,
+        input_hash=st.text("0123456789abcdef", max_size=64),
+        previous_checkpoint_id=st.none() | ids,
+        max_chars=counts,
+    ),
     ToolResultSynthesized: st.builds(ToolResultSynthesized, message=messages(), reason=ids),
     ViewServed: st.builds(
         ViewServed,

@@ -1,4 +1,9 @@
-"""The golden corpus: records written by format 1 must decode to the same values forever."""
+"""The golden corpora: records written by each format must decode to the same values forever.
+
+A field added to an event type later (always with a default) shows up in the decoded value of an
+older record with that default: :data:`ADDED_FIELDS` lists each such field per corpus, so that
+the values written down when the record was made are checked whole and nothing else changes.
+"""
 
 from __future__ import annotations
 
@@ -9,26 +14,70 @@ from typing import Any
 import msgspec
 import pytest
 
+from ctxledger.config import DEFAULT_PREPARE_THRESHOLD, Config
+from ctxledger.events import ConfigChanged, SessionOpened
 from ctxledger.events.codec import Codec
 from ctxledger.events.upcasters import CURRENT_TAGS
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-RECORDS: dict[str, bytes] = msgspec.msgpack.decode((DATA / "golden_v1.msgpack").read_bytes())
-LISTING: list[dict[str, Any]] = json.loads((DATA / "golden_v1.json").read_text(encoding="utf-8"))
-CODEC = Codec({1: (DATA / "golden_v1.dict").read_bytes()})
+CORPORA = sorted(path.stem for path in DATA.glob("golden_v*.msgpack"))
+RECORDS: dict[str, dict[str, bytes]] = {
+    corpus: msgspec.msgpack.decode((DATA / f"{corpus}.msgpack").read_bytes()) for corpus in CORPORA
+}
+CODECS = {corpus: Codec({1: (DATA / f"{corpus}.dict").read_bytes()}) for corpus in CORPORA}
+ENTRIES: list[tuple[str, dict[str, Any]]] = [
+    (corpus, entry)
+    for corpus in CORPORA
+    for entry in json.loads((DATA / f"{corpus}.json").read_text(encoding="utf-8"))
+]
+IDS = [f"{corpus}:{entry['name']}" for corpus, entry in ENTRIES]
+# The format-1 corpus, which the tests below that are about format 1 only look at.
+RECORDS_V1 = RECORDS["golden_v1"]
+LISTING = [entry for corpus, entry in ENTRIES if corpus == "golden_v1"]
+
+#: Fields added after a corpus was written: ``{corpus: {tag: {field: default}}}``, with ``config``
+#: for the fields of an embedded :class:`~ctxledger.Config`.
+ADDED_FIELDS: dict[str, dict[str, dict[str, Any]]] = {
+    "golden_v1": {
+        "compaction_started": {"background": False},
+        "compaction_failed": {"background": False},
+        "checkpoint_created": {"prepared": False},
+        "config": {"prepare_threshold": 0.0},
+    },
+}
 
 
-@pytest.mark.parametrize("entry", LISTING, ids=[entry["name"] for entry in LISTING])
-def test_golden_record_decodes_to_its_expected_value(entry: dict[str, Any]) -> None:
+def _expected(corpus: str, entry: dict[str, Any]) -> dict[str, Any]:
+    added = ADDED_FIELDS.get(corpus, {})
+    expected = {**added.get(entry["tag"], {}), **entry["expected"]}
+    if "config" in expected:
+        expected["config"] = {**added.get("config", {}), **expected["config"]}
+    return expected
+
+
+@pytest.mark.parametrize(("corpus", "entry"), ENTRIES, ids=IDS)
+def test_golden_record_decodes_to_its_expected_value(corpus: str, entry: dict[str, Any]) -> None:
     """Each stored record still decodes to the value written down when it was made."""
-    event = CODEC.decode(RECORDS[entry["name"]])
-    assert json.loads(msgspec.json.encode(event)) == entry["expected"]
+    event = CODECS[corpus].decode(RECORDS[corpus][entry["name"]])
+    assert json.loads(msgspec.json.encode(event)) == _expected(corpus, entry)
 
 
-@pytest.mark.parametrize("entry", LISTING, ids=[entry["name"] for entry in LISTING])
-def test_golden_record_keeps_its_header(entry: dict[str, Any]) -> None:
+def test_old_configs_decode_with_the_old_behaviour() -> None:
+    """A Config recorded before a field existed decodes to the value that reproduces it."""
+    for name in ("session_opened", "config_changed"):
+        event = CODECS["golden_v1"].decode(RECORDS_V1[name])
+        assert isinstance(event, SessionOpened | ConfigChanged)
+        assert event.config.prepare_threshold == 0.0  # off, as it was recorded
+    assert Config().prepare_threshold == DEFAULT_PREPARE_THRESHOLD  # a new Config: on
+    event = CODECS["golden_v2"].decode(RECORDS["golden_v2"]["session_opened.v2"])
+    assert isinstance(event, SessionOpened)
+    assert event.config.prepare_threshold == 0.7
+
+
+@pytest.mark.parametrize(("corpus", "entry"), ENTRIES, ids=IDS)
+def test_golden_record_keeps_its_header(corpus: str, entry: dict[str, Any]) -> None:
     """The header of each stored record says what the listing says (compression, dictionary)."""
-    record = RECORDS[entry["name"]]
+    record = RECORDS[corpus][entry["name"]]
     assert (bool(record[1] & 1), int.from_bytes(record[2:6], "big")) == (
         entry["compressed"],
         entry["dict_id"],
@@ -37,7 +86,7 @@ def test_golden_record_keeps_its_header(entry: dict[str, Any]) -> None:
 
 def test_golden_corpus_covers_every_event_type() -> None:
     """Every current tag has at least one golden record."""
-    assert {entry["tag"] for entry in LISTING} >= CURRENT_TAGS
+    assert {entry["tag"] for _, entry in ENTRIES} >= CURRENT_TAGS
 
 
 def test_golden_corpus_has_raw_compressed_and_dictionary_records() -> None:
@@ -48,11 +97,13 @@ def test_golden_corpus_has_raw_compressed_and_dictionary_records() -> None:
 
 def test_golden_corpus_holds_an_old_tag_that_is_upcast() -> None:
     """The old-tag record decodes through its upcaster into a current event."""
-    record = RECORDS["message_added_v0.upcast"]
+    record = RECORDS_V1["message_added_v0.upcast"]
     assert msgspec.msgpack.decode(record[10:])["type"] == "message_added_v0"
-    assert type(CODEC.decode(record)).__struct_config__.tag == "message_appended"
+    assert type(CODECS["golden_v1"].decode(record)).__struct_config__.tag == "message_appended"
 
 
-def test_listing_and_records_name_the_same_entries() -> None:
+@pytest.mark.parametrize("corpus", CORPORA)
+def test_listing_and_records_name_the_same_entries(corpus: str) -> None:
     """Every listed record exists and every record is listed."""
-    assert sorted(entry["name"] for entry in LISTING) == sorted(RECORDS)
+    names = [entry["name"] for name, entry in ENTRIES if name == corpus]
+    assert sorted(names) == sorted(RECORDS[corpus])

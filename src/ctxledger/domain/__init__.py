@@ -1,7 +1,8 @@
 """The pure heart of ctxledger: rounds, budget, compaction planning, masking and projection.
 
 No threads and no I/O: given a session's events (folded into a :class:`SessionState`), decide
-when to compact, plan the cut and build the model view. Actors and the host call these functions.
+when to compact, plan the cut and build the model view. :func:`decide` is the one decision step
+that the runtime, the testing driver, what-if and transcript import all call.
 """
 
 from ctxledger.domain.adapters import to_anthropic, to_openai
@@ -19,10 +20,27 @@ from ctxledger.domain.compaction import (
     CompactionPlan,
     CompactionResult,
     Trigger,
+    arun_summarizer,
     complete_compaction,
     fail_compaction,
     plan_compaction,
+    prepared_checkpoint,
     run_summarizer,
+)
+from ctxledger.domain.decide import (
+    INTERRUPTED_RESULT,
+    Adopt,
+    Background,
+    Compact,
+    Decision,
+    Job,
+    Recover,
+    Request,
+    Serve,
+    Summarized,
+    decide,
+    served,
+    usable_prepared,
 )
 from ctxledger.domain.limits import (
     base_threshold_tokens,
@@ -40,52 +58,81 @@ from ctxledger.domain.render import (
     render_policy,
     truncate_text,
 )
-from ctxledger.domain.state import SNAPSHOT_VERSION, SessionState, Usage
+from ctxledger.domain.state import BACKGROUND_BACKOFF, SNAPSHOT_VERSION, SessionState, Usage
+from ctxledger.domain.summary import (
+    AsyncSummarizer,
+    Summarizer,
+    SummaryRequest,
+    is_async_summarizer,
+)
 from ctxledger.domain.tokenizer import CharTokenizer, Tokenizer, message_chars
 from ctxledger.domain.view import (
     COMPACT_CHECKPOINT,
     FULL_HISTORY,
+    Draft,
     ModelView,
     build_view,
+    draft_view,
     preview_view,
     view_hash,
 )
 
 __all__ = [
+    "BACKGROUND_BACKOFF",
     "COMPACT_CHECKPOINT",
     "FULL_HISTORY",
+    "INTERRUPTED_RESULT",
     "SNAPSHOT_VERSION",
     "STEP_CUT_FILL",
     "TRIGGERS",
     "TRUNCATION_MARKER",
+    "Adopt",
+    "AsyncSummarizer",
+    "Background",
     "CharTokenizer",
+    "Compact",
     "CompactionPlan",
     "CompactionResult",
+    "Decision",
+    "Draft",
     "DynamicThreshold",
     "FixedThreshold",
+    "Job",
     "ModelView",
+    "Recover",
     "RenderPolicy",
+    "Request",
+    "Serve",
     "SessionState",
+    "Summarized",
+    "Summarizer",
+    "SummaryRequest",
     "ThresholdPolicy",
     "Tokenizer",
     "Trigger",
     "Usage",
+    "arun_summarizer",
     "assemble",
     "base_threshold_tokens",
     "build_view",
     "complete_compaction",
+    "decide",
+    "draft_view",
     "estimate_tokens",
     "fail_compaction",
+    "is_async_summarizer",
     "is_prompt_too_long",
     "looks_failed",
     "mask_text",
     "max_tool_result_chars",
     "message_chars",
     "plan_compaction",
+    "prepared_checkpoint",
     "preview_view",
     "render_message",
     "render_policy",
     "run_summarizer",
+    "served",
     "summary_chunk_chars",
     "summary_max_chars",
     "summary_message",
@@ -93,5 +140,6 @@ __all__ = [
     "to_anthropic",
     "to_openai",
     "truncate_text",
+    "usable_prepared",
     "view_hash",
 ]

@@ -28,6 +28,7 @@ def estimate_tokens(
     tokenizer: Tokenizer,
     pending: str = "",
     view_messages: Sequence[Message] | None = None,
+    view_tokens: int | None = None,
 ) -> int:
     """Return the budget estimate of the next prompt (DESIGN §2).
 
@@ -41,11 +42,13 @@ def estimate_tokens(
         tokenizer: Counts tokens.
         pending: Text about to be sent with the view (for example a new user input).
         view_messages: The current view's messages, if already built.
+        view_tokens: Their tokens with ``pending``, if already counted.
     """
     if view_messages is None:
         view_messages = assemble(state, state.active_checkpoint)
     extra = [Message(role="user", content=pending)] if pending else []
-    view_tokens = tokenizer.count_messages([*view_messages, *extra])
+    if view_tokens is None:
+        view_tokens = tokenizer.count_messages([*view_messages, *extra])
     usage = state.usage
     if usage is None or not state.usage_is_current:
         return view_tokens

@@ -15,17 +15,16 @@ from typing import Literal
 import msgspec
 
 from ctxledger.checkpoints import Checkpoint
-from ctxledger.domain.budget import estimate_tokens, threshold_for
+from ctxledger.domain.budget import threshold_for
 from ctxledger.domain.cuts import STEP_CUT_FILL, CutMeasure
 from ctxledger.domain.limits import CHARS_PER_TOKEN, summary_chunk_chars, summary_max_chars
-from ctxledger.domain.projection import assemble
 from ctxledger.domain.render import truncate_text
 from ctxledger.domain.state import SessionState
+from ctxledger.domain.summary import AsyncSummarizer, Summarizer, SummaryRequest
 from ctxledger.domain.tokenizer import Tokenizer, message_chars
-from ctxledger.domain.view import preview_view
-from ctxledger.events.types import CompactionStarted
+from ctxledger.domain.view import Draft, draft_view, preview_view
+from ctxledger.events.types import CompactionStarted, SummaryPrepared
 from ctxledger.messages import Message
-from ctxledger.summarizers.base import Summarizer, SummaryRequest
 
 __all__ = [
     "STEP_CUT_FILL",
@@ -33,9 +32,11 @@ __all__ = [
     "CompactionPlan",
     "CompactionResult",
     "Trigger",
+    "arun_summarizer",
     "complete_compaction",
     "fail_compaction",
     "plan_compaction",
+    "prepared_checkpoint",
     "run_summarizer",
 ]
 
@@ -60,6 +61,10 @@ class CompactionResult(msgspec.Struct, frozen=True, kw_only=True):
         retain_from_seq: The new cut, or the active checkpoint's.
         messages_compacted: Messages newly covered by the summary.
         tokens_before: The estimate before the compaction.
+        prepared: The checkpoint came from a summary prepared in the background (no summariser
+            ran for it in this call).
+        waited_seconds: How long the caller waited on a summariser in this call (0 when the
+            summary was prepared in time, or none was needed).
     """
 
     compacted: bool
@@ -70,6 +75,8 @@ class CompactionResult(msgspec.Struct, frozen=True, kw_only=True):
     retain_from_seq: int | None
     messages_compacted: int
     tokens_before: int = 0
+    prepared: bool = False
+    waited_seconds: float = 0.0
 
 
 class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -117,12 +124,7 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
     step_level: bool = False
     input_hash: str = ""
 
-    @property
-    def trigger(self) -> Trigger:
-        """Alias of :attr:`reason`."""
-        return self.reason
-
-    def started(self, compaction_id: str) -> CompactionStarted:
+    def started(self, compaction_id: str, *, background: bool = False) -> CompactionStarted:
         """Return the ``CompactionStarted`` event that records this plan."""
         return CompactionStarted(
             compaction_id=compaction_id,
@@ -132,6 +134,7 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
             estimated_tokens=self.estimated_tokens,
             focus=self.focus,
             attempt=self.attempt,
+            background=background,
         )
 
     def chunks(self) -> list[tuple[Message, ...]]:
@@ -172,6 +175,9 @@ def plan_compaction(
     pending: str = "",
     focus: str | None = None,
     attempt: int = 0,
+    draft: Draft | None = None,
+    prepared: SummaryPrepared | None = None,
+    force: bool = False,
 ) -> CompactionPlan | CompactionResult:
     """Decide whether to compact and where to cut.
 
@@ -190,6 +196,14 @@ def plan_compaction(
         pending: Text about to be sent with the view.
         focus: What the summary should keep (manual compaction).
         attempt: Reactive retry number, from 0.
+        draft: The current view (:func:`~ctxledger.domain.draft_view` with ``pending``), if
+            already made; without ``prepared`` it must be the active checkpoint's view.
+        prepared: Plan from a prepared summary instead of the active checkpoint: the summary
+            covers what precedes its cut, so only what lies between its cut and the new one is
+            summarised (with it as the previous summary); the new checkpoint still extends the
+            active one. ``draft`` is then the view under the prepared summary.
+        force: Skip the threshold check (``below_threshold``): plan the cut a compaction due now
+            would make, as a background compaction does ahead of need.
 
     Returns:
         A plan, or a not-compacted result with the reason.
@@ -203,8 +217,11 @@ def plan_compaction(
         raise ValueError(f"attempt must be >= 0, got {attempt}")
     config = state.config
     active = state.active_checkpoint
-    view = assemble(state, active)
-    estimate = estimate_tokens(state, tokenizer=tokenizer, pending=pending, view_messages=view)
+    base_checkpoint = active if prepared is None else prepared_checkpoint(prepared)
+    if draft is None:
+        checkpoint = None if prepared is None else base_checkpoint
+        draft = draft_view(state, tokenizer=tokenizer, pending=pending, checkpoint=checkpoint)
+    estimate = draft.estimated_tokens
     threshold = threshold_for(state)
 
     def skip(reason: str) -> CompactionResult:
@@ -223,11 +240,12 @@ def plan_compaction(
         return skip("messages_not_enough")
     if (
         active is not None
+        and prepared is None
         and trigger != "prompt_too_long"
         and state.checkpoint_seq == state.last_seq
     ):
         return skip("checkpoint_current")
-    if trigger == "threshold_exceeded" and estimate < threshold:
+    if trigger == "threshold_exceeded" and estimate < threshold and not force:
         return skip("below_threshold")
 
     keep_rounds = config.min_retain_rounds
@@ -235,13 +253,13 @@ def plan_compaction(
     max_chars = summary_max_chars(config)
     if trigger == "prompt_too_long":
         keep_rounds >>= attempt + 1
-        target = max(1, min(threshold, tokenizer.count_messages(view)) >> (attempt + 1))
+        target = max(1, min(threshold, draft.view_tokens) >> (attempt + 1))
         # The summary may take at most a quarter of a shrunken target.
         max_chars = max(1, min(max_chars, target * CHARS_PER_TOKEN // 4))
     cutter = CutMeasure(state, tokenizer, trigger, max_chars, pending)
     room = target - 1  # equality compacts, so the view must end strictly below the target
 
-    base = active.retain_from_seq if active else 1
+    base = base_checkpoint.retain_from_seq if base_checkpoint else 1
     round_cut: int | None = None
     if keep_rounds == 0:
         round_cut = state.boundary_at_or_before(state.last_seq + 1)
@@ -265,7 +283,7 @@ def plan_compaction(
     if not covered:
         return skip("no_progress")
 
-    previous = active.summary if active else None
+    previous = base_checkpoint.summary if base_checkpoint else None
     return CompactionPlan(
         reason=trigger,
         retain_from_seq=cut,
@@ -283,6 +301,22 @@ def plan_compaction(
         attempt=attempt,
         step_level=step_level,
         input_hash=_input_hash(covered, previous, focus, max_chars),
+    )
+
+
+def prepared_checkpoint(prepared: SummaryPrepared) -> Checkpoint:
+    """The checkpoint a prepared summary stands for, as planning and views measure it.
+
+    Its id is the background compaction's; :func:`activate_prepared` makes the real one.
+    """
+    return Checkpoint(
+        id=prepared.compaction_id,
+        summary=prepared.summary,
+        retain_from_seq=prepared.retain_from_seq,
+        covers_through_seq=prepared.covers_through_seq,
+        reason="threshold_exceeded",
+        previous_checkpoint_id=prepared.previous_checkpoint_id,
+        input_hash=prepared.input_hash,
     )
 
 
@@ -306,22 +340,54 @@ def run_summarizer(plan: CompactionPlan, summarizer: Summarizer) -> str | None:
     Raises:
         TypeError: The summariser returned something other than a string or None.
     """
-    running = plan.previous_summary
-    for chunk in plan.chunks():
-        answer = summarizer(
-            SummaryRequest(
-                messages=chunk,
-                previous_summary=running,
-                focus=plan.focus,
-                max_chars=plan.max_chars,
-            )
-        )
+    steps = _SummarySteps(plan)
+    request = steps.first()
+    while request is not None:
+        request = steps.answer(summarizer(request))
+    return steps.summary
+
+
+async def arun_summarizer(plan: CompactionPlan, summarizer: AsyncSummarizer) -> str | None:
+    """:func:`run_summarizer` for a summariser that is a coroutine function (awaited per chunk)."""
+    steps = _SummarySteps(plan)
+    request = steps.first()
+    while request is not None:
+        request = steps.answer(await summarizer(request))
+    return steps.summary
+
+
+class _SummarySteps:
+    """The chunk-by-chunk protocol of :func:`run_summarizer`, apart from how a chunk is asked."""
+
+    def __init__(self, plan: CompactionPlan) -> None:
+        self._plan = plan
+        self._chunks = iter(plan.chunks())
+        self.summary: str | None = plan.previous_summary
+
+    def first(self) -> SummaryRequest | None:
+        return self._next()
+
+    def answer(self, answer: object) -> SummaryRequest | None:
+        """Take the summariser's answer to the last request; return the next request, if any."""
         if answer is None or answer == "":
+            self.summary = None
             return None
         if not isinstance(answer, str):
             raise TypeError(f"a summariser must return str or None, not {type(answer).__name__}")
-        running = answer[: plan.max_chars]
-    return running
+        self.summary = answer[: self._plan.max_chars]
+        return self._next()
+
+    def _next(self) -> SummaryRequest | None:
+        chunk = next(self._chunks, None)
+        if chunk is None:
+            return None
+        plan = self._plan
+        return SummaryRequest(
+            messages=chunk,
+            previous_summary=self.summary,
+            focus=plan.focus,
+            max_chars=plan.max_chars,
+        )
 
 
 def complete_compaction(

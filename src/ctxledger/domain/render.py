@@ -102,15 +102,32 @@ def render_message(state: SessionState, policy: RenderPolicy, message: Message) 
     """
     if message.role != "tool" or message.seq is None:
         return message
-    content = message.content
     seq = message.seq
-    if seq < policy.mask_before_seq and len(content) > policy.min_chars and seq not in policy.pins:
+    masked = (
+        seq < policy.mask_before_seq
+        and len(message.content) > policy.min_chars
+        and seq not in policy.pins
+    )
+    cached = state.render_cache.get(seq)
+    if cached is not None and cached[0] is message and cached[1] == masked:
+        return cached[2]
+    shown = _render_tool_result(state, policy, message, masked)
+    # Both forms are pure functions of the message, the Config and whether it is masked (the
+    # cache is cleared when the Config changes), so a view re-renders only what changed.
+    state.render_cache[seq] = (message, masked, shown)
+    return shown
+
+
+def _render_tool_result(
+    state: SessionState, policy: RenderPolicy, message: Message, masked: bool
+) -> Message:
+    if masked:
         name = state.tool_name(message)
         if name not in policy.preserve:
-            masked = mask_text(name)
-            return (
-                message if masked == content else msgspec.structs.replace(message, content=masked)
-            )
+            text = mask_text(name)
+            if text == message.content:
+                return message
+            return msgspec.structs.replace(message, content=text)
     return truncate_message(message, policy.max_result_chars)
 
 

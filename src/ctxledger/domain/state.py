@@ -30,6 +30,7 @@ from ctxledger.events.types import (
     MessagePinned,
     SessionForked,
     SessionOpened,
+    SummaryPrepared,
     ToolResultSynthesized,
     UsageReported,
     ViewServed,
@@ -37,6 +38,7 @@ from ctxledger.events.types import (
 from ctxledger.messages import Message, ToolCall
 
 __all__ = [
+    "BACKGROUND_BACKOFF",
     "HISTORY_CHUNK",
     "SNAPSHOT_VERSION",
     "CheckpointReader",
@@ -47,8 +49,13 @@ __all__ = [
     "Usage",
 ]
 
-#: Version of the :meth:`SessionState.to_snapshot` format; other versions are refused.
-SNAPSHOT_VERSION = 3
+#: Version of the :meth:`SessionState.to_snapshot` format; other versions are refused (the fold
+#: falls back to the events). 4: background compaction; Configs read as recorded.
+SNAPSHOT_VERSION = 4
+
+#: Appended messages before a failed background compaction is retried, doubled per consecutive
+#: failure (capped at ``BACKGROUND_BACKOFF << 5``).
+BACKGROUND_BACKOFF = 4
 
 #: Messages per history chunk. A snapshot holds only the last, partial chunk; full chunks are
 #: read back from the log's append events when a seq in them is touched (consecutive missing
@@ -386,6 +393,10 @@ class _Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     answers: dict[str, int]
     answers_before: int
     open_calls: list[ToolCall]
+    background: CompactionStarted | None
+    prepared: SummaryPrepared | None
+    background_failures: int
+    background_retry_seq: int
 
 
 class _Version(msgspec.Struct):
@@ -419,6 +430,11 @@ class SessionState:
         events_applied: Number of events folded so far.
         compactions_started: Number of ``CompactionStarted`` events.
         compactions_failed: Number of ``CompactionFailed`` events.
+        background: The background compaction running (started, not yet prepared or failed).
+        prepared: The newest prepared summary not activated yet (it may be stale: see
+            :func:`ctxledger.domain.decide`).
+        background_failures: Background compactions failed in a row (0 after one succeeds).
+        background_retry_seq: No background compaction starts before this message seq.
     """
 
     __hash__ = None  # type: ignore[assignment]  # mutable: equal states must not share dict slots
@@ -439,6 +455,12 @@ class SessionState:
         self.events_applied = 0
         self.compactions_started = 0
         self.compactions_failed = 0
+        self.background: CompactionStarted | None = None
+        self.prepared: SummaryPrepared | None = None
+        self.background_failures = 0
+        self.background_retry_seq = 0
+        # How tool results are shown, by seq (see ctxledger.domain.render): a cache, not state.
+        self.render_cache: dict[int, tuple[Message, bool, Message]] = {}
         self._reset_indices()
 
     def _reset_indices(self) -> None:
@@ -494,6 +516,8 @@ class SessionState:
             index.forget(base)
         self._calls.forget(base)
         self._answers.forget(base)
+        cache = self.render_cache
+        self.render_cache = {seq: shown for seq, shown in cache.items() if seq > base}
 
     # --- construction -----------------------------------------------------------------------------
 
@@ -513,9 +537,15 @@ class SessionState:
         return other
 
     def rebase(self, session_id: str, config: Config) -> None:
-        """Make a parent's folded prefix the start of fork ``session_id`` with ``config``."""
+        """Make a parent's folded prefix the start of fork ``session_id`` with ``config``.
+
+        A background compaction the parent had running is the parent's: it never finishes in
+        the fork's log. A summary the parent had prepared describes the shared prefix and stays.
+        """
         self.session_id = session_id
         self.config = config
+        self.background = None
+        self.render_cache.clear()
 
     def to_snapshot(self) -> bytes:
         """Encode the state (deterministic msgpack with a version field).
@@ -567,6 +597,10 @@ class SessionState:
                 answers=self._answers.recent,
                 answers_before=self._answers.older,
                 open_calls=list(self._open.values()),
+                background=self.background,
+                prepared=self.prepared,
+                background_failures=self.background_failures,
+                background_retry_seq=self.background_retry_seq,
             )
         )
 
@@ -634,6 +668,10 @@ class SessionState:
         state.events_applied = snap.events_applied
         state.compactions_started = snap.compactions_started
         state.compactions_failed = snap.compactions_failed
+        state.background = snap.background
+        state.prepared = snap.prepared
+        state.background_failures = snap.background_failures
+        state.background_retry_seq = snap.background_retry_seq
         return state
 
     def __eq__(self, other: object) -> bool:
@@ -790,17 +828,38 @@ class SessionState:
             self.checkpoints.append(event.checkpoint)
             self.checkpoint_seq = self.last_seq
             self._advance_index_base(event.checkpoint)
+            # A new checkpoint ends any prepared summary: it was activated, or it extends a
+            # checkpoint that is no longer the active one.
+            self.prepared = None
         elif isinstance(event, CompactionStarted):
             self.compactions_started += 1
+            if event.background:
+                self.background = event
+        elif isinstance(event, SummaryPrepared):
+            if self.background is not None and self.background.compaction_id == event.compaction_id:
+                self.background = None
+            self.prepared = event
+            self.background_failures = 0
         elif isinstance(event, CompactionFailed):
             self.compactions_failed += 1
+            if event.background:
+                if self.background is not None and (
+                    self.background.compaction_id == event.compaction_id
+                ):
+                    self.background = None
+                if event.reason != "interrupted":
+                    self.background_failures += 1
+                    backoff = BACKGROUND_BACKOFF << min(self.background_failures - 1, 5)
+                    self.background_retry_seq = self.last_seq + backoff
         elif isinstance(event, MessagePinned):
             self.pins.add(event.seq)
         elif isinstance(event, ConfigChanged):
             self.config = event.config
+            self.render_cache.clear()
         elif isinstance(event, SessionOpened):
             # A fork's own SessionOpened follows its parent's prefix: keep that history.
             self.config = event.config
+            self.render_cache.clear()
         elif isinstance(event, SessionForked):
             self.forked_from = event.parent_id
             self.fork_seq = event.at_seq

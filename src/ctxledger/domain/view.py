@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -18,8 +18,10 @@ from ctxledger.messages import Message
 __all__ = [
     "COMPACT_CHECKPOINT",
     "FULL_HISTORY",
+    "Draft",
     "ModelView",
     "build_view",
+    "draft_view",
     "preview_view",
     "view_hash",
 ]
@@ -77,6 +79,79 @@ def view_hash(mode: str, checkpoint_id: str | None, messages: Sequence[Message])
     return hashlib.sha256(payload).hexdigest()
 
 
+class Draft(NamedTuple):
+    """The view a state would serve under a checkpoint, assembled and measured but not hashed.
+
+    Planning a compaction and serving the view both start from it, so a step assembles and
+    counts its view once.
+
+    Attributes:
+        checkpoint: The checkpoint the view starts from (None: full history).
+        messages: The view's messages (see :func:`~ctxledger.domain.assemble`).
+        view_tokens: The tokenizer's count of ``messages`` alone.
+        estimated_tokens: The budget estimate with the pending text (DESIGN §2).
+        through_seq: The newest message seq.
+    """
+
+    checkpoint: Checkpoint | None
+    messages: list[Message]
+    view_tokens: int
+    estimated_tokens: int
+    through_seq: int
+
+    def view(self) -> ModelView:
+        """Return the finished view (hashing its messages)."""
+        active = self.checkpoint
+        mode = COMPACT_CHECKPOINT if active is not None else FULL_HISTORY
+        checkpoint_id = active.id if active is not None else None
+        return ModelView(
+            messages=tuple(self.messages),
+            mode=mode,
+            checkpoint_id=checkpoint_id,
+            estimated_tokens=self.estimated_tokens,
+            view_hash=view_hash(mode, checkpoint_id, self.messages),
+            through_seq=self.through_seq,
+            view_tokens=self.view_tokens,
+            retain_from_seq=active.retain_from_seq if active is not None else 1,
+        )
+
+
+def draft_view(
+    state: SessionState,
+    *,
+    tokenizer: Tokenizer,
+    pending: str = "",
+    checkpoint: Checkpoint | None = None,
+) -> Draft:
+    """Assemble and measure the view of ``state`` (under ``checkpoint`` if given).
+
+    Without ``checkpoint`` it is the current view (the active checkpoint's), whose estimate
+    counts the provider's usage figure while it is current. With one, it is the view the state
+    will serve once that checkpoint is recorded, which makes the figure stale.
+    """
+    if checkpoint is None:
+        active, usage_current = state.active_checkpoint, True
+    else:
+        active, usage_current = checkpoint, False
+    messages = assemble(state, active)
+    view_tokens = tokenizer.count_messages(messages)
+    if pending:
+        with_pending = tokenizer.count_messages([*messages, Message(role="user", content=pending)])
+    else:
+        with_pending = view_tokens
+    if usage_current:
+        estimated = estimate_tokens(
+            state,
+            tokenizer=tokenizer,
+            pending=pending,
+            view_messages=messages,
+            view_tokens=with_pending,
+        )
+    else:
+        estimated = with_pending
+    return Draft(active, messages, view_tokens, estimated, state.last_seq)
+
+
 def build_view(state: SessionState, *, tokenizer: Tokenizer, pending: str = "") -> ModelView:
     """Project ``state`` into the model view; pure, and proportional to the view's size.
 
@@ -85,7 +160,7 @@ def build_view(state: SessionState, *, tokenizer: Tokenizer, pending: str = "") 
         tokenizer: Counts tokens for the estimate.
         pending: Text about to be sent with the view, counted in ``estimated_tokens``.
     """
-    return _make_view(state, state.active_checkpoint, tokenizer, pending, usage_current=True)
+    return draft_view(state, tokenizer=tokenizer, pending=pending).view()
 
 
 def preview_view(
@@ -95,36 +170,4 @@ def preview_view(
 
     The provider's usage figure is ignored: the checkpoint makes it stale.
     """
-    return _make_view(state, checkpoint, tokenizer, pending, usage_current=False)
-
-
-def _make_view(
-    state: SessionState,
-    active: Checkpoint | None,
-    tokenizer: Tokenizer,
-    pending: str,
-    *,
-    usage_current: bool,
-) -> ModelView:
-    messages = assemble(state, active)
-    mode = COMPACT_CHECKPOINT if active is not None else FULL_HISTORY
-    checkpoint_id = active.id if active is not None else None
-    view_tokens = tokenizer.count_messages(messages)
-    if usage_current:
-        estimated = estimate_tokens(
-            state, tokenizer=tokenizer, pending=pending, view_messages=messages
-        )
-    elif pending:
-        estimated = tokenizer.count_messages([*messages, Message(role="user", content=pending)])
-    else:
-        estimated = view_tokens
-    return ModelView(
-        messages=tuple(messages),
-        mode=mode,
-        checkpoint_id=checkpoint_id,
-        estimated_tokens=estimated,
-        view_hash=view_hash(mode, checkpoint_id, messages),
-        through_seq=state.last_seq,
-        view_tokens=view_tokens,
-        retain_from_seq=active.retain_from_seq if active is not None else 1,
-    )
+    return draft_view(state, tokenizer=tokenizer, pending=pending, checkpoint=checkpoint).view()

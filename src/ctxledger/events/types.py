@@ -28,6 +28,7 @@ __all__ = [
     "MessagePinned",
     "SessionForked",
     "SessionOpened",
+    "SummaryPrepared",
     "ToolResultSynthesized",
     "TranscriptExported",
     "UsageReported",
@@ -41,7 +42,7 @@ class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", gc=
     """Base of every event; subclasses set an explicit, stable ``tag``."""
 
 
-class SessionOpened(EventBase, frozen=True, tag="session_opened"):
+class SessionOpened(EventBase, frozen=True, kw_only=True, tag="session_opened"):
     """A session was created with ``config``; always the session's first event."""
 
     session_id: str
@@ -49,13 +50,13 @@ class SessionOpened(EventBase, frozen=True, tag="session_opened"):
     created_at: float = 0.0
 
 
-class MessageAppended(EventBase, frozen=True, tag="message_appended"):
+class MessageAppended(EventBase, frozen=True, kw_only=True, tag="message_appended"):
     """``message`` (carrying its seq) was appended to history."""
 
     message: Message
 
 
-class UsageReported(EventBase, frozen=True, tag="usage_reported"):
+class UsageReported(EventBase, frozen=True, kw_only=True, tag="usage_reported"):
     """The provider measured the prompt built when ``through_seq`` was the newest message."""
 
     prompt_tokens: int
@@ -63,8 +64,13 @@ class UsageReported(EventBase, frozen=True, tag="usage_reported"):
     through_seq: int = 0
 
 
-class CompactionStarted(EventBase, frozen=True, tag="compaction_started"):
-    """A compaction was planned and handed to the summariser."""
+class CompactionStarted(EventBase, frozen=True, kw_only=True, tag="compaction_started"):
+    """A compaction was planned and handed to the summariser.
+
+    ``background`` marks a summary prepared ahead of need (DESIGN §2 "Background compaction"):
+    it ends with :class:`SummaryPrepared` (or a background :class:`CompactionFailed`) and changes
+    no view until it is activated.
+    """
 
     compaction_id: str
     reason: CompactionReason
@@ -73,31 +79,65 @@ class CompactionStarted(EventBase, frozen=True, tag="compaction_started"):
     estimated_tokens: int = 0
     focus: str | None = None
     attempt: int = 0
+    background: bool = False
 
 
-class CheckpointCreated(EventBase, frozen=True, tag="checkpoint_created"):
-    """A compaction finished; ``checkpoint`` is now the active one."""
+class CheckpointCreated(EventBase, frozen=True, kw_only=True, tag="checkpoint_created"):
+    """A compaction finished; ``checkpoint`` is now the active one.
+
+    ``prepared`` marks a checkpoint made from a summary prepared in the background
+    (:class:`SummaryPrepared` with the same ``compaction_id``): no summariser ran for it.
+    """
 
     compaction_id: str
     checkpoint: Checkpoint
+    prepared: bool = False
 
 
-class CompactionFailed(EventBase, frozen=True, tag="compaction_failed"):
-    """A compaction ended without a checkpoint; the previous one stays active."""
+class CompactionFailed(EventBase, frozen=True, kw_only=True, tag="compaction_failed"):
+    """A compaction ended without a checkpoint; the previous one stays active.
+
+    A failed ``background`` compaction is retried no sooner than after a backoff in appended
+    messages; one ``interrupted`` by a restart is started again at once.
+    """
 
     compaction_id: str
     reason: str = "summary_unavailable"
     detail: str = ""
+    background: bool = False
 
 
-class ToolResultSynthesized(EventBase, frozen=True, tag="tool_result_synthesized"):
+class SummaryPrepared(EventBase, frozen=True, kw_only=True, tag="summary_prepared"):
+    """A background compaction's summary is ready; it changes no view until it is activated.
+
+    Attributes:
+        compaction_id: The background compaction (its :class:`CompactionStarted`).
+        retain_from_seq: The planned cut: the first seq kept raw.
+        covers_through_seq: The last seq the summary covers.
+        summary: The summary, cut to the planned room.
+        input_hash: Content address of the summariser's input (as on a checkpoint).
+        previous_checkpoint_id: The checkpoint the summary extends (it was active when the
+            compaction started); a prepared summary is only valid while it stays active.
+        max_chars: The room reserved for the summary when the cut was planned.
+    """
+
+    compaction_id: str
+    retain_from_seq: int
+    covers_through_seq: int
+    summary: str
+    input_hash: str = ""
+    previous_checkpoint_id: str | None = None
+    max_chars: int = 0
+
+
+class ToolResultSynthesized(EventBase, frozen=True, kw_only=True, tag="tool_result_synthesized"):
     """Recovery answered a tool call that was never answered; ``message`` carries its seq."""
 
     message: Message
     reason: str = "interrupted"
 
 
-class ViewServed(EventBase, frozen=True, tag="view_served"):
+class ViewServed(EventBase, frozen=True, kw_only=True, tag="view_served"):
     """A model view was served; replay must rebuild a view with the same ``view_hash``."""
 
     through_seq: int
@@ -107,7 +147,7 @@ class ViewServed(EventBase, frozen=True, tag="view_served"):
     message_count: int = 0
 
 
-class SessionForked(EventBase, frozen=True, tag="session_forked"):
+class SessionForked(EventBase, frozen=True, kw_only=True, tag="session_forked"):
     """This session was forked from ``parent_id``; it shares the parent's first events.
 
     The fork's state is the parent's events ``1..parent_event_seq`` followed by its own.
@@ -118,7 +158,7 @@ class SessionForked(EventBase, frozen=True, tag="session_forked"):
     parent_event_seq: int
 
 
-class TranscriptExported(EventBase, frozen=True, tag="transcript_exported"):
+class TranscriptExported(EventBase, frozen=True, kw_only=True, tag="transcript_exported"):
     """The session's transcript was exported to ``path``."""
 
     path: str
@@ -127,13 +167,13 @@ class TranscriptExported(EventBase, frozen=True, tag="transcript_exported"):
     sha256: str = ""
 
 
-class ConfigChanged(EventBase, frozen=True, tag="config_changed"):
+class ConfigChanged(EventBase, frozen=True, kw_only=True, tag="config_changed"):
     """The session's Config changed; ``config`` applies from this event on."""
 
     config: Config
 
 
-class MessagePinned(EventBase, frozen=True, tag="message_pinned"):
+class MessagePinned(EventBase, frozen=True, kw_only=True, tag="message_pinned"):
     """Message ``seq`` is shown verbatim in every later view."""
 
     seq: int
@@ -152,6 +192,7 @@ Event: TypeAlias = (
     | TranscriptExported
     | ConfigChanged
     | MessagePinned
+    | SummaryPrepared
 )
 
 EVENT_TYPES: tuple[type[EventBase], ...] = (
@@ -167,4 +208,5 @@ EVENT_TYPES: tuple[type[EventBase], ...] = (
     TranscriptExported,
     ConfigChanged,
     MessagePinned,
+    SummaryPrepared,
 )

@@ -5,10 +5,10 @@ Pure folds over events, without actors: :func:`rebuild` and :func:`view_at` (tim
 (re-project a session under another Config without touching the log).
 """
 
-from ctxledger.replay.loader import fold_session, load_state
 from ctxledger.replay.rebuild import LogSource, SessionState, rebuild, view_at
 from ctxledger.replay.verify import Mismatch, VerifyReport, verify
 from ctxledger.replay.whatif import WhatIfReport, WhatIfStep, what_if
+from ctxledger.runtime.loading import fold_session
 
 __all__ = [
     "LogSource",
@@ -18,7 +18,6 @@ __all__ = [
     "WhatIfReport",
     "WhatIfStep",
     "fold_session",
-    "load_state",
     "rebuild",
     "verify",
     "view_at",

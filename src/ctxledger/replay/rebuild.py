@@ -13,7 +13,7 @@ from ctxledger.config import Config
 from ctxledger.domain import CharTokenizer, ModelView, Tokenizer, build_view
 from ctxledger.domain import SessionState as _Fold
 from ctxledger.messages import Message
-from ctxledger.replay.loader import fold_session, view_span_end
+from ctxledger.runtime.loading import fold_session, fold_view_at, view_span_end
 from ctxledger.storage import EventLog, LmdbEventLog
 
 __all__ = ["LogSource", "SessionState", "open_log", "rebuild", "view_at"]
@@ -104,9 +104,7 @@ def view_at(
         InvalidSeqError: ``seq`` names no message.
     """
     with open_log(source) as log:
-        owner, end = view_span_end(log, session_id, seq)
-        fold, _ = fold_session(log, owner, through_event_seq=end)
-        return build_view(fold, tokenizer=tokenizer or CharTokenizer())
+        return fold_view_at(log, session_id, seq, tokenizer=tokenizer or CharTokenizer())
 
 
 def _describe(fold: _Fold, session_id: str, event_seq: int, tokenizer: Tokenizer) -> SessionState:

@@ -19,8 +19,8 @@ from ctxledger.events import (
     ToolResultSynthesized,
     ViewServed,
 )
-from ctxledger.replay.loader import fold_session
 from ctxledger.replay.rebuild import LogSource, open_log
+from ctxledger.runtime.loading import fold_session
 from ctxledger.storage import EventLog
 
 __all__ = ["Mismatch", "VerifyReport", "verify"]

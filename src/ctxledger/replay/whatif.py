@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import msgspec
@@ -9,30 +10,34 @@ import msgspec
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
 from ctxledger.domain import (
+    Background,
     CharTokenizer,
-    CompactionPlan,
+    Compact,
+    Decision,
+    Job,
+    Request,
+    Serve,
     SessionState,
+    Summarized,
     Tokenizer,
-    build_view,
-    complete_compaction,
-    plan_compaction,
+    decide,
     run_summarizer,
 )
 from ctxledger.errors import UnknownSessionError
 from ctxledger.events import (
     CheckpointCreated,
     CompactionStarted,
-    Event,
     MessageAppended,
     MessagePinned,
     SessionForked,
     SessionOpened,
+    SummaryPrepared,
     ToolResultSynthesized,
     UsageReported,
     ViewServed,
 )
 from ctxledger.replay.rebuild import LogSource, open_log
-from ctxledger.storage import EventLog
+from ctxledger.storage import EventLog, RecordedEvent
 from ctxledger.summarizers import ExtractiveSummarizer, Summarizer, SummaryRequest
 
 __all__ = ["WhatIfReport", "WhatIfStep", "what_if"]
@@ -46,12 +51,20 @@ class WhatIfStep(msgspec.Struct, frozen=True, kw_only=True):
         view_tokens: The estimated tokens of the view the policy would have served.
         compacted: Whether the policy compacted at this step.
         original_tokens: The estimated tokens of the view the original served.
+        prepared: The compaction at this step activated a summary prepared in the background.
+        in_time: For a prepared compaction: whether the summary would have been ready when the
+            step came (its background start plus the summariser's time, against the step's
+            time in the log); None otherwise.
+        waited_seconds: How long the agent would have waited on a summariser at this step.
     """
 
     through_seq: int
     view_tokens: int
     compacted: bool
     original_tokens: int = 0
+    prepared: bool = False
+    in_time: bool | None = None
+    waited_seconds: float = 0.0
 
 
 class WhatIfReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -68,6 +81,10 @@ class WhatIfReport(msgspec.Struct, frozen=True, kw_only=True):
             summary, matched by content address).
         original_compactions: Checkpoints in the log.
         original_peak_tokens: The largest view estimate the original served.
+        prepared_in_time: Automatic compactions whose summary would have been prepared in the
+            background before it was needed (the agent waits 0 s).
+        prepared_late: Those whose background summary would still have been running.
+        waited_seconds: Seconds the agent would have waited on summarisers in all.
     """
 
     session_id: str
@@ -79,6 +96,9 @@ class WhatIfReport(msgspec.Struct, frozen=True, kw_only=True):
     reused_summaries: int
     original_compactions: int
     original_peak_tokens: int
+    prepared_in_time: int = 0
+    prepared_late: int = 0
+    waited_seconds: float = 0.0
 
 
 class _CountingSummarizer:
@@ -99,6 +119,7 @@ def what_if(
     summarizer: Summarizer | None = None,
     tokenizer: Tokenizer | None = None,
     use_recorded_usage: bool | None = None,
+    summary_seconds: float | None = None,
 ) -> WhatIfReport:
     """Re-run a session under ``config``, stepping wherever the original served a view.
 
@@ -107,6 +128,12 @@ def what_if(
     the view it would serve is measured. Summaries already in the log are reused where the
     summariser's input is identical (content-addressed); the summariser is called only for new
     ranges. ``config`` applies throughout (later ``ConfigChanged`` events are ignored).
+
+    With ``config.prepare_threshold`` above 0, summaries are prepared in the background as a
+    host would: where the log started one under its own Config, or else after each batch of
+    appended messages and each usage report. The time a summary takes is the log's, for a
+    summary taken from it, else ``summary_seconds`` (by default the call's measured time); it
+    decides whether each prepared compaction would have been ready in time.
 
     Args:
         source: An LMDB folder (opened read-only) or an open event log.
@@ -117,6 +144,7 @@ def what_if(
         use_recorded_usage: Feed the provider's recorded usage figures to the budget. They
             measured the original prompts, so by default they are used only when ``config`` is
             the session's own.
+        summary_seconds: Assumed duration of a summariser call for summaries not in the log.
 
     Raises:
         UnknownSessionError: The session is not in the log.
@@ -124,37 +152,34 @@ def what_if(
     tokenizer = tokenizer or CharTokenizer()
     counting = _CountingSummarizer(summarizer or ExtractiveSummarizer())
     with open_log(source) as log:
-        events = list(_flattened(log, session_id))
+        records = list(_flattened(log, session_id))
+    events = [record.event for record in records]
     opened = next((e for e in events if isinstance(e, SessionOpened)), None)
     if opened is None:
         raise UnknownSessionError(f"unknown session {session_id!r}")
+    own = config == opened.config
     if use_recorded_usage is None:
-        use_recorded_usage = config == opened.config
-    known = {
-        e.checkpoint.input_hash: e.checkpoint
-        for e in events
-        if isinstance(e, CheckpointCreated) and e.checkpoint.input_hash
-    }
-    run = _Run(SessionState.new(session_id, config), tokenizer, counting, known)
+        use_recorded_usage = own
+    run = _Run(SessionState.new(session_id, config), tokenizer, counting, records, summary_seconds)
+    background = config.prepare_threshold > 0
     steps: list[WhatIfStep] = []
-    for event in events:
+    for index, record in enumerate(records):
+        event = record.event
+        now = record.timestamp
         if isinstance(event, MessageAppended | ToolResultSynthesized | MessagePinned) or (
             isinstance(event, UsageReported) and use_recorded_usage
         ):
             run.state.apply(event)
+            if background and not own and _ends_batch(records, index):
+                run.decide(Background(), now)
+        elif isinstance(event, CompactionStarted) and event.background:
+            if background and own:
+                run.decide(Background(), now)
         elif isinstance(event, CompactionStarted) and event.reason != "threshold_exceeded":
-            run.compact(event.reason, event.focus, event.attempt)
+            run.decide(Compact(trigger=event.reason, focus=event.focus, attempt=event.attempt), now)
         elif isinstance(event, ViewServed):
-            compacted = run.compact("threshold_exceeded", None, 0)
-            view = build_view(run.state, tokenizer=tokenizer)
-            steps.append(
-                WhatIfStep(
-                    through_seq=view.through_seq,
-                    view_tokens=view.estimated_tokens,
-                    compacted=compacted,
-                    original_tokens=event.estimated_tokens,
-                )
-            )
+            steps.append(run.step(event, now))
+    in_time = [step.in_time for step in steps if step.prepared]
     return WhatIfReport(
         session_id=session_id,
         config=config,
@@ -165,69 +190,163 @@ def what_if(
         reused_summaries=run.reused,
         original_compactions=sum(isinstance(e, CheckpointCreated) for e in events),
         original_peak_tokens=max((step.original_tokens for step in steps), default=0),
+        prepared_in_time=sum(1 for ok in in_time if ok),
+        prepared_late=sum(1 for ok in in_time if not ok),
+        waited_seconds=sum(step.waited_seconds for step in steps),
     )
 
 
+def _ends_batch(records: list[RecordedEvent], index: int) -> bool:
+    """Whether the event at ``index`` ends its commit (the next one was recorded apart)."""
+    record = records[index]
+    following = records[index + 1] if index + 1 < len(records) else None
+    return following is None or following.timestamp != record.timestamp
+
+
 class _Run:
+    """The re-projected session: the decision step, with summaries reused from the log."""
+
     def __init__(
         self,
         state: SessionState,
         tokenizer: Tokenizer,
         summarizer: _CountingSummarizer,
-        known: dict[str, Checkpoint],
+        records: list[RecordedEvent],
+        summary_seconds: float | None,
     ) -> None:
         self.state = state
         self.tokenizer = tokenizer
         self.summarizer = summarizer
-        self.known = known
+        self.summary_seconds = summary_seconds
+        self.known: dict[str, tuple[str, float, Checkpoint | None]] = _known_summaries(records)
         self.compactions = 0
         self.reused = 0
+        self.ready_at: dict[str, float] = {}  # background compaction id -> when its summary is
+        self._original: Checkpoint | None = None  # the log's checkpoint for the job in hand
+        self._now = 0.0
+        self._activated: str | None = None  # the prepared summary the last decision activated
+        self.last_seconds = 0.0  # the summariser time the last decision waited for
 
-    def compact(self, trigger: str, focus: str | None, attempt: int) -> bool:
-        outcome = plan_compaction(
-            self.state,
-            tokenizer=self.tokenizer,
-            trigger=trigger,  # type: ignore[arg-type]
-            focus=focus,
-            attempt=attempt,
+    def step(self, served: ViewServed, now: float) -> WhatIfStep:
+        before = self.compactions
+        decision = self.decide(Serve(), now)
+        view = decision.view
+        assert view is not None
+        prepared = False
+        in_time: bool | None = None
+        waited = 0.0
+        result = decision.result
+        if result is not None and result.prepared:
+            prepared = True
+            ready = self.ready_at.get(self._activated or "", now)
+            in_time = ready <= now
+            waited = max(0.0, ready - now)
+        elif result is not None and result.compacted:
+            waited = self.last_seconds
+        return WhatIfStep(
+            through_seq=view.through_seq,
+            view_tokens=view.estimated_tokens,
+            compacted=self.compactions > before,
+            original_tokens=served.estimated_tokens,
+            prepared=prepared,
+            in_time=in_time,
+            waited_seconds=waited,
         )
-        if not isinstance(outcome, CompactionPlan):
-            return False
-        original = self.known.get(outcome.input_hash)
-        if original is not None:
+
+    def decide(self, request: Request, now: float) -> Decision:
+        self._now = now
+        self._activated = None
+        self.last_seconds = 0.0
+        decision = self._step(request)
+        while decision.job is not None:
+            job = decision.job
+            summarized, seconds = self._summarize(job)
+            if job.background:
+                self.ready_at[job.compaction_id] = now + seconds
+            else:
+                self.last_seconds += seconds
+            decision = self._step(summarized)
+        return decision
+
+    def _step(self, request: Request) -> Decision:
+        decision = decide(
+            self.state, request, tokenizer=self.tokenizer, new_id=self._new_id, now=self._clock
+        )
+        for event in decision.events:
+            self.state.apply(event)
+            if isinstance(event, CheckpointCreated):
+                self.compactions += 1
+                if event.prepared:
+                    self._activated = event.compaction_id
+        return decision
+
+    def _summarize(self, job: Job) -> tuple[Summarized, float]:
+        known = self.known.get(job.plan.input_hash)
+        if known is not None:
+            summary, seconds, checkpoint = known
+            self._original = checkpoint
             self.reused += 1
-            summary: str | None = original.summary
-            checkpoint_id, created_at = original.id, original.created_at
-        else:
-            try:
-                summary = run_summarizer(outcome, self.summarizer)
-            except Exception:  # a failing summariser means summary_unavailable, as live
-                summary = None
-            checkpoint_id = f"what-if-{self.compactions + 1}"
-            created_at = 0.0
-        if not summary:
-            return False
-        checkpoint, _ = complete_compaction(
-            self.state,
-            outcome,
-            summary,
-            checkpoint_id=checkpoint_id,
-            created_at=created_at,
-            tokenizer=self.tokenizer,
-        )
-        self.state.apply(CheckpointCreated(compaction_id=checkpoint_id, checkpoint=checkpoint))
-        self.compactions += 1
-        return True
+            return Summarized(job=job, summary=summary), seconds
+        started = time.perf_counter()
+        try:
+            summary_or_none = run_summarizer(job.plan, self.summarizer)
+        except Exception as exc:  # a failing summariser means summary_unavailable, as live
+            return Summarized(job=job, summary=None, detail=repr(exc)), 0.0
+        seconds = time.perf_counter() - started
+        if self.summary_seconds is not None:
+            seconds = self.summary_seconds
+        return Summarized(job=job, summary=summary_or_none), seconds
+
+    def _new_id(self) -> str:
+        # A checkpoint whose summary came from the log keeps the log's id and time.
+        if self._original is not None:
+            return self._original.id
+        return f"what-if-{self.compactions + 1}"
+
+    def _clock(self) -> float:
+        original, self._original = self._original, None
+        return original.created_at if original is not None else self._now
 
 
-def _flattened(log: EventLog, session_id: str, through: int | None = None) -> Iterator[Event]:
-    """The session's events in fold order, its fork ancestry's prefix first."""
+def _known_summaries(
+    records: list[RecordedEvent],
+) -> dict[str, tuple[str, float, Checkpoint | None]]:
+    """The log's summaries by input hash, with how long each took and its checkpoint, if any."""
+    started: dict[str, float] = {}
+    known: dict[str, tuple[str, float, Checkpoint | None]] = {}
+    for record in records:
+        event = record.event
+        if isinstance(event, CompactionStarted):
+            started[event.compaction_id] = record.timestamp
+        elif isinstance(event, SummaryPrepared) and event.input_hash:
+            seconds = max(
+                0.0, record.timestamp - started.get(event.compaction_id, record.timestamp)
+            )
+            known.setdefault(event.input_hash, (event.summary, seconds, None))
+        elif isinstance(event, CheckpointCreated) and event.checkpoint.input_hash:
+            checkpoint = event.checkpoint
+            begun = started.get(event.compaction_id, record.timestamp)
+            seconds = 0.0 if event.prepared else max(0.0, record.timestamp - begun)
+            previous = known.get(checkpoint.input_hash)
+            if previous is None or previous[2] is None:
+                known[checkpoint.input_hash] = (
+                    checkpoint.summary,
+                    previous[1] if previous is not None else seconds,
+                    checkpoint,
+                )
+    return known
+
+
+def _flattened(
+    log: EventLog, session_id: str, through: int | None = None
+) -> Iterator[RecordedEvent]:
+    """The session's records in fold order, its fork ancestry's prefix first."""
     for record in log.iter_events(session_id, 1, through):
         event = record.event
         if isinstance(event, SessionForked):
             yield from (
-                e
-                for e in _flattened(log, event.parent_id, event.parent_event_seq)
-                if not isinstance(e, SessionOpened)
+                r
+                for r in _flattened(log, event.parent_id, event.parent_event_seq)
+                if not isinstance(r.event, SessionOpened)
             )
-        yield event
+        yield record

@@ -1,86 +1,80 @@
-"""The :class:`Session` handle: what an agent host calls on every step.
+"""The :class:`Session` handle: what an agent calls on every step.
 
-Every public method is serialised per session (one step at a time) and orchestrates the session's
-actors from the caller's thread, so no actor ever blocks on another actor's future.
+A handle holds no state and no thread. Each call is a command to the history actor that owns the
+session, carried out one at a time per session, in the order the calls were made; the caller
+waits for the answer on its own thread, or awaits it on its event loop (the ``a``-prefixed
+twins), without a worker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
-import pykka
-import structlog
-
+from ctxledger._logging import get_logger
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
 from ctxledger.domain import (
-    CompactionPlan,
+    INTERRUPTED_RESULT,
+    Compact,
     CompactionResult,
     ModelView,
-    fail_compaction,
+    Serve,
+    SessionState,
+    Tokenizer,
     is_prompt_too_long,
 )
-from ctxledger.errors import (
-    ContextOverflowError,
-    HostClosedError,
-    InvalidMessageError,
-    InvalidSeqError,
-)
-from ctxledger.events import (
-    CheckpointCreated,
-    CompactionFailed,
-    CompactionStarted,
-    Event,
-    MessagePinned,
-    ToolResultSynthesized,
-    UsageReported,
-    ViewServed,
-)
+from ctxledger.errors import InvalidMessageError, InvalidSeqError
 from ctxledger.messages import Message
-from ctxledger.replay.loader import load_state
-from ctxledger.runtime.actors import BudgetActor, CompactionActor, HistoryActor, ProjectionActor
-from ctxledger.storage import RecordedEvent
+from ctxledger.runtime.loading import fold_view_at
+from ctxledger.runtime.messages import Append, Command, Decide, Pin, Read, RecordUsage, Settle
+from ctxledger.runtime.waiters import LoopWaiter, Reply, Waiter
+from ctxledger.storage import EventLog
 
-if TYPE_CHECKING:
-    from ctxledger.runtime.host import Host
+__all__ = ["INTERRUPTED_RESULT", "Session", "check_session_id"]
 
-__all__ = ["INTERRUPTED_RESULT", "Session"]
-
-#: Content of the tool result synthesised for a call that was never answered before a restart.
-INTERRUPTED_RESULT = "[interrupted: no result was recorded for this tool call before the restart]"
-
-_STOP_TIMEOUT = 5.0
+_log = get_logger(__name__)
 
 
-class _Actors(NamedTuple):
-    history: Any
-    budget: Any
-    projection: Any
-    compaction: Any
-    refs: tuple[pykka.ActorRef[Any], ...]
+class _Host(Protocol):
+    """What a session needs of its host (the host imports this module, never the reverse)."""
+
+    log: EventLog
+    tokenizer: Tokenizer
+
+    def _tell(self, session_id: str, command: Command) -> None: ...
+
+    def _call(self, session_id: str, command: Command) -> Any: ...
+
+    def _fork(self, parent: Session, new_id: str, at_seq: int | None) -> Session: ...
+
+
+def check_session_id(session_id: object) -> None:
+    """Check that ``session_id`` can name a session.
+
+    Raises:
+        ValueError: It is not a non-empty string.
+    """
+    if not isinstance(session_id, str) or not session_id:
+        raise ValueError("session id must be a non-empty string")
 
 
 class Session:
     """One agent's conversation: durable history, compaction and model views.
 
-    Obtain sessions with :meth:`Host.session`; do not construct them directly.
+    Obtain sessions with :meth:`Host.session`; do not construct them directly. A handle may be
+    used from any thread or event loop; calls on one session are carried out one at a time.
     """
 
-    def __init__(self, host: Host, session_id: str) -> None:
+    def __init__(self, host: _Host, session_id: str) -> None:
         self._host = host
         self.id = session_id
-        self._lock = threading.RLock()
-        self._actors: _Actors | None = None
-        self._reactive_attempts = 0
-        self._log = structlog.get_logger("ctxledger.runtime.session").bind(session_id=session_id)
 
     def __repr__(self) -> str:
         return f"<Session {self.id!r}>"
 
-    # --- history --------------------------------------------------------------------------------
+    # --- history -------------------------------------------------------------------------------
 
     def append(self, message: Message) -> int:
         """Append one message durably; return its seq.
@@ -89,26 +83,21 @@ class Session:
             InvalidMessageError: The message is invalid here (nothing is written).
             HostClosedError: The host is closed.
         """
-        return self.append_many([message])[0]
+        seqs: list[int] = self._call(Append(self.id, Waiter(), _batch([message])))
+        return seqs[0]
 
     def append_many(self, messages: Sequence[Message]) -> list[int]:
         """Append messages as one atomic batch; return their seqs.
 
         Raises:
-            InvalidMessageError: A message is invalid here (nothing of the batch is written).
+            InvalidMessageError: A message is invalid here; nothing of the batch is written.
             HostClosedError: The host is closed.
         """
-        batch = list(messages)
+        batch = _batch(messages)
         if not batch:
             return []
-        for message in batch:
-            if not isinstance(message, Message):
-                raise InvalidMessageError(f"expected a Message, got {type(message).__name__}")
-        with self._lock:
-            actors = self._ensure_active()
-            seqs: list[int] = _get(actors.history.append_messages(batch))
-            self._reactive_attempts = 0
-            return seqs
+        seqs: list[int] = self._call(Append(self.id, Waiter(), batch))
+        return seqs
 
     def record_usage(self, prompt_tokens: int, completion_tokens: int = 0) -> None:
         """Record the provider's measured token usage for the prompt just sent.
@@ -116,44 +105,24 @@ class Session:
         Raises:
             ValueError: A count is negative or not an integer.
         """
-        for name, value in (
-            ("prompt_tokens", prompt_tokens),
-            ("completion_tokens", completion_tokens),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-        with self._lock:
-            last_seq, _ = self._positions()
-            self._persist(
-                [
-                    UsageReported(
-                        prompt_tokens=prompt_tokens,
-                        completion_tokens=completion_tokens,
-                        through_seq=last_seq,
-                    )
-                ]
-            )
-            self._reactive_attempts = 0
+        _check_usage(prompt_tokens, completion_tokens)
+        self._call(RecordUsage(self.id, Waiter(), prompt_tokens, completion_tokens))
 
     def history(self) -> list[Message]:
         """Return every appended message with its seq, unaltered."""
-        with self._lock:
-            actors = self._ensure_active()
-            history, _, _, _ = _get(actors.history.snapshot())
-            return list(history)
+        history: list[Message] = self._read(lambda state, _: list(state.history))
+        return history
 
     def checkpoints(self) -> list[Checkpoint]:
         """Return every checkpoint made so far, oldest first (the last one is active)."""
-        with self._lock:
-            actors = self._ensure_active()
-            checkpoints: list[Checkpoint] = _get(actors.history.checkpoints())
-            return checkpoints
+        checkpoints: list[Checkpoint] = self._read(lambda state, _: list(state.checkpoints))
+        return checkpoints
 
     @property
     def config(self) -> Config:
         """The Config in force for this session."""
-        with self._lock:
-            return _get(self._ensure_active().history.config())  # type: ignore[no-any-return]
+        config: Config = self._read(lambda state, _: state.config)
+        return config
 
     def pin(self, seq: int) -> None:
         """Keep message ``seq`` verbatim in every later view.
@@ -161,11 +130,9 @@ class Session:
         Raises:
             InvalidSeqError: No message has this seq.
         """
-        with self._lock:
-            last_seq, _ = self._positions()
-            if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= last_seq:
-                raise InvalidSeqError(f"session {self.id!r} has no message with seq {seq!r}")
-            self._persist([MessagePinned(seq=seq)])
+        if isinstance(seq, bool) or not isinstance(seq, int):
+            raise InvalidSeqError(f"session {self.id!r} has no message with seq {seq!r}")
+        self._call(Pin(self.id, Waiter(), seq))
 
     def view_at(self, seq: int) -> ModelView:
         """Return the view served (or that would have been served) while ``seq`` was the newest.
@@ -175,13 +142,11 @@ class Session:
         Raises:
             InvalidSeqError: ``seq`` names no message.
         """
-        from ctxledger.replay import view_at
-
-        with self._lock:
-            last_seq, _ = self._positions()
-            if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= last_seq:
-                raise InvalidSeqError(f"session {self.id!r} has no message with seq {seq!r}")
-            return view_at(self._host.log, self.id, seq, tokenizer=self._host.tokenizer)
+        last_seq, _ = self._positions()
+        if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= last_seq:
+            raise InvalidSeqError(f"session {self.id!r} has no message with seq {seq!r}")
+        host = self._host
+        return fold_view_at(host.log, self.id, seq, tokenizer=host.tokenizer)
 
     def fork(self, new_id: str, at_seq: int | None = None) -> Session:
         """Create a new session sharing this one's history up to ``at_seq`` (default: all).
@@ -192,28 +157,27 @@ class Session:
             SessionExistsError: ``new_id`` is taken.
             InvalidSeqError: ``at_seq`` names no message.
         """
-        with self._lock:
-            if at_seq is not None:
-                last_seq, _ = self._positions()
-                if (
-                    isinstance(at_seq, bool)
-                    or not isinstance(at_seq, int)
-                    or not 0 <= at_seq <= last_seq
-                ):
-                    raise InvalidSeqError(f"session {self.id!r} has no message with seq {at_seq!r}")
-            return self._host._fork(self, new_id, at_seq)
+        if at_seq is not None:
+            last_seq, _ = self._positions()
+            if (
+                isinstance(at_seq, bool)
+                or not isinstance(at_seq, int)
+                or not 0 <= at_seq <= last_seq
+            ):
+                raise InvalidSeqError(f"session {self.id!r} has no message with seq {at_seq!r}")
+        return self._host._fork(self, new_id, at_seq)
 
-    # --- compaction and views -------------------------------------------------------------------
+    # --- compaction and views ------------------------------------------------------------------
 
     def compact_if_needed(self, pending: str = "") -> CompactionResult:
         """Compact when the estimate (plus ``pending`` text to be sent) reaches the threshold."""
-        with self._lock:
-            return self._compact("threshold_exceeded", pending=pending)
+        result: CompactionResult = self._decide(Serve(pending=pending, view=False))
+        return result
 
     def compact(self, focus: str | None = None) -> CompactionResult:
         """Compact now (manual), optionally telling the summariser what to keep."""
-        with self._lock:
-            return self._compact("manual", focus=focus)
+        result: CompactionResult = self._decide(Compact(trigger="manual", focus=focus))
+        return result
 
     def reactive_compact(self, error: object = None) -> CompactionResult:
         """Compact after the provider rejected the prompt as too long; harder on each retry.
@@ -221,229 +185,136 @@ class Session:
         Raises:
             ContextOverflowError: ``max_reactive_retries`` attempts did not shrink the view.
         """
-        with self._lock:
-            if error is not None and not is_prompt_too_long(error):
-                self._log.warning("reactive_compact_unrecognised_error", error=repr(error)[:200])
-            limit = self.config.max_reactive_retries
-            result: CompactionResult | None = None
-            while self._reactive_attempts < limit:
-                attempt = self._reactive_attempts
-                self._reactive_attempts += 1
-                result = self._compact("prompt_too_long", attempt=attempt)
-                if result.compacted:
-                    return result
-            raise ContextOverflowError(
-                f"session {self.id!r}: the prompt is still too long after {limit} reactive "
-                f"compactions (last outcome: {result.reason if result else 'none'})"
-            )
+        _check_reactive_error(error)
+        result: CompactionResult = self._decide(Compact(trigger="prompt_too_long"), reactive=True)
+        return result
 
-    def build_model_view(self) -> ModelView:
+    def build_model_view(self, pending: str = "") -> ModelView:
         """Build the bounded view to send to the model, and record that it was served."""
-        with self._lock:
-            actors = self._ensure_active()
-            view: ModelView = _get(actors.projection.build())
-            self._persist(
-                [
-                    ViewServed(
-                        through_seq=view.through_seq,
-                        estimated_tokens=view.estimated_tokens,
-                        view_hash=view.view_hash,
-                        checkpoint_id=view.checkpoint_id,
-                        message_count=len(view.messages),
-                    )
-                ]
-            )
-            self._log.debug(
-                "view_served",
-                seq=view.through_seq,
-                view_hash=view.view_hash,
-                tokens=view.estimated_tokens,
-            )
-            return view
+        view: ModelView = self._decide(Serve(pending=pending, compact=False))
+        return view
 
     def prepare_step(self, pending: str = "") -> ModelView:
-        """Compact if needed, then build and record the model view for the next LLM call."""
-        with self._lock:
-            self._compact("threshold_exceeded", pending=pending)
-            return self.build_model_view()
+        """Compact if needed, then build and record the model view for the next LLM call.
 
-    def _compact(
-        self, trigger: str, *, pending: str = "", focus: str | None = None, attempt: int = 0
-    ) -> CompactionResult:
-        actors = self._ensure_active()
-        outcome = _get(actors.budget.plan(trigger, pending, focus, attempt))
-        if isinstance(outcome, CompactionResult):
-            return outcome
-        plan: CompactionPlan = outcome
-        host = self._host
-        compaction_id = host.new_id()
-        log = self._log.bind(compaction_id=compaction_id, trigger=trigger)
-        self._persist(
-            [
-                CompactionStarted(
-                    compaction_id=compaction_id,
-                    reason=plan.reason,
-                    retain_from_seq=plan.retain_from_seq,
-                    covers_through_seq=plan.covers_through_seq,
-                    estimated_tokens=plan.estimated_tokens,
-                    focus=plan.focus,
-                    attempt=attempt,
-                )
-            ]
-        )
-        log.info("compaction_started", seq=plan.covers_through_seq, messages=len(plan.messages))
-        config = _get(actors.history.config())
-        try:
-            summary, detail = actors.compaction.summarize(plan).get(timeout=config.summary_timeout)
-        except pykka.Timeout:
-            summary, detail = None, f"summarizer timed out after {config.summary_timeout}s"
-            self._replace_compaction_actor()
-        except pykka.ActorDeadError:
-            raise HostClosedError("the host is closed") from None
-        if not summary:
-            self._persist([CompactionFailed(compaction_id=compaction_id, detail=detail)])
-            log.warning("compaction_failed", detail=detail)
-            return fail_compaction(plan)
-        checkpoint, result = _get(
-            actors.budget.complete(plan, summary, host.new_id(), host.clock())
-        )
-        self._persist([CheckpointCreated(compaction_id=compaction_id, checkpoint=checkpoint)])
-        log.info(
-            "compaction_finished",
-            checkpoint_id=checkpoint.id,
-            retain_from_seq=checkpoint.retain_from_seq,
-            tokens_before=checkpoint.tokens_before,
-            tokens_after=checkpoint.tokens_after,
-        )
-        return result  # type: ignore[no-any-return]
+        With background compaction on (``Config.prepare_threshold``), a summary prepared ahead
+        of need is activated here without calling the summariser.
+        """
+        view: ModelView = self._decide(Serve(pending=pending))
+        return view
 
-    # --- async twins ------------------------------------------------------------------------------
+    def wait_background(self) -> None:
+        """Block until no summary is being prepared in the background for this session.
+
+        Background compaction (``Config.prepare_threshold``) records its events while the
+        agent goes on; this waits until they are recorded (or there are none to come), so that
+        the log and the live state can be compared at a quiet point. Useful in tests and before
+        taking a session's log elsewhere.
+        """
+        self._call(Settle(self.id, Waiter()))
+
+    # --- async twins ---------------------------------------------------------------------------
 
     async def aappend(self, message: Message) -> int:
-        """Async twin of :meth:`append`; runs in a worker thread, never blocking the loop."""
-        return await asyncio.to_thread(self.append, message)
+        """Async twin of :meth:`append`: awaits durability on the caller's loop."""
+        seqs: list[int] = await self._acall(Append(self.id, _loop_reply(), _batch([message])))
+        return seqs[0]
 
     async def aappend_many(self, messages: Sequence[Message]) -> list[int]:
         """Async twin of :meth:`append_many`."""
-        return await asyncio.to_thread(self.append_many, messages)
-
-    async def aprepare_step(self, pending: str = "") -> ModelView:
-        """Async twin of :meth:`prepare_step`."""
-        return await asyncio.to_thread(self.prepare_step, pending)
-
-    async def areactive_compact(self, error: object = None) -> CompactionResult:
-        """Async twin of :meth:`reactive_compact`."""
-        return await asyncio.to_thread(self.reactive_compact, error)
-
-    async def acompact(self, focus: str | None = None) -> CompactionResult:
-        """Async twin of :meth:`compact`."""
-        return await asyncio.to_thread(self.compact, focus)
+        batch = _batch(messages)
+        if not batch:
+            return []
+        seqs: list[int] = await self._acall(Append(self.id, _loop_reply(), batch))
+        return seqs
 
     async def arecord_usage(self, prompt_tokens: int, completion_tokens: int = 0) -> None:
         """Async twin of :meth:`record_usage`."""
-        await asyncio.to_thread(self.record_usage, prompt_tokens, completion_tokens)
+        _check_usage(prompt_tokens, completion_tokens)
+        await self._acall(RecordUsage(self.id, _loop_reply(), prompt_tokens, completion_tokens))
 
-    # --- internals -------------------------------------------------------------------------------
+    async def aprepare_step(self, pending: str = "") -> ModelView:
+        """Async twin of :meth:`prepare_step` (a coroutine summariser runs on this loop)."""
+        view: ModelView = await self._adecide(Serve(pending=pending))
+        return view
 
-    def _persist(self, events: list[Event]) -> list[RecordedEvent]:
-        with self._lock:
-            return _get(self._ensure_active().history.persist(events))  # type: ignore[no-any-return]
+    async def abuild_model_view(self, pending: str = "") -> ModelView:
+        """Async twin of :meth:`build_model_view`."""
+        view: ModelView = await self._adecide(Serve(pending=pending, compact=False))
+        return view
 
-    def _live_state(self) -> Any:
-        """Return a copy of the history actor's folded state (for equivalence tests)."""
-        with self._lock:
-            return _get(self._ensure_active().history.state_copy())
+    async def acompact_if_needed(self, pending: str = "") -> CompactionResult:
+        """Async twin of :meth:`compact_if_needed`."""
+        result: CompactionResult = await self._adecide(Serve(pending=pending, view=False))
+        return result
+
+    async def acompact(self, focus: str | None = None) -> CompactionResult:
+        """Async twin of :meth:`compact`."""
+        result: CompactionResult = await self._adecide(Compact(trigger="manual", focus=focus))
+        return result
+
+    async def await_background(self) -> None:
+        """Async twin of :meth:`wait_background`."""
+        await self._acall(Settle(self.id, _loop_reply()))
+
+    async def areactive_compact(self, error: object = None) -> CompactionResult:
+        """Async twin of :meth:`reactive_compact`."""
+        _check_reactive_error(error)
+        request = Compact(trigger="prompt_too_long")
+        result: CompactionResult = await self._adecide(request, reactive=True)
+        return result
+
+    # --- internals -----------------------------------------------------------------------------
+
+    def _call(self, command: Command) -> Any:
+        return self._host._call(self.id, command)
+
+    async def _acall(self, command: Command) -> Any:
+        self._host._tell(self.id, command)
+        reply = command.reply
+        assert isinstance(reply, LoopWaiter)
+        return await reply.wait()
+
+    def _decide(self, request: Serve | Compact, *, reactive: bool = False) -> Any:
+        return self._call(Decide(self.id, Waiter(), request, reactive))
+
+    async def _adecide(self, request: Serve | Compact, *, reactive: bool = False) -> Any:
+        return await self._acall(Decide(self.id, _loop_reply(), request, reactive))
+
+    def _read(self, fn: Callable[[SessionState, int], Any]) -> Any:
+        return self._call(Read(self.id, Waiter(), fn))
 
     def _positions(self) -> tuple[int, int]:
         """Return (last message seq, last event seq)."""
-        with self._lock:
-            last_seq, last_event_seq = _get(self._ensure_active().history.positions())
-            return last_seq, last_event_seq
-
-    def _ensure_active(self) -> _Actors:
-        host = self._host
-        host._check_open()
-        if self._actors is not None:
-            host._touched(self)
-            return self._actors
-        state, last_event_seq = load_state(host.log, self.id)
-        if host._first_activation(self.id):
-            last_event_seq = self._recover(state, last_event_seq)
-        tokenizer = host.tokenizer
-        projection = ProjectionActor.start(state.copy(), tokenizer)
-        budget = BudgetActor.start(state.copy(), tokenizer)
-        compaction = CompactionActor.start(self.id, host.summarizer)
-        history = HistoryActor.start(state, last_event_seq, host.log, [projection, budget])
-        self._actors = _Actors(
-            history=history.proxy(),
-            budget=budget.proxy(),
-            projection=projection.proxy(),
-            compaction=compaction.proxy(),
-            refs=(history, budget, projection, compaction),
+        positions: tuple[int, int] = self._read(
+            lambda state, event_seq: (state.last_seq, event_seq)
         )
-        host._activated(self)
-        return self._actors
+        return positions
 
-    def _recover(self, state: Any, last_event_seq: int) -> int:
-        """Answer tool calls left open by a crash with synthetic ``interrupted`` results."""
-        open_calls = list(state.open_tool_calls().values())
-        if open_calls:
-            synthetic = state.check_append(
-                [
-                    Message(
-                        role="tool",
-                        content=INTERRUPTED_RESULT,
-                        tool_call_id=call.id,
-                        name=call.name,
-                        metadata={"synthetic": "interrupted"},
-                    )
-                    for call in open_calls
-                ]
-            )
-            events = [ToolResultSynthesized(message=message) for message in synthetic]
-            records = self._host.log.append(self.id, events, expected_seq=last_event_seq)
-            for record in records:
-                state.apply(record.event)
-            last_event_seq = records[-1].seq
-        self._log.info(
-            "recovery", seq=state.last_seq, events=last_event_seq, synthesized=len(open_calls)
-        )
-        return last_event_seq
-
-    def _replace_compaction_actor(self) -> None:
-        actors = self._actors
-        if actors is None:
-            return
-        old = actors.refs[3]
-        old.stop(block=False)  # its late answer is discarded with it
-        fresh = CompactionActor.start(self.id, self._host.summarizer)
-        self._actors = actors._replace(compaction=fresh.proxy(), refs=(*actors.refs[:3], fresh))
-
-    def _try_passivate(self) -> bool:
-        """Stop this session's actors if it is idle; return whether it was passivated."""
-        if not self._lock.acquire(blocking=False):
-            return False
-        try:
-            self._stop_actors()
-            return True
-        finally:
-            self._lock.release()
-
-    def _stop_actors(self) -> None:
-        actors, self._actors = self._actors, None
-        if actors is None:
-            return
-        history, budget, projection, compaction = actors.refs
-        compaction.stop(block=False)
-        for ref in (projection, budget, history):
-            try:
-                ref.stop(block=True, timeout=_STOP_TIMEOUT)
-            except pykka.Timeout:
-                self._log.warning("actor_stop_timeout", actor=type(ref).__name__)
+    def _live_state(self) -> SessionState:
+        """Return a copy of the owner's folded state (for equivalence tests)."""
+        state: SessionState = self._read(lambda state, _: state.copy())
+        return state
 
 
-def _get(future: Any) -> Any:
-    try:
-        return future.get()
-    except pykka.ActorDeadError:
-        raise HostClosedError("the host is closed") from None
+def _batch(messages: Sequence[Message]) -> tuple[Message, ...]:
+    batch = tuple(messages)
+    for message in batch:
+        if not isinstance(message, Message):
+            raise InvalidMessageError(f"expected a Message, got {type(message).__name__}")
+    return batch
+
+
+def _check_usage(prompt_tokens: object, completion_tokens: object) -> None:
+    for name, value in (("prompt_tokens", prompt_tokens), ("completion_tokens", completion_tokens)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+
+
+def _check_reactive_error(error: object) -> None:
+    if error is not None and not is_prompt_too_long(error):
+        _log.warning("reactive_compact_unrecognised_error", error=repr(error)[:200])
+
+
+def _loop_reply() -> Reply:
+    return LoopWaiter(asyncio.get_running_loop())

@@ -14,9 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import lmdb
-import structlog
 import zstandard
 
+from ctxledger._logging import get_logger
 from ctxledger.errors import CorruptRecordError, StorageError
 from ctxledger.events.codec import Codec
 from ctxledger.storage._layout import DB_NAMES, FORMAT_NAME, unpack_u32
@@ -26,7 +26,7 @@ from ctxledger.storage.protocol import Durability
 
 __all__ = ["SharedEnvironment"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 _MAX_READERS = 1024  # every thread reading at once needs a slot (py-lmdb uses MDB_NOTLS)
 

@@ -31,13 +31,13 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 import lmdb
-import structlog
 
+from ctxledger._logging import get_logger
 from ctxledger.errors import StorageError
 
 __all__ = ["GATHER_GAP", "GATHER_MAX", "Gate", "GroupWriter", "Journal"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 #: Seconds a group waits for one more expected request before it is written without it.
 GATHER_GAP = 0.0005
@@ -141,6 +141,22 @@ class _Request:
         return self.result
 
 
+class _CallbackRequest:
+    """A caller that gave a callback to :meth:`Journal.submit_callback` and went on."""
+
+    __slots__ = ("callback", "op")
+
+    def __init__(self, op: Any, callback: Callable[[Any, BaseException | None], None]) -> None:
+        self.op = op
+        self.callback = callback
+
+    def resolve(self, result: Any, error: BaseException | None) -> None:
+        try:
+            self.callback(result, error)
+        except Exception:  # a callback must not raise; if one does, the journal goes on
+            _log.exception("append callback raised")
+
+
 class _AsyncRequest:
     """A caller awaiting :meth:`Journal.submit_async` on an event loop."""
 
@@ -229,6 +245,20 @@ class Journal:
         self._enqueue(request)
         return await request.future
 
+    def submit_callback(
+        self, op: Any, callback: Callable[[Any, BaseException | None], None]
+    ) -> None:
+        """Queue ``op`` and return; ``callback(result, error)`` runs on the journal thread.
+
+        It is called once, when ``op``'s group is committed (or fails, or the journal closes);
+        callbacks of one group run in the order their ops were queued.
+        """
+        request = _CallbackRequest(op, callback)
+        try:
+            self._enqueue(request)
+        except StorageError as exc:
+            request.resolve(None, exc)
+
     def close(self) -> None:
         """Commit everything already submitted, then stop the thread."""
         with self._lock:
@@ -238,7 +268,7 @@ class Journal:
             self._queue.put(_STOP)
         self._thread.join()
 
-    def _enqueue(self, request: _Request | _AsyncRequest) -> None:
+    def _enqueue(self, request: _Request | _AsyncRequest | _CallbackRequest) -> None:
         if self._closed:
             raise StorageError("the event log is closed")
         self._queue.put(request)
@@ -332,10 +362,10 @@ class Journal:
         """Answer committed requests: threads one by one, event loops one call per loop."""
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Any, Any, Any]]] = {}
         for request, result, error in answered:
-            if type(request) is _Request:
-                request.resolve(result, error)
-            else:
+            if type(request) is _AsyncRequest:
                 by_loop.setdefault(request.loop, []).append((request.future, result, error))
+            else:
+                request.resolve(result, error)
         answered.clear()
         for loop, items in by_loop.items():
             _call_in(loop, items)

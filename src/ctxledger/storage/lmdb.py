@@ -20,9 +20,9 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import lmdb
-import structlog
 import zstandard
 
+from ctxledger._logging import get_logger
 from ctxledger.errors import CorruptRecordError, StorageError
 from ctxledger.events.codec import Codec, Deferred
 from ctxledger.events.types import Event
@@ -47,11 +47,16 @@ from ctxledger.storage._lmdb_writer import (
     last_key_before,
 )
 from ctxledger.storage.journal import Journal
-from ctxledger.storage.protocol import Durability, RecordedEvent, check_durability
+from ctxledger.storage.protocol import (
+    AppendCallback,
+    Durability,
+    RecordedEvent,
+    check_durability,
+)
 
 __all__ = ["DEFAULT_MAP_SIZE", "LmdbEventLog"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 #: Initial map size; the map doubles whenever it fills (it is address space, not disk space).
 DEFAULT_MAP_SIZE = 1 << 30
@@ -214,6 +219,33 @@ class LmdbEventLog:
         batch = check_append(session_id, events, expected_seq)
         outcome = await self._journal().submit_async(AppendOp(session_id, expected_seq, batch))
         return recorded_batch(session_id, batch, *outcome)
+
+    def submit(
+        self,
+        session_id: str,
+        events: Sequence[Event],
+        *,
+        expected_seq: int,
+        callback: AppendCallback,
+    ) -> None:
+        """Queue an append and return at once; see :meth:`ctxledger.storage.EventLog.submit`.
+
+        ``callback`` runs on the journal thread, with the other answers of the group commit.
+        """
+        batch = check_append(session_id, events, expected_seq)
+
+        def done(outcome: Any, error: BaseException | None) -> None:
+            if error is not None:
+                callback(None, error)
+            else:
+                callback(recorded_batch(session_id, batch, *outcome), None)
+
+        try:
+            journal = self._journal()
+        except StorageError as exc:
+            callback(None, exc)
+            return
+        journal.submit_callback(AppendOp(session_id, expected_seq, batch), done)
 
     def save_snapshot(self, session_id: str, seq: int, data: bytes) -> None:
         """Store a checksummed snapshot taken after event ``seq`` of ``session_id``.

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from ctxledger.errors import (
     CorruptRecordError,
+    CtxLedgerError,
     StorageError,
     UnknownSessionError,
     VersionConflictError,
@@ -15,7 +16,7 @@ from ctxledger.errors import (
 from ctxledger.events.codec import Codec
 from ctxledger.events.types import Event
 from ctxledger.storage._checks import check_append, check_range, check_snapshot, recorded_batch
-from ctxledger.storage.protocol import RecordedEvent
+from ctxledger.storage.protocol import AppendCallback, RecordedEvent
 
 __all__ = ["MemoryEventLog"]
 
@@ -65,6 +66,23 @@ class MemoryEventLog:
     ) -> list[RecordedEvent]:
         """:meth:`append` for a caller on an event loop (it never blocks for long here)."""
         return self.append(session_id, events, expected_seq=expected_seq)
+
+    def submit(
+        self,
+        session_id: str,
+        events: Sequence[Event],
+        *,
+        expected_seq: int,
+        callback: AppendCallback,
+    ) -> None:
+        """Append at once and call ``callback`` here; see :meth:`EventLog.submit`."""
+        batch = check_append(session_id, events, expected_seq)
+        try:
+            records = self.append(session_id, batch, expected_seq=expected_seq)
+        except CtxLedgerError as exc:
+            callback(None, exc)
+        else:
+            callback(records, None)
 
     def read(
         self,

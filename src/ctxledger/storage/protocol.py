@@ -6,7 +6,7 @@ and not tested there is a bug in the suite.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 import msgspec
@@ -14,7 +14,14 @@ import msgspec
 from ctxledger.errors import ConfigError
 from ctxledger.events.types import Event
 
-__all__ = ["DURABILITY_MODES", "Durability", "EventLog", "RecordedEvent", "check_durability"]
+__all__ = [
+    "DURABILITY_MODES",
+    "AppendCallback",
+    "Durability",
+    "EventLog",
+    "RecordedEvent",
+    "check_durability",
+]
 
 #: How hard an append presses its commit to disk (see :class:`~ctxledger.storage.LmdbEventLog`).
 Durability: TypeAlias = Literal["sync", "group", "none"]
@@ -51,6 +58,11 @@ class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     event: Event
 
 
+#: Called once with the outcome of a :meth:`EventLog.submit`: ``(records, None)`` when the batch
+#: is durable, ``(None, error)`` when it was not recorded.
+AppendCallback: TypeAlias = Callable[[list[RecordedEvent] | None, BaseException | None], None]
+
+
 @runtime_checkable
 class EventLog(Protocol):
     """An append-only, durable log of events, partitioned into sessions.
@@ -84,6 +96,28 @@ class EventLog(Protocol):
         """:meth:`append` for a caller on an event loop: awaits durability instead of blocking.
 
         Cancelling the awaiting task does not withdraw the append: it may still be recorded.
+        """
+        ...
+
+    def submit(
+        self,
+        session_id: str,
+        events: Sequence[Event],
+        *,
+        expected_seq: int,
+        callback: AppendCallback,
+    ) -> None:
+        """Queue an append like :meth:`append` and return at once; ``callback`` gets the outcome.
+
+        For a writer that must not block on durability (the runtime's history actors). The
+        callback is called exactly once, after the commit that made the batch durable, or with
+        the error that kept it out (a version conflict, a storage failure, the log closing). It
+        may run on the log's writer thread, or on the caller's before ``submit`` returns: it must
+        be quick and must not raise. Batches submitted from one thread are committed in order.
+
+        Raises:
+            TypeError: An argument has the wrong type (checked before anything is queued).
+            ValueError: An argument has a wrong value (likewise).
         """
         ...
 

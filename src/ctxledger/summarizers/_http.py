@@ -12,14 +12,15 @@ from types import TracebackType
 from typing import Any, Self
 
 import httpx
-import structlog
 
+from ctxledger._logging import get_logger
 from ctxledger.summarizers._prompt import build_prompt, fit
 from ctxledger.summarizers.base import SummaryRequest
 
 __all__ = ["HttpSummarizer"]
 
 # Response bodies quoted in logs are cut to this many characters.
+_log = get_logger(__name__)
 _LOGGED_BODY_CHARS = 500
 
 
@@ -82,7 +83,7 @@ class HttpSummarizer:
         """
         if request.max_chars <= 0:
             return ""
-        log = structlog.get_logger().bind(
+        log = _log.bind(
             summarizer=self.provider, model=self.model, url=self.url
         )
         if self._client.is_closed:

@@ -1,55 +1,5 @@
-"""The summariser interface: any callable from :class:`SummaryRequest` to ``str | None``."""
+"""The summariser interface (defined by the domain, :mod:`ctxledger.domain.summary`)."""
 
-from __future__ import annotations
-
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
-
-import msgspec
-
-from ctxledger.messages import Message
+from ctxledger.domain.summary import Summarizer, SummaryRequest
 
 __all__ = ["Summarizer", "SummaryRequest"]
-
-
-class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
-    """What a summariser is asked to summarise.
-
-    Attributes:
-        messages: The newly covered messages, oldest first (with their seqs).
-        previous_summary: The active checkpoint's summary, to be merged (incremental summaries).
-        focus: What a manual compaction asked to keep, if anything.
-        max_chars: The room the planner reserved for the summary; longer answers are cut to it.
-    """
-
-    messages: tuple[Message, ...]
-    previous_summary: str | None = None
-    focus: str | None = None
-    max_chars: int = 4000
-
-    @classmethod
-    def of(
-        cls,
-        messages: Sequence[Message],
-        previous_summary: str | None = None,
-        focus: str | None = None,
-        max_chars: int = 4000,
-    ) -> SummaryRequest:
-        """Build a request from any sequence of messages."""
-        return cls(
-            messages=tuple(messages),
-            previous_summary=previous_summary,
-            focus=focus,
-            max_chars=max_chars,
-        )
-
-
-@runtime_checkable
-class Summarizer(Protocol):
-    """Any callable that turns a :class:`SummaryRequest` into a summary.
-
-    Returning ``None`` or ``""`` (or raising, or timing out) makes the compaction end with
-    ``summary_unavailable``; the previous checkpoint stays active.
-    """
-
-    def __call__(self, request: SummaryRequest, /) -> str | None: ...

@@ -11,31 +11,29 @@ import itertools
 from collections.abc import Callable, Iterable
 
 from ctxledger.config import Config
-from ctxledger.domain.compaction import (
-    CompactionPlan,
-    CompactionResult,
-    Trigger,
-    complete_compaction,
-    fail_compaction,
-    plan_compaction,
-    run_summarizer,
+from ctxledger.domain.compaction import CompactionResult, Trigger, run_summarizer
+from ctxledger.domain.decide import (
+    Compact,
+    Decision,
+    Job,
+    Request,
+    Serve,
+    Summarized,
+    decide,
 )
 from ctxledger.domain.state import SessionState
+from ctxledger.domain.summary import Summarizer, SummaryRequest
 from ctxledger.domain.tokenizer import CharTokenizer, Tokenizer
-from ctxledger.domain.view import ModelView, build_view
+from ctxledger.domain.view import ModelView
 from ctxledger.events.types import (
-    CheckpointCreated,
-    CompactionFailed,
     ConfigChanged,
     Event,
     MessageAppended,
     MessagePinned,
     SessionOpened,
     UsageReported,
-    ViewServed,
 )
 from ctxledger.messages import Message
-from ctxledger.summarizers.base import Summarizer, SummaryRequest
 
 __all__ = ["DomainSession", "digest_summarizer"]
 
@@ -134,64 +132,67 @@ class DomainSession:
         focus: str | None = None,
         attempt: int = 0,
     ) -> CompactionResult:
-        """Plan, summarise and record a compaction as the host does; return the outcome."""
-        outcome = plan_compaction(
-            self.state,
-            tokenizer=self.tokenizer,
-            trigger=trigger,
-            pending=pending,
-            focus=focus,
-            attempt=attempt,
-        )
-        if isinstance(outcome, CompactionResult):
-            self.results.append(outcome)
-            return outcome
-        result = self._run(outcome)
-        self.results.append(result)
-        return result
-
-    def _run(self, plan: CompactionPlan) -> CompactionResult:
-        compaction_id = f"c{next(self._ids)}"
-        self.record(plan.started(compaction_id))
-        try:
-            summary = run_summarizer(plan, self.summarizer)
-        except Exception as exc:  # as the host: a failing summariser is an outcome, not a crash
-            summary, detail = None, repr(exc)
+        """Compact as the host does (``compact_if_needed``, ``compact``, a reactive attempt)."""
+        request: Request
+        if trigger == "threshold_exceeded":
+            request = Serve(pending=pending, view=False)
         else:
-            detail = "no summary"
-        if not summary:
-            self.record(CompactionFailed(compaction_id=compaction_id, detail=detail))
-            return fail_compaction(plan)
-        checkpoint, result = complete_compaction(
-            self.state,
-            plan,
-            summary,
-            checkpoint_id=f"cp{next(self._ids)}",
-            created_at=self.clock(),
-            tokenizer=self.tokenizer,
-        )
-        self.record(CheckpointCreated(compaction_id=compaction_id, checkpoint=checkpoint))
-        return result
+            request = Compact(trigger=trigger, focus=focus, attempt=attempt, pending=pending)
+        decision = self.decide(request)
+        assert decision.result is not None
+        self.results.append(decision.result)
+        return decision.result
 
     def view(self, pending: str = "") -> ModelView:
-        """Build the view and record that it was served."""
-        view = build_view(self.state, tokenizer=self.tokenizer, pending=pending)
-        self.record(
-            ViewServed(
-                through_seq=view.through_seq,
-                estimated_tokens=view.estimated_tokens,
-                view_hash=view.view_hash,
-                checkpoint_id=view.checkpoint_id,
-                message_count=len(view.messages),
-            )
-        )
-        self.views.append(view)
-        return view
+        """Serve the view without compacting (the host's ``build_model_view``)."""
+        decision = self.decide(Serve(pending=pending, compact=False))
+        assert decision.view is not None
+        self.views.append(decision.view)
+        return decision.view
 
     def step(self, pending: str = "") -> ModelView:
         """Compact if needed, then serve the view (the host's ``prepare_step``)."""
-        self.compact("threshold_exceeded", pending=pending)
-        return self.view(pending)
+        decision = self.decide(Serve(pending=pending))
+        if decision.result is not None:
+            self.results.append(decision.result)
+        assert decision.view is not None
+        self.views.append(decision.view)
+        return decision.view
+
+    def decide(self, request: Request) -> Decision:
+        """Run the decision step for ``request`` to its end, recording every event on the way.
+
+        A summary the decision asks for is written at once by :attr:`summarizer` (a failing
+        summariser is an outcome, as in the host, not a crash).
+        """
+        decision = self._decide(request)
+        while decision.job is not None:
+            decision = self._decide(self._summarize(decision.job))
+        if decision.wait_for is not None:
+            raise AssertionError("a DomainSession runs no background compaction to wait for")
+        return decision
+
+    def _decide(self, request: Request) -> Decision:
+        decision = decide(
+            self.state,
+            request,
+            tokenizer=self.tokenizer,
+            new_id=self._new_id,
+            now=self.clock,
+        )
+        for event in decision.events:
+            self.record(event)
+        return decision
+
+    def _new_id(self) -> str:
+        return f"c{next(self._ids)}"
+
+    def _summarize(self, job: Job) -> Summarized:
+        try:
+            summary = run_summarizer(job.plan, self.summarizer)
+        except Exception as exc:  # as the host: a failing summariser is an outcome, not a crash
+            return Summarized(job=job, summary=None, detail=repr(exc))
+        return Summarized(job=job, summary=summary, detail="" if summary else "no summary")
 
     def replay(self, events: Iterable[Event] | None = None) -> SessionState:
         """Fold ``events`` (default: all recorded) into a fresh state."""

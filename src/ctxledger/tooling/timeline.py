@@ -30,7 +30,7 @@ from ctxledger.events import (
     ViewServed,
 )
 from ctxledger.messages import Message
-from ctxledger.replay.loader import fold_session
+from ctxledger.runtime.loading import fold_session
 from ctxledger.storage import EventLog, RecordedEvent
 from ctxledger.tooling.plotting import TokenSeries
 

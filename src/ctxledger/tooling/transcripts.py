@@ -33,11 +33,9 @@ import zstandard
 import ctxledger
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
-from ctxledger.domain import SessionState
+from ctxledger.domain import Adopt, CharTokenizer, SessionState, decide
 from ctxledger.errors import InvalidMessageError, SessionExistsError, TraceFormatError
 from ctxledger.events import (
-    CheckpointCreated,
-    CompactionStarted,
     Event,
     MessageAppended,
     MessagePinned,
@@ -404,7 +402,7 @@ def _import_events(transcript: Transcript, session_id: str, now: float, path: Pa
     upcoming = next(checkpoints, None)
     for message in transcript.messages:
         while upcoming is not None and upcoming[0] < (message.seq or 0):
-            events.extend(_checkpoint_events(upcoming[1]))
+            events.extend(_checkpoint_events(state, upcoming[1]))
             upcoming = next(checkpoints, None)
         try:
             (checked,) = state.check_append([message])
@@ -418,25 +416,26 @@ def _import_events(transcript: Transcript, session_id: str, now: float, path: Pa
         state.apply(event)
         events.append(event)
     while upcoming is not None:
-        events.extend(_checkpoint_events(upcoming[1]))
+        events.extend(_checkpoint_events(state, upcoming[1]))
         upcoming = next(checkpoints, None)
     events.extend(MessagePinned(seq=seq) for seq in transcript.pins if 1 <= seq <= state.last_seq)
     return events
 
 
-def _checkpoint_events(checkpoint: Checkpoint) -> list[Event]:
-    compaction_id = f"import-{checkpoint.id}"
-    return [
-        CompactionStarted(
-            compaction_id=compaction_id,
-            reason=checkpoint.reason,
-            retain_from_seq=checkpoint.retain_from_seq,
-            covers_through_seq=checkpoint.covers_through_seq,
-            estimated_tokens=checkpoint.tokens_before,
-            focus=checkpoint.focus,
-        ),
-        CheckpointCreated(compaction_id=compaction_id, checkpoint=checkpoint),
-    ]
+def _checkpoint_events(state: SessionState, checkpoint: Checkpoint) -> tuple[Event, ...]:
+    request = Adopt(checkpoint=checkpoint, compaction_id=f"import-{checkpoint.id}")
+    decision = decide(state, request, tokenizer=CharTokenizer(), new_id=_no_id, now=_no_time)
+    for event in decision.events:
+        state.apply(event)
+    return decision.events
+
+
+def _no_id() -> str:
+    raise AssertionError("adopting a checkpoint makes no new id")
+
+
+def _no_time() -> float:
+    raise AssertionError("adopting a checkpoint reads no clock")
 
 
 def _free_id(log: EventLog, base: str) -> str:

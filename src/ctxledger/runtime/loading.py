@@ -1,5 +1,8 @@
 """Folding a session's events into its state: snapshots, forks and spans.
 
+The runtime activates sessions with it, and the offline replay (:mod:`ctxledger.replay`) folds
+through the same code, so a live state and a replayed one cannot differ.
+
 A fork's log starts with ``SessionOpened`` and ``SessionForked``; its state is the parent's events
 up to ``parent_event_seq`` (recursively, for forks of forks) followed by its own events.
 
@@ -14,10 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from functools import partial
 
-import structlog
-
+from ctxledger._logging import get_logger
 from ctxledger.checkpoints import Checkpoint
-from ctxledger.domain import SessionState
+from ctxledger.domain import ModelView, SessionState, Tokenizer, build_view
 from ctxledger.errors import (
     CorruptRecordError,
     EventDecodeError,
@@ -39,14 +41,14 @@ __all__ = [
     "append_event_seq",
     "event_seq_before_message",
     "fold_session",
-    "load_state",
+    "fold_view_at",
     "read_checkpoints",
     "read_messages",
     "snapshot_due",
     "view_span_end",
 ]
 
-_logger = structlog.get_logger("ctxledger.replay")
+_logger = get_logger(__name__)
 _PROBE_PAGE = 16  # events read at a time while looking for the next message append
 
 
@@ -183,11 +185,6 @@ def read_checkpoints(log: EventLog, session_id: str, through_event_seq: int) -> 
     return found
 
 
-def load_state(log: EventLog, session_id: str) -> tuple[SessionState, int]:
-    """Fold every event of ``session_id``; return the state and its last event seq."""
-    return fold_session(log, session_id)
-
-
 def _message_seq(event: object) -> int | None:
     if isinstance(event, MessageAppended | ToolResultSynthesized):
         return event.message.seq
@@ -292,6 +289,19 @@ def view_span_end(log: EventLog, session_id: str, seq: int) -> tuple[str, int]:
         if isinstance(record.event, ViewServed) and record.event.through_seq == seq
     ]
     return session_id, served[-1] if served else end
+
+
+def fold_view_at(log: EventLog, session_id: str, seq: int, *, tokenizer: Tokenizer) -> ModelView:
+    """Return the view served (or that would have been served) while message ``seq`` was newest.
+
+    Folds the span found by :func:`view_span_end`; see :func:`ctxledger.replay.view_at`.
+
+    Raises:
+        InvalidSeqError: ``seq`` names no message.
+    """
+    owner, end = view_span_end(log, session_id, seq)
+    state, _ = fold_session(log, owner, through_event_seq=end)
+    return build_view(state, tokenizer=tokenizer)
 
 
 def _span(log: EventLog, session_id: str, start: int, end: int) -> Iterator[RecordedEvent]:

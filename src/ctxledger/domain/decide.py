@@ -1,0 +1,542 @@
+"""The one decision step: for a session state and a request, what to record and what to serve.
+
+Every flow that compacts or serves a view goes through :func:`decide`: the live runtime
+(:mod:`ctxledger.runtime`), the testing driver (:class:`ctxledger.testing.DomainSession`),
+what-if re-projection (:func:`ctxledger.replay.what_if`) and transcript import. None keeps a copy
+of the flow, so they record the same events for the same state.
+
+A decision may need a summary first. Then :attr:`Decision.job` names it: the caller records the
+decision's events, runs the summariser for ``job.plan`` wherever it runs summarisers (inline, on a
+pool, on an event loop) and calls :func:`decide` again with :class:`Summarized`. A decision may
+also ask the caller to wait for a background compaction that is already running
+(:attr:`Decision.wait_for`) and then decide the same request again.
+
+Requests:
+
+* :class:`Serve` -- serve the next view, compacting first when it is due (``prepare_step``,
+  ``build_model_view``, ``compact_if_needed``).
+* :class:`Compact` -- compact now: manual (with a focus) or reactive (a retry attempt).
+* :class:`Background` -- start a summary ahead of need when the estimate crosses
+  ``prepare_threshold`` (DESIGN §2 "Background compaction").
+* :class:`Summarized` -- a job's summary arrived, or did not.
+* :class:`Recover` -- a session is activated after a restart.
+* :class:`Adopt` -- record a checkpoint made elsewhere (a transcript being imported).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import msgspec
+
+from ctxledger.checkpoints import Checkpoint, CheckpointReason
+from ctxledger.domain.budget import threshold_for
+from ctxledger.domain.compaction import (
+    CompactionPlan,
+    CompactionResult,
+    Trigger,
+    complete_compaction,
+    fail_compaction,
+    plan_compaction,
+    prepared_checkpoint,
+)
+from ctxledger.domain.state import SessionState
+from ctxledger.domain.tokenizer import Tokenizer
+from ctxledger.domain.view import Draft, ModelView, draft_view
+from ctxledger.events.types import (
+    CheckpointCreated,
+    CompactionFailed,
+    CompactionStarted,
+    Event,
+    SummaryPrepared,
+    ToolResultSynthesized,
+    ViewServed,
+)
+from ctxledger.messages import Message
+
+__all__ = [
+    "INTERRUPTED_RESULT",
+    "Adopt",
+    "Background",
+    "Compact",
+    "Decision",
+    "Job",
+    "Recover",
+    "Request",
+    "Serve",
+    "Summarized",
+    "decide",
+    "served",
+    "usable_prepared",
+]
+
+#: Content of the tool result synthesised for a call that was never answered before a restart.
+INTERRUPTED_RESULT = "[interrupted: no result was recorded for this tool call before the restart]"
+
+
+class Serve(msgspec.Struct, frozen=True, kw_only=True):
+    """Serve the next view, compacting first when it is due.
+
+    Attributes:
+        pending: Text about to be sent with the view (counted in the estimate).
+        compact: Compact first when the estimate reaches the threshold (``False``:
+            ``build_model_view``, which only serves).
+        view: Serve and record a view (``False``: ``compact_if_needed``, which only compacts).
+    """
+
+    pending: str = ""
+    compact: bool = True
+    view: bool = True
+
+
+class Compact(msgspec.Struct, frozen=True, kw_only=True):
+    """Compact now, whatever the estimate.
+
+    Attributes:
+        trigger: ``manual``, ``prompt_too_long`` (a reactive retry) or ``threshold_exceeded``.
+        focus: What the summary should keep (manual compaction).
+        attempt: The reactive retry number, from 0.
+        pending: Text about to be sent with the view.
+    """
+
+    trigger: Trigger = "manual"
+    focus: str | None = None
+    attempt: int = 0
+    pending: str = ""
+
+
+class Background(msgspec.Struct, frozen=True, kw_only=True):
+    """Start a summary in the background when one is due (after an append or usage report)."""
+
+
+class Recover(msgspec.Struct, frozen=True, kw_only=True):
+    """A session is activated after a restart: repair what the crash left open."""
+
+
+class Adopt(msgspec.Struct, frozen=True, kw_only=True):
+    """Record ``checkpoint``, made elsewhere, as the next one (a transcript being imported).
+
+    Attributes:
+        checkpoint: The checkpoint, as it was made; it must extend the active one.
+        compaction_id: The id its ``CompactionStarted`` is to carry.
+    """
+
+    checkpoint: Checkpoint
+    compaction_id: str
+
+
+class Job(msgspec.Struct, frozen=True, kw_only=True):
+    """A compaction waiting for its summary.
+
+    Attributes:
+        compaction_id: The id its ``CompactionStarted`` carries.
+        plan: What to summarise (:func:`~ctxledger.domain.run_summarizer` runs it).
+        request: The request that started it.
+    """
+
+    compaction_id: str
+    plan: CompactionPlan
+    request: Serve | Compact | Background
+
+    @property
+    def background(self) -> bool:
+        """Whether the summary is prepared ahead of need (it changes no view when it arrives)."""
+        return isinstance(self.request, Background)
+
+
+class Summarized(msgspec.Struct, frozen=True, kw_only=True):
+    """The summariser answered a job, or failed to.
+
+    Attributes:
+        job: The job.
+        summary: The summary; None or "" when the summariser returned nothing, raised or timed
+            out.
+        detail: Why there is no summary (recorded on ``CompactionFailed``).
+        waited_seconds: How long the caller waited for it (reported on the result).
+    """
+
+    job: Job
+    summary: str | None
+    detail: str = ""
+    waited_seconds: float = 0.0
+
+
+Request = Serve | Compact | Background | Summarized | Recover | Adopt
+
+
+class Decision(msgspec.Struct, frozen=True, kw_only=True):
+    """What to record and what to answer.
+
+    Attributes:
+        events: Record these, in order, atomically; then fold them.
+        view: The view to serve (it is the view of the state once ``events`` are folded).
+        result: The outcome of the compaction part of the request, if it has one.
+        job: A summary is needed: record ``events``, run the summariser for ``job.plan``, then
+            decide :class:`Summarized`.
+        wait_for: The id of a background compaction that is running: wait until its outcome
+            (``SummaryPrepared`` or ``CompactionFailed``) is folded, then decide the same
+            request again. Nothing is to be recorded now.
+    """
+
+    events: tuple[Event, ...] = ()
+    view: ModelView | None = None
+    result: CompactionResult | None = None
+    job: Job | None = None
+    wait_for: str | None = None
+
+
+def served(view: ModelView) -> ViewServed:
+    """Return the event that records serving ``view``."""
+    return ViewServed(
+        through_seq=view.through_seq,
+        estimated_tokens=view.estimated_tokens,
+        view_hash=view.view_hash,
+        checkpoint_id=view.checkpoint_id,
+        message_count=len(view.messages),
+    )
+
+
+def decide(
+    state: SessionState,
+    request: Request,
+    *,
+    tokenizer: Tokenizer,
+    new_id: Callable[[], str],
+    now: Callable[[], float],
+) -> Decision:
+    """Decide what to record and serve for ``request`` on ``state`` (pure but for the ids).
+
+    Args:
+        state: The session, with every earlier decision's events folded.
+        request: What is asked.
+        tokenizer: Counts tokens.
+        new_id: Returns a fresh id (for a compaction or a checkpoint).
+        now: Returns the current unix time (recorded on checkpoints).
+
+    Returns:
+        The decision.
+
+    Raises:
+        ValueError: A :class:`Compact` request's trigger or attempt is invalid, a
+            :class:`Summarized` job is stale (another checkpoint became active since it began),
+            or an adopted checkpoint does not extend the active one.
+    """
+    if isinstance(request, Serve):
+        return _serve(state, request, tokenizer, new_id, now)
+    if isinstance(request, Compact):
+        prepared = usable_prepared(state) if request.trigger == "prompt_too_long" else None
+        if prepared is not None and state.config.prepare_threshold > 0:
+            # The provider rejected the prompt: what the background prepared comes first.
+            draft = draft_view(state, tokenizer=tokenizer, pending=request.pending)
+            serve = Serve(pending=request.pending, view=False)
+            return _activate(
+                state, serve, prepared, draft, tokenizer, new_id, now, reason="prompt_too_long"
+            )
+        outcome = plan_compaction(
+            state,
+            tokenizer=tokenizer,
+            trigger=request.trigger,
+            pending=request.pending,
+            focus=request.focus,
+            attempt=request.attempt,
+        )
+        return _start(outcome, request, new_id)
+    if isinstance(request, Summarized):
+        return _summarized(state, request, tokenizer, new_id, now)
+    if isinstance(request, Background):
+        return _background(state, request, tokenizer, new_id)
+    if isinstance(request, Adopt):
+        return _adopt(state, request)
+    return _recover(state)
+
+
+def usable_prepared(state: SessionState) -> SummaryPrepared | None:
+    """Return the prepared summary that may still become the next checkpoint, if any.
+
+    It must extend the active checkpoint and cut after it (a newer checkpoint, made meanwhile by
+    other means, makes it stale).
+    """
+    prepared = state.prepared
+    if prepared is None:
+        return None
+    active = state.active_checkpoint
+    if prepared.previous_checkpoint_id != (active.id if active else None):
+        return None
+    base = active.retain_from_seq if active else 1
+    if not base < prepared.retain_from_seq <= state.last_seq + 1:
+        return None
+    return prepared
+
+
+# --- the requests ------------------------------------------------------------------------------
+
+
+def _serve(
+    state: SessionState,
+    request: Serve,
+    tokenizer: Tokenizer,
+    new_id: Callable[[], str],
+    now: Callable[[], float],
+) -> Decision:
+    draft = draft_view(state, tokenizer=tokenizer, pending=request.pending)
+    result: CompactionResult | None = None
+    if request.compact:
+        due = draft.estimated_tokens >= threshold_for(state)
+        if due and state.config.prepare_threshold > 0 and state.last_seq >= 3:
+            early = _use_background(state, request, draft, tokenizer, new_id, now)
+            if early is not None:
+                return early
+        outcome = plan_compaction(
+            state, tokenizer=tokenizer, trigger="threshold_exceeded", pending=request.pending,
+            draft=draft,
+        )  # fmt: skip
+        if isinstance(outcome, CompactionPlan):
+            return _start(outcome, request, new_id)
+        result = outcome
+    if not request.view:
+        return Decision(result=result)
+    view = draft.view()
+    return Decision(events=(served(view),), view=view, result=result)
+
+
+def _use_background(
+    state: SessionState,
+    request: Serve,
+    draft: Draft,
+    tokenizer: Tokenizer,
+    new_id: Callable[[], str],
+    now: Callable[[], float],
+) -> Decision | None:
+    """At the threshold: activate, extend or await what the background prepared, if anything."""
+    active = state.active_checkpoint
+    running = state.background
+    if running is not None and running_extends(state, running.compaction_id, active):
+        return Decision(wait_for=running.compaction_id)
+    prepared = usable_prepared(state)
+    if prepared is None:
+        return None
+    candidate = prepared_checkpoint(prepared)
+    under = draft_view(state, tokenizer=tokenizer, pending=request.pending, checkpoint=candidate)
+    if under.estimated_tokens < threshold_for(state):
+        return _activate(state, request, prepared, draft, tokenizer, new_id, now)
+    # The history grew past what the prepared cut absorbs: summarise only what lies between
+    # that cut and a new one, with the prepared summary as the previous summary.
+    outcome = plan_compaction(
+        state,
+        tokenizer=tokenizer,
+        trigger="threshold_exceeded",
+        pending=request.pending,
+        prepared=prepared,
+        draft=under,
+        force=True,
+    )
+    if isinstance(outcome, CompactionPlan):
+        return _start(outcome, request, new_id)
+    # No further cut is possible: the prepared one is still the best there is.
+    return _activate(state, request, prepared, draft, tokenizer, new_id, now)
+
+
+def running_extends(state: SessionState, compaction_id: str, active: Checkpoint | None) -> bool:
+    """Whether background compaction ``compaction_id`` was planned on the active checkpoint."""
+    running = state.background
+    if running is None or running.compaction_id != compaction_id:
+        return False
+    # A background compaction planned before the active checkpoint was made cuts no further
+    # than it (or extends a checkpoint that is gone): it cannot help.
+    return running.retain_from_seq > (active.retain_from_seq if active else 1)
+
+
+def _activate(
+    state: SessionState,
+    request: Serve,
+    prepared: SummaryPrepared,
+    draft: Draft,
+    tokenizer: Tokenizer,
+    new_id: Callable[[], str],
+    now: Callable[[], float],
+    *,
+    reason: CheckpointReason = "threshold_exceeded",
+) -> Decision:
+    checkpoint = Checkpoint(
+        id=new_id(),
+        summary=prepared.summary,
+        retain_from_seq=prepared.retain_from_seq,
+        covers_through_seq=prepared.covers_through_seq,
+        reason=reason,
+        created_at=now(),
+        previous_checkpoint_id=prepared.previous_checkpoint_id,
+        tokens_before=draft.estimated_tokens,
+        input_hash=prepared.input_hash,
+    )
+    after = draft_view(state, tokenizer=tokenizer, pending=request.pending, checkpoint=checkpoint)
+    checkpoint = msgspec.structs.replace(checkpoint, tokens_after=after.view_tokens)
+    base = state.active_checkpoint
+    start = base.retain_from_seq if base else 1
+    covered = state.history[start - 1 : prepared.retain_from_seq - 1]
+    result = CompactionResult(
+        compacted=True,
+        reason="compacted",
+        checkpoint_id=checkpoint.id,
+        estimated_tokens=after.estimated_tokens,
+        threshold=threshold_for(state),
+        retain_from_seq=checkpoint.retain_from_seq,
+        messages_compacted=sum(1 for message in covered if not state.is_head(message)),
+        tokens_before=draft.estimated_tokens,
+        prepared=True,
+    )
+    created = CheckpointCreated(
+        compaction_id=prepared.compaction_id, checkpoint=checkpoint, prepared=True
+    )
+    events: tuple[Event, ...] = (created,)
+    if not request.view:
+        return Decision(events=events, result=result)
+    view = draft_view(
+        state, tokenizer=tokenizer, pending=request.pending, checkpoint=checkpoint
+    ).view()
+    return Decision(events=(*events, served(view)), view=view, result=result)
+
+
+def _start(
+    outcome: CompactionPlan | CompactionResult,
+    request: Serve | Compact | Background,
+    new_id: Callable[[], str],
+) -> Decision:
+    if not isinstance(outcome, CompactionPlan):
+        return Decision(result=outcome)
+    job = Job(compaction_id=new_id(), plan=outcome, request=request)
+    started = outcome.started(job.compaction_id, background=job.background)
+    return Decision(events=(started,), job=job)
+
+
+def _summarized(
+    state: SessionState,
+    request: Summarized,
+    tokenizer: Tokenizer,
+    new_id: Callable[[], str],
+    now: Callable[[], float],
+) -> Decision:
+    job, plan = request.job, request.job.plan
+    if job.background:
+        if not request.summary:
+            failed = CompactionFailed(
+                compaction_id=job.compaction_id, detail=request.detail, background=True
+            )
+            return Decision(events=(failed,))
+        prepared = SummaryPrepared(
+            compaction_id=job.compaction_id,
+            retain_from_seq=plan.retain_from_seq,
+            covers_through_seq=plan.covers_through_seq,
+            summary=request.summary[: plan.max_chars],
+            input_hash=plan.input_hash,
+            previous_checkpoint_id=plan.previous_checkpoint_id,
+            max_chars=plan.max_chars,
+        )
+        return Decision(events=(prepared,))
+    origin = job.request
+    assert not isinstance(origin, Background)  # a background job returned above
+    pending = origin.pending
+    serve = isinstance(origin, Serve) and origin.view
+    if not request.summary:
+        failed = CompactionFailed(compaction_id=job.compaction_id, detail=request.detail)
+        result = msgspec.structs.replace(
+            fail_compaction(plan), waited_seconds=request.waited_seconds
+        )
+        if not serve:
+            return Decision(events=(failed,), result=result)
+        # The failure changes no view: the one served is the current one.
+        view = draft_view(state, tokenizer=tokenizer, pending=pending).view()
+        return Decision(events=(failed, served(view)), view=view, result=result)
+    checkpoint, result = complete_compaction(
+        state,
+        plan,
+        request.summary,
+        checkpoint_id=new_id(),
+        created_at=now(),
+        tokenizer=tokenizer,
+    )
+    result = msgspec.structs.replace(result, waited_seconds=request.waited_seconds)
+    created = CheckpointCreated(compaction_id=job.compaction_id, checkpoint=checkpoint)
+    if not serve:
+        return Decision(events=(created,), result=result)
+    view = draft_view(state, tokenizer=tokenizer, pending=pending, checkpoint=checkpoint).view()
+    return Decision(events=(created, served(view)), view=view, result=result)
+
+
+def _background(
+    state: SessionState, request: Background, tokenizer: Tokenizer, new_id: Callable[[], str]
+) -> Decision:
+    config = state.config
+    if (
+        config.prepare_threshold <= 0
+        or state.background is not None
+        or state.last_seq < 3
+        or state.last_seq < state.background_retry_seq
+    ):
+        return Decision()
+    prepare_at = int(threshold_for(state) * config.prepare_threshold)
+    draft = draft_view(state, tokenizer=tokenizer)
+    if draft.estimated_tokens < prepare_at:
+        return Decision()
+    prepared = usable_prepared(state)
+    if prepared is not None:
+        under = draft_view(state, tokenizer=tokenizer, checkpoint=prepared_checkpoint(prepared))
+        if under.estimated_tokens < prepare_at:
+            return Decision()  # what is prepared still absorbs the growth
+        outcome = plan_compaction(
+            state, tokenizer=tokenizer, prepared=prepared, draft=under, force=True
+        )
+    else:
+        outcome = plan_compaction(state, tokenizer=tokenizer, draft=draft, force=True)
+    if not isinstance(outcome, CompactionPlan):
+        return Decision()
+    return _start(outcome, request, new_id)
+
+
+def _adopt(state: SessionState, request: Adopt) -> Decision:
+    checkpoint = request.checkpoint
+    active = state.active_checkpoint
+    if checkpoint.previous_checkpoint_id != (active.id if active else None):
+        raise ValueError(
+            f"checkpoint {checkpoint.id!r} extends {checkpoint.previous_checkpoint_id!r}, but "
+            f"{active.id if active else None!r} is active"
+        )
+    started = CompactionStarted(
+        compaction_id=request.compaction_id,
+        reason=checkpoint.reason,
+        retain_from_seq=checkpoint.retain_from_seq,
+        covers_through_seq=checkpoint.covers_through_seq,
+        estimated_tokens=checkpoint.tokens_before,
+        focus=checkpoint.focus,
+    )
+    created = CheckpointCreated(compaction_id=request.compaction_id, checkpoint=checkpoint)
+    return Decision(events=(started, created))
+
+
+def _recover(state: SessionState) -> Decision:
+    events: list[Event] = []
+    open_calls = list(state.open_tool_calls().values())
+    if open_calls:
+        synthetic = state.check_append(
+            [
+                Message(
+                    role="tool",
+                    content=INTERRUPTED_RESULT,
+                    tool_call_id=call.id,
+                    name=call.name,
+                    metadata={"synthetic": "interrupted"},
+                )
+                for call in open_calls
+            ]
+        )
+        events.extend(ToolResultSynthesized(message=message) for message in synthetic)
+    if state.background is not None:
+        # Its summariser died with the process: record that, so a new one may start at once.
+        events.append(
+            CompactionFailed(
+                compaction_id=state.background.compaction_id,
+                reason="interrupted",
+                detail="the process stopped before the background summary was recorded",
+                background=True,
+            )
+        )
+    return Decision(events=tuple(events))

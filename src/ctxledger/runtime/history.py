@@ -1,0 +1,791 @@
+"""The history actor: the single writer of the sessions it owns.
+
+A host runs a few of them (``Host(history_actors=...)``); each session belongs to one, chosen by
+its id. The actor owns the states of its sessions and does, per session and one request at a
+time: validate, decide (:func:`ctxledger.domain.decide`), hand the events to the log's journal
+without waiting, and fold them once the journal reports them durable. It never blocks: a batch in
+the journal, a session being loaded by the projection actors, a summary being written by the
+compaction pool are all answered by messages, and meanwhile the actor serves its other sessions.
+
+The journal answers a caller directly when a request's last batch is durable (after telling this
+actor, so the caller's next request always finds the batch folded): an append costs one hand-off
+to the actor, one to the journal, and the journal's wake-up of the caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import pykka
+
+from ctxledger._logging import get_logger
+from ctxledger.domain import (
+    Background,
+    Compact,
+    CompactionResult,
+    Decision,
+    Job,
+    ModelView,
+    Recover,
+    Request,
+    Serve,
+    SessionState,
+    Summarized,
+    Tokenizer,
+    decide,
+    draft_view,
+    threshold_for,
+)
+from ctxledger.errors import ContextOverflowError, HostClosedError, InvalidSeqError
+from ctxledger.events import (
+    CompactionFailed,
+    ConfigChanged,
+    Event,
+    MessageAppended,
+    MessagePinned,
+    UsageReported,
+)
+from ctxledger.runtime.loading import snapshot_due
+from ctxledger.runtime.messages import (
+    Append,
+    BackgroundEnded,
+    Command,
+    Decide,
+    Durable,
+    Load,
+    Loaded,
+    Open,
+    Pin,
+    Prepare,
+    Pressure,
+    Read,
+    RecordUsage,
+    SaveSnapshot,
+    Settle,
+    SummaryDone,
+    SummaryTimeout,
+)
+from ctxledger.runtime.waiters import LoopWaiter, Reply
+from ctxledger.storage import EventLog, RecordedEvent
+
+__all__ = ["HistoryActor", "Runtime"]
+
+_log = get_logger(__name__)
+
+
+@dataclass(slots=True)
+class Runtime:
+    """What the history actors of one host share.
+
+    Attributes:
+        log: The event log.
+        tokenizer: Counts tokens for the decisions.
+        new_id: Returns fresh compaction and checkpoint ids.
+        clock: Returns the unix time recorded on checkpoints and new sessions.
+        compaction: Runs summarisers (:class:`~ctxledger.runtime.compaction.CompactionPool`).
+        projection: Loads sessions and stores snapshots
+            (:class:`~ctxledger.runtime.projection.ProjectionPool`).
+        budget: The budget actor's ref.
+        timer: Deadlines (:class:`~ctxledger.runtime.timer.Timer`).
+        recovered: Sessions already recovered by this host (shared by its history actors).
+    """
+
+    log: EventLog
+    tokenizer: Tokenizer
+    new_id: Callable[[], str]
+    clock: Callable[[], float]
+    compaction: Any
+    projection: Any
+    budget: Any
+    timer: Any
+    recovered: set[str] = field(default_factory=set)
+
+
+class _Write:
+    """A batch of one session in the journal; a session has at most one at a time."""
+
+    __slots__ = ("events", "on_done", "op", "reply", "snapshot", "token", "value")
+
+    def __init__(
+        self,
+        token: int,
+        events: Sequence[Event],
+        on_done: Callable[[list[RecordedEvent] | None, BaseException | None], None] | None,
+        reply: Reply | None,
+        value: Any,
+        op: _Op | None,
+    ) -> None:
+        self.token = token
+        self.events = events
+        self.on_done = on_done
+        self.reply = reply  # answered by the journal itself once the batch is durable
+        self.value = value
+        self.op = op  # the command in progress the batch belongs to, if any
+        # Instead of events: a snapshot (seq, data), stored by a projection actor. It goes
+        # through the session's write queue, so a command after it finds it stored.
+        self.snapshot: tuple[int, bytes] | None = None
+
+
+class _Live:
+    """A session's state in memory and the work in progress on it."""
+
+    __slots__ = (
+        "background",
+        "background_timer",
+        "id",
+        "last_event_seq",
+        "op",
+        "pending_writes",
+        "prepare_pending",
+        "pressure_sent",
+        "queue",
+        "settle_replies",
+        "state",
+        "writing",
+    )
+
+    def __init__(self, session_id: str) -> None:
+        self.id = session_id
+        self.state: SessionState | None = None  # None while the projection actors load it
+        self.last_event_seq = 0
+        self.queue: deque[Command] = deque()  # commands waiting for the current one
+        self.op: _Op | None = None  # the command being carried out
+        self.writing: _Write | None = None
+        self.pending_writes: deque[_Write] = deque()
+        self.background: Job | None = None  # a background summary being written
+        self.background_timer: int | None = None
+        self.prepare_pending = False
+        self.pressure_sent = False
+        self.settle_replies: list[Reply] = []
+
+    @property
+    def idle(self) -> bool:
+        return (
+            self.state is not None
+            and self.op is None
+            and not self.queue
+            and self.writing is None
+            and self.background is None
+            and not self.pending_writes
+            and not self.settle_replies
+        )
+
+
+class _Op:
+    """A command in progress: a decision writing, or waiting for a summary (its own or one in the
+    background)."""
+
+    __slots__ = (
+        "attempt",
+        "command",
+        "handed_off",
+        "job",
+        "job_started",
+        "job_timer",
+        "request",
+        "wait_started",
+        "waited",
+        "waiting_for",
+    )
+
+    def __init__(self, command: Command, request: Request | None = None) -> None:
+        self.command = command
+        self.request = request
+        self.attempt = 0
+        self.job: Job | None = None
+        self.job_started = 0.0
+        self.job_timer: int | None = None
+        self.waiting_for: str | None = None
+        self.wait_started = 0.0
+        self.waited = 0.0
+        self.handed_off = False  # the reply went to the journal with the last batch
+
+
+class _SimpleQueue(pykka.ThreadingActor):
+    """A pykka actor whose inbox is a ``queue.SimpleQueue`` (lock-free put, C implementation)."""
+
+    @staticmethod
+    def _create_actor_inbox() -> Any:
+        import queue
+
+        return queue.SimpleQueue()
+
+
+class HistoryActor(_SimpleQueue):
+    """Owns a share of a host's sessions; see the module docstring.
+
+    Args:
+        runtime: What the host's history actors share.
+        number: This actor's number (sessions are routed to it by their id).
+        max_live: Session states it keeps in memory; the least recently used idle ones beyond
+            it are evicted (re-activated from snapshot and tail when needed).
+    """
+
+    def __init__(self, runtime: Runtime, number: int, max_live: int) -> None:
+        super().__init__()
+        self._rt = runtime
+        self._number = number
+        self._max_live = max_live
+        # Reactive attempts used since a session's last append or usage report; kept apart from
+        # the session states so that an eviction does not give a session its attempts back.
+        self._reactive: dict[str, int] = {}
+        self._lives: OrderedDict[str, _Live] = OrderedDict()  # least recently used first
+        self._tokens = 0
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            Append: self._on_command,
+            RecordUsage: self._on_command,
+            Pin: self._on_command,
+            Decide: self._on_command,
+            Read: self._on_command,
+            Settle: self._on_command,
+            Open: self._on_command,
+            Durable: self._on_durable,
+            Loaded: self._on_loaded,
+            SummaryDone: self._on_summary,
+            SummaryTimeout: self._on_timeout,
+            Prepare: self._on_prepare,
+        }
+
+    # --- pykka -----------------------------------------------------------------------------------
+
+    def on_receive(self, message: Any) -> Any:
+        handler = self._handlers.get(type(message))
+        if handler is None:
+            return super().on_receive(message)
+        handler(message)
+        return None
+
+    def on_stop(self) -> None:
+        closed = HostClosedError("the host is closed")
+        for live in self._lives.values():
+            if live.op is not None and not live.op.handed_off:
+                _fail(live.op.command.reply, closed)
+            for command in live.queue:
+                _fail(command.reply, closed)
+            for reply in live.settle_replies:
+                _fail(reply, closed)
+            live.queue.clear()
+            live.settle_replies.clear()
+            live.op = None
+
+    def on_failure(self, *args: Any) -> None:
+        _log.error("history_actor_failed", actor=self._number)
+
+    def live_sessions(self) -> list[str]:
+        """Return the ids of the session states in memory, least recently used first."""
+        return list(self._lives)
+
+    # --- commands --------------------------------------------------------------------------------
+
+    def _on_command(self, command: Command) -> None:
+        live = self._lives.get(command.session_id)
+        if live is None:
+            live = self._lives[command.session_id] = _Live(command.session_id)
+            open_config = command.create_config if isinstance(command, Open) else None
+            self._rt.projection.load(Load(command.session_id, open_config, self.actor_ref))
+        else:
+            self._lives.move_to_end(command.session_id)
+        live.queue.append(command)
+        self._pump(live)
+
+    def _pump(self, live: _Live) -> None:
+        """Start the queued commands of ``live`` while nothing is in progress."""
+        while live.state is not None and live.op is None and live.writing is None and live.queue:
+            command = live.queue.popleft()
+            try:
+                self._start(live, command)
+            except Exception as exc:  # the caller's bad input (validation) fails only the caller
+                if live.op is not None and live.op.command is command:
+                    live.op = None
+                _fail(command.reply, exc)
+        if live.op is None and live.writing is None and live.prepare_pending:
+            live.prepare_pending = False
+            self._prepare(live)
+        if live.settle_replies and self._settled(live):
+            replies, live.settle_replies = live.settle_replies, []
+            for reply in replies:
+                reply.resolve(None)
+        self._evict()
+
+    def _start(self, live: _Live, command: Command) -> None:
+        state = live.state
+        assert state is not None
+        kind = type(command)
+        if kind is Append:
+            assert isinstance(command, Append)
+            checked = state.check_append(command.messages)
+            self._reactive.pop(live.id, None)
+            seqs = [message.seq for message in checked]
+            events = [MessageAppended(message=message) for message in checked]
+            self._write(live, events, reply=command.reply, value=seqs, pressure=True)
+        elif kind is Decide:
+            assert isinstance(command, Decide)
+            op = live.op = _Op(command, command.request)
+            if command.reactive:
+                op.attempt = self._reactive.get(live.id, 0)
+                if op.attempt >= state.config.max_reactive_retries:
+                    self._overflow(live, op, None)
+                    return
+                self._reactive[live.id] = op.attempt + 1  # an attempt is used once it starts
+                op.request = Compact(trigger="prompt_too_long", attempt=op.attempt)
+            self._decide(live, op)
+        elif kind is Read:
+            assert isinstance(command, Read)
+            command.reply.resolve(command.fn(state, live.last_event_seq))
+        elif kind is Settle:
+            if self._settled(live):
+                command.reply.resolve(None)
+            else:
+                live.settle_replies.append(command.reply)
+        elif kind is RecordUsage:
+            assert isinstance(command, RecordUsage)
+            self._reactive.pop(live.id, None)
+            event = UsageReported(
+                prompt_tokens=command.prompt_tokens,
+                completion_tokens=command.completion_tokens,
+                through_seq=state.last_seq,
+            )
+            self._write(live, [event], reply=command.reply, value=None, pressure=True)
+        elif kind is Pin:
+            assert isinstance(command, Pin)
+            seq = command.seq
+            if not 1 <= seq <= state.last_seq:
+                raise InvalidSeqError(f"session {live.id!r} has no message with seq {seq!r}")
+            self._write(live, [MessagePinned(seq=seq)], reply=command.reply, value=None)
+        elif kind is Open:
+            assert isinstance(command, Open)
+            if command.config is not None and command.config != state.config:
+                changed: list[Event] = [ConfigChanged(config=command.config)]
+                self._write(live, changed, reply=command.reply, value=None)
+            else:
+                command.reply.resolve(None)
+
+    # --- the decision step -----------------------------------------------------------------------
+
+    def _decide(self, live: _Live, op: _Op) -> None:
+        state = live.state
+        assert state is not None and op.request is not None
+        rt = self._rt
+        decision = decide(state, op.request, tokenizer=rt.tokenizer, new_id=rt.new_id, now=rt.clock)
+        self._carry_out(live, op, decision)
+
+    def _carry_out(self, live: _Live, op: _Op, decision: Decision) -> None:
+        if decision.wait_for is not None:
+            running = live.background
+            if running is None or running.compaction_id != decision.wait_for:
+                # Recorded as running, but no summariser runs it here: it cannot finish.
+                self._write(live, [_abandoned(decision.wait_for)], op=op,
+                            on_done=lambda _r, _e: self._decide(live, op))  # fmt: skip
+                return
+            op.waiting_for = decision.wait_for
+            op.wait_started = time.monotonic()
+            return
+        job = decision.job
+        if job is not None:
+            op.job = job
+            self._write(
+                live, decision.events, on_done=lambda _r, _e: self._run_job(live, op, job), op=op
+            )
+            return
+        result = decision.result
+        if result is not None and op.waited:
+            result = msgspec.structs.replace(result, waited_seconds=op.waited)
+        command = op.command
+        assert isinstance(command, Decide)
+        if command.reactive and (result is None or not result.compacted):
+            self._next_attempt(live, op, result)
+            return
+        value: ModelView | CompactionResult | None = (
+            decision.view if isinstance(command.request, Serve) and command.request.view else result
+        )
+        if decision.view is not None:
+            _log.debug(
+                "view_served",
+                session_id=live.id,
+                seq=decision.view.through_seq,
+                tokens=decision.view.estimated_tokens,
+            )
+        if decision.events:
+            op.handed_off = True
+            self._write(
+                live,
+                decision.events,
+                reply=command.reply,
+                value=value,
+                on_done=self._op_done(live),
+                op=op,
+            )
+        else:
+            live.op = None
+            command.reply.resolve(value)
+
+    def _op_done(self, live: _Live) -> Callable[[Any, Any], None]:
+        def done(_records: Any, _error: Any) -> None:
+            live.op = None
+
+        return done
+
+    def _next_attempt(self, live: _Live, op: _Op, result: CompactionResult | None) -> None:
+        state = live.state
+        assert state is not None
+        op.attempt += 1
+        if op.attempt >= state.config.max_reactive_retries:
+            self._overflow(live, op, result)
+            return
+        self._reactive[live.id] = op.attempt + 1
+        op.request = Compact(trigger="prompt_too_long", attempt=op.attempt)
+        op.job = None
+        self._decide(live, op)
+
+    def _overflow(self, live: _Live, op: _Op, result: CompactionResult | None) -> None:
+        state = live.state
+        assert state is not None
+        live.op = None
+        limit = state.config.max_reactive_retries
+        op.command.reply.resolve(
+            None,
+            ContextOverflowError(
+                f"session {live.id!r}: the prompt is still too long after {limit} reactive "
+                f"compactions (last outcome: {result.reason if result else 'none'})"
+            ),
+        )
+
+    def _run_job(self, live: _Live, op: _Op | None, job: Job) -> None:
+        """The job's ``CompactionStarted`` is durable: hand the plan to the compaction pool."""
+        state = live.state
+        assert state is not None
+        if op is not None:
+            if live.op is not op:
+                return  # the command failed meanwhile
+            op.job_started = time.monotonic()
+        loop = None
+        if op is not None and isinstance(op.command.reply, LoopWaiter):
+            loop = op.command.reply.loop
+        timeout = state.config.summary_timeout
+        handle = self._rt.timer.call_later(
+            timeout, _teller(self.actor_ref, SummaryTimeout(live.id, job))
+        )
+        if op is not None:
+            op.job_timer = handle
+        else:
+            live.background_timer = handle
+        plan = job.plan
+        _log.info(
+            "compaction_started",
+            session_id=live.id,
+            compaction_id=job.compaction_id,
+            reason=plan.reason,
+            background=job.background,
+            retain_from_seq=plan.retain_from_seq,
+            messages=len(plan.messages),
+        )
+        self._rt.compaction.run(live.id, job, self.actor_ref, loop)
+
+    def _on_summary(self, message: SummaryDone) -> None:
+        live = self._lives.get(message.session_id)
+        if live is None:
+            return
+        self._summarized(live, message.job, message.summary, message.detail)
+
+    def _on_timeout(self, message: SummaryTimeout) -> None:
+        live = self._lives.get(message.session_id)
+        if live is None:
+            return
+        job = message.job
+        state = live.state
+        assert state is not None
+        if self._current_job(live, job) is None:
+            return
+        self._rt.compaction.abandon(job.compaction_id)
+        detail = f"summarizer timed out after {state.config.summary_timeout}s"
+        self._summarized(live, job, None, detail)
+
+    def _current_job(self, live: _Live, job: Job) -> _Op | bool | None:
+        if live.background is not None and live.background.compaction_id == job.compaction_id:
+            return True
+        op = live.op
+        if op is not None and op.job is not None and op.job.compaction_id == job.compaction_id:
+            return op
+        return None
+
+    def _summarized(self, live: _Live, job: Job, summary: str | None, detail: str) -> None:
+        owner = self._current_job(live, job)
+        if owner is None:
+            return  # a late answer to a job that timed out or was abandoned
+        if summary:
+            _log.info(
+                "compaction_finished",
+                session_id=live.id,
+                compaction_id=job.compaction_id,
+                background=job.background,
+                chars=len(summary),
+            )
+        else:
+            _log.warning(
+                "compaction_failed",
+                session_id=live.id,
+                compaction_id=job.compaction_id,
+                background=job.background,
+                detail=detail,
+            )
+        rt = self._rt
+        state = live.state
+        assert state is not None
+        if owner is True:
+            if live.background_timer is not None:
+                rt.timer.cancel(live.background_timer)
+                live.background_timer = None
+            request = Summarized(job=job, summary=summary, detail=detail)
+            decision = decide(
+                state, request, tokenizer=rt.tokenizer, new_id=rt.new_id, now=rt.clock
+            )
+            self._write(live, decision.events, on_done=lambda _r, _e: self._background_ended(live))
+            return
+        assert isinstance(owner, _Op)
+        op = owner
+        if op.job_timer is not None:
+            rt.timer.cancel(op.job_timer)
+            op.job_timer = None
+        op.waited += time.monotonic() - op.job_started
+        op.job = None
+        request = Summarized(job=job, summary=summary, detail=detail, waited_seconds=op.waited)
+        decision = decide(state, request, tokenizer=rt.tokenizer, new_id=rt.new_id, now=rt.clock)
+        self._carry_out(live, op, decision)
+
+    # --- background compaction -------------------------------------------------------------------
+
+    def _pressure(self, live: _Live) -> None:
+        """After an append or usage report: tell budget if a summary should be prepared now."""
+        state = live.state
+        assert state is not None
+        config = state.config
+        if (
+            config.prepare_threshold <= 0
+            or live.pressure_sent
+            or live.background is not None
+            or state.background is not None
+            or state.last_seq < 3
+            or state.last_seq < state.background_retry_seq
+        ):
+            return
+        threshold = threshold_for(state)
+        estimate = draft_view(state, tokenizer=self._rt.tokenizer).estimated_tokens
+        if estimate < threshold * config.prepare_threshold:
+            return
+        live.pressure_sent = True
+        self._rt.budget.tell(Pressure(live.id, estimate / threshold, self.actor_ref))
+
+    def _on_prepare(self, message: Prepare) -> None:
+        live = self._lives.get(message.session_id)
+        if live is None or live.state is None:
+            self._rt.budget.tell(BackgroundEnded(message.session_id))
+            return
+        if live.op is not None or live.writing is not None:
+            live.prepare_pending = True  # after the command in progress
+            return
+        self._prepare(live)
+        self._pump(live)
+
+    def _prepare(self, live: _Live) -> None:
+        state = live.state
+        assert state is not None
+        rt = self._rt
+        decision = decide(
+            state, Background(), tokenizer=rt.tokenizer, new_id=rt.new_id, now=rt.clock
+        )
+        job = decision.job
+        if job is None:
+            self._background_ended(live)
+            return
+        live.background = job
+        self._write(
+            live,
+            decision.events,
+            on_done=lambda _r, error: self._background_started(live, job, error),
+        )
+
+    def _background_started(self, live: _Live, job: Job, error: BaseException | None) -> None:
+        if error is not None:
+            live.background = None
+            self._background_ended(live)
+            return
+        self._run_job(live, None, job)
+
+    def _settled(self, live: _Live) -> bool:
+        return (
+            live.background is None
+            and not live.pressure_sent
+            and not live.prepare_pending
+            and live.writing is None
+        )
+
+    def _background_ended(self, live: _Live) -> None:
+        live.background = None
+        live.pressure_sent = False
+        self._rt.budget.tell(BackgroundEnded(live.id))
+        op = live.op
+        state = live.state
+        assert state is not None
+        if op is not None and op.waiting_for is not None and state.background is None:
+            # The caller waited for this summary: decide again, now that its outcome is folded.
+            op.waited += time.monotonic() - op.wait_started
+            op.waiting_for = None
+            self._decide(live, op)
+
+    # --- writes ----------------------------------------------------------------------------------
+
+    def _write(
+        self,
+        live: _Live,
+        events: Sequence[Event],
+        *,
+        reply: Reply | None = None,
+        value: Any = None,
+        on_done: Callable[[list[RecordedEvent] | None, BaseException | None], None] | None = None,
+        pressure: bool = False,
+        op: _Op | None = None,
+    ) -> None:
+        """Hand ``events`` to the journal (after the session's batch in flight, if any)."""
+        self._tokens += 1
+        if pressure:
+            inner = on_done
+
+            def with_pressure(records: Any, error: Any) -> None:
+                if inner is not None:
+                    inner(records, error)
+                if error is None:
+                    self._pressure(live)
+
+            on_done = with_pressure
+        write = _Write(self._tokens, events, on_done, reply, value, op)
+        if live.writing is not None:
+            live.pending_writes.append(write)
+            return
+        self._submit(live, write)
+
+    def _submit(self, live: _Live, write: _Write) -> None:
+        live.writing = write
+        if write.snapshot is not None:
+            seq, data = write.snapshot
+            self._rt.projection.save(SaveSnapshot(live.id, seq, data, self.actor_ref, write.token))
+            return
+        if not write.events:
+            self._on_durable(Durable(live.id, write.token, [], None))
+            return
+        me = self.actor_ref
+        session_id, token, reply, value = live.id, write.token, write.reply, write.value
+
+        def committed(records: list[RecordedEvent] | None, error: BaseException | None) -> None:
+            # On the journal thread: tell this actor first, so that the caller's next request,
+            # sent once it is answered below, finds the batch folded.
+            with contextlib.suppress(pykka.ActorDeadError):
+                me.tell(Durable(session_id, token, records, error))
+            if reply is not None:
+                reply.resolve(value if error is None else None, error)
+
+        self._rt.log.submit(
+            live.id, write.events, expected_seq=live.last_event_seq, callback=committed
+        )
+
+    def _on_durable(self, message: Durable) -> None:
+        live = self._lives.get(message.session_id)
+        if live is None or live.writing is None or live.writing.token != message.token:
+            return
+        write = live.writing
+        live.writing = None
+        state = live.state
+        assert state is not None
+        records = message.records
+        if message.error is None and records:
+            apply = state.apply
+            for record in records:
+                apply(record.event)
+            previous, live.last_event_seq = live.last_event_seq, records[-1].seq
+            if snapshot_due(previous, live.last_event_seq, state.config.snapshot_interval):
+                # Taken after the fold, so snapshot + tail replays to exactly this state.
+                self._tokens += 1
+                snapshot = _Write(self._tokens, (), None, None, None, None)
+                snapshot.snapshot = (live.last_event_seq, state.to_snapshot())
+                live.pending_writes.appendleft(snapshot)
+        if message.error is not None and write.op is not None and write.op is live.op:
+            # A batch of a command in progress failed: the command fails with it.
+            op, live.op = live.op, None
+            if not op.handed_off:
+                _fail(op.command.reply, message.error)
+        if write.on_done is not None:
+            write.on_done(records, message.error)
+        if live.pending_writes and live.writing is None:
+            self._submit(live, live.pending_writes.popleft())
+            return
+        self._pump(live)
+
+    # --- activation and eviction -----------------------------------------------------------------
+
+    def _on_loaded(self, message: Loaded) -> None:
+        live = self._lives.get(message.session_id)
+        if live is None:
+            return
+        if message.error is not None or message.state is None:
+            del self._lives[message.session_id]
+            error = message.error or HostClosedError("the session could not be loaded")
+            for command in live.queue:
+                _fail(command.reply, error)
+            return
+        live.state = message.state
+        live.last_event_seq = message.last_event_seq
+        rt = self._rt
+        if live.id not in rt.recovered:
+            rt.recovered.add(live.id)
+            decision = decide(
+                live.state, Recover(), tokenizer=rt.tokenizer, new_id=rt.new_id, now=rt.clock
+            )
+            _log.info(
+                "recovery",
+                session_id=live.id,
+                seq=live.state.last_seq,
+                events=live.last_event_seq,
+                repaired=len(decision.events),
+            )
+            if decision.events:
+                self._write(live, decision.events)
+                return
+        self._pump(live)
+
+    def _evict(self) -> None:
+        """Drop the least recently used idle states beyond ``max_live`` (their log stays)."""
+        lives = self._lives
+        busy = 0
+        while len(lives) > self._max_live and busy < len(lives):
+            session_id = next(iter(lives))
+            if lives[session_id].idle:
+                del lives[session_id]
+            else:
+                lives.move_to_end(session_id)  # in use: look at it again later
+                busy += 1
+
+
+def _abandoned(compaction_id: str) -> CompactionFailed:
+    return CompactionFailed(
+        compaction_id=compaction_id,
+        reason="interrupted",
+        detail="no summariser is running for this background compaction",
+        background=True,
+    )
+
+
+def _fail(reply: Reply, error: BaseException) -> None:
+    reply.resolve(None, error)
+
+
+def _teller(ref: pykka.ActorRef[Any], message: Any) -> Callable[[], None]:
+    def tell() -> None:
+        with contextlib.suppress(pykka.ActorDeadError):
+            ref.tell(message)
+
+    return tell

@@ -1,0 +1,202 @@
+"""The typed messages the runtime's actors exchange.
+
+Commands come from :class:`~ctxledger.runtime.Session` handles and go to the history actor that
+owns the session; each carries the caller's reply slot. The other messages flow between the
+actors and the journal: a load finished, a batch is durable, a summary arrived or timed out, a
+session's token pressure changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ctxledger.config import Config
+from ctxledger.domain import Compact, Job, Serve, SessionState
+from ctxledger.messages import Message
+from ctxledger.runtime.waiters import Reply
+from ctxledger.storage import RecordedEvent
+
+__all__ = [
+    "Append",
+    "BackgroundEnded",
+    "Command",
+    "Decide",
+    "Durable",
+    "Load",
+    "Loaded",
+    "Open",
+    "Pin",
+    "Prepare",
+    "Pressure",
+    "Read",
+    "RecordUsage",
+    "SaveSnapshot",
+    "Settle",
+    "SummaryDone",
+    "SummaryTimeout",
+]
+
+
+# --- commands: Session handle -> history actor ---------------------------------------------------
+
+
+@dataclass(slots=True)
+class Command:
+    """A request of a session's caller; ``reply`` receives the answer (or the error)."""
+
+    session_id: str
+    reply: Reply
+
+
+@dataclass(slots=True)
+class Open(Command):
+    """Activate the session, creating it with ``config`` when it does not exist.
+
+    An existing session whose Config differs from a given ``config`` records ``ConfigChanged``.
+    """
+
+    config: Config | None
+    create_config: Config
+
+
+@dataclass(slots=True)
+class Append(Command):
+    """Append messages as one atomic batch; the answer is their seqs."""
+
+    messages: tuple[Message, ...]
+
+
+@dataclass(slots=True)
+class RecordUsage(Command):
+    """Record the provider's usage figure for the prompt just sent."""
+
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(slots=True)
+class Pin(Command):
+    """Pin message ``seq``."""
+
+    seq: int
+
+
+@dataclass(slots=True)
+class Decide(Command):
+    """Run the decision step for ``request`` (a step, a compaction) to its end.
+
+    ``reactive``: retry with ``prompt_too_long`` compactions, harder each time, until one
+    compacts or ``max_reactive_retries`` attempts are spent.
+    """
+
+    request: Serve | Compact
+    reactive: bool = False
+
+
+@dataclass(slots=True)
+class Settle(Command):
+    """Answer once no background summary is being prepared for the session (nor about to be)."""
+
+
+@dataclass(slots=True)
+class Read(Command):
+    """Answer ``fn(state, last_event_seq)``, computed by the owner on a consistent state."""
+
+    fn: Callable[[SessionState, int], Any]
+
+
+# --- between the actors and the journal ----------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Load:
+    """Projection actor: fold the session (creating it with ``create_config`` if missing).
+
+    Without ``create_config`` a missing session fails the load (``UnknownSessionError``).
+    """
+
+    session_id: str
+    create_config: Config | None
+    owner: Any  # the history actor's ref, told ``Loaded``
+
+
+@dataclass(slots=True)
+class Loaded:
+    """History actor: a session's state is ready (or could not be loaded: ``error``)."""
+
+    session_id: str
+    state: SessionState | None
+    last_event_seq: int
+    error: BaseException | None
+
+
+@dataclass(slots=True)
+class Durable:
+    """History actor: the write ``token`` of a session is durable (``records``) or failed."""
+
+    session_id: str
+    token: int
+    records: list[RecordedEvent] | None
+    error: BaseException | None
+
+
+@dataclass(slots=True)
+class SummaryDone:
+    """History actor: the summariser answered ``job`` (``summary`` None when it failed)."""
+
+    session_id: str
+    job: Job
+    summary: str | None
+    detail: str
+    seconds: float
+
+
+@dataclass(slots=True)
+class SummaryTimeout:
+    """History actor: ``job`` has run for ``summary_timeout`` seconds."""
+
+    session_id: str
+    job: Job
+
+
+@dataclass(slots=True)
+class Pressure:
+    """Budget actor: a session's estimate crossed the point where a summary should be prepared.
+
+    ``urgency`` is the estimate over the compaction threshold: sessions closest to it first.
+    """
+
+    session_id: str
+    urgency: float
+    owner: Any  # the history actor's ref, told ``Prepare``
+
+
+@dataclass(slots=True)
+class Prepare:
+    """History actor: start a background compaction for the session if one is still due."""
+
+    session_id: str
+
+
+@dataclass(slots=True)
+class BackgroundEnded:
+    """Budget actor: a session's background compaction ended (or never started)."""
+
+    session_id: str
+
+
+@dataclass(slots=True)
+class SaveSnapshot:
+    """Projection actor: store ``data``, the session's snapshot after event ``seq``.
+
+    ``owner`` is then told ``Durable(session_id, token, [], None)`` (a snapshot that cannot be
+    stored is logged, not reported: it only makes a later fold longer).
+    """
+
+    session_id: str
+    seq: int
+    data: bytes
+    owner: Any
+    token: int

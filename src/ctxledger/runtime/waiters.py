@@ -1,0 +1,73 @@
+"""Replies to callers: a thread that blocks, or a task on an event loop that awaits.
+
+Whoever finishes a caller's request (a history actor, or the journal's commit callback) calls
+``resolve`` once, from any thread. A thread waiting in :meth:`Waiter.wait` is woken through a
+pre-acquired lock (the cheapest one-shot signal between two threads); a task awaiting
+:meth:`LoopWaiter.wait` is answered with one ``call_soon_threadsafe`` on its own loop, so an
+async caller needs no worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from typing import Any
+
+__all__ = ["LoopWaiter", "Reply", "Waiter"]
+
+
+class Waiter:
+    """The reply slot of a caller that blocks its thread until the answer comes."""
+
+    __slots__ = ("_done", "error", "value")
+
+    def __init__(self) -> None:
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self._done = threading.Lock()
+        self._done.acquire()
+
+    def resolve(self, value: Any, error: BaseException | None = None) -> None:
+        """Answer the caller with ``value``, or make it raise ``error``."""
+        self.value, self.error = value, error
+        self._done.release()
+
+    def wait(self) -> Any:
+        """Block until answered; return the value or raise the error."""
+        self._done.acquire()
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+class LoopWaiter:
+    """The reply slot of a task on an event loop: resolved from any thread, awaited on the loop."""
+
+    __slots__ = ("future", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.future: asyncio.Future[Any] = loop.create_future()
+
+    def resolve(self, value: Any, error: BaseException | None = None) -> None:
+        """Answer the awaiting task (a no-op when its loop is closed)."""
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is left to answer
+            self.loop.call_soon_threadsafe(_settle, self.future, value, error)
+
+    async def wait(self) -> Any:
+        """Await the answer; return the value or raise the error."""
+        return await self.future
+
+
+def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
+
+
+#: Either kind of reply slot.
+Reply = Waiter | LoopWaiter

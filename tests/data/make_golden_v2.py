@@ -1,0 +1,112 @@
+"""Write the golden corpus of format-2 records: ``golden_v2.msgpack``, ``.json`` and ``.dict``.
+
+Format 2 is what runtime v2 records on top of format 1 (``make_golden.py``): Configs with the
+fields added since, background compaction (``summary_prepared``, background starts and
+failures, checkpoints activated from a prepared summary). Run ONCE per released format; while
+format 2 is unreleased, ``--force`` rewrites it.
+
+    .venv/bin/python tests/data/make_golden_v2.py            # refuses to overwrite
+    .venv/bin/python tests/data/make_golden_v2.py --force    # only while format 2 is unreleased
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from make_golden import _CONFIG, _SUMMARY, _TRACEBACK, write_corpus
+
+from ctxledger.checkpoints import Checkpoint
+from ctxledger.events.types import (
+    CheckpointCreated,
+    CompactionFailed,
+    CompactionStarted,
+    ConfigChanged,
+    Event,
+    SessionOpened,
+    SummaryPrepared,
+)
+
+HERE = Path(__file__).resolve().parent
+
+
+def golden_events() -> list[tuple[str, Event]]:
+    """Every event type or field that format 2 added, small and, where natural, large."""
+    config = _CONFIG.replace(prepare_threshold=0.7)
+    return [
+        (
+            "session_opened.v2",
+            SessionOpened(session_id="sess-9c1e", config=config, created_at=1796000000.5),
+        ),
+        ("config_changed.v2", ConfigChanged(config=config.replace(prepare_threshold=0.0))),
+        (
+            "compaction_started.background",
+            CompactionStarted(
+                compaction_id="cmp-0101",
+                reason="threshold_exceeded",
+                retain_from_seq=120,
+                covers_through_seq=119,
+                estimated_tokens=86_000,
+                background=True,
+            ),
+        ),
+        (
+            "summary_prepared",
+            SummaryPrepared(
+                compaction_id="cmp-0101",
+                retain_from_seq=120,
+                covers_through_seq=119,
+                summary="Parsed ISO durations; negative signs fixed; two tests left.",
+                input_hash="5d41" * 16,
+                previous_checkpoint_id="ckpt-0002",
+                max_chars=9000,
+            ),
+        ),
+        (
+            "summary_prepared.large",
+            SummaryPrepared(
+                compaction_id="cmp-0102",
+                retain_from_seq=180,
+                covers_through_seq=179,
+                summary=_SUMMARY,
+                input_hash="7c4a" * 16,
+                max_chars=24_000,
+            ),
+        ),
+        (
+            "checkpoint_created.prepared",
+            CheckpointCreated(
+                compaction_id="cmp-0101",
+                checkpoint=Checkpoint(
+                    id="ckpt-0003",
+                    summary="Parsed ISO durations; negative signs fixed; two tests left.",
+                    retain_from_seq=120,
+                    covers_through_seq=119,
+                    reason="threshold_exceeded",
+                    created_at=1796000300.0,
+                    previous_checkpoint_id="ckpt-0002",
+                    tokens_before=96_100,
+                    tokens_after=31_000,
+                    input_hash="5d41" * 16,
+                ),
+                prepared=True,
+            ),
+        ),
+        (
+            "compaction_failed.background",
+            CompactionFailed(compaction_id="cmp-0103", detail=_TRACEBACK, background=True),
+        ),
+        (
+            "compaction_failed.interrupted",
+            CompactionFailed(
+                compaction_id="cmp-0104",
+                reason="interrupted",
+                detail="the process stopped before the background summary was recorded",
+                background=True,
+            ),
+        ),
+    ]
+
+
+if __name__ == "__main__":
+    sys.exit(write_corpus("golden_v2", golden_events(), sys.argv[1:]))
