@@ -15,8 +15,8 @@ import lmdb
 import pytest
 import structlog
 
-from ctxledger.errors import ConfigError, StorageError
-from ctxledger.events.types import Event, MessageAppended, UsageReported
+from ctxledger.errors import ConfigError, InvalidMessageError, StorageError
+from ctxledger.events.types import CompactionFailed, Event, MessageAppended, UsageReported
 from ctxledger.messages import Message
 from ctxledger.storage import LmdbEventLog
 from ctxledger.storage._layout import STAMP_SIZE, pack_pair
@@ -337,10 +337,24 @@ def _run_child(source: str) -> None:
     subprocess.run([sys.executable, "-c", textwrap.dedent(source)], check=True, timeout=60)
 
 
-def test_an_unencodable_event_fails_its_append_alone(tmp_path: Path) -> None:
-    """Metadata msgpack cannot encode fails that append (nothing written); others land."""
-    message = Message(role="user", content="hi", metadata={"handle": object()})
-    bad = MessageAppended(message=message.with_seq(1))
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        # Found before queueing: a message's metadata is checked by append itself.
+        (
+            MessageAppended(
+                message=Message(role="user", content="hi", metadata={"handle": object()}).with_seq(1)
+            ),
+            "metadata",
+        ),
+        # Found by the journal as it encodes: a summary-like text field is checked nowhere else.
+        (CompactionFailed(compaction_id="c1", detail="bad \ud800 text"), None),
+    ],
+)
+def test_an_unencodable_event_fails_its_append_alone(
+    tmp_path: Path, bad: Event, field: str | None
+) -> None:
+    """An event that cannot be encoded fails that append (nothing written); others land."""
     with LmdbEventLog.open(tmp_path / "log") as log:
         barrier = threading.Barrier(4)
         outcomes: dict[str, object] = {}
@@ -361,7 +375,9 @@ def test_an_unencodable_event_fails_its_append_alone(tmp_path: Path) -> None:
         barrier.wait()
         for thread in threads:
             thread.join()
-        assert isinstance(outcomes["bad"], TypeError)
+        error = outcomes["bad"]
+        assert isinstance(error, InvalidMessageError) and error.field == field
+        assert "'bad'" in str(error) and "event 1 of the batch" in str(error)
         assert (log.last_seq("bad"), log.last_seq("a"), log.last_seq("b")) == (0, 2, 3)
         assert sorted(log.sessions()) == ["a", "b"]
         assert log.last_position() == 5

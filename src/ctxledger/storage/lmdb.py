@@ -59,6 +59,7 @@ _ITER_CHUNK = 512  # events per read transaction when streaming
 _BODY_CHUNK = 2048  # the same for iter_bodies: each chunk costs a hand-off to the zstd worker
 _NO_SEQ = 1 << 64  # above every seq (keys are u64): a range without an end
 _MIN_SAMPLE = 64  # payloads smaller than this teach a dictionary nothing
+_MAX_KEY = 511  # LMDB's largest key (MDB_MAXKEYSIZE in the default build)
 
 _Row = TypeVar("_Row")
 _REGISTRY: dict[str, SharedEnvironment] = {}
@@ -482,7 +483,13 @@ class LmdbEventLog:
             yield txn
 
     def _number(self, txn: lmdb.Transaction, session_id: str) -> int | None:
-        stamp = txn.get(session_id.encode(), db=self._shared.dbs.sessions)
+        try:
+            key = session_id.encode()
+        except UnicodeEncodeError:  # no append accepts such an id: no session has it
+            return None
+        if not key or len(key) > _MAX_KEY:  # LMDB could not have stored it
+            return None
+        stamp = txn.get(key, db=self._shared.dbs.sessions)
         return None if stamp is None else unpack_stamp(stamp, session_id=session_id)[0]
 
     def _session_id(self, txn: lmdb.Transaction, number: int, position: int) -> str:
