@@ -166,7 +166,9 @@ class LmdbWriter:
             return None, failed.error
         except lmdb.BadValsizeError as exc:
             session = getattr(op, "session_id", None)
-            where = f"session {session!r}: " if session is not None else ""
+            where = ""
+            if session is not None:
+                where = f"session {session[:40]!r}{'…' if len(session) > 40 else ''}: "
             error = InvalidMessageError(
                 f"{where}the event log refused to store this request: {exc}",
                 limit="a key or value LMDB can store",
