@@ -38,7 +38,8 @@ def usage(count: int, start: int = 0) -> list[Event]:
 
 def with_metadata(metadata: dict[str, Any]) -> Event:
     """A message event carrying ``metadata`` (which may not be encodable)."""
-    return MessageAppended(message=Message(role="user", content="hi", metadata=metadata).with_seq(1))
+    message = Message(role="user", content="hi", metadata=metadata)
+    return MessageAppended(message=message.with_seq(1))
 
 
 @dataclass(frozen=True)

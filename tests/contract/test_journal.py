@@ -233,7 +233,8 @@ def test_a_request_refused_mid_write_is_left_out_and_the_group_written_again(
     """
     outcomes = queued_behind_a_held_group(journal, writer, ["x", "refused-1", "y", "z"])
     assert {op: outcomes[op] for op in "xyz"} == {op: f"done:{op}" for op in "xyz"}
-    assert isinstance(outcomes["refused-1"], ValueError) and "too long" in str(outcomes["refused-1"])
+    refused = outcomes["refused-1"]
+    assert isinstance(refused, ValueError) and "too long" in str(refused)
     assert sorted(env.committed_ops()) == ["first", "x", "y", "z"]
     assert any(txn.aborted and "refused-1" in txn.ops for txn in env.txns)
 

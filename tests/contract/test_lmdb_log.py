@@ -343,7 +343,7 @@ def _run_child(source: str) -> None:
         # Found before queueing: a message's metadata is checked by append itself.
         (
             MessageAppended(
-                message=Message(role="user", content="hi", metadata={"handle": object()}).with_seq(1)
+                message=Message(role="user", content="hi", metadata={"h": object()}).with_seq(1)
             ),
             "metadata",
         ),

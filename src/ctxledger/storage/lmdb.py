@@ -259,6 +259,21 @@ class LmdbEventLog:
         dict_id: int = self._journal().submit(DictionaryOp(record))
         return dict_id
 
+    def sync(self) -> None:
+        """Flush every committed append to disk now, whatever the durability mode.
+
+        For a log opened with ``durability="none"`` to bulk-write quickly (an import, a
+        salvage): one flush at the end makes everything written so far durable.
+
+        Raises:
+            StorageError: The flush failed, or the log is closed or read-only.
+        """
+        self._journal()  # refuses a closed or read-only log
+        try:
+            self._shared.env.sync(True)
+        except lmdb.Error as exc:
+            raise StorageError(f"cannot flush the event log at {str(self.path)!r}: {exc}") from exc
+
     # --- reads --------------------------------------------------------------------------------
 
     def read(
@@ -342,19 +357,20 @@ class LmdbEventLog:
         """Return the session's last event seq, 0 if it has none."""
         with self._reading() as txn:
             number = self._number(txn, session_id)
-            if number is None:
-                return 0
-            key = last_key_before(txn.cursor(db=self._shared.dbs.events), pack_pair(number + 1, 0))
-            if key is None:
-                return 0
-            key_number, seq = unpack_pair(key)
-            return seq if key_number == number else 0
+            return 0 if number is None else self._last_of(txn, number)
+
+    def _last_of(self, txn: lmdb.Transaction, number: int) -> int:
+        key = last_key_before(txn.cursor(db=self._shared.dbs.events), pack_pair(number + 1, 0))
+        if key is None:
+            return 0
+        key_number, seq = unpack_pair(key)
+        return seq if key_number == number else 0
 
     def sessions(self) -> list[str]:
         """Return every session id in creation order."""
         with self._reading() as txn:
             return [
-                bytes(value).decode()
+                bytes(value).decode(errors="backslashreplace")
                 for value in txn.cursor(db=self._shared.dbs.session_ids).iternext(keys=False)
             ]
 
@@ -442,8 +458,14 @@ class LmdbEventLog:
             ``active_dictionary``.
         """
         shared = self._shared
-        per_session = {session_id: self.last_seq(session_id) for session_id in self.sessions()}
         with self._reading() as txn:
+            # By session number, so that a session whose own entry is damaged is still counted.
+            per_session = {
+                bytes(name).decode(errors="backslashreplace"): self._last_of(
+                    txn, unpack_u64(number)
+                )
+                for number, name in txn.cursor(db=shared.dbs.session_ids)
+            }
             raw = unpack_u64(txn.get(b"raw_bytes", b"\0" * 8, db=shared.dbs.meta))
             stored = unpack_u64(txn.get(b"stored_bytes", b"\0" * 8, db=shared.dbs.meta))
             info = shared.env.info()
