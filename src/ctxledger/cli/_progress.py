@@ -130,7 +130,10 @@ def reading_progress(log: EventLog, label: str, events: int) -> Iterator[EventLo
     if not sys.stderr.isatty():
         yield log
         return
-    with click.progressbar(
-        length=max(events, 1), label=label, file=sys.stderr, show_pos=True
-    ) as bar:
-        yield CountingLog(log, bar.update)
+    length = max(events, 1)
+    with click.progressbar(length=length, label=label, file=sys.stderr, show_pos=True) as bar:
+
+        def tick(count: int) -> None:  # a fork's parent is read again: never past the end
+            bar.update(min(count, length - bar.pos))
+
+        yield CountingLog(log, tick)
