@@ -7,6 +7,7 @@ so a cut there leaves that tool call unanswered.
 
 from __future__ import annotations
 
+import itertools
 import os
 import pty
 import re
@@ -153,7 +154,7 @@ def as_copied(records: list[RecordedEvent]) -> list[tuple[object, ...]]:
     """What salvage keeps of a record: seq, event, commit time and batch (not the position, as
     sessions are copied one after another)."""
     batches = [0]
-    for previous, record in zip(records, records[1:], strict=False):
+    for previous, record in itertools.pairwise(records):
         same = (record.timestamp, record.position) == (previous.timestamp, previous.position + 1)
         batches.append(batches[-1] + (0 if same else 1))
     return [(r.seq, r.event, r.timestamp, batch) for r, batch in zip(records, batches, strict=True)]
@@ -191,7 +192,9 @@ def test_salvage_keeps_what_verifies_and_answers_the_cut_tool_call(
     assert answer.event.message.tool_call_id == "s2-call-7"
 
 
-def test_salvage_of_a_whole_log_copies_everything(pristine: tuple[Path, int], tmp_path: Path) -> None:
+def test_salvage_of_a_whole_log_copies_everything(
+    pristine: tuple[Path, int], tmp_path: Path
+) -> None:
     """Nothing damaged: every record is copied as it was, and the report says complete."""
     db, _ = pristine
     report = salvage(db, tmp_path / "out")
