@@ -381,3 +381,21 @@ def test_an_unencodable_event_fails_its_append_alone(
         assert (log.last_seq("bad"), log.last_seq("a"), log.last_seq("b")) == (0, 2, 3)
         assert sorted(log.sessions()) == ["a", "b"]
         assert log.last_position() == 5
+
+
+@pytest.mark.parametrize(
+    ("durability", "flushed"), [("sync", True), ("group", True), ("none", False)]
+)
+def test_the_durability_mode_reaches_the_environment(
+    tmp_path: Path, durability: str, flushed: bool
+) -> None:
+    """"sync" and "group" open LMDB with fsync of data and meta pages; "none" without.
+
+    A crash test with kill -9 cannot see a missing fsync (the page cache survives the process),
+    so the flags themselves are checked; and never writemap, which turns a full disk into a
+    SIGBUS instead of an error.
+    """
+    with LmdbEventLog.open(tmp_path / "log", durability=durability) as log:  # type: ignore[arg-type]
+        flags = log._shared.env.flags()
+    assert (flags["sync"], flags["metasync"]) == (flushed, flushed)
+    assert not flags["writemap"]
