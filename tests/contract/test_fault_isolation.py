@@ -8,6 +8,7 @@ other requests commit as if they had arrived alone.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -167,6 +168,35 @@ def test_a_request_the_storage_refuses_mid_write_fails_alone(
         log.append(backend.storage_refused_id, usage(2), expected_seq=0)
     log.append("after", usage(1), expected_seq=0)
     assert (log.sessions(), log.last_position()) == (["after"], 1)
+
+
+def test_awaited_appends_beside_refused_ones_all_land(
+    backend: Backend, log: EventLog, storage_limit_raised: None
+) -> None:
+    """Tasks on one event loop: each bad request raises its own error, every good one lands."""
+    kinds = bad_requests(backend)
+
+    async def good(index: int) -> None:
+        for step in range(4):
+            await log.aappend(f"task-{index}", usage(1, start=step), expected_seq=step)
+
+    async def bad(kind: Bad, n: int) -> None:
+        session_id, events = kind.build(n)
+        await log.aappend(session_id, events, expected_seq=0)
+
+    async def go() -> list[BaseException | None]:
+        return await asyncio.gather(
+            *(good(index) for index in range(8)),
+            *(bad(kind, n) for n, kind in enumerate(kinds)),
+            return_exceptions=True,
+        )
+
+    outcomes = asyncio.run(go())
+    assert outcomes[:8] == [None] * 8
+    for kind, outcome in zip(kinds, outcomes[8:], strict=True):
+        assert isinstance(outcome, kind.error), (kind.name, outcome)
+    assert sorted(log.sessions()) == sorted(f"task-{index}" for index in range(8))
+    assert all(log.last_seq(f"task-{index}") == 4 for index in range(8))
 
 
 # --- the scenario: well-behaved writers beside a misbehaving one ---------------------------------
