@@ -153,14 +153,26 @@ class CorruptRecordError(EventDecodeError):
     """Raised when a stored record fails its checksum or cannot be decoded.
 
     ``session_id`` and ``seq`` name the position of the damaged record (either may be ``None``
-    when the position is unknown, for example when decoding loose bytes).
+    when the position is unknown, for example when decoding loose bytes, or when the damage is in
+    the session's own entry rather than in one of its events); ``reason`` is what is wrong.
     """
 
     def __init__(self, message: str, *, session_id: str | None = None, seq: int | None = None):
-        where = f"session {session_id!r} seq {seq}: " if session_id is not None else ""
+        where = ""
+        if session_id is not None:
+            where = f"session {session_id!r}" + (f" seq {seq}" if seq is not None else "") + ": "
         super().__init__(f"corrupt record: {where}{message}")
         self.session_id = session_id
         self.seq = seq
+        self.reason = message
+
+    def __reduce__(self) -> tuple[object, tuple[str, str | None, int | None]]:
+        # The keyword-only constructor differs from ``args``; keep the error picklable.
+        return (_corrupt_record, (self.reason, self.session_id, self.seq))
+
+
+def _corrupt_record(reason: str, session_id: str | None, seq: int | None) -> CorruptRecordError:
+    return CorruptRecordError(reason, session_id=session_id, seq=seq)
 
 
 class UnknownEventTypeError(EventDecodeError):

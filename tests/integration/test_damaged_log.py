@@ -336,3 +336,31 @@ def test_long_verbs_show_progress_on_a_terminal(
     assert counts, terminal
     done, total = map(int, counts[-1])
     assert done == total > 0, terminal
+
+
+def test_a_session_whose_own_entry_is_damaged_is_listed_and_not_salvaged(
+    pristine: tuple[Path, int], tmp_path: Path
+) -> None:
+    """Damage in the sessions table, not in an event: listed as damaged at seq 1; salvage
+    cannot even count its events, drops it and says so (exit 1)."""
+    db = Path(shutil.copytree(pristine[0], tmp_path / "db"))
+    with lmdb.open(str(db), max_dbs=16) as env:
+        sessions = env.open_db(b"sessions")
+        with env.begin(write=True, db=sessions) as txn:
+            entry = bytearray(txn.get(b"s3"))
+            entry[3] ^= 0x20
+            txn.put(b"s3", bytes(entry))
+    listed = run("sessions", "--db", db)
+    assert listed.exit_code == 0
+    row = next(line for line in listed.stdout.splitlines() if line.startswith("s3 "))
+    assert row.split()[1:6] == ["-"] * 5 and row.endswith("damaged at seq 1")
+    report = salvage(db, tmp_path / "out")
+    (s3,) = [entry for entry in report.sessions if entry.session == "s3"]
+    assert (s3.events, s3.kept, s3.dropped, s3.cut_at) == (None, 0, None, 1)
+    assert "its own entry" not in s3.reason and "unreadable" in s3.reason
+    assert not report.complete
+    result = run("salvage", "--db", db, "--out", tmp_path / "out2")
+    assert result.exit_code == 1
+    assert next(line for line in result.stdout.splitlines() if line.startswith("s3 ")).split()[
+        1:4
+    ] == ["?", "0", "all"]

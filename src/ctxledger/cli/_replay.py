@@ -137,9 +137,9 @@ def salvage(ctx: click.Context, db: Path, out: Path) -> None:
     rows = [
         (
             entry.session,
-            f"{entry.events:,}",
+            "?" if entry.events is None else f"{entry.events:,}",
             f"{entry.kept:,}",
-            f"{entry.dropped:,}",
+            "all" if entry.dropped is None else f"{entry.dropped:,}",
             f"{entry.synthesized:,}",
             _clip(entry.reason) or "whole",
         )
@@ -154,7 +154,7 @@ def salvage(ctx: click.Context, db: Path, out: Path) -> None:
     if report.complete:
         click.echo(f"salvage complete: {summary}")
         return
-    cut = sum(1 for entry in report.sessions if entry.dropped)
+    cut = sum(1 for entry in report.sessions if entry.cut_at is not None)
     click.echo(f"salvage dropped events of {cut} session(s): {summary}", err=True)
     ctx.exit(1)
 

@@ -67,13 +67,14 @@ def read_until_damage(
     except EventDecodeError as exc:
         error = exc
     bad = locate_damage(log, session_id, previous, error)
-    for record in log.read(session_id, previous + 1, bad - 1):
-        yield record.seq, record.event
-    if isinstance(error, CorruptRecordError) and (error.session_id, error.seq) == (
-        session_id,
-        bad,
-    ):
-        raise error
+    if bad > previous + 1:
+        for record in log.read(session_id, previous + 1, bad - 1):
+            yield record.seq, record.event
+    if isinstance(error, CorruptRecordError):
+        if (error.session_id, error.seq) == (session_id, bad):
+            raise error
+        reason = error.reason if error.seq is not None else f"its own entry: {error.reason}"
+        raise CorruptRecordError(reason, session_id=session_id, seq=bad) from error
     raise CorruptRecordError(str(error), session_id=session_id, seq=bad) from error
 
 

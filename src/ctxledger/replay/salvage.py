@@ -34,7 +34,8 @@ class SessionSalvage(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         session: The session.
-        events: Its events in the damaged log.
+        events: Its events in the damaged log; None when the session's own entry is damaged,
+            so that not even its events can be counted (nothing of it is copied).
         kept: Events copied (seqs ``1..kept``).
         synthesized: Interrupted tool calls answered after the cut, as recovery does.
         cut_at: The first event seq not copied, None if the session was copied whole.
@@ -42,16 +43,16 @@ class SessionSalvage(msgspec.Struct, frozen=True, kw_only=True):
     """
 
     session: str
-    events: int
+    events: int | None
     kept: int
     synthesized: int = 0
     cut_at: int | None = None
     reason: str = ""
 
     @property
-    def dropped(self) -> int:
-        """Events of the damaged log not copied."""
-        return self.events - self.kept
+    def dropped(self) -> int | None:
+        """Events of the damaged log not copied (None if they cannot be counted)."""
+        return None if self.events is None else self.events - self.kept
 
 
 class SalvageReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -65,8 +66,8 @@ class SalvageReport(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def complete(self) -> bool:
-        """Whether every event was copied (nothing was dropped)."""
-        return all(not entry.dropped for entry in self.sessions)
+        """Whether every event was copied (no session was cut)."""
+        return all(entry.cut_at is None for entry in self.sessions)
 
     @property
     def kept(self) -> int:
@@ -75,8 +76,8 @@ class SalvageReport(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def dropped(self) -> int:
-        """Events not copied, over all sessions."""
-        return sum(entry.dropped for entry in self.sessions)
+        """Events not copied, over all sessions whose events can be counted."""
+        return sum(entry.dropped or 0 for entry in self.sessions)
 
 
 def salvage(
@@ -131,7 +132,7 @@ def _copy_session(
         mismatches = verify(log, session_id, tokenizer=tokenizer).mismatches
     except CtxLedgerError as exc:  # the session's own entry is damaged: nothing is readable
         return SessionSalvage(
-            session=session_id, events=0, kept=0, cut_at=1, reason=f"unreadable: {exc}"
+            session=session_id, events=None, kept=0, cut_at=1, reason=f"unreadable: {exc}"
         )
     first = min(mismatches, key=lambda mismatch: mismatch.seq, default=None)
     through = events if first is None else first.seq - 1
