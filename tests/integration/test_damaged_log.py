@@ -24,7 +24,6 @@ from cli_helpers import assert_one_line_error, run
 from ctxledger import Config, CorruptRecordError, Host, Message, ToolCall
 from ctxledger.events import MessageAppended, SessionForked, ToolResultSynthesized
 from ctxledger.replay import find_damage, salvage, verify
-from ctxledger.runtime.session import INTERRUPTED_RESULT
 from ctxledger.storage import LmdbEventLog, RecordedEvent
 from ctxledger.storage._layout import pack_pair, unpack_stamp
 
@@ -188,8 +187,23 @@ def test_salvage_keeps_what_verifies_and_answers_the_cut_tool_call(
         assert as_copied(new.read("s2", 1, bad - 1)) == as_copied(old.read("s2", 1, bad - 1))
         (answer,) = new.read("s2", bad)
     assert isinstance(answer.event, ToolResultSynthesized)
-    assert answer.event.message.content == INTERRUPTED_RESULT
     assert answer.event.message.tool_call_id == "s2-call-7"
+    crashed = after_a_crash(tmp_path / "crash")
+    assert answer.event.message.content == crashed.message.content
+    assert answer.event.message.metadata == crashed.message.metadata
+
+
+def after_a_crash(db: Path) -> ToolResultSynthesized:
+    """What the runtime records for a tool call left open when a host stopped mid-step."""
+    with Host.open(db) as host:
+        host.session("c").append_many(
+            [Message.user("go"), Message.assistant("", [ToolCall("open", "bash", "{}")])]
+        )
+    with Host.open(db) as host:
+        host.session("c").history()  # reopening recovers it
+        event = host.log.read("c")[-1].event
+    assert isinstance(event, ToolResultSynthesized)
+    return event
 
 
 def test_salvage_of_a_whole_log_copies_everything(
