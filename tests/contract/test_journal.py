@@ -151,6 +151,7 @@ def wait_until_queued(journal: Journal, count: int) -> None:
 def queued_behind_a_held_group(journal: Journal, writer: Writer, ops: list[Any]) -> dict:
     """Hold a first group in the writer, queue ``ops`` behind it, release; return outcomes."""
     writer.hold.clear()
+    writer.entered.clear()  # set by any earlier group: wait for this one to be held
     first, _ = submit_in_threads(journal, ["first"])
     writer.entered.wait()
     rest, outcomes = submit_in_threads(journal, ops)
