@@ -25,6 +25,7 @@ from ctxledger import Config, CorruptRecordError, Host, Message, ToolCall
 from ctxledger.events import MessageAppended, SessionForked, ToolResultSynthesized
 from ctxledger.replay import find_damage, salvage, verify
 from ctxledger.storage import LmdbEventLog, RecordedEvent
+from ctxledger.storage import protocol as storage_protocol
 from ctxledger.storage._layout import pack_pair, unpack_stamp
 
 CONFIG = Config(context_window=6000, compression_threshold=0.8, min_retain_rounds=2)
@@ -378,3 +379,24 @@ def test_a_session_whose_own_entry_is_damaged_is_listed_and_not_salvaged(
     assert next(line for line in result.stdout.splitlines() if line.startswith("s3 ")).split()[
         1:4
     ] == ["?", "0", "all"]
+
+
+def test_salvage_drops_a_session_whose_id_no_longer_passes_the_limits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An id an earlier version stored (300 bytes) is read and verified, but not copied: the
+    new log refuses it, so salvage says so instead of failing."""
+    long_id = "L" * 300
+    with monkeypatch.context() as patched:
+        patched.setattr(storage_protocol, "MAX_SESSION_ID_BYTES", 511)
+        with Host.open(tmp_path / "db", config=CONFIG) as host:
+            agent_steps(host.session(long_id), 2, "long")
+            agent_steps(host.session("short"), 2, "short")
+    assert verify(tmp_path / "db").ok
+    report = salvage(tmp_path / "db", tmp_path / "out")
+    entries = {entry.session: entry for entry in report.sessions}
+    assert (entries[long_id].kept, entries[long_id].cut_at) == (0, 1)
+    assert "the limit is 255" in entries[long_id].reason
+    assert entries["short"].cut_at is None and not report.complete
+    with LmdbEventLog.open(tmp_path / "out", readonly=True) as new:
+        assert new.sessions() == ["short"]

@@ -8,7 +8,9 @@ unanswered get the runtime's synthetic ``interrupted`` results.
 
 A fork is copied only if the copy of its parent reaches the fork point: a fork whose parent was
 cut before the event it forked at is dropped whole, because its own events only make sense on
-top of that prefix (the original log keeps them; salvage never writes to it).
+top of that prefix (the original log keeps them; salvage never writes to it). A session whose id
+an earlier version stored but :func:`~ctxledger.storage.check_session_id` now refuses (longer
+than 255 bytes, or with a NUL) cannot be appended to the new log and is dropped, saying so.
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ from pathlib import Path
 import msgspec
 
 from ctxledger.domain import Tokenizer
-from ctxledger.errors import CtxLedgerError, EventDecodeError
+from ctxledger.errors import CtxLedgerError, EventDecodeError, InvalidSessionIdError
 from ctxledger.events import SessionForked
 from ctxledger.replay.rebuild import LogSource, open_log
 from ctxledger.replay.verify import verify
-from ctxledger.storage import EventLog, LmdbEventLog, RecordedEvent
+from ctxledger.storage import EventLog, LmdbEventLog, RecordedEvent, check_session_id
 
 __all__ = ["SalvageReport", "SessionSalvage", "salvage"]
 
@@ -133,6 +135,12 @@ def _copy_session(
     except CtxLedgerError as exc:  # the session's own entry is damaged: nothing is readable
         return SessionSalvage(
             session=session_id, events=None, kept=0, cut_at=1, reason=f"unreadable: {exc}"
+        )
+    try:
+        check_session_id(session_id)
+    except InvalidSessionIdError as exc:  # written before the limits: no append takes it now
+        return SessionSalvage(
+            session=session_id, events=events, kept=0, cut_at=1, reason=f"not copied: {exc}"
         )
     first = min(mismatches, key=lambda mismatch: mismatch.seq, default=None)
     through = events if first is None else first.seq - 1
