@@ -18,6 +18,7 @@ __all__ = [
     "HostClosedError",
     "InvalidMessageError",
     "InvalidSeqError",
+    "InvalidSessionIdError",
     "SessionExistsError",
     "StorageError",
     "TraceFormatError",
@@ -35,11 +36,42 @@ class CtxLedgerError(Exception):
 
 
 class InvalidMessageError(CtxLedgerError, ValueError):
-    """Raised when a message is malformed or does not fit the session's history.
+    """Raised when a message (or another event) is malformed or does not fit the session's history.
 
     Examples: an unknown role, a tool message without ``tool_call_id``, tool-call arguments that
-    are not a JSON object string, or a tool result answering no open tool call. Nothing is written.
+    are not a JSON object string, text that is not valid UTF-8 (a lone surrogate), metadata that
+    cannot be encoded, a tool result answering no open tool call, or an event the log refuses to
+    store. Nothing is written, and no other caller's append fails because of it.
+
+    Attributes:
+        field: The offending field when one is to blame (``"content"``,
+            ``"tool_calls[0].id"``, ``"metadata"``, ...), else None.
+        limit: The rule it breaks (``"valid UTF-8"``, ``"encodable as msgpack"``, ...), else
+            None.
     """
+
+    def __init__(self, message: str, *, field: str | None = None, limit: str | None = None):
+        super().__init__(message)
+        self.field = field
+        self.limit = limit
+
+
+class InvalidSessionIdError(CtxLedgerError, ValueError):
+    """Raised when a session id cannot be stored, before anything is queued or written.
+
+    A session id is a non-empty string of at most
+    :data:`~ctxledger.storage.MAX_SESSION_ID_BYTES` bytes of UTF-8, without a NUL character and
+    without a lone surrogate (see :func:`~ctxledger.storage.check_session_id`).
+
+    Attributes:
+        field: Always ``"session_id"``.
+        limit: The rule the id breaks, e.g. ``"at most 255 bytes of UTF-8"``.
+    """
+
+    def __init__(self, message: str, *, limit: str | None = None) -> None:
+        super().__init__(message)
+        self.field = "session_id"
+        self.limit = limit
 
 
 class InvalidSeqError(CtxLedgerError, ValueError):
@@ -121,14 +153,26 @@ class CorruptRecordError(EventDecodeError):
     """Raised when a stored record fails its checksum or cannot be decoded.
 
     ``session_id`` and ``seq`` name the position of the damaged record (either may be ``None``
-    when the position is unknown, for example when decoding loose bytes).
+    when the position is unknown, for example when decoding loose bytes, or when the damage is in
+    the session's own entry rather than in one of its events); ``reason`` is what is wrong.
     """
 
     def __init__(self, message: str, *, session_id: str | None = None, seq: int | None = None):
-        where = f"session {session_id!r} seq {seq}: " if session_id is not None else ""
+        where = ""
+        if session_id is not None:
+            where = f"session {session_id!r}" + (f" seq {seq}" if seq is not None else "") + ": "
         super().__init__(f"corrupt record: {where}{message}")
         self.session_id = session_id
         self.seq = seq
+        self.reason = message
+
+    def __reduce__(self) -> tuple[object, tuple[str, str | None, int | None]]:
+        # The keyword-only constructor differs from ``args``; keep the error picklable.
+        return (_corrupt_record, (self.reason, self.session_id, self.seq))
+
+
+def _corrupt_record(reason: str, session_id: str | None, seq: int | None) -> CorruptRecordError:
+    return CorruptRecordError(reason, session_id=session_id, seq=seq)
 
 
 class UnknownEventTypeError(EventDecodeError):

@@ -39,6 +39,26 @@ class _Checks(threading.local):
 #: The switch; see :class:`_Checks`.
 CHECKS = _Checks()
 
+_UTF8 = "valid UTF-8"
+
+
+def _check_text(value: str, field: str, owner: str) -> None:
+    """Refuse text that has no UTF-8 encoding (a lone surrogate), naming the field.
+
+    ASCII text (``isascii`` is O(1) in CPython) skips the encode.
+    """
+    if value.isascii():
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidMessageError(
+            f"{owner}: {field} is not valid UTF-8: lone surrogate {value[exc.start]!r} at "
+            f"index {exc.start}",
+            field=field,
+            limit=_UTF8,
+        ) from None
+
 
 class ToolCall(msgspec.Struct, frozen=True, kw_only=False, gc=False):
     """One tool call requested by an assistant message.
@@ -57,11 +77,18 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=False, gc=False):
         if CHECKS.skip:
             return
         if not isinstance(self.id, str) or not self.id:
-            raise InvalidMessageError("tool call id must be a non-empty string")
+            raise InvalidMessageError("tool call id must be a non-empty string", field="id")
+        _check_text(self.id, "id", "tool call")
         if not isinstance(self.name, str) or not self.name:
-            raise InvalidMessageError(f"tool call {self.id!r}: name must be a non-empty string")
+            raise InvalidMessageError(
+                f"tool call {self.id!r}: name must be a non-empty string", field="name"
+            )
+        _check_text(self.name, "name", f"tool call {self.id!r}")
         if not isinstance(self.arguments, str):
-            raise InvalidMessageError(f"tool call {self.id!r}: arguments must be a JSON string")
+            raise InvalidMessageError(
+                f"tool call {self.id!r}: arguments must be a JSON string", field="arguments"
+            )
+        _check_text(self.arguments, "arguments", f"tool call {self.id!r}")
         try:
             parsed = _json_decoder.decode(self.arguments)
         except msgspec.DecodeError as exc:
@@ -101,7 +128,18 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False):
                 f"unknown role {self.role!r}; expected one of {sorted(APPENDABLE_ROLES)}"
             )
         if not isinstance(self.content, str):
-            raise InvalidMessageError(f"{self.role} message content must be a string")
+            raise InvalidMessageError(
+                f"{self.role} message content must be a string", field="content"
+            )
+        _check_text(self.content, "content", f"{self.role} message")
+        for field in ("tool_call_id", "name"):
+            value = getattr(self, field)
+            if value is not None:
+                if not isinstance(value, str):
+                    raise InvalidMessageError(
+                        f"{self.role} message: {field} must be a string or None", field=field
+                    )
+                _check_text(value, field, f"{self.role} message")
         if self.tool_calls and self.role != "assistant":
             raise InvalidMessageError(f"only assistant messages carry tool calls, not {self.role}")
         if self.role == "tool":

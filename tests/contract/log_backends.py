@@ -14,9 +14,22 @@ class Backend:
     """Opens one kind of log for a test, and knows how to damage its stored snapshots."""
 
     name = "abstract"
+    #: A session id that passes :func:`check_session_id` once ``MAX_SESSION_ID_BYTES`` is raised
+    #: (tests raise it with monkeypatch) but that the storage itself refuses mid-write, so that
+    #: fault isolation inside a shared transaction is tested; None if the backend has no such
+    #: limit of its own.
+    storage_refused_id: str | None = None
 
     def open(self) -> EventLog:
         """Return an empty log (or the same log again after :meth:`reopen`)."""
+        raise NotImplementedError
+
+    def reopen(self, log: EventLog) -> EventLog:
+        """Close ``log`` and open it again, as after a restart (a memory log is returned as is)."""
+        raise NotImplementedError
+
+    def fresh(self) -> EventLog:
+        """Return a new, empty log each call (for property tests: one per example)."""
         raise NotImplementedError
 
     def corrupt_snapshot(self, log: EventLog, session_id: str, seq: int) -> EventLog:
@@ -33,6 +46,14 @@ class MemoryBackend(Backend):
         """Return a fresh memory log."""
         return MemoryEventLog()
 
+    def reopen(self, log: EventLog) -> EventLog:
+        """Nothing survives a memory log's close: the same, still open log stands in."""
+        return log
+
+    def fresh(self) -> EventLog:
+        """Return a fresh memory log."""
+        return MemoryEventLog()
+
     def corrupt_snapshot(self, log: EventLog, session_id: str, seq: int) -> EventLog:
         """Flip a byte in the framed snapshot held by the memory log."""
         assert isinstance(log, MemoryEventLog)
@@ -45,13 +66,25 @@ class LmdbBackend(Backend):
     """A real LMDB environment under the test's tmp_path."""
 
     name = "lmdb"
+    storage_refused_id = "r" * 600  # LMDB keys hold at most 511 bytes: MDB_BAD_VALSIZE
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._fresh = 0
 
     def open(self) -> EventLog:
         """Open the log in the test's directory."""
         return LmdbEventLog.open(self.path / "log", durability="sync")
+
+    def reopen(self, log: EventLog) -> EventLog:
+        """Close the environment and open the directory again."""
+        log.close()
+        return self.open()
+
+    def fresh(self) -> EventLog:
+        """Open a log in a new directory under the test's one."""
+        self._fresh += 1
+        return LmdbEventLog.open(self.path / f"fresh-{self._fresh}", durability="sync")
 
     def corrupt_snapshot(self, log: EventLog, session_id: str, seq: int) -> EventLog:
         """Close the log, flip a byte of the snapshot with raw lmdb, and reopen."""

@@ -15,8 +15,8 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from ctxledger.errors import ConfigError, StorageError
-from ctxledger.events.types import Event, MessageAppended, UsageReported
+from ctxledger.errors import ConfigError, InvalidMessageError, StorageError
+from ctxledger.events.types import CompactionFailed, Event, MessageAppended, UsageReported
 from ctxledger.messages import Message
 from ctxledger.storage import LmdbEventLog
 from ctxledger.storage._layout import STAMP_SIZE, pack_pair
@@ -343,10 +343,24 @@ def _run_child(source: str) -> None:
     subprocess.run([sys.executable, "-c", textwrap.dedent(source)], check=True, timeout=60)
 
 
-def test_an_unencodable_event_fails_its_append_alone(tmp_path: Path) -> None:
-    """Metadata msgpack cannot encode fails that append (nothing written); others land."""
-    message = Message(role="user", content="hi", metadata={"handle": object()})
-    bad = MessageAppended(message=message.with_seq(1))
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        # Found before queueing: a message's metadata is checked by append itself.
+        (
+            MessageAppended(
+                message=Message(role="user", content="hi", metadata={"h": object()}).with_seq(1)
+            ),
+            "metadata",
+        ),
+        # Found by the journal as it encodes: a summary-like text field is checked nowhere else.
+        (CompactionFailed(compaction_id="c1", detail="bad \ud800 text"), None),
+    ],
+)
+def test_an_unencodable_event_fails_its_append_alone(
+    tmp_path: Path, bad: Event, field: str | None
+) -> None:
+    """An event that cannot be encoded fails that append (nothing written); others land."""
     with LmdbEventLog.open(tmp_path / "log") as log:
         barrier = threading.Barrier(4)
         outcomes: dict[str, object] = {}
@@ -367,7 +381,27 @@ def test_an_unencodable_event_fails_its_append_alone(tmp_path: Path) -> None:
         barrier.wait()
         for thread in threads:
             thread.join()
-        assert isinstance(outcomes["bad"], TypeError)
+        error = outcomes["bad"]
+        assert isinstance(error, InvalidMessageError) and error.field == field
+        assert "'bad'" in str(error) and "event 1 of the batch" in str(error)
         assert (log.last_seq("bad"), log.last_seq("a"), log.last_seq("b")) == (0, 2, 3)
         assert sorted(log.sessions()) == ["a", "b"]
         assert log.last_position() == 5
+
+
+@pytest.mark.parametrize(
+    ("durability", "flushed"), [("sync", True), ("group", True), ("none", False)]
+)
+def test_the_durability_mode_reaches_the_environment(
+    tmp_path: Path, durability: str, flushed: bool
+) -> None:
+    """"sync" and "group" open LMDB with fsync of data and meta pages; "none" without.
+
+    A crash test with kill -9 cannot see a missing fsync (the page cache survives the process),
+    so the flags themselves are checked; and never writemap, which turns a full disk into a
+    SIGBUS instead of an error.
+    """
+    with LmdbEventLog.open(tmp_path / "log", durability=durability) as log:  # type: ignore[arg-type]
+        flags = log._shared.env.flags()
+    assert (flags["sync"], flags["metasync"]) == (flushed, flushed)
+    assert not flags["writemap"]

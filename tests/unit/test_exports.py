@@ -22,6 +22,7 @@ PUBLIC = {
     "HostClosedError",
     "InvalidMessageError",
     "InvalidSeqError",
+    "InvalidSessionIdError",
     "Message",
     "ModelView",
     "OpenAIChatSummarizer",

@@ -11,7 +11,7 @@ import ctxledger
 from ctxledger.cli._app import CtxLedgerGroup, configure_logging
 from ctxledger.cli._demo import demo
 from ctxledger.cli._inspect import plot, sessions, show, stats, view
-from ctxledger.cli._replay import verify, whatif
+from ctxledger.cli._replay import salvage, verify, whatif
 from ctxledger.cli._write import compact, export, import_, ingest
 
 __all__ = ["main"]
@@ -43,6 +43,7 @@ for _verb in (
     compact,
     verify,
     whatif,
+    salvage,
     export,
     import_,
     plot,

@@ -15,6 +15,7 @@ import click
 
 from ctxledger.cli._app import db_option, open_log, require_session
 from ctxledger.domain import ModelView
+from ctxledger.errors import CtxLedgerError
 from ctxledger.events import (
     CheckpointCreated,
     CompactionFailed,
@@ -31,7 +32,8 @@ from ctxledger.events import (
     ViewServed,
 )
 from ctxledger.messages import Message
-from ctxledger.replay import rebuild, view_at
+from ctxledger.replay import Damage, find_damage, rebuild, view_at
+from ctxledger.storage import EventLog
 from ctxledger.tooling.format import clip, human_bytes, human_time, human_tokens, table
 from ctxledger.tooling.timeline import session_timeline
 
@@ -43,27 +45,75 @@ _PREVIEW = 96
 @click.command()
 @db_option
 def sessions(db: Path) -> None:
-    """List sessions: messages, checkpoints, events, view tokens, last activity."""
+    """List sessions: messages, checkpoints, events, view tokens, last activity, status.
+
+    Every record is read, so a damaged session is listed as such, with the first seq that
+    cannot be read (a fork whose parent is damaged before the fork point names the parent);
+    the others are listed as usual. See ``salvage`` for copying what still verifies.
+    """
     rows = []
+    damaged = 0
     with open_log(db) as log:
+        damage = find_damage(log)
         for session_id in log.sessions():
-            state = rebuild(log, session_id)
-            (last,) = log.read(session_id, state.event_seq, state.event_seq)
-            rows.append(
-                (
-                    session_id,
-                    len(state.history),
-                    len(state.checkpoints),
-                    state.event_seq,
-                    f"{state.view.estimated_tokens:,}",
-                    human_time(last.timestamp),
-                )
-            )
+            found = damage.get(session_id)
+            row = _session_row(log, session_id) if found is None else None
+            status = "ok"
+            if row is None:
+                damaged += 1
+                row = _damaged_row(log, session_id)
+                status = found.describe() if found is not None else "cannot be rebuilt"
+            rows.append((*row, status))
     if not rows:
         click.echo(f"no sessions in '{db}'")
         return
-    headers = ("SESSION", "MESSAGES", "CHECKPOINTS", "EVENTS", "VIEW TOKENS", "LAST ACTIVITY")
+    headers = (
+        "SESSION",
+        "MESSAGES",
+        "CHECKPOINTS",
+        "EVENTS",
+        "VIEW TOKENS",
+        "LAST ACTIVITY",
+        "STATUS",
+    )
     click.echo(table(headers, rows, right="<>>>>"))
+    if damaged:
+        click.echo(
+            f"{damaged} of {len(rows)} sessions cannot be read to the end; "
+            f"'ctxledger salvage --db {db} --out NEWDIR' copies what still verifies",
+            err=True,
+        )
+
+
+def _session_row(log: EventLog, session_id: str) -> tuple[str, ...] | None:
+    """The columns of an undamaged session, or None if it cannot be rebuilt after all."""
+    try:
+        state = rebuild(log, session_id)
+        (last,) = log.read(session_id, state.event_seq, state.event_seq)
+    except CtxLedgerError:
+        return None
+    return (
+        session_id,
+        str(len(state.history)),
+        str(len(state.checkpoints)),
+        str(state.event_seq),
+        f"{state.view.estimated_tokens:,}",
+        human_time(last.timestamp),
+    )
+
+
+def _damaged_row(log: EventLog, session_id: str) -> tuple[str, ...]:
+    """The columns that can still be filled for a damaged session: its events, maybe its time."""
+    try:
+        last = log.last_seq(session_id)
+    except CtxLedgerError:  # the session's own entry is damaged
+        return (session_id, "-", "-", "-", "-", "-")
+    try:
+        records = log.read(session_id, last, last) if last else []
+    except CtxLedgerError:  # the last record is the damaged one
+        records = []
+    when = human_time(records[0].timestamp) if records else "-"
+    return (session_id, "-", "-", str(last), "-", when)
 
 
 @click.command()
@@ -176,15 +226,21 @@ def plot(session_ids: tuple[str, ...], db: Path, output: Path) -> None:
     help="List this many sessions with the most events.",
 )
 def stats(db: Path, top: int) -> None:
-    """Show storage size, compression ratio, map usage and events per session."""
+    """Show storage size, compression ratio, map usage and events per session.
+
+    Every record is read, so damaged sessions are counted and named (with the first seq that
+    cannot be read) and marked in the per-session table.
+    """
     with open_log(db) as log:
         info: dict[str, Any] = log.stats()
+        damage = {sid: found for sid, found in find_damage(log).items() if found is not None}
     used, size = info["map_used"], info["map_size"]
     rows = [
         ("path", info["path"]),
         ("file size", human_bytes(info["file_bytes"])),
         ("map used", f"{human_bytes(used)} of {human_bytes(size)} ({used / size:.1%})"),
         ("sessions", f"{info['sessions']:,}"),
+        ("damaged sessions", _damaged_summary(damage)),
         ("events", f"{info['events']:,}"),
         (
             "payload bytes",
@@ -196,14 +252,35 @@ def stats(db: Path, top: int) -> None:
     click.echo(table(("STORAGE", ""), rows))
     per_session = sorted(info["events_per_session"].items(), key=lambda item: (-item[1], item[0]))
     if per_session and top:
+        shown = per_session[:top]
+        shown += [item for item in per_session[top:] if item[0] in damage]  # never hidden
         click.echo()
         click.echo(
             table(
-                ("SESSION", "EVENTS"), [(sid, f"{n:,}") for sid, n in per_session[:top]], right="<>"
+                ("SESSION", "EVENTS", "STATUS"),
+                [(sid, f"{n:,}", _status(damage.get(sid))) for sid, n in shown],
+                right="<>",
             )
         )
-        if len(per_session) > top:
-            click.echo(f"… and {len(per_session) - top} more sessions")
+        if len(per_session) > len(shown):
+            click.echo(f"… and {len(per_session) - len(shown)} more sessions")
+
+
+_LISTED_DAMAGE = 10  # damaged sessions named in the storage table
+
+
+def _damaged_summary(damage: dict[str, Damage]) -> str:
+    if not damage:
+        return "none"
+    named = ", ".join(
+        f"{sid} ({found.describe()})" for sid, found in list(damage.items())[:_LISTED_DAMAGE]
+    )
+    more = f", … and {len(damage) - _LISTED_DAMAGE} more" if len(damage) > _LISTED_DAMAGE else ""
+    return f"{len(damage):,}: {named}{more}"
+
+
+def _status(found: Damage | None) -> str:
+    return "ok" if found is None else found.describe()
 
 
 # --- rendering ------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Verbs built on replay: ``verify`` and ``whatif``."""
+"""Verbs built on replay: ``verify``, ``whatif`` and ``salvage``."""
 
 from __future__ import annotations
 
@@ -16,11 +16,15 @@ from ctxledger.cli._app import (
     require_session,
     summarizer_options,
 )
+from ctxledger.cli._progress import reading_progress
+from ctxledger.errors import EventDecodeError
 from ctxledger.replay import rebuild, what_if
+from ctxledger.replay import salvage as salvage_log
 from ctxledger.replay import verify as verify_log
+from ctxledger.storage import EventLog
 from ctxledger.tooling.format import table
 
-__all__ = ["verify", "whatif"]
+__all__ = ["events_in", "salvage", "verify", "whatif"]
 
 _MAX_MISMATCHES = 50
 
@@ -32,12 +36,15 @@ _MAX_MISMATCHES = 50
 def verify(ctx: click.Context, session_id: str | None, db: Path) -> None:
     """Re-derive every served view and checkpoint and compare; exit 1 on any mismatch.
 
-    Also checks seq density, tool-call pairing and record checksums. It reports, never repairs.
+    Also checks seq density, tool-call pairing and record checksums. It reports, never repairs
+    (see ``salvage``). On a terminal, a progress bar on stderr counts the events read.
     """
     with open_log(db) as log:
         if session_id is not None:
             require_session(log, session_id, db)
-        report = verify_log(log, session_id)
+        sessions = log.sessions() if session_id is None else [session_id]
+        with reading_progress(log, "verify", events_in(log, sessions)) as counted:
+            report = verify_log(counted, session_id)
     scope = f"session {session_id!r}" if session_id else f"{report.sessions} sessions"
     counts = (
         f"{scope}, {report.events:,} events, {report.views_checked:,} views and "
@@ -84,7 +91,9 @@ def whatif(
         require_session(log, session_id, db)
         before = rebuild(log, session_id).config
         after = build_config(before, config_overrides)
-        report = what_if(log, session_id, after, summarizer=summarize)
+        label = f"whatif {session_id}"
+        with reading_progress(log, label, log.last_seq(session_id)) as counted:
+            report = what_if(counted, session_id, after, summarizer=summarize)
     rows: list[tuple[str, str, str]] = [
         (label, _value(before, name), _value(after, name))
         for label, name in _SHOWN_SETTINGS
@@ -99,6 +108,62 @@ def whatif(
     ]
     click.echo(f"what-if for {session_id!r} (the log is unchanged)")
     click.echo(table(("", "RECORDED", "WHAT-IF"), rows, right="<>>"))
+
+
+@click.command()
+@db_option
+@click.option(
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The folder of the new log (must not exist, or be empty).",
+)
+@click.pass_context
+def salvage(ctx: click.Context, db: Path, out: Path) -> None:
+    """Copy every event that still verifies into a new log; exit 1 if anything was dropped.
+
+    Each session is copied up to its first problem (a damaged record, a view or checkpoint
+    that does not rebuild), so 'ctxledger verify' passes on the new log; tool calls left
+    unanswered by a cut are answered as after a crash. A fork whose parent's copy ends before
+    the fork point is dropped whole. The damaged log is only read.
+    """
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise click.ClickException(f"'{out}' is not empty: salvage writes a new log there")
+    with open_log(db) as log:
+        total = events_in(log, log.sessions())
+        with reading_progress(log, "salvage", 2 * total) as counted:  # verify, then copy
+            report = salvage_log(counted, out)
+    rows = [
+        (
+            entry.session,
+            "?" if entry.events is None else f"{entry.events:,}",
+            f"{entry.kept:,}",
+            "all" if entry.dropped is None else f"{entry.dropped:,}",
+            f"{entry.synthesized:,}",
+            _clip(entry.reason) or "whole",
+        )
+        for entry in report.sessions
+    ]
+    headers = ("SESSION", "EVENTS", "KEPT", "DROPPED", "ANSWERED", "NOTE")
+    click.echo(table(headers, rows, right="<>>>>"))
+    summary = (
+        f"{report.kept:,} events of {len(report.sessions)} sessions copied to '{out}', "
+        f"{report.dropped:,} dropped"
+    )
+    if report.complete:
+        click.echo(f"salvage complete: {summary}")
+        return
+    cut = sum(1 for entry in report.sessions if entry.cut_at is not None)
+    click.echo(f"salvage dropped events of {cut} session(s): {summary}", err=True)
+    ctx.exit(1)
+
+
+_NOTE_CHARS = 100
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _NOTE_CHARS else text[: _NOTE_CHARS - 1] + "…"
 
 
 _ALWAYS_SHOWN = ("context_window", "compression_threshold")
@@ -118,6 +183,17 @@ def _value(config: Any, name: str) -> str:
     if name == "compression_threshold":
         return f"{value} ({config.threshold_tokens:,} tok)"
     return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def events_in(log: EventLog, sessions: list[str]) -> int:
+    """How many events the sessions hold (a session whose entry is damaged counts as none)."""
+    total = 0
+    for session_id in sessions:
+        try:
+            total += log.last_seq(session_id)
+        except EventDecodeError:
+            continue
+    return total
 
 
 def _short(digest: str | None) -> str:

@@ -19,6 +19,7 @@ from ctxledger.cli._app import (
     require_session,
     summarizer_options,
 )
+from ctxledger.cli._progress import reading_progress
 from ctxledger.config import Config
 from ctxledger.errors import SessionExistsError
 from ctxledger.runtime.host import Host
@@ -171,7 +172,9 @@ def export(session_id: str, db: Path, output: Path, keep: int) -> None:
             raise click.ClickException(
                 f"cannot write '{output}': folder '{output.parent}' does not exist"
             )
-        result = export_transcript(log, session_id, output, keep=keep)
+        label = f"export {session_id}"
+        with reading_progress(log, label, log.last_seq(session_id)) as counted:
+            result = export_transcript(counted, session_id, output, keep=keep)
     click.echo(
         f"exported {session_id!r}: {result.messages:,} messages, {result.checkpoints} checkpoints "
         f"→ {result.path} ({human_bytes(result.size)}, sha256 {result.sha256[:16]}…)"

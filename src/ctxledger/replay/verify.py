@@ -19,6 +19,7 @@ from ctxledger.events import (
     ToolResultSynthesized,
     ViewServed,
 )
+from ctxledger.replay.damage import read_until_damage
 from ctxledger.replay.rebuild import LogSource, open_log
 from ctxledger.runtime.loading import fold_session
 from ctxledger.storage import EventLog
@@ -33,7 +34,9 @@ class Mismatch(msgspec.Struct, frozen=True, kw_only=True):
         session: The session.
         seq: The event seq where it was found.
         kind: ``view_hash``, ``checkpoint``, ``seq_gap``, ``message_seq``, ``tool_pairing``,
-            ``corrupt`` or ``structure``.
+            ``corrupt`` (a record that cannot be read, at its exact seq; for a fork whose parent
+            is damaged before the fork point, at its ``SessionForked`` event) or
+            ``structure``.
         expected: What the log records (for ``view_hash``: the recorded hash).
         actual: What replay derives (for ``view_hash``: the rebuilt hash).
         detail: A sentence for people.
@@ -86,7 +89,9 @@ def verify(
 
     Checks record checksums, event and message seq density, tool-call pairing, every checkpoint
     boundary (never splitting a tool call, extending the checkpoint that was active) and every
-    served view (the rebuilt ``view_hash`` must equal the recorded one).
+    served view (the rebuilt ``view_hash`` must equal the recorded one). Each session's events
+    before its first problem are all checked, so the earliest mismatch of a session marks where
+    what still verifies ends (what ``salvage`` keeps).
 
     Args:
         source: An LMDB folder (opened read-only) or an open event log.
@@ -129,39 +134,45 @@ def _verify_session(log: EventLog, sid: str, tokenizer: Tokenizer, counts: _Coun
     opened: SessionOpened | None = None
     previous = 0
     try:
-        for record in log.iter_events(sid):
+        for seq, event in read_until_damage(log, sid):
             counts.events += 1
-            if record.seq != previous + 1:
-                report(
-                    record.seq, "seq_gap", f"events {previous + 1}..{record.seq - 1} are missing"
-                )
-            previous = record.seq
-            event = record.event
+            if seq != previous + 1:
+                report(seq, "seq_gap", f"events {previous + 1}..{seq - 1} are missing")
+            previous = seq
             if state is None:
                 if not isinstance(event, SessionOpened):
-                    report(record.seq, "structure", "the log does not start with SessionOpened")
+                    report(seq, "structure", "the log does not start with SessionOpened")
                     return
                 opened, state = event, SessionState.new(sid, event.config)
             elif isinstance(event, SessionForked):
                 assert opened is not None
-                state, _ = fold_session(
-                    log,
-                    event.parent_id,
-                    through_event_seq=event.parent_event_seq,
-                    use_snapshots=False,
-                )
+                try:
+                    state, _ = fold_session(
+                        log,
+                        event.parent_id,
+                        through_event_seq=event.parent_event_seq,
+                        use_snapshots=False,
+                    )
+                except EventDecodeError as exc:
+                    report(
+                        seq,
+                        "corrupt",
+                        f"parent {event.parent_id!r} is damaged before the fork point "
+                        f"(event {event.parent_event_seq}): {exc}",
+                    )
+                    return
                 state.rebase(sid, opened.config)
             elif isinstance(event, MessageAppended | ToolResultSynthesized):
-                _check_message(state, event.message, record.seq, report)
+                _check_message(state, event.message, seq, report)
             elif isinstance(event, CheckpointCreated):
                 counts.checkpoints += 1
-                _check_checkpoint(state, event, record.seq, report)
+                _check_checkpoint(state, event, seq, report)
             elif isinstance(event, ViewServed):
                 counts.views += 1
                 view = build_view(state, tokenizer=tokenizer)
                 if view.view_hash != event.view_hash or view.through_seq != event.through_seq:
                     report(
-                        record.seq,
+                        seq,
                         "view_hash",
                         f"the view served at message seq {event.through_seq} does not rebuild",
                         expected=event.view_hash,
@@ -171,8 +182,8 @@ def _verify_session(log: EventLog, sid: str, tokenizer: Tokenizer, counts: _Coun
                 state.apply(event)
             except CtxLedgerError as exc:
                 # The fold cannot go on past an impossible event; what made it so is reported.
-                if not counts.mismatches or counts.mismatches[-1].seq != record.seq:
-                    report(record.seq, "structure", f"event cannot be folded: {exc}")
+                if not counts.mismatches or counts.mismatches[-1].seq != seq:
+                    report(seq, "structure", f"event cannot be folded: {exc}")
                 return
     except EventDecodeError as exc:
         report(getattr(exc, "seq", None) or previous + 1, "corrupt", str(exc))

@@ -200,6 +200,9 @@ def _summarize(call: Callable[[], str | None]) -> tuple[str | None, str]:
         return None, f"summarizer raised {type(exc).__name__}: {exc}"
     if not summary:
         return None, "summarizer returned no summary"
+    if not summary.isascii():
+        # A lone surrogate (say from a model's output cut mid-character) cannot be recorded.
+        summary = summary.encode("utf-8", "replace").decode("utf-8")
     return summary, ""
 
 

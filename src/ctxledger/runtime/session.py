@@ -25,12 +25,13 @@ from ctxledger.domain import (
     Tokenizer,
     is_prompt_too_long,
 )
-from ctxledger.errors import InvalidMessageError, InvalidSeqError
+from ctxledger.errors import InvalidMessageError, InvalidSeqError, InvalidSessionIdError
 from ctxledger.messages import Message
 from ctxledger.runtime.loading import fold_view_at
 from ctxledger.runtime.messages import Append, Command, Decide, Pin, Read, RecordUsage, Settle
 from ctxledger.runtime.waiters import LoopWaiter, Reply, Waiter
 from ctxledger.storage import EventLog
+from ctxledger.storage import check_session_id as check_stored_id
 
 __all__ = ["INTERRUPTED_RESULT", "Session", "check_session_id"]
 
@@ -51,13 +52,16 @@ class _Host(Protocol):
 
 
 def check_session_id(session_id: object) -> None:
-    """Check that ``session_id`` can name a session.
+    """Check that ``session_id`` can name a session (:func:`ctxledger.storage.check_session_id`).
 
     Raises:
-        ValueError: It is not a non-empty string.
+        InvalidSessionIdError: It is not a string, or breaks one of the rules for ids.
     """
-    if not isinstance(session_id, str) or not session_id:
-        raise ValueError("session id must be a non-empty string")
+    if not isinstance(session_id, str):
+        raise InvalidSessionIdError(
+            f"session id must be a string, got {type(session_id).__name__}", limit="a string"
+        )
+    check_stored_id(session_id)
 
 
 class Session:

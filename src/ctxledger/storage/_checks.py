@@ -3,32 +3,90 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from ctxledger.events.types import EVENT_TYPES, Event
-from ctxledger.storage.protocol import RecordedEvent
+import msgspec
 
-__all__ = ["check_append", "check_range", "check_snapshot", "recorded_batch"]
+from ctxledger.errors import InvalidMessageError
+from ctxledger.events.codec import encode_payload
+from ctxledger.events.types import EVENT_TYPES, Event, MessageAppended, ToolResultSynthesized
+from ctxledger.storage.protocol import RecordedEvent, check_session_id
+
+__all__ = [
+    "check_append",
+    "check_range",
+    "check_snapshot",
+    "encode_checked",
+    "recorded_batch",
+]
 
 _EVENT_CLASSES = tuple(EVENT_TYPES)
+_metadata_encoder = msgspec.msgpack.Encoder()
+_metadata_decoder = msgspec.msgpack.Decoder(dict[str, Any])
 
 
 def check_append(session_id: str, events: Sequence[Event], expected_seq: int) -> list[Event]:
     """Validate the arguments of ``append`` and return the batch as a list.
 
+    Runs on the caller's thread before anything is queued, so that a request that breaks a limit
+    never reaches a shared transaction. Message text was checked when each message was built;
+    metadata (a mutable dict of anything) is checked here, where it is about to be stored.
+
     Raises:
         TypeError: An argument has the wrong type or a batch item is not an event.
-        ValueError: ``session_id`` is empty or ``expected_seq`` is negative.
+        InvalidSessionIdError: ``session_id`` breaks :func:`check_session_id`.
+        InvalidMessageError: A message's metadata cannot be encoded.
+        ValueError: ``expected_seq`` is negative.
     """
-    _check_session_id(session_id)
+    check_session_id(session_id)
     if isinstance(expected_seq, bool) or not isinstance(expected_seq, int):
         raise TypeError(f"expected_seq must be an int, got {expected_seq!r}")
     if expected_seq < 0:
         raise ValueError(f"expected_seq must be >= 0, got {expected_seq}")
     batch = list(events)
-    for event in batch:
+    for index, event in enumerate(batch):
         if not isinstance(event, _EVENT_CLASSES):
             raise TypeError(f"expected an event, got {type(event).__name__}")
+        if (type(event) is MessageAppended or type(event) is ToolResultSynthesized) and (
+            event.message.metadata
+        ):
+            _check_metadata(event.message.metadata, session_id, index)
     return batch
+
+
+def _check_metadata(metadata: object, session_id: str, index: int) -> None:
+    # Encoded and decoded again as the event's field type: a map that encodes but does not decode
+    # as ``dict[str, Any]`` (an int key) would be stored and then fail every replay.
+    try:
+        _metadata_decoder.decode(_metadata_encoder.encode(metadata))
+    except (TypeError, ValueError, OverflowError) as exc:  # incl. UnicodeEncodeError, msgspec's
+        raise InvalidMessageError(
+            f"session {session_id!r}, event {index} of the batch: the message metadata "
+            f"cannot be encoded: {exc}",
+            field="metadata",
+            limit="encodable as msgpack (JSON-like values, valid UTF-8 text)",
+        ) from exc
+
+
+def encode_checked(session_id: str, events: Sequence[Event]) -> list[bytes]:
+    """The msgpack payloads of ``events``, or the named error of the first that cannot be encoded.
+
+    Raises:
+        InvalidMessageError: An event cannot be encoded (for example text with a lone surrogate
+            in a field that is not checked when it is built, such as a summary).
+    """
+    payloads = []
+    for index, event in enumerate(events):
+        try:
+            payloads.append(encode_payload(event))
+        except (TypeError, ValueError, OverflowError) as exc:
+            tag = type(event).__struct_config__.tag
+            raise InvalidMessageError(
+                f"session {session_id!r}, event {index} of the batch ({tag}) cannot be "
+                f"encoded: {exc}",
+                limit="encodable as msgpack (valid UTF-8 text)",
+            ) from exc
+    return payloads
 
 
 def check_range(from_seq: int, to_seq: int | None, limit: int | None) -> tuple[int, int | None]:
@@ -47,20 +105,14 @@ def check_snapshot(session_id: str, seq: int) -> None:
 
     Raises:
         TypeError: ``session_id`` is not a string or ``seq`` not an int.
-        ValueError: ``session_id`` is empty or ``seq`` is negative.
+        InvalidSessionIdError: ``session_id`` breaks :func:`check_session_id`.
+        ValueError: ``seq`` is negative.
     """
-    _check_session_id(session_id)
+    check_session_id(session_id)
     if isinstance(seq, bool) or not isinstance(seq, int):
         raise TypeError(f"snapshot seq must be an int, got {seq!r}")
     if seq < 0:
         raise ValueError(f"snapshot seq must be >= 0, got {seq}")
-
-
-def _check_session_id(session_id: str) -> None:
-    if not isinstance(session_id, str):
-        raise TypeError(f"session_id must be a string, got {type(session_id).__name__}")
-    if not session_id:
-        raise ValueError("session_id must not be empty")
 
 
 def recorded_batch(

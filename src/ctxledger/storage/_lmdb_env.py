@@ -29,6 +29,9 @@ __all__ = ["SharedEnvironment"]
 _log = get_logger(__name__)
 
 _MAX_READERS = 1024  # every thread reading at once needs a slot (py-lmdb uses MDB_NOTLS)
+#: Free space below which a failed commit is blamed on a full disk: LMDB reports a write cut
+#: short by ENOSPC as EIO, and what the cut-short write allocated leaves next to nothing free.
+_LOW_SPACE = 1 << 20
 
 
 class SharedEnvironment:
@@ -101,6 +104,7 @@ class SharedEnvironment:
                 self.env,
                 writer,
                 grow=self.grow,
+                explain=self.explain,
                 name=f"ctxledger-journal:{path}",
             )
 
@@ -143,6 +147,23 @@ class SharedEnvironment:
     def _dictionary_committed(self, dict_id: int, record: bytes) -> None:
         self.codec.add_dictionary(dict_id, self.meta_codec.unframe(record))
         self.codec.activate(dict_id)
+
+    def explain(self, failure: BaseException) -> str:
+        """Describe a failed write for the callers, naming a full disk when the disk is full."""
+        text = str(failure)
+        try:
+            stat = os.statvfs(self.path)
+        except OSError:
+            return text
+        free = stat.f_bavail * stat.f_frsize
+        if isinstance(failure, lmdb.DiskError):
+            return f"disk full: {free:,} bytes free on the filesystem of {self.path!r} ({text})"
+        if isinstance(failure, lmdb.Error) and free < _LOW_SPACE:
+            return (
+                f"disk full or nearly: {free:,} bytes free on the filesystem of {self.path!r} "
+                f"({text})"
+            )
+        return text
 
     def grow(self) -> None:
         """Double the map (on the journal thread, between transactions)."""

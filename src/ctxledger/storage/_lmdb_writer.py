@@ -2,8 +2,9 @@
 
 Everything here runs on the journal thread, inside its write transaction. Within a group the
 state of sessions touched by earlier requests of the same group is held as *pending* and becomes
-*committed* only after the transaction commits; an aborted group (map full, then retried) leaves
-no trace.
+*committed* only after the transaction commits; an aborted group (map full, or a request LMDB
+refused mid-write, then written again without it) leaves no trace: :meth:`LmdbWriter.begin_group`
+starts every attempt from the committed state.
 """
 
 from __future__ import annotations
@@ -14,9 +15,15 @@ from typing import Any, NamedTuple
 
 import lmdb
 
-from ctxledger.errors import StorageError, UnknownSessionError, VersionConflictError
-from ctxledger.events.codec import Codec, encode_payload
+from ctxledger.errors import (
+    InvalidMessageError,
+    StorageError,
+    UnknownSessionError,
+    VersionConflictError,
+)
+from ctxledger.events.codec import Codec
 from ctxledger.events.types import Event
+from ctxledger.storage._checks import encode_checked
 from ctxledger.storage._layout import (
     pack_pair,
     pack_stamp,
@@ -27,6 +34,7 @@ from ctxledger.storage._layout import (
     unpack_u32,
     unpack_u64,
 )
+from ctxledger.storage.journal import RequestFailed
 
 __all__ = ["AppendOp", "Databases", "DictionaryOp", "LmdbWriter", "SnapshotOp", "last_key_before"]
 
@@ -135,7 +143,16 @@ class LmdbWriter:
         self._now = self._clock()
 
     def apply(self, txn: lmdb.Transaction, op: Any) -> tuple[Any, BaseException | None]:
-        """Apply ``op``; a conflicting request fails alone, before writing anything."""
+        """Apply ``op``; a request failing for a reason of its own fails alone.
+
+        A conflict or an event that cannot be encoded is found before anything is written. A
+        key or value LMDB refuses (``MDB_BAD_VALSIZE``) is found by a put, after the request may
+        have written part of itself: :class:`RequestFailed` has the journal write the group
+        again without it.
+
+        Raises:
+            RequestFailed: LMDB refused one of the op's keys or values.
+        """
         try:
             if isinstance(op, AppendOp):
                 return self._append(txn, op, self._now), None
@@ -147,6 +164,17 @@ class LmdbWriter:
             return None, exc
         except _OpFailed as failed:
             return None, failed.error
+        except lmdb.BadValsizeError as exc:
+            session = getattr(op, "session_id", None)
+            where = ""
+            if session is not None:
+                where = f"session {session[:40]!r}{'…' if len(session) > 40 else ''}: "
+            error = InvalidMessageError(
+                f"{where}the event log refused to store this request: {exc}",
+                limit="a key or value LMDB can store",
+            )
+            error.__cause__ = exc
+            raise RequestFailed(error) from exc
 
     def finish_group(self, txn: lmdb.Transaction) -> None:
         """Store the byte counters the group changed."""
@@ -226,7 +254,7 @@ class LmdbWriter:
             return op.expected_seq + 1, position + 1, now
         records = op.records
         if records is None:
-            records = op.records = self._encode(op.events)
+            records = op.records = self._encode(op.session_id, op.events)
         dbs = self._dbs
         if number is None:
             number = self._next_number + len(self._pending_numbers)
@@ -258,16 +286,13 @@ class LmdbWriter:
         self._pending_counters[1] += stored
         return op.expected_seq + 1, position - len(records) + 1, now
 
-    def _encode(self, events: list[Event]) -> list[tuple[bytes, int]]:
-        frame = self._codec.frame
-        records = []
+    def _encode(self, session_id: str, events: list[Event]) -> list[tuple[bytes, int]]:
         try:
-            for event in events:
-                payload = encode_payload(event)
-                records.append((frame(payload), len(payload)))
-        except Exception as exc:  # e.g. metadata msgpack cannot encode: this append alone fails
+            payloads = encode_checked(session_id, events)
+        except InvalidMessageError as exc:  # before any write: this append alone fails
             raise _OpFailed(exc) from exc
-        return records
+        frame = self._codec.frame
+        return [(frame(payload), len(payload)) for payload in payloads]
 
     def _snapshot(self, txn: lmdb.Transaction, op: SnapshotOp) -> None:
         number = self._number(txn, op.session_id)

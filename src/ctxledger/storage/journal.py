@@ -2,8 +2,16 @@
 
 Callers :meth:`Journal.submit` a request from any thread and block until it is durable, or
 ``await`` :meth:`Journal.submit_async` from an event loop. The journal thread takes the queued
-requests as one group, applies each in ONE write transaction (each succeeds or fails on its own: a
-version conflict excludes only its request), and commits: one fsync for the whole group.
+requests as one group, applies each in ONE write transaction, and commits: one fsync for the
+whole group.
+
+Each request succeeds or fails on its own (see the fault-isolation rule of
+:class:`~ctxledger.storage.EventLog`). A request the writer refuses before writing anything (a
+version conflict) is simply left out. A request that fails while it writes (LMDB refuses one of
+its keys or values) may have left part of itself in the transaction, so the journal aborts the
+transaction and writes the group again without it (:class:`RequestFailed`): every other request
+commits as if it had arrived alone. Only a failure of the storage itself (disk full, an I/O
+error, a map that cannot grow) fails the whole group, and then nothing of it is visible.
 
 Two groups are in flight at a time. The callers of a committed group are woken only once the next
 group is written, just before its commit: their threads then prepare their next appends while
@@ -35,7 +43,7 @@ import lmdb
 from ctxledger._logging import get_logger
 from ctxledger.errors import StorageError
 
-__all__ = ["GATHER_GAP", "GATHER_MAX", "Gate", "GroupWriter", "Journal"]
+__all__ = ["GATHER_GAP", "GATHER_MAX", "Gate", "GroupWriter", "Journal", "RequestFailed"]
 
 _log = get_logger(__name__)
 
@@ -43,6 +51,22 @@ _log = get_logger(__name__)
 GATHER_GAP = 0.0005
 #: Seconds a group may wait for expected requests in all, from its first request.
 GATHER_MAX = 0.002
+
+
+class RequestFailed(Exception):
+    """Raised by :meth:`GroupWriter.apply` when its op failed for a reason of its own mid-write.
+
+    The op may have left part of itself in the transaction: the journal aborts it, answers the
+    op's caller with ``error`` alone, and writes the rest of the group again in a new
+    transaction.
+
+    Args:
+        error: What the op's caller raises.
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class GroupWriter(Protocol):
@@ -55,8 +79,10 @@ class GroupWriter(Protocol):
     def apply(self, txn: lmdb.Transaction, op: Any) -> tuple[Any, BaseException | None]:
         """Apply one op; return ``(result, error)``.
 
-        A failed op (``error`` set) must leave nothing of itself in ``txn``. An exception raised
-        out of this method aborts the whole group.
+        A failed op (``error`` set) must leave nothing of itself in ``txn``. An op that fails for
+        a reason of its own after it may have written raises :class:`RequestFailed`: the group
+        is written again without it. Any other exception raised out of this method is a failure
+        of the storage and fails the whole group.
         """
         ...
 
@@ -200,6 +226,8 @@ class Journal:
         writer: Applies each group inside the transaction.
         grow: Enlarges the map; called (on the journal thread) after ``MDB_MAP_FULL``, then the
             group is retried from scratch.
+        explain: Describes a storage failure for the callers' :class:`StorageError` (for
+            example "disk full: 0 bytes free on ..."); the failure's own text by default.
         name: The thread's name.
     """
 
@@ -209,11 +237,13 @@ class Journal:
         writer: GroupWriter,
         *,
         grow: Callable[[], None],
+        explain: Callable[[BaseException], str] = str,
         name: str = "ctxledger-journal",
     ) -> None:
         self._env = env
         self._writer = writer
         self._grow = grow
+        self._explain = explain
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._closed = False  # no new submissions
@@ -319,16 +349,27 @@ class Journal:
         """Write and commit one group; wake the callers of the previous one meanwhile.
 
         The previous group is already durable. Its callers are woken only once this group's
-        writes are done and its commit (the fsync, which releases the GIL) begins.
+        writes are done and its commit (the fsync, which releases the GIL) begins. A request
+        that fails mid-write (:class:`RequestFailed`) is answered with its error and the group
+        is written again without it; its answer waits for the group's, like every answer.
         """
-        while True:
+        refused: list[_Answer] = []  # failed on their own; answered with the group
+        while requests:
+            outcomes: list[tuple[Any, BaseException | None]] = []
+            failure: RequestFailed | None = None
             txn = self._env.begin(write=True)
             try:
                 self._writer.begin_group(txn)
-                outcomes = [self._writer.apply(txn, request.op) for request in requests]
-                self._writer.finish_group(txn)
-                self._wake(answered)
-                txn.commit()
+                for request in requests:
+                    try:
+                        outcomes.append(self._writer.apply(txn, request.op))
+                    except RequestFailed as exc:
+                        failure = exc
+                        break
+                if failure is None:
+                    self._writer.finish_group(txn)
+                    self._wake(answered)
+                    txn.commit()
             except BaseException as exc:
                 txn.abort()
                 self._writer.group_aborted()
@@ -337,16 +378,25 @@ class Journal:
                     try:
                         self._grow()
                     except Exception as grow_exc:  # every caller must be woken
-                        self._fail(requests, grow_exc)
-                        return []
+                        self._fail(requests, grow_exc, "the map cannot grow")
+                        return refused
                     continue
                 if not isinstance(exc, Exception):
                     raise
-                self._fail(requests, exc)  # every caller must be woken
-                return []
-            break
-        self._writer.group_committed()
-        return [(request, *outcome) for request, outcome in zip(requests, outcomes, strict=True)]
+                self._fail(requests, exc, "the write transaction failed")
+                return refused
+            if failure is None:
+                self._writer.group_committed()
+                committed = zip(requests, outcomes, strict=True)
+                return [*refused, *((request, *outcome) for request, outcome in committed)]
+            # The failed request may have written part of itself: start again without it.
+            txn.abort()
+            self._writer.group_aborted()
+            index = len(outcomes)
+            refused.append((requests[index], None, failure.error))
+            requests = requests[:index] + requests[index + 1 :]
+        self._wake(answered)  # every request failed on its own: nothing to commit
+        return refused
 
     def _refuse_queued(self) -> None:
         while True:
@@ -370,11 +420,15 @@ class Journal:
         for loop, items in by_loop.items():
             _call_in(loop, items)
 
-    @staticmethod
-    def _fail(requests: list[Any], cause: BaseException) -> None:
-        _log.error("journal group failed", requests=len(requests), error=repr(cause))
+    def _fail(self, requests: list[Any], cause: BaseException, what: str) -> None:
+        """Answer every request of a group that the storage failed; nothing of it committed."""
+        try:
+            explained = self._explain(cause)
+        except Exception:  # a failing diagnosis must not keep callers waiting
+            explained = str(cause)
+        _log.error("journal group failed", requests=len(requests), error=explained)
         for request in requests:
             # One exception object per caller: each raises (and so mutates) its own.
-            error = StorageError(f"the write transaction failed: {cause}")
+            error = StorageError(f"{what}: {explained}")
             error.__cause__ = cause
             request.resolve(None, error)

@@ -64,6 +64,7 @@ _ITER_CHUNK = 512  # events per read transaction when streaming
 _BODY_CHUNK = 2048  # the same for iter_bodies: each chunk costs a hand-off to the zstd worker
 _NO_SEQ = 1 << 64  # above every seq (keys are u64): a range without an end
 _MIN_SAMPLE = 64  # payloads smaller than this teach a dictionary nothing
+_MAX_KEY = 511  # LMDB's largest key (MDB_MAXKEYSIZE in the default build)
 
 _Row = TypeVar("_Row")
 _REGISTRY: dict[str, SharedEnvironment] = {}
@@ -290,6 +291,21 @@ class LmdbEventLog:
         dict_id: int = self._journal().submit(DictionaryOp(record))
         return dict_id
 
+    def sync(self) -> None:
+        """Flush every committed append to disk now, whatever the durability mode.
+
+        For a log opened with ``durability="none"`` to bulk-write quickly (an import, a
+        salvage): one flush at the end makes everything written so far durable.
+
+        Raises:
+            StorageError: The flush failed, or the log is closed or read-only.
+        """
+        self._journal()  # refuses a closed or read-only log
+        try:
+            self._shared.env.sync(True)
+        except lmdb.Error as exc:
+            raise StorageError(f"cannot flush the event log at {str(self.path)!r}: {exc}") from exc
+
     # --- reads --------------------------------------------------------------------------------
 
     def read(
@@ -373,19 +389,20 @@ class LmdbEventLog:
         """Return the session's last event seq, 0 if it has none."""
         with self._reading() as txn:
             number = self._number(txn, session_id)
-            if number is None:
-                return 0
-            key = last_key_before(txn.cursor(db=self._shared.dbs.events), pack_pair(number + 1, 0))
-            if key is None:
-                return 0
-            key_number, seq = unpack_pair(key)
-            return seq if key_number == number else 0
+            return 0 if number is None else self._last_of(txn, number)
+
+    def _last_of(self, txn: lmdb.Transaction, number: int) -> int:
+        key = last_key_before(txn.cursor(db=self._shared.dbs.events), pack_pair(number + 1, 0))
+        if key is None:
+            return 0
+        key_number, seq = unpack_pair(key)
+        return seq if key_number == number else 0
 
     def sessions(self) -> list[str]:
         """Return every session id in creation order."""
         with self._reading() as txn:
             return [
-                bytes(value).decode()
+                bytes(value).decode(errors="backslashreplace")
                 for value in txn.cursor(db=self._shared.dbs.session_ids).iternext(keys=False)
             ]
 
@@ -473,8 +490,14 @@ class LmdbEventLog:
             ``active_dictionary``.
         """
         shared = self._shared
-        per_session = {session_id: self.last_seq(session_id) for session_id in self.sessions()}
         with self._reading() as txn:
+            # By session number, so that a session whose own entry is damaged is still counted.
+            per_session = {
+                bytes(name).decode(errors="backslashreplace"): self._last_of(
+                    txn, unpack_u64(number)
+                )
+                for number, name in txn.cursor(db=shared.dbs.session_ids)
+            }
             raw = unpack_u64(txn.get(b"raw_bytes", b"\0" * 8, db=shared.dbs.meta))
             stored = unpack_u64(txn.get(b"stored_bytes", b"\0" * 8, db=shared.dbs.meta))
             info = shared.env.info()
@@ -514,7 +537,13 @@ class LmdbEventLog:
             yield txn
 
     def _number(self, txn: lmdb.Transaction, session_id: str) -> int | None:
-        stamp = txn.get(session_id.encode(), db=self._shared.dbs.sessions)
+        try:
+            key = session_id.encode()
+        except UnicodeEncodeError:  # no append accepts such an id: no session has it
+            return None
+        if not key or len(key) > _MAX_KEY:  # LMDB could not have stored it
+            return None
+        stamp = txn.get(key, db=self._shared.dbs.sessions)
         return None if stamp is None else unpack_stamp(stamp, session_id=session_id)[0]
 
     def _session_id(self, txn: lmdb.Transaction, number: int, position: int) -> str:

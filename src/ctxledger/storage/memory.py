@@ -15,7 +15,13 @@ from ctxledger.errors import (
 )
 from ctxledger.events.codec import Codec
 from ctxledger.events.types import Event
-from ctxledger.storage._checks import check_append, check_range, check_snapshot, recorded_batch
+from ctxledger.storage._checks import (
+    check_append,
+    check_range,
+    check_snapshot,
+    encode_checked,
+    recorded_batch,
+)
 from ctxledger.storage.protocol import AppendCallback, RecordedEvent
 
 __all__ = ["MemoryEventLog"]
@@ -27,7 +33,9 @@ class MemoryEventLog:
     """An :class:`~ctxledger.storage.EventLog` held in memory, for tests and as the reference.
 
     Nothing survives the process. Snapshots are framed with a checksum like the LMDB backend's,
-    so the contract suite can check that a damaged snapshot is skipped.
+    so the contract suite can check that a damaged snapshot is skipped. Events are encoded on
+    append (and the bytes dropped), so that an event a durable backend could not store is
+    refused here too.
 
     Args:
         clock: Returns the commit timestamp (unix seconds); ``time.time`` by default.
@@ -54,6 +62,7 @@ class MemoryEventLog:
                 raise VersionConflictError(session_id, expected_seq, len(recorded))
             if not batch:
                 return []
+            encode_checked(session_id, batch)  # after the conflict check, as the LMDB log does
             now = self._clock()
             position = len(self._global)
             new = recorded_batch(session_id, batch, expected_seq + 1, position + 1, now)

@@ -1,7 +1,9 @@
 """The :class:`EventLog` protocol every storage backend implements, and :class:`RecordedEvent`.
 
 Backends are checked by one contract test suite (``tests/contract``); a behaviour described here
-and not tested there is a bug in the suite.
+and not tested there is a bug in the suite. The limits every backend must be able to store
+(:data:`MAX_SESSION_ID_BYTES`) are checked by :func:`check_session_id`, which backends call
+before they queue or write anything.
 """
 
 from __future__ import annotations
@@ -11,17 +13,24 @@ from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 import msgspec
 
-from ctxledger.errors import ConfigError
+from ctxledger.errors import ConfigError, InvalidSessionIdError
 from ctxledger.events.types import Event
 
 __all__ = [
     "DURABILITY_MODES",
+    "MAX_SESSION_ID_BYTES",
     "AppendCallback",
     "Durability",
     "EventLog",
     "RecordedEvent",
     "check_durability",
+    "check_session_id",
 ]
+
+#: The longest session id, in bytes of UTF-8, that every backend stores. LMDB keys may hold 511
+#: bytes and PostgreSQL ``text`` any length, but an id is a name, not a payload: 255 bytes leave
+#: room for prefixes a backend adds to its keys and are far more than any id generator uses.
+MAX_SESSION_ID_BYTES = 255
 
 #: How hard an append presses its commit to disk (see :class:`~ctxledger.storage.LmdbEventLog`).
 Durability: TypeAlias = Literal["sync", "group", "none"]
@@ -37,6 +46,46 @@ def check_durability(durability: object) -> Durability:
     if durability not in DURABILITY_MODES:
         raise ConfigError("durability", f"must be one of {DURABILITY_MODES}, got {durability!r}")
     return durability  # type: ignore[return-value]  # narrowed by the membership test
+
+
+def check_session_id(session_id: object) -> str:
+    """Return ``session_id`` if every backend can store it as a session id.
+
+    A session id is a non-empty ``str`` of at most :data:`MAX_SESSION_ID_BYTES` bytes once
+    encoded as UTF-8, with no NUL character (PostgreSQL ``text`` cannot hold one) and no lone
+    surrogate (it has no UTF-8 encoding). :meth:`EventLog.append` calls this before anything is
+    queued; hosts call it before they create a session.
+
+    Raises:
+        TypeError: ``session_id`` is not a string.
+        InvalidSessionIdError: It breaks one of the rules; ``limit`` says which.
+    """
+    if not isinstance(session_id, str):
+        raise TypeError(f"session_id must be a string, got {type(session_id).__name__}")
+    if not session_id:
+        raise InvalidSessionIdError("session_id must not be empty", limit="not empty")
+    shown = repr(session_id[:40]) + ("…" if len(session_id) > 40 else "")
+    if "\0" in session_id:
+        raise InvalidSessionIdError(
+            f"session_id {shown} holds a NUL character", limit="no NUL character"
+        )
+    if session_id.isascii():
+        size = len(session_id)
+    else:
+        try:
+            size = len(session_id.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise InvalidSessionIdError(
+                f"session_id {shown} is not valid UTF-8: lone surrogate "
+                f"{session_id[exc.start]!r} at index {exc.start}",
+                limit="valid UTF-8",
+            ) from None
+    if size > MAX_SESSION_ID_BYTES:
+        raise InvalidSessionIdError(
+            f"session_id {shown} is {size} bytes of UTF-8; the limit is {MAX_SESSION_ID_BYTES}",
+            limit=f"at most {MAX_SESSION_ID_BYTES} bytes of UTF-8",
+        )
+    return session_id
 
 
 class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -68,6 +117,25 @@ class EventLog(Protocol):
     """An append-only, durable log of events, partitioned into sessions.
 
     Implementations are thread-safe: any method may be called from many threads at once.
+
+    Fault isolation (every backend, however it batches writes):
+
+    * A request that fails for a reason of its own fails alone, and writes nothing: a session id
+      :func:`check_session_id` refuses (:class:`~ctxledger.errors.InvalidSessionIdError`), an
+      event that cannot be encoded, metadata that cannot be encoded, a key or value the backend
+      refuses (:class:`~ctxledger.errors.InvalidMessageError`), a batch that is not events
+      (``TypeError``), a stale ``expected_seq``
+      (:class:`~ctxledger.errors.VersionConflictError`). The argument checks run before
+      anything is queued. Every other request, including those the backend wrote in the same
+      transaction or group commit, is recorded exactly as if it had arrived alone: same
+      result, same seqs, same durability. A backend that finds such a failure only while
+      writing a shared transaction rolls the transaction back and writes it again without the
+      failed request.
+    * Only a failure of the storage itself (disk full, an I/O error, a map or file that cannot
+      grow, a lost connection) may fail several requests at once. Each of them raises
+      :class:`~ctxledger.errors.StorageError` naming the cause, and nothing of the transaction
+      they shared is visible to any reader, then or after a restart. Once the cause is gone
+      (space freed), the same open log accepts appends again without being reopened.
     """
 
     def append(
@@ -86,7 +154,14 @@ class EventLog(Protocol):
         Raises:
             VersionConflictError: The session's last seq is not ``expected_seq``; nothing is
                 written.
-            StorageError: The backend failed or the log is closed.
+            InvalidSessionIdError: ``session_id`` breaks :func:`check_session_id`; nothing is
+                written.
+            InvalidMessageError: An event cannot be encoded (for example message metadata that
+                msgpack cannot represent) or the backend refuses to store it; nothing is
+                written, and no other append fails because of it.
+            TypeError: A batch item is not an event.
+            StorageError: The storage failed (the error names the cause: disk full, I/O, ...)
+                or the log is closed; nothing of the batch is visible.
         """
         ...
 
