@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, ClassVar, Literal
 
 import msgspec
 
 from ctxledger.errors import ConfigError
 
-__all__ = ["Config"]
+__all__ = ["DEFAULT_FACT_INDEX_CHARS", "Config"]
+
+#: ``Config.fact_index_chars`` of a Config built now (recorded Configs without it decode to 0).
+#: Chosen by ``bench/quality.py`` on the real traces (see bench/README_quality.md).
+DEFAULT_FACT_INDEX_CHARS = 4000
 
 ThresholdPolicyName = Literal["fixed", "dynamic"]
 
@@ -28,11 +33,39 @@ _BOOLS = {
 }
 
 
-class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=False, gc=False):
+class _ConfigMeta(msgspec.StructMeta):
+    """Gives a Config that code builds the current defaults of :attr:`Config.NEW_DEFAULTS`.
+
+    A msgspec Struct has one default per field, used both when code omits the field and when
+    decoding data that lacks it. For a field added in a later version those must differ: a
+    Config recorded by an older version lacks the field, and must decode to the value that
+    reproduces the old behaviour (the field's declared default, "off"), while a Config built now
+    gets the field's new default. Decoding (msgpack, JSON, ``msgspec.convert``) never calls the
+    class, so only construction (``Config(...)``, ``Config.from_env``) passes through here;
+    :meth:`Config.replace` keeps the values it copies.
+    """
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        for name, value in cls.NEW_DEFAULTS.items():  # type: ignore[attr-defined]
+            kwargs.setdefault(name, value)
+        return super().__call__(*args, **kwargs)
+
+
+class Config(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=False,
+    gc=False,
+    metaclass=_ConfigMeta,
+):
     """How one session budgets, compacts and projects its context.
 
     A session's Config is recorded in its log when the session is created and whenever it changes,
-    so replay always uses the settings that were in force. New fields always get defaults.
+    so replay always uses the settings that were in force. New fields always get defaults. A field
+    added after a release declares the default that reproduces the older behaviour (what a
+    recorded Config that lacks the field decodes to) and lists its default for new Configs in
+    :attr:`NEW_DEFAULTS` (DESIGN §2, "Config over time").
 
     Attributes:
         context_window: The model's context window, in tokens.
@@ -68,7 +101,22 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Fa
             unless it is pinned explicitly. It is still summarised, like a pinned message. Most
             real sessions are one long round, so the first step-level cut would otherwise leave
             only the summary's head and tail of the task.
+        fact_index_chars: Room, in characters, for the "facts from compacted history" block that
+            follows each new checkpoint's summary: the file paths, commands, error lines, test and
+            function names and user request lines of the covered messages that the summary and
+            the rest of the view do not already show, newest first (see
+            :mod:`ctxledger.domain.facts`). The planner reserves the room next to the summary's,
+            so the view still fits; never more than the summary's own room
+            (:func:`ctxledger.domain.summary_max_chars`). 0 turns the block off. New Configs get
+            :data:`DEFAULT_FACT_INDEX_CHARS`; a Config recorded before the field existed decodes
+            to 0, so old logs replay as they were written.
     """
+
+    #: Fields added after 0.1.0, with their default for a Config built now. A recorded Config
+    #: that lacks one decodes to the field's declared default instead (the older behaviour).
+    NEW_DEFAULTS: ClassVar[Mapping[str, Any]] = MappingProxyType(
+        {"fact_index_chars": DEFAULT_FACT_INDEX_CHARS}
+    )
 
     context_window: int = 128_000
     compression_threshold: float = 0.8
@@ -85,6 +133,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Fa
     summary_chunk_chars: int = 0
     threshold_policy: ThresholdPolicyName = "fixed"
     keep_first_request: bool = True
+    fact_index_chars: int = 0
 
     def __post_init__(self) -> None:
         _require_int(self, "context_window", minimum=1)
@@ -101,6 +150,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Fa
             "max_tool_result_chars",
             "summary_max_chars",
             "summary_chunk_chars",
+            "fact_index_chars",
         ):
             _require_int(self, name, minimum=0)
         _require_int(self, "micro_batch", minimum=1)

@@ -16,6 +16,7 @@ __all__ = [
     "CtxLedgerError",
     "EventDecodeError",
     "HostClosedError",
+    "InvalidCheckpointError",
     "InvalidMessageError",
     "InvalidSeqError",
     "SessionExistsError",
@@ -44,6 +45,15 @@ class InvalidMessageError(CtxLedgerError, ValueError):
 
 class InvalidSeqError(CtxLedgerError, ValueError):
     """Raised when a seq names no message of the session (for example ``pin`` or ``view_at``)."""
+
+
+class InvalidCheckpointError(CtxLedgerError, ValueError):
+    """Raised when a checkpoint id names no checkpoint of the session, or one cannot be reverted.
+
+    A revert undoes the active checkpoint once: reverting a checkpoint that is not the active
+    one, the checkpoint a revert made active again, or the session's first checkpoint (there is
+    none before it) raises this. Nothing is written.
+    """
 
 
 class TraceFormatError(InvalidMessageError):

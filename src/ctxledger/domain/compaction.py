@@ -17,8 +17,14 @@ import msgspec
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.domain.budget import estimate_tokens, threshold_for
 from ctxledger.domain.cuts import STEP_CUT_FILL, CutMeasure
-from ctxledger.domain.limits import CHARS_PER_TOKEN, summary_chunk_chars, summary_max_chars
-from ctxledger.domain.projection import assemble
+from ctxledger.domain.facts import checkpoint_fact_block
+from ctxledger.domain.limits import (
+    CHARS_PER_TOKEN,
+    fact_index_chars,
+    summary_chunk_chars,
+    summary_max_chars,
+)
+from ctxledger.domain.projection import FACTS_SEPARATOR, assemble
 from ctxledger.domain.render import truncate_text
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import Tokenizer, message_chars
@@ -98,6 +104,8 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
         attempt: Reactive retry number.
         step_level: Whether the cut lies inside the retained rounds (at a step boundary).
         input_hash: Content address of the summariser's input.
+        fact_chars: Room reserved for the checkpoint's fact block after the summary
+            (``Config.fact_index_chars``; 0: no block).
     """
 
     reason: Trigger
@@ -116,11 +124,18 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
     attempt: int = 0
     step_level: bool = False
     input_hash: str = ""
+    fact_chars: int = 0
 
     @property
     def trigger(self) -> Trigger:
         """Alias of :attr:`reason`."""
         return self.reason
+
+    @property
+    def input_chars(self) -> int:
+        """Characters the summariser is given: the messages, the previous summary, the focus."""
+        chars = sum(message_chars(message) for message in self.messages)
+        return chars + len(self.previous_summary or "") + len(self.focus or "")
 
     def started(self, compaction_id: str) -> CompactionStarted:
         """Return the ``CompactionStarted`` event that records this plan."""
@@ -233,12 +248,16 @@ def plan_compaction(
     keep_rounds = config.min_retain_rounds
     target = threshold
     max_chars = summary_max_chars(config)
+    fact_chars = fact_index_chars(config)
     if trigger == "prompt_too_long":
         keep_rounds >>= attempt + 1
         target = max(1, min(threshold, tokenizer.count_messages(view)) >> (attempt + 1))
-        # The summary may take at most a quarter of a shrunken target.
+        # The summary may take at most a quarter of a shrunken target, and its facts as much.
         max_chars = max(1, min(max_chars, target * CHARS_PER_TOKEN // 4))
-    cutter = CutMeasure(state, tokenizer, trigger, max_chars, pending)
+        fact_chars = min(fact_chars, max_chars)
+    # The summary's room, and after it the fact block's: the view fits with both at full size.
+    reserve = max_chars + (len(FACTS_SEPARATOR) + fact_chars if fact_chars else 0)
+    cutter = CutMeasure(state, tokenizer, trigger, reserve, pending)
     room = target - 1  # equality compacts, so the view must end strictly below the target
 
     base = active.retain_from_seq if active else 1
@@ -283,6 +302,7 @@ def plan_compaction(
         attempt=attempt,
         step_level=step_level,
         input_hash=_input_hash(covered, previous, focus, max_chars),
+        fact_chars=fact_chars,
     )
 
 
@@ -332,8 +352,14 @@ def complete_compaction(
     checkpoint_id: str,
     created_at: float,
     tokenizer: Tokenizer,
+    summarizer: str = "",
+    summary_seconds: float = 0.0,
 ) -> tuple[Checkpoint, CompactionResult]:
     """Build the checkpoint for a finished plan (pure; the caller records it).
+
+    The checkpoint records the compaction's metadata (input size, calls, and what the caller
+    measured: the summariser's name and wall time) and, when ``plan.fact_chars`` allows, its
+    fact block (:func:`ctxledger.domain.facts.checkpoint_fact_block`).
 
     Args:
         state: The session; messages appended since the plan are fine, a newer checkpoint is not.
@@ -342,6 +368,9 @@ def complete_compaction(
         checkpoint_id: Id of the new checkpoint.
         created_at: Unix time from the host's clock.
         tokenizer: Counts the tokens of the resulting view.
+        summarizer: Who wrote the summary (see :func:`ctxledger.summarizers.describe`); "" when
+            unknown.
+        summary_seconds: Wall time of the summariser call(s); 0.0 when not measured.
 
     Returns:
         The checkpoint to record with ``CheckpointCreated`` and the ``compacted`` result.
@@ -366,7 +395,14 @@ def complete_compaction(
         previous_checkpoint_id=plan.previous_checkpoint_id,
         tokens_before=plan.estimated_tokens,
         input_hash=plan.input_hash,
+        summarizer=summarizer,
+        summary_seconds=summary_seconds,
+        input_chars=plan.input_chars,
+        summarizer_calls=len(plan.chunks()),
     )
+    if plan.fact_chars:
+        facts = checkpoint_fact_block(state, checkpoint, plan.messages, plan.fact_chars)
+        checkpoint = msgspec.structs.replace(checkpoint, facts=facts)
     after = preview_view(state, checkpoint, tokenizer=tokenizer).estimated_tokens
     checkpoint = msgspec.structs.replace(checkpoint, tokens_after=after)
     return checkpoint, CompactionResult(

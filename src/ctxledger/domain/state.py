@@ -22,6 +22,7 @@ from ctxledger.domain.validation import validate_append
 from ctxledger.errors import EventDecodeError, InvalidMessageError, InvalidSeqError
 from ctxledger.events.types import (
     CheckpointCreated,
+    CheckpointReverted,
     CompactionFailed,
     CompactionStarted,
     ConfigChanged,
@@ -386,6 +387,7 @@ class _Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     answers: dict[str, int]
     answers_before: int
     open_calls: list[ToolCall]
+    active_restored: bool = False
 
 
 class _Version(msgspec.Struct):
@@ -407,8 +409,10 @@ class SessionState:
         config: The Config in force (the latest ``SessionOpened`` or ``ConfigChanged``).
         history: Every appended message, synthesized results included; ``history[i].seq == i + 1``
             (a :class:`History`: list-like, read back in chunks when resumed from a snapshot).
-        checkpoints: Every checkpoint, oldest first; the last one is active (a
-            :class:`Checkpoints`: list-like, earlier ones read back when resumed).
+        checkpoints: Every checkpoint activation, oldest first; the last one is active (a
+            :class:`Checkpoints`: list-like, earlier ones read back when resumed). A
+            ``CheckpointReverted`` appends the checkpoint it restores, so a restored checkpoint
+            appears twice.
         pins: Seqs of pinned messages.
         usage: The provider's last usage figure, if any (see :attr:`usage_is_current`).
         checkpoint_seq: ``last_seq`` when the active checkpoint was recorded.
@@ -419,6 +423,8 @@ class SessionState:
         events_applied: Number of events folded so far.
         compactions_started: Number of ``CompactionStarted`` events.
         compactions_failed: Number of ``CompactionFailed`` events.
+        active_restored: The active checkpoint became active again by a ``CheckpointReverted``
+            (it cannot be reverted in turn; see :func:`ctxledger.domain.revert_checkpoint`).
     """
 
     __hash__ = None  # type: ignore[assignment]  # mutable: equal states must not share dict slots
@@ -439,6 +445,7 @@ class SessionState:
         self.events_applied = 0
         self.compactions_started = 0
         self.compactions_failed = 0
+        self.active_restored = False
         self._reset_indices()
 
     def _reset_indices(self) -> None:
@@ -567,6 +574,7 @@ class SessionState:
                 answers=self._answers.recent,
                 answers_before=self._answers.older,
                 open_calls=list(self._open.values()),
+                active_restored=self.active_restored,
             )
         )
 
@@ -634,6 +642,7 @@ class SessionState:
         state.events_applied = snap.events_applied
         state.compactions_started = snap.compactions_started
         state.compactions_failed = snap.compactions_failed
+        state.active_restored = snap.active_restored
         return state
 
     def __eq__(self, other: object) -> bool:
@@ -789,7 +798,15 @@ class SessionState:
         elif isinstance(event, CheckpointCreated):
             self.checkpoints.append(event.checkpoint)
             self.checkpoint_seq = self.last_seq
+            self.active_restored = False
             self._advance_index_base(event.checkpoint)
+        elif isinstance(event, CheckpointReverted):
+            # The restored checkpoint is active again; index entries the reverted one moved out
+            # of memory are read back when touched. No checkpoint is current at this position,
+            # so a compaction (say, with a focus) may follow at once.
+            self.checkpoints.append(event.restored)
+            self.checkpoint_seq = -1
+            self.active_restored = True
         elif isinstance(event, CompactionStarted):
             self.compactions_started += 1
         elif isinstance(event, CompactionFailed):

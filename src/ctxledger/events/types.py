@@ -19,6 +19,7 @@ from ctxledger.messages import Message
 __all__ = [
     "EVENT_TYPES",
     "CheckpointCreated",
+    "CheckpointReverted",
     "CompactionFailed",
     "CompactionStarted",
     "ConfigChanged",
@@ -80,6 +81,19 @@ class CheckpointCreated(EventBase, frozen=True, tag="checkpoint_created"):
 
     compaction_id: str
     checkpoint: Checkpoint
+
+
+class CheckpointReverted(EventBase, frozen=True, kw_only=True, tag="checkpoint_reverted"):
+    """The active checkpoint ``checkpoint_id`` was undone; ``restored`` is active again.
+
+    ``restored`` is the checkpoint that was active when ``checkpoint_id`` was made (its
+    ``previous_checkpoint_id``), carried whole so that the fold needs no lookup. The next
+    compaction extends ``restored``; history and every recorded checkpoint stay as they were.
+    """
+
+    checkpoint_id: str
+    restored: Checkpoint
+    reason: str = ""
 
 
 class CompactionFailed(EventBase, frozen=True, tag="compaction_failed"):
@@ -152,6 +166,7 @@ Event: TypeAlias = (
     | TranscriptExported
     | ConfigChanged
     | MessagePinned
+    | CheckpointReverted
 )
 
 EVENT_TYPES: tuple[type[EventBase], ...] = (
@@ -167,4 +182,5 @@ EVENT_TYPES: tuple[type[EventBase], ...] = (
     TranscriptExported,
     ConfigChanged,
     MessagePinned,
+    CheckpointReverted,
 )

@@ -26,6 +26,7 @@ from ctxledger.errors import (
 )
 from ctxledger.events import (
     CheckpointCreated,
+    CheckpointReverted,
     MessageAppended,
     SessionForked,
     SessionOpened,
@@ -168,7 +169,7 @@ def read_messages(log: EventLog, session_id: str, first: int, last: int) -> list
 
 
 def read_checkpoints(log: EventLog, session_id: str, through_event_seq: int) -> list[Checkpoint]:
-    """Return the checkpoints a fold through ``through_event_seq`` holds, oldest first.
+    """Return the checkpoint activations a fold through ``through_event_seq`` holds, oldest first.
 
     Reads every event up to the bound (a fork's inherited ones from its ancestors): a state
     resumed from a snapshot calls it only when a checkpoint before the active one is touched.
@@ -180,6 +181,8 @@ def read_checkpoints(log: EventLog, session_id: str, through_event_seq: int) -> 
             found = read_checkpoints(log, event.parent_id, event.parent_event_seq)
         elif isinstance(event, CheckpointCreated):
             found.append(event.checkpoint)
+        elif isinstance(event, CheckpointReverted):
+            found.append(event.restored)  # an activation, as SessionState.apply records it
     return found
 
 
