@@ -6,7 +6,15 @@ pins it so that the surface changes only on purpose.
 
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
-from ctxledger.domain import CompactionResult, ModelView, Tokenizer, is_prompt_too_long
+from ctxledger.domain import (
+    CompactionResult,
+    Fact,
+    LossReport,
+    ModelView,
+    Placement,
+    Tokenizer,
+    is_prompt_too_long,
+)
 from ctxledger.errors import (
     ConfigError,
     ContextOverflowError,
@@ -14,8 +22,11 @@ from ctxledger.errors import (
     CtxLedgerError,
     EventDecodeError,
     HostClosedError,
+    InvalidCheckpointError,
     InvalidMessageError,
+    InvalidQueryError,
     InvalidSeqError,
+    InvalidToolCallError,
     SessionExistsError,
     StorageError,
     TraceFormatError,
@@ -25,6 +36,7 @@ from ctxledger.errors import (
 )
 from ctxledger.messages import Message, ToolCall
 from ctxledger.runtime import Host, Session
+from ctxledger.runtime.recall import RecallHit
 from ctxledger.summarizers import (
     AnthropicSummarizer,
     ExtractiveSummarizer,
@@ -46,13 +58,20 @@ __all__ = [
     "CtxLedgerError",
     "EventDecodeError",
     "ExtractiveSummarizer",
+    "Fact",
     "Host",
     "HostClosedError",
+    "InvalidCheckpointError",
     "InvalidMessageError",
+    "InvalidQueryError",
     "InvalidSeqError",
+    "InvalidToolCallError",
+    "LossReport",
     "Message",
     "ModelView",
     "OpenAIChatSummarizer",
+    "Placement",
+    "RecallHit",
     "Session",
     "SessionExistsError",
     "StorageError",

@@ -18,7 +18,9 @@ __all__ = [
     "HostClosedError",
     "InvalidCheckpointError",
     "InvalidMessageError",
+    "InvalidQueryError",
     "InvalidSeqError",
+    "InvalidToolCallError",
     "SessionExistsError",
     "StorageError",
     "TraceFormatError",
@@ -53,6 +55,18 @@ class InvalidCheckpointError(CtxLedgerError, ValueError):
     A revert undoes the active checkpoint once: reverting a checkpoint that is not the active
     one, the checkpoint a revert made active again, or the session's first checkpoint (there is
     none before it) raises this. Nothing is written.
+    """
+
+
+class InvalidQueryError(CtxLedgerError, ValueError):
+    """Raised when a recall query is not text or its ``limit`` is out of range."""
+
+
+class InvalidToolCallError(CtxLedgerError, ValueError):
+    """Raised when a tool call names no ctxledger tool or its arguments are not valid for it.
+
+    ``Session.call_tool`` raises it; a host answers the model's call with ``str(error)`` as the
+    tool result, so the model can correct its call.
     """
 
 

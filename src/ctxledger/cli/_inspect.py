@@ -13,10 +13,12 @@ from typing import Any
 
 import click
 
+from ctxledger.checkpoints import Checkpoint
 from ctxledger.cli._app import db_option, open_log, require_session
 from ctxledger.domain import ModelView
 from ctxledger.events import (
     CheckpointCreated,
+    CheckpointReverted,
     CompactionFailed,
     CompactionStarted,
     ConfigChanged,
@@ -43,27 +45,49 @@ _PREVIEW = 96
 @click.command()
 @db_option
 def sessions(db: Path) -> None:
-    """List sessions: messages, checkpoints, events, view tokens, last activity."""
+    """List sessions: messages, checkpoints, events, view tokens, summariser, last activity.
+
+    SUMMARY TIME is the summariser's total wall time over the session's checkpoints (where
+    they recorded it); SUMMARISER names the one that wrote the last checkpoint.
+    """
     rows = []
     with open_log(db) as log:
         for session_id in log.sessions():
             state = rebuild(log, session_id)
             (last,) = log.read(session_id, state.event_seq, state.event_seq)
+            made = _distinct(state.checkpoints)
+            seconds = sum(checkpoint.summary_seconds for checkpoint in made)
             rows.append(
                 (
                     session_id,
                     len(state.history),
-                    len(state.checkpoints),
+                    len(made),
                     state.event_seq,
                     f"{state.view.estimated_tokens:,}",
+                    f"{seconds:.2f} s" if seconds else "-",
+                    (made[-1].summarizer or "-") if made else "-",
                     human_time(last.timestamp),
                 )
             )
     if not rows:
         click.echo(f"no sessions in '{db}'")
         return
-    headers = ("SESSION", "MESSAGES", "CHECKPOINTS", "EVENTS", "VIEW TOKENS", "LAST ACTIVITY")
-    click.echo(table(headers, rows, right="<>>>>"))
+    headers = (
+        "SESSION",
+        "MESSAGES",
+        "CHECKPOINTS",
+        "EVENTS",
+        "VIEW TOKENS",
+        "SUMMARY TIME",
+        "SUMMARISER",
+        "LAST ACTIVITY",
+    )
+    click.echo(table(headers, rows, right="<>>>>><<"))
+
+
+def _distinct(checkpoints: list[Checkpoint]) -> list[Checkpoint]:
+    """The checkpoints made, once each (a revert lists the one it restores again)."""
+    return list({checkpoint.id: checkpoint for checkpoint in checkpoints}.values())
 
 
 @click.command()
@@ -100,10 +124,44 @@ def show(
                 for r in log.iter_events(session_id, start, stop)
             ]
         else:
-            chosen = rebuild(log, session_id).history[start - 1 :]
+            state = rebuild(log, session_id)
+            chosen = state.history[start - 1 :]
             chosen = chosen if limit is None else chosen[:limit]
             lines = list(_message_lines(chosen, full))
+            lines += _checkpoint_lines(_distinct(state.checkpoints))
     _emit(lines, pager)
+
+
+def _checkpoint_lines(checkpoints: list[Checkpoint]) -> list[str]:
+    """The compactions of a session with their metadata, under its messages."""
+    if not checkpoints:
+        return []
+    rows = [
+        (
+            checkpoint.id,
+            checkpoint.reason,
+            f"#{checkpoint.covers_through_seq}",
+            checkpoint.summarizer or "-",
+            f"{checkpoint.summary_seconds:.2f} s" if checkpoint.summary_seconds else "-",
+            f"{checkpoint.input_chars:,}" if checkpoint.input_chars else "-",
+            f"{checkpoint.output_chars:,}",
+            f"{len(checkpoint.facts):,}",
+            f"{checkpoint.tokens_before:,} → {checkpoint.tokens_after:,}",
+        )
+        for checkpoint in checkpoints
+    ]
+    headers = (
+        "CHECKPOINT",
+        "REASON",
+        "COVERS",
+        "SUMMARISER",
+        "TIME",
+        "IN CHARS",
+        "OUT CHARS",
+        "FACT CHARS",
+        "VIEW TOKENS",
+    )
+    return ["", table(headers, rows, right="<<><>>>>>")]
 
 
 @click.command()
@@ -276,7 +334,17 @@ def _event_detail(event: Event) -> str:
     if isinstance(event, CheckpointCreated):
         cp = event.checkpoint
         tokens = f"{cp.tokens_before:,} → {cp.tokens_after:,} tokens"
-        return f"checkpoint {cp.id[:12]} ({cp.reason}) {tokens}"
+        meta = ""
+        if cp.summarizer or cp.summary_seconds:
+            meta = (
+                f", {cp.summarizer or 'summariser'} {cp.summary_seconds:.2f} s, "
+                f"{cp.input_chars:,} → {cp.output_chars:,} chars"
+            )
+        facts = f", facts {len(cp.facts):,} chars" if cp.facts else ""
+        return f"checkpoint {cp.id[:12]} ({cp.reason}) {tokens}{meta}{facts}"
+    if isinstance(event, CheckpointReverted):
+        reason = f": {clip(event.reason, 40)}" if event.reason else ""
+        return f"reverted {event.checkpoint_id[:12]}, {event.restored.id[:12]} active again{reason}"
     if isinstance(event, CompactionFailed):
         return f"{event.reason}: {clip(event.detail, 60)}"
     if isinstance(event, SessionOpened | ConfigChanged):

@@ -5,6 +5,7 @@ when to compact, plan the cut and build the model view. Actors and the host call
 """
 
 from ctxledger.domain.adapters import to_anthropic, to_openai
+from ctxledger.domain.audit import KindCount, LossReport, audit_checkpoint
 from ctxledger.domain.budget import (
     DynamicThreshold,
     FixedThreshold,
@@ -24,13 +25,23 @@ from ctxledger.domain.compaction import (
     plan_compaction,
     run_summarizer,
 )
+from ctxledger.domain.facts import (
+    FACT_KINDS,
+    Fact,
+    FactKind,
+    checkpoint_fact_block,
+    extract_facts,
+    shown_text,
+)
 from ctxledger.domain.limits import (
     base_threshold_tokens,
+    fact_index_chars,
     max_tool_result_chars,
     summary_chunk_chars,
     summary_max_chars,
 )
 from ctxledger.domain.overflow import is_prompt_too_long
+from ctxledger.domain.placement import PLACEMENT_KINDS, Placement, PlacementKind, place_message
 from ctxledger.domain.projection import assemble, summary_message
 from ctxledger.domain.render import (
     TRUNCATION_MARKER,
@@ -40,6 +51,7 @@ from ctxledger.domain.render import (
     render_policy,
     truncate_text,
 )
+from ctxledger.domain.revert import revert_checkpoint
 from ctxledger.domain.state import SNAPSHOT_VERSION, SessionState, Usage
 from ctxledger.domain.tokenizer import CharTokenizer, Tokenizer, message_chars
 from ctxledger.domain.view import (
@@ -53,7 +65,9 @@ from ctxledger.domain.view import (
 
 __all__ = [
     "COMPACT_CHECKPOINT",
+    "FACT_KINDS",
     "FULL_HISTORY",
+    "PLACEMENT_KINDS",
     "SNAPSHOT_VERSION",
     "STEP_CUT_FILL",
     "TRIGGERS",
@@ -62,8 +76,14 @@ __all__ = [
     "CompactionPlan",
     "CompactionResult",
     "DynamicThreshold",
+    "Fact",
+    "FactKind",
     "FixedThreshold",
+    "KindCount",
+    "LossReport",
     "ModelView",
+    "Placement",
+    "PlacementKind",
     "RenderPolicy",
     "SessionState",
     "ThresholdPolicy",
@@ -71,21 +91,28 @@ __all__ = [
     "Trigger",
     "Usage",
     "assemble",
+    "audit_checkpoint",
     "base_threshold_tokens",
     "build_view",
+    "checkpoint_fact_block",
     "complete_compaction",
     "estimate_tokens",
+    "extract_facts",
+    "fact_index_chars",
     "fail_compaction",
     "is_prompt_too_long",
     "looks_failed",
     "mask_text",
     "max_tool_result_chars",
     "message_chars",
+    "place_message",
     "plan_compaction",
     "preview_view",
     "render_message",
     "render_policy",
+    "revert_checkpoint",
     "run_summarizer",
+    "shown_text",
     "summary_chunk_chars",
     "summary_max_chars",
     "summary_message",

@@ -368,8 +368,8 @@ def complete_compaction(
         checkpoint_id: Id of the new checkpoint.
         created_at: Unix time from the host's clock.
         tokenizer: Counts the tokens of the resulting view.
-        summarizer: Who wrote the summary (see :func:`ctxledger.summarizers.describe`); "" when
-            unknown.
+        summarizer: Who wrote the summary (see
+            :func:`ctxledger.summarizers.describe_summarizer`); "" when unknown.
         summary_seconds: Wall time of the summariser call(s); 0.0 when not measured.
 
     Returns:

@@ -57,9 +57,9 @@ def summary_chunk_chars(config: Config) -> int:
 
 
 def fact_index_chars(config: Config) -> int:
-    """Room for a checkpoint's fact block: ``Config.fact_index_chars``, at most the summary's.
+    """Room for a checkpoint's fact block: ``Config.fact_index_chars``, capped by the window.
 
-    Capped by :func:`summary_max_chars` so that the block never outweighs the summary in small
-    windows; 0 when the block is off.
+    At most a fifth of the base threshold, in characters (twice the summary's automatic room),
+    so that small windows keep most of their room for raw messages; 0 when the block is off.
     """
-    return min(config.fact_index_chars, summary_max_chars(config))
+    return min(config.fact_index_chars, base_threshold_tokens(config) * CHARS_PER_TOKEN // 5)

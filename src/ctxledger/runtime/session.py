@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -23,6 +24,9 @@ from ctxledger.domain import (
     fail_compaction,
     is_prompt_too_long,
 )
+from ctxledger.domain.audit import LossReport
+from ctxledger.domain.placement import Placement, place_message
+from ctxledger.domain.revert import revert_checkpoint
 from ctxledger.errors import (
     ContextOverflowError,
     HostClosedError,
@@ -42,7 +46,9 @@ from ctxledger.events import (
 from ctxledger.messages import Message
 from ctxledger.replay.loader import load_state
 from ctxledger.runtime.actors import BudgetActor, CompactionActor, HistoryActor, ProjectionActor
+from ctxledger.runtime.recall import DEFAULT_RECALL_LIMIT, RecallHit, answer_tool_call, recall
 from ctxledger.storage import RecordedEvent
+from ctxledger.summarizers import describe_summarizer
 
 if TYPE_CHECKING:
     from ctxledger.runtime.host import Host
@@ -293,6 +299,7 @@ class Session:
         )
         log.info("compaction_started", seq=plan.covers_through_seq, messages=len(plan.messages))
         config = _get(actors.history.config())
+        started = time.perf_counter()
         try:
             summary, detail = actors.compaction.summarize(plan).get(timeout=config.summary_timeout)
         except pykka.Timeout:
@@ -304,8 +311,10 @@ class Session:
             self._persist([CompactionFailed(compaction_id=compaction_id, detail=detail)])
             log.warning("compaction_failed", detail=detail)
             return fail_compaction(plan)
+        seconds = time.perf_counter() - started
+        label = describe_summarizer(host.summarizer)
         checkpoint, result = _get(
-            actors.budget.complete(plan, summary, host.new_id(), host.clock())
+            actors.budget.complete(plan, summary, host.new_id(), host.clock(), label, seconds)
         )
         self._persist([CheckpointCreated(compaction_id=compaction_id, checkpoint=checkpoint)])
         log.info(
@@ -440,6 +449,96 @@ class Session:
                 ref.stop(block=True, timeout=_STOP_TIMEOUT)
             except pykka.Timeout:
                 self._log.warning("actor_stop_timeout", actor=type(ref).__name__)
+
+    # --- issue 16: audit, explain, revert, recall --------------------------------------------
+    # Thin on purpose: the substance is pure domain code (ctxledger.domain.audit / placement /
+    # revert), the offline folds in ctxledger.replay.audit and the index in runtime/recall.py,
+    # so these methods port unchanged to another Session.
+
+    def audit(self, checkpoint_id: str | None = None) -> LossReport:
+        """Report what a compaction lost: the facts of its covered messages its view lacks.
+
+        The same report as :func:`ctxledger.replay.audit` on the log (a pure function of it).
+
+        Args:
+            checkpoint_id: The checkpoint to audit; the active one when omitted.
+
+        Raises:
+            InvalidCheckpointError: The session has no checkpoint, or none with that id.
+        """
+        from ctxledger.replay.audit import audit_log
+
+        with self._lock:
+            self._ensure_active()
+            return audit_log(self._host.log, self.id, checkpoint_id)
+
+    def explain(self, seq: int) -> Placement:
+        """Say where message ``seq`` is in the current view: raw, masked, truncated, pinned or
+        summarised (and by which checkpoint, with its reason and time).
+
+        Raises:
+            InvalidSeqError: No message has that seq.
+        """
+        with self._lock:
+            return place_message(self._live_state(), seq)
+
+    def revert_compaction(
+        self, checkpoint_id: str | None = None, *, reason: str = ""
+    ) -> Checkpoint:
+        """Undo the active checkpoint: the checkpoint before it becomes active again.
+
+        Records ``CheckpointReverted``; the view becomes the one the restored checkpoint gives
+        for the current history, and the next compaction (say, :meth:`compact` with a focus)
+        extends it. History and the reverted checkpoint stay in the log.
+
+        Args:
+            checkpoint_id: The checkpoint to revert; it must be the active one (default).
+            reason: Why, for the record.
+
+        Returns:
+            The checkpoint that is active again.
+
+        Raises:
+            InvalidCheckpointError: Nothing to revert: no checkpoint, not the active one, the
+                active one was restored by a revert (reverting twice), or it is the first one.
+        """
+        with self._lock:
+            event = revert_checkpoint(self._live_state(), checkpoint_id, reason=reason)
+            self._persist([event])
+            self._log.info("checkpoint_reverted", checkpoint_id=event.checkpoint_id)
+            return event.restored
+
+    def recall(self, query: str, *, limit: int = DEFAULT_RECALL_LIMIT) -> list[RecallHit]:
+        """Search the messages the view no longer shows raw (summarised, masked or truncated).
+
+        Ranked by SQLite FTS5's BM25 over an index that is a projection of the log (see
+        :mod:`ctxledger.runtime.recall`).
+
+        Args:
+            query: Free text: words, a command, a file name, error text.
+            limit: The most hits (1 to 50).
+
+        Raises:
+            InvalidQueryError: ``query`` is not text or ``limit`` is out of range.
+        """
+        with self._lock:
+            return recall(self._host.log, self._live_state(), query, limit=limit)
+
+    def call_tool(self, name: str, arguments: str | dict[str, Any]) -> str:
+        """Answer a model's call of a ctxledger tool (see :mod:`ctxledger.tools`).
+
+        Args:
+            name: The tool the model called (``"recall"``).
+            arguments: Its arguments, as JSON text (as providers deliver them) or decoded.
+
+        Returns:
+            The text to append as the tool result (``Message.tool(answer, call_id, name)``).
+
+        Raises:
+            InvalidToolCallError: No such tool, or invalid arguments (answer the call with
+                ``str(error)`` so the model can correct it).
+        """
+        return answer_tool_call(self.recall, name, arguments)
 
 
 def _get(future: Any) -> Any:

@@ -9,7 +9,7 @@ import msgspec
 
 from ctxledger.messages import Message
 
-__all__ = ["Summarizer", "SummaryRequest"]
+__all__ = ["Summarizer", "SummaryRequest", "describe_summarizer"]
 
 
 class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -53,3 +53,16 @@ class Summarizer(Protocol):
     """
 
     def __call__(self, request: SummaryRequest, /) -> str | None: ...
+
+
+def describe_summarizer(summarizer: object) -> str:
+    """Name a summariser for the checkpoint's record: its class, and ``:model`` where it has one.
+
+    Example:
+        >>> from ctxledger import ExtractiveSummarizer
+        >>> describe_summarizer(ExtractiveSummarizer())
+        'ExtractiveSummarizer'
+    """
+    name = getattr(summarizer, "__qualname__", None) or type(summarizer).__qualname__
+    model = getattr(summarizer, "model", None)
+    return f"{name}:{model}" if isinstance(model, str) and model else str(name)

@@ -105,7 +105,13 @@ class BudgetActor(_ReplicaActor):
         return outcome
 
     def complete(
-        self, plan: CompactionPlan, summary: str, checkpoint_id: str, created_at: float
+        self,
+        plan: CompactionPlan,
+        summary: str,
+        checkpoint_id: str,
+        created_at: float,
+        summarizer: str = "",
+        summary_seconds: float = 0.0,
     ) -> tuple[Checkpoint, CompactionResult]:
         """Turn a summary into the checkpoint to persist and the result to return."""
         return complete_compaction(
@@ -115,4 +121,6 @@ class BudgetActor(_ReplicaActor):
             checkpoint_id=checkpoint_id,
             created_at=created_at,
             tokenizer=self._tokenizer,
+            summarizer=summarizer,
+            summary_seconds=summary_seconds,
         )
