@@ -104,6 +104,12 @@ def _distinct(checkpoints: list[Checkpoint]) -> list[Checkpoint]:
 )
 @click.option("--limit", type=click.IntRange(min=1), help="Show at most this many.")
 @click.option("--full", is_flag=True, help="Print whole message contents, not one-line previews.")
+@click.option(
+    "--checkpoints",
+    "show_checkpoints",
+    is_flag=True,
+    help="Show the compactions (summariser, wall time, input and output size, fact block).",
+)
 @click.option("--pager/--no-pager", default=True, help="Page long output on a terminal.")
 def show(
     session_id: str,
@@ -112,23 +118,26 @@ def show(
     start: int,
     limit: int | None,
     full: bool,
+    show_checkpoints: bool,
     pager: bool,
 ) -> None:
-    """Show a session's history (or its raw events with --events)."""
+    """Show a session's history (or its raw events with --events, its compactions with
+    --checkpoints)."""
     with open_log(db) as log:
         require_session(log, session_id, db)
-        if show_events:
+        if show_checkpoints:
+            lines = _checkpoint_lines(_distinct(rebuild(log, session_id).checkpoints))
+            lines = lines or [f"no checkpoints in session {session_id!r}"]
+        elif show_events:
             stop = None if limit is None else start + limit - 1
             lines = [
                 _event_line(r.seq, r.timestamp, r.event)
                 for r in log.iter_events(session_id, start, stop)
             ]
         else:
-            state = rebuild(log, session_id)
-            chosen = state.history[start - 1 :]
+            chosen = rebuild(log, session_id).history[start - 1 :]
             chosen = chosen if limit is None else chosen[:limit]
             lines = list(_message_lines(chosen, full))
-            lines += _checkpoint_lines(_distinct(state.checkpoints))
     _emit(lines, pager)
 
 
@@ -161,7 +170,7 @@ def _checkpoint_lines(checkpoints: list[Checkpoint]) -> list[str]:
         "FACT CHARS",
         "VIEW TOKENS",
     )
-    return ["", table(headers, rows, right="<<><>>>>>")]
+    return [table(headers, rows, right="<<><>>>>>")]
 
 
 @click.command()

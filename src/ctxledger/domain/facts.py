@@ -98,7 +98,8 @@ _TIERS: tuple[tuple[str, bool | None], ...] = (
     ("path", False),
 )
 
-_TEST_ID = re.compile(r"[\w./-]*\w\.py::[\w\[\]:.,/=+-]*[\w\]]|\btest_\w+")
+# A pytest node id, or a test function's name (not a test file's stem: "tests/test_x.py").
+_TEST_ID = re.compile(r"[\w./-]*\w\.py::[\w\[\]:.,/=+-]*[\w\]]|(?<![\w./-])test_\w+(?!\w|\.\w)")
 _CALL = re.compile(r"\b[A-Za-z_][\w.]*\w\(\)")
 _NUMBER = re.compile(
     r"(?<![\w.])\d+(?:[.,]\d+)?[ \t]?(?:%|(?:ms|s|sec|secs|seconds?|min|mins|minutes?|h|hours?"

@@ -63,6 +63,6 @@ def describe_summarizer(summarizer: object) -> str:
         >>> describe_summarizer(ExtractiveSummarizer())
         'ExtractiveSummarizer'
     """
-    name = getattr(summarizer, "__qualname__", None) or type(summarizer).__qualname__
+    name = getattr(summarizer, "__name__", None) or type(summarizer).__name__
     model = getattr(summarizer, "model", None)
     return f"{name}:{model}" if isinstance(model, str) and model else str(name)
