@@ -15,7 +15,7 @@ __all__ = ["DEFAULT_FACT_INDEX_CHARS", "Config"]
 
 #: ``Config.fact_index_chars`` of a Config built now (recorded Configs without it decode to 0).
 #: Chosen by ``bench/quality.py`` on the real traces (see bench/README_quality.md).
-DEFAULT_FACT_INDEX_CHARS = 4000
+DEFAULT_FACT_INDEX_CHARS = 16_000
 
 ThresholdPolicyName = Literal["fixed", "dynamic"]
 
