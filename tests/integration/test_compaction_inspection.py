@@ -265,3 +265,20 @@ def test_recall_finds_a_command_of_a_summarised_message_in_a_real_trace(
         assert session.explain(seqs[0]).kind == "summarized"
         hits = session.recall(word, limit=10)
         assert seqs[0] in [hit.seq for hit in hits], (word, hits)
+
+
+def test_a_reverted_session_exports_and_imports_with_its_revert(db: Path, tmp_path: Path) -> None:
+    """A transcript lists the restored checkpoint again; import records it as a revert."""
+    from ctxledger.tooling.transcripts import export_transcript, import_transcript
+
+    with _host(db, _forget_round(1)) as host:
+        session = host.session("s")
+        _work(session, range(5, 8))
+        assert session.compact().compacted
+        session.revert_compaction()
+        served = session.build_model_view()
+        exported = export_transcript(host.log, "s", tmp_path / "s.jsonl.zst", record=False)
+        copy = import_transcript(host.log, exported.path, "s-copy")
+        view = host.session(copy).build_model_view()
+    assert view.view_hash == served.view_hash and view.checkpoint_id == served.checkpoint_id
+    assert replay.verify(db).ok

@@ -37,6 +37,7 @@ from ctxledger.domain import SessionState
 from ctxledger.errors import InvalidMessageError, SessionExistsError, TraceFormatError
 from ctxledger.events import (
     CheckpointCreated,
+    CheckpointReverted,
     CompactionStarted,
     Event,
     MessageAppended,
@@ -402,9 +403,10 @@ def _import_events(transcript: Transcript, session_id: str, now: float, path: Pa
     ]
     checkpoints = iter(transcript.checkpoints)
     upcoming = next(checkpoints, None)
+    made: dict[str, Checkpoint] = {}  # a checkpoint listed again was restored by a revert
     for message in transcript.messages:
         while upcoming is not None and upcoming[0] < (message.seq or 0):
-            events.extend(_checkpoint_events(upcoming[1]))
+            events.extend(_checkpoint_events(upcoming[1], made))
             upcoming = next(checkpoints, None)
         try:
             (checked,) = state.check_append([message])
@@ -418,13 +420,18 @@ def _import_events(transcript: Transcript, session_id: str, now: float, path: Pa
         state.apply(event)
         events.append(event)
     while upcoming is not None:
-        events.extend(_checkpoint_events(upcoming[1]))
+        events.extend(_checkpoint_events(upcoming[1], made))
         upcoming = next(checkpoints, None)
     events.extend(MessagePinned(seq=seq) for seq in transcript.pins if 1 <= seq <= state.last_seq)
     return events
 
 
-def _checkpoint_events(checkpoint: Checkpoint) -> list[Event]:
+def _checkpoint_events(checkpoint: Checkpoint, made: dict[str, Checkpoint]) -> list[Event]:
+    if checkpoint.id in made:  # listed again: the active one was reverted, this one restored
+        active = list(made.values())[-1]
+        made[checkpoint.id] = made.pop(checkpoint.id)  # it is the newest activation again
+        return [CheckpointReverted(checkpoint_id=active.id, restored=checkpoint)]
+    made[checkpoint.id] = checkpoint
     compaction_id = f"import-{checkpoint.id}"
     return [
         CompactionStarted(
