@@ -659,7 +659,7 @@ def write_chart(results: dict[str, Any], path: Path) -> None:
         kinds.bar_label(bars, fmt="%.0f", fontsize=7)
     kinds.axhline(100 * TARGET_RETENTION, color="black", linestyle="--", linewidth=1)
     kinds.set_xticks(range(len(KINDS)))
-    kinds.set_xticklabels([KIND_TITLES[k] for k in KINDS])
+    kinds.set_xticklabels([KIND_TITLES[k].replace(" ", "\n", 1) for k in KINDS], fontsize=8)
     kinds.set_ylim(0, 135)
     kinds.set_ylabel("% in the next view")
     kinds.set_title("Fact retention at compaction (dashed: 90 % target)")

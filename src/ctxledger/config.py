@@ -106,10 +106,10 @@ class Config(
             function names and user request lines of the covered messages that the summary and
             the rest of the view do not already show, newest first (see
             :mod:`ctxledger.domain.facts`). The planner reserves the room next to the summary's,
-            so the view still fits; never more than the summary's own room
-            (:func:`ctxledger.domain.summary_max_chars`). 0 turns the block off. New Configs get
-            :data:`DEFAULT_FACT_INDEX_CHARS`; a Config recorded before the field existed decodes
-            to 0, so old logs replay as they were written.
+            so the view still fits; never more than a fifth of the base threshold, in characters
+            (:func:`ctxledger.domain.fact_index_chars`). 0 turns the block off. New Configs get
+            :data:`DEFAULT_FACT_INDEX_CHARS` (16,000, chosen by ``bench/quality.py``); a Config
+            recorded before the field existed decodes to 0, so old logs replay as written.
     """
 
     #: Fields added after 0.1.0, with their default for a Config built now. A recorded Config
