@@ -149,7 +149,10 @@ class Session:
             return list(history)
 
     def checkpoints(self) -> list[Checkpoint]:
-        """Return every checkpoint made so far, oldest first (the last one is active)."""
+        """Return every checkpoint made so far, oldest first (the last one is active).
+
+        A checkpoint that :meth:`revert_compaction` made active again is listed again.
+        """
         with self._lock:
             actors = self._ensure_active()
             checkpoints: list[Checkpoint] = _get(actors.history.checkpoints())
