@@ -1,26 +1,31 @@
 """Context quality on real traces: ctxledger against naive and replace-everything compaction.
 
-Replays every trace in ../shared/traces through three policies (see :mod:`quality_policies`)
-with a 32,000-token window and the offline :class:`ExtractiveSummarizer`, preparing a step (compact
-if needed, then serve the view) right before each assistant message and once at the end, and
-reports per trace and in total:
+Replays every trace in ../shared/traces through four policies (see :mod:`quality_policies`:
+ctxledger without and with the fact block, naive, replace) with a 32,000-token window and the
+offline :class:`ExtractiveSummarizer`, preparing a step (compact if needed, then serve the view)
+right before each assistant message and once at the end, and reports per trace and in total:
 
 * peak view tokens (chars // 3) against the window; any view above it is an overflow;
 * summariser calls and input tokens (chars // 3 of each request's messages + previous summary);
-* fact retention: the file paths, shell commands, error lines and user request lines of the
-  messages a compaction takes out of the raw tail, and the share of them found verbatim
-  (whitespace-collapsed) in the next served view; as a long-term figure, in the last view;
+* fact retention, from the library's loss audit (:func:`ctxledger.domain.audit_checkpoint`, the
+  extractor of :mod:`ctxledger.domain.facts`): the file paths (named ones, and all, tool-output
+  listings included), shell commands, error lines, test/function names, numbers with units and
+  user request lines of the messages a compaction takes out of the raw tail, and the share of
+  them found verbatim (whitespace-collapsed) in the next served view; as a long-term figure, in
+  the last view;
 * what stays raw after a compaction (tail tokens; is the newest tool result still shown);
 * prompt-cache stability: the share of each view (OpenAI-rendered JSON, message by message) that
   is a byte-identical prefix of the previous view, as medians over the steps between compactions
   and over all steps, and the share of all prompt tokens a prefix cache could serve.
 
 It also replays two prototype fixes (pinning the task / the round's opener, see
-:data:`quality_policies.PROTOTYPES`) and sweeps ``micro_batch`` over 1, 2, 4, 8, 16 for
-ctxledger's policy, at 32,000 tokens and at other windows. Usage::
+:data:`quality_policies.PROTOTYPES`), sweeps ``micro_batch`` over 1, 2, 4, 8, 16 for
+ctxledger's policy, at 32,000 tokens and at other windows, and sweeps ``fact_index_chars`` for
+the fact block (and compares it off and at its default at the other windows). Usage::
 
     .venv/bin/python bench/quality.py                 # writes bench/results/quality.{md,json,png}
-    .venv/bin/python bench/quality.py --traces DIR --out DIR --batches 1,8 --sweep-windows ""
+    .venv/bin/python bench/quality.py --traces DIR --out DIR --batches 1,8 --sweep-windows "" \
+        --fact-sizes 0,16000
 """
 
 from __future__ import annotations
@@ -29,35 +34,49 @@ import argparse
 import json
 import os
 import platform
-import re
 import statistics
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from quality_policies import POLICIES, PROTOTYPES, WINDOW, Replay, policy_config, replay
 
-from ctxledger.domain import ModelView, message_chars, threshold_for
+from ctxledger.config import DEFAULT_FACT_INDEX_CHARS
+from ctxledger.domain import (
+    Fact,
+    ModelView,
+    fact_index_chars,
+    message_chars,
+    shown_text,
+    threshold_for,
+)
 from ctxledger.messages import Message
 from ctxledger.summarizers.extractive import ExtractiveSummarizer
 from ctxledger.tooling.traces import read_trace
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_TRACES = Path(os.environ.get("CTXLEDGER_TRACES", HERE.parents[1] / "shared" / "traces"))
-KINDS = ("paths", "paths_all", "commands", "errors", "requests")
+KINDS = ("paths", "paths_all", "commands", "errors", "identifiers", "numbers", "requests")
 KIND_TITLES = {
     "paths": "paths (named)",
     "paths_all": "paths (all)",
     "commands": "commands",
     "errors": "errors",
+    "identifiers": "test/function names",
+    "numbers": "numbers with units",
     "requests": "user request lines",
+}
+LIBRARY_KINDS = {
+    "command": "commands",
+    "error": "errors",
+    "identifier": "identifiers",
+    "number": "numbers",
+    "request": "requests",
 }
 TARGET_RETENTION = 0.90
 TARGET_STABILITY = 0.90
-COMMAND_PREFIX = 80  # a command is identified by the head of its first line
-ERROR_PREFIX = 100  # an error line by its head
 WINDOW_SWEEP_KEYS = (
     "compactions",
     "overflow_views",
@@ -72,162 +91,15 @@ WINDOW_SWEEP_KEYS = (
 LOST_LISTED = 60  # lost facts listed per kind and trace in the JSON
 
 # --- facts -------------------------------------------------------------------------------------
-
-_SPACES = re.compile(r"\s+")
-_EXT = (
-    r"py|pyi|pyx|js|ts|tsx|jsx|vue|json|jsonl|md|rst|txt|toml|yaml|yml|cfg|ini|sh|html|css|c|h|"
-    r"cpp|rs|go|java|rb|php|sql|xml|csv|log|patch|diff|lock|in|conf"
-)
-# A bare name (no slash) needs an extension that is not also a common attribute or module name
-# ("response.json", "np.log", "django.conf", "self.c" are code, not files).
-_BARE_EXT = (
-    r"py|pyi|pyx|js|ts|tsx|jsx|vue|jsonl|md|rst|txt|toml|yaml|yml|cfg|ini|sh|html|css|cpp|java|"
-    r"rb|php|sql|xml|csv|patch|diff|lock|in"
-)
-_TOKEN = re.compile(r"[\w.~/@+-]+")
-_HAS_EXT = re.compile(rf"\.(?:{_EXT})$")
-_BARE = re.compile(rf"^\w[\w@+-]*(?:\.[\w@+-]+)*\.(?:{_BARE_EXT})$")
-_LETTER = re.compile(r"[A-Za-z]")
-_DOLLAR = re.compile(r"^\$ (\S.*)$", re.MULTILINE)
-_ERROR = re.compile(
-    r"^\s*(?:E\s+)?[A-Za-z_][\w.]*(?:Error|Exception)\b|Error:|\bException\b|\bFAILED\b"
-)
-_RETURNCODE = re.compile(r"<returncode>(-?\d+)</returncode>|\b[Ee]xit (?:code|status):? ?(-?\d+)")
-# The tags agent harnesses wrap tool output in (mini-swe-agent); not part of an error line.
-_TAGS = re.compile(r"</?(?:output|output_head|output_tail|elided_chars|returncode|warning)>")
-# Commands whose output is file content (SWE-agent's own viewers included).
-_VIEWERS = frozenset(
-    {
-        "cat", "head", "tail", "sed", "nl", "grep", "egrep", "rg", "find", "ls", "less", "more",
-        "tree", "awk", "wc", "diff", "open", "goto", "scroll_up", "scroll_down", "search_file",
-        "search_dir", "find_file", "view",
-    }
-)  # fmt: skip
-_LEADING_CD = re.compile(r"^(?:\s*cd\s+\S+\s*(?:&&|;)\s*)+")
+# Facts come from the library (ctxledger.domain.facts, the loss audit's extractor): each
+# compaction's figures are its LossReport (audit_checkpoint on the state right after it).
 
 
-def norm(text: str) -> str:
-    """Collapse whitespace runs to one space (facts and views are compared this way)."""
-    return _SPACES.sub(" ", text).strip()
-
-
-def paths_in(text: str) -> Iterable[str]:
-    """File paths: rooted (``/x/y``, ``./x``, ``~/x``), relative with an extension, or a bare
-    ``name.ext``; URLs, closing tags and slash-separated words (``and/or``) do not count."""
-    for match in _TOKEN.finditer(text):
-        token = match.group().rstrip(".-")
-        before = text[match.start() - 1] if match.start() else ""
-        if len(token) < 3 or not _LETTER.search(token) or (before and before in "<:"):
-            continue
-        if token.startswith("//") or "path/to" in token:
-            continue
-        if "/" not in token:
-            if _BARE.match(token):
-                yield token
-        elif token.startswith(("/", "./", "../", "~/")):
-            if len(token.strip("/.~")) >= 2:
-                yield token
-        elif _HAS_EXT.search(token):
-            yield token
-
-
-def _first_line(text: str, limit: int) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return norm(lines[0])[:limit] if lines else ""
-
-
-def _command(name: str, arguments: str) -> str | None:
-    try:
-        decoded = json.loads(arguments)
-    except ValueError:
-        return None
-    value = decoded.get("command") or decoded.get("cmd") if isinstance(decoded, dict) else None
-    if not isinstance(value, str) or not value.strip():
-        return None
-    if "path" in decoded and value.strip().isidentifier():
-        return None  # an editor sub-command ({"command": "view", "path": ...}), not a shell one
-    return value
-
-
-def _is_viewer(command: str | None) -> bool:
-    words = _LEADING_CD.sub("", command or "").split(None, 2)
-    if not words:
-        return False
-    if words[0] == "git" and len(words) > 1:
-        return words[1] in ("diff", "show", "log", "grep", "blame", "status")
-    return words[0] in _VIEWERS
-
-
-def errors_in(output: str) -> list[str]:
-    """Error lines of a tool result: the line ending each traceback, lines with an exception
-    name or ``Error:``/``Exception``/``FAILED``; for a non-zero exit without such a line, the
-    last line of output."""
-    lines = output.splitlines()
-    found: list[str] = []
-    for index, line in enumerate(lines):
-        if line.startswith("Traceback (most recent call last)"):
-            tail = next(
-                (ln for ln in lines[index + 1 :] if ln.strip() and not ln[0].isspace()), None
-            )
-            if tail:
-                found.append(tail)
-        elif _ERROR.search(line):
-            found.append(line)
-    code = _RETURNCODE.search(output)
-    if not found and code and int(code.group(1) or code.group(2)) != 0:
-        rest = [_TAGS.sub("", ln) for ln in lines]
-        rest = [ln for ln in rest if ln.strip()]
-        if rest:
-            found.append(rest[-1])
-    cleaned = (norm(_TAGS.sub("", line))[:ERROR_PREFIX] for line in found)
-    return [line for line in cleaned if line]
-
-
-def facts_of(messages: Sequence[Message], calls: dict[str, str | None]) -> dict[str, set[str]]:
-    """The paths, commands, error lines and user request lines of ``messages``.
-
-    ``calls`` maps every tool-call id to its shell command: the output of a file viewer
-    (``cat``, ``grep``, ``sed -n``...) is file content, so its "Error" lines are code, not
-    failures. "paths" are those named in user/assistant text and tool calls; "paths_all" adds
-    the paths in tool output.
-    """
-    facts: dict[str, set[str]] = {kind: set() for kind in KINDS}
-    for message in messages:
-        if message.role == "tool":
-            if not _is_viewer(calls.get(message.tool_call_id or "")):
-                facts["errors"].update(errors_in(message.content))
-            facts["paths_all"].update(paths_in(message.content))
-            continue
-        facts["paths"].update(paths_in(message.content))
-        if message.role == "user":
-            facts["requests"].update(
-                norm(line) for line in message.content.splitlines() if len(norm(line)) >= 8
-            )
-        for match in _DOLLAR.finditer(message.content):
-            facts["commands"].add(norm(match.group(1))[:COMMAND_PREFIX])
-        for call in message.tool_calls:
-            command = calls.get(call.id)
-            if command is not None:
-                facts["commands"].add(_first_line(command, COMMAND_PREFIX))
-            facts["paths"].update(paths_in(command if command is not None else call.arguments))
-    facts["paths_all"] |= facts["paths"]
-    for kind in KINDS:
-        facts[kind].discard("")
-    return facts
-
-
-def view_text(view: ModelView) -> str:
-    """Everything a view shows, whitespace-collapsed (tool-call arguments decoded too)."""
-    parts = []
-    for message in view.messages:
-        parts.append(message.content)
-        for call in message.tool_calls:
-            parts.append(call.name)
-            parts.append(call.arguments)
-            command = _command(call.name, call.arguments)
-            if command:
-                parts.append(command)
-    return norm("\n".join(parts))
+def bench_kinds(fact: Fact) -> tuple[str, ...]:
+    """The report columns a library fact counts in ("paths" are the named ones)."""
+    if fact.kind == "path":
+        return ("paths_all", "paths") if fact.named else ("paths_all",)
+    return (LIBRARY_KINDS[fact.kind],)
 
 
 # --- metrics -----------------------------------------------------------------------------------
@@ -303,46 +175,32 @@ def stability(replay_: Replay) -> dict[str, Any]:
 def retention(replay_: Replay, history: Sequence[Message]) -> dict[str, Any]:
     """Facts of each compaction's newly covered messages found in the next and the last view.
 
-    Lost facts (not in the next view) are listed with the seq and role of the first covered
-    message that holds them, at most :data:`LOST_LISTED` per kind.
+    The next view's figures are the compaction's loss audit (``audit_checkpoint``). Lost facts
+    are listed with the seq and role of the newest covered message that holds them, at most
+    :data:`LOST_LISTED` per kind.
     """
-    calls = {
-        call.id: _command(call.name, call.arguments)
-        for message in history
-        for call in message.tool_calls
-    }
     counts = {kind: {"facts": 0, "next": 0, "last": 0} for kind in KINDS}
     lost: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
-    last = view_text(replay_.views[-1]) if replay_.views else ""
+    last = shown_text(replay_.views[-1].messages) if replay_.views else ""
     for compaction in replay_.compactions:
-        text = view_text(replay_.views[compaction.view_index])
-        facts = facts_of(compaction.covered, calls)
-        for kind in KINDS:
-            for fact in sorted(facts[kind]):
+        report = compaction.report
+        missing = {id(fact) for fact in report.lost}
+        for fact in sorted((*report.kept, *report.lost), key=lambda f: (f.kind, f.text)):
+            for kind in bench_kinds(fact):
                 counts[kind]["facts"] += 1
-                counts[kind]["last"] += fact in last
-                if fact in text:
+                counts[kind]["last"] += fact.text in last
+                if id(fact) not in missing:
                     counts[kind]["next"] += 1
                 elif len(lost[kind]) < LOST_LISTED:
-                    origin = _origin(compaction.covered, fact)
                     lost[kind].append(
                         {
                             "compaction_through_seq": compaction.through_seq,
-                            "seq": origin.seq if origin else None,
-                            "role": origin.role if origin else None,
-                            "fact": fact,
+                            "seq": fact.seq,
+                            "role": history[fact.seq - 1].role if fact.seq else None,
+                            "fact": fact.text,
                         }
                     )
     return {"counts": counts, "lost": lost}
-
-
-def _origin(messages: Sequence[Message], fact: str) -> Message | None:
-    for message in messages:
-        texts = [message.content, *(c.arguments for c in message.tool_calls)]
-        texts += [_command(c.name, c.arguments) or "" for c in message.tool_calls]
-        if any(fact in norm(t) for t in texts):
-            return message
-    return None
 
 
 def share(hit: int, total: int) -> float | None:
@@ -473,7 +331,12 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 # --- report ------------------------------------------------------------------------------------
 
-POLICY_TITLES = {"ctxledger": "(a) ctxledger", "naive": "(b) naive", "replace": "(c) replace"}
+POLICY_TITLES = {
+    "ctxledger": "(a) ctxledger",
+    "ctxledger+facts": "(a) + fact index",
+    "naive": "(b) naive",
+    "replace": "(c) replace",
+}
 
 
 def _k(tokens: float) -> str:
@@ -549,11 +412,17 @@ def markdown(results: dict[str, Any]) -> str:
             f"| {POLICY_TITLES[policy]} | {'-' if tail is None else f'{tail:,.0f}'} "
             f"| {_pct(t['newest_result_shown_share'])} | {t['mean_view_tokens']:,.0f} |"
         )
-    out += ["", "### Targets for (a)", "", "| target | value | met |", "|---|---:|:---:|"]
-    for target in results["targets"]:
-        value = target["value"]
-        shown = _pct(value) if isinstance(value, float) else f"{value:,}"
-        out.append(f"| {target['target']} | {shown} | {'yes' if target['met'] else '**no**'} |")
+    for title, key in (
+        ("Targets for (a)", "targets"),
+        ("Targets for (a) + fact index (issue 16)", "fact_targets"),
+    ):
+        out += ["", f"### {title}", "", "| target | value | met |", "|---|---:|:---:|"]
+        for target in results.get(key, []):
+            value = target["value"]
+            shown = _pct(value) if isinstance(value, float) else f"{value:,}"
+            verdict = "yes" if target["met"] else "**no**"
+            out.append(f"| {target['target']} | {shown} | {verdict} |")
+    out += _fact_sweep_markdown(results)
     out += ["", "### Overflows (views above the window)", ""]
     any_overflow = False
     for policy in POLICIES:
@@ -636,7 +505,7 @@ def markdown(results: dict[str, Any]) -> str:
                 )
     out += [
         "",
-        "### Per trace: (a) / (b) / (c)",
+        "### Per trace: (a) / (a) + fact index / (b) / (c)",
         "",
         "Retention in % (- when no compaction covered such a fact); stability is the median "
         "prefix share between compactions.",
@@ -679,6 +548,47 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _fact_sweep_markdown(results: dict[str, Any]) -> list[str]:
+    """The fact_index_chars sweep at the main window, and the default at other windows."""
+    out: list[str] = []
+    columns = (
+        "| fact_index_chars (room used) | peak view tokens | overflow views | compactions "
+        "| mean view tokens | summariser input tokens | paths (named) | paths (all) | commands "
+        "| errors | test/function names | user request lines | prefix stability median "
+        "between | fresh input tokens |"
+    )
+    rule = "|---:|" + "---:|" * 13
+
+    def row(label: str, t: dict[str, Any]) -> str:
+        ret = t["retention"]
+        kinds = ("paths", "paths_all", "commands", "errors", "identifiers", "requests")
+        return (
+            f"| {label} | {t['peak_tokens']:,} | {t['overflow_views']} | {t['compactions']} "
+            f"| {t['mean_view_tokens']:,.0f} | {t['summarizer_input_tokens']:,} | "
+            + " | ".join(_pct(ret[k]["next_share"]) for k in kinds)
+            + f" | {_pct(t['stability_median_between'])} | {t['fresh_tokens']:,} |"
+        )
+
+    sweep = results.get("fact_index_sweep", {})
+    if sweep:
+        out += ["", f"### fact_index_chars sweep (window {WINDOW:,})", "", columns, rule]
+        out += [row(f"{size} ({data['room']:,})", data["total"]) for size, data in sweep.items()]
+    windows = results.get("fact_index_windows", {})
+    if windows:
+        out += [
+            "",
+            "The fact block at other windows: off / the default (overflow counted against each "
+            "window):",
+            "",
+            columns.replace("fact_index_chars (room used)", "window, fact_index_chars (room)"),
+            rule,
+        ]
+        for window, sizes in windows.items():
+            for size, data in sizes.items():
+                out.append(row(f"{int(window):,}, {size} ({data['room']:,})", data["total"]))
+    return out
+
+
 def write_chart(results: dict[str, Any], path: Path) -> None:
     """Peak tokens per trace against the window; retention, stability, cost and the sweep."""
     import matplotlib
@@ -687,16 +597,21 @@ def write_chart(results: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     policies = results["policies"]
-    colors = {"ctxledger": "#1f77b4", "naive": "#d62728", "replace": "#ff7f0e"}
+    colors = {
+        "ctxledger": "#1f77b4",
+        "ctxledger+facts": "#2ca02c",
+        "naive": "#d62728",
+        "replace": "#ff7f0e",
+    }
     names = [row["trace"] for row in policies["ctxledger"]["traces"]]
     order = sorted(range(len(names)), key=lambda i: policies["ctxledger"]["traces"][i]["messages"])
     figure = plt.figure(figsize=(17, 13), layout="constrained")
     grid = figure.add_gridspec(4, 2, width_ratios=(1.15, 1))
     peak = figure.add_subplot(grid[:, 0])
-    height = 0.27
+    height = 0.8 / len(POLICIES)
     for offset, policy in enumerate(POLICIES):
         values = [policies[policy]["traces"][i]["peak_tokens"] / 1000 for i in order]
-        positions = [n + (offset - 1) * height for n in range(len(order))]
+        positions = [n + (offset - (len(POLICIES) - 1) / 2) * height for n in range(len(order))]
         peak.barh(
             positions, values, height=height, color=colors[policy], label=POLICY_TITLES[policy]
         )
@@ -744,7 +659,7 @@ def write_chart(results: dict[str, Any], path: Path) -> None:
         kinds.bar_label(bars, fmt="%.0f", fontsize=7)
     kinds.axhline(100 * TARGET_RETENTION, color="black", linestyle="--", linewidth=1)
     kinds.set_xticks(range(len(KINDS)))
-    kinds.set_xticklabels([KIND_TITLES[k] for k in KINDS])
+    kinds.set_xticklabels([KIND_TITLES[k].replace(" ", "\n", 1) for k in KINDS], fontsize=8)
     kinds.set_ylim(0, 135)
     kinds.set_ylabel("% in the next view")
     kinds.set_title("Fact retention at compaction (dashed: 90 % target)")
@@ -760,7 +675,7 @@ def write_chart(results: dict[str, Any], path: Path) -> None:
         total = policies[policy]["total"]
         values = [100 * (total[key] or 0) for key, _ in metrics]
         bars = cache.bar(
-            [n + (offset - 1) * width for n in range(len(metrics))],
+            [n + (offset - (len(POLICIES) - 1) / 2) * width for n in range(len(metrics))],
             values,
             width,
             color=colors[policy],
@@ -905,6 +820,44 @@ def targets(ours: dict[str, Any], naive: dict[str, Any]) -> list[dict[str, Any]]
     return [{"target": t, "value": v, "met": bool(m)} for t, v, m in checks]
 
 
+def fact_targets(facts: dict[str, Any], ours: dict[str, Any], window: int) -> list[dict[str, Any]]:
+    """Issue 16's targets for (a) + fact index, against (a) without it."""
+    ret, base = facts["retention"], ours["retention"]
+
+    def share(totals: dict[str, Any], kind: str) -> float:
+        return float(totals[kind]["next_share"] or 0.0)
+
+    checks = [
+        (
+            "all-path retention >= 90 % (tool-output listings included)",
+            share(ret, "paths_all"),
+            share(ret, "paths_all") >= TARGET_RETENTION,
+        ),
+        (
+            "error-line retention >= 90 %",
+            share(ret, "errors"),
+            share(ret, "errors") >= TARGET_RETENTION,
+        ),
+        (
+            f"command retention not below (a)'s ({_pct(share(base, 'commands'))})",
+            share(ret, "commands"),
+            share(ret, "commands") >= share(base, "commands"),
+        ),
+        (
+            f"named-path retention not below (a)'s ({_pct(share(base, 'paths'))})",
+            share(ret, "paths"),
+            share(ret, "paths") >= share(base, "paths"),
+        ),
+        (f"peak view <= window ({window:,})", facts["peak_tokens"], facts["peak_tokens"] <= window),
+        (
+            "median prefix stability between compactions >= 90 %",
+            facts["stability_median_between"],
+            (facts["stability_median_between"] or 0) >= TARGET_STABILITY,
+        ),
+    ]
+    return [{"target": t, "value": v, "met": bool(m)} for t, v, m in checks]
+
+
 def machine() -> dict[str, Any]:
     cpu = "unknown"
     try:
@@ -959,6 +912,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="16000,64000,128000",
         help="other context windows to repeat the micro_batch sweep at ('' to skip)",
     )
+    parser.add_argument(
+        "--fact-sizes",
+        default="0,2000,4000,8000,12000,16000,24000",
+        help="fact_index_chars values to sweep for (a) + fact index ('' to skip)",
+    )
     parser.add_argument("--no-chart", action="store_true", help="skip the PNG")
     args = parser.parse_args(argv)
     if not args.traces.is_dir() or not any(args.traces.glob("*.jsonl")):
@@ -1004,8 +962,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             t = totals(run_policy(traces, "ctxledger", micro_batch=batch, context_window=window))
             windows[str(window)][str(batch)] = {key: t[key] for key in WINDOW_SWEEP_KEYS}
     results["micro_batch_windows"] = windows
+    results["fact_index_sweep"] = {}
+    for size in [int(f) for f in args.fact_sizes.split(",") if f.strip()]:
+        log(f"  ctxledger+facts fact_index_chars={size} ...")
+        t = totals(run_policy(traces, "ctxledger+facts", fact_index_chars=size))
+        room = fact_index_chars(policy_config("ctxledger+facts", fact_index_chars=size))
+        results["fact_index_sweep"][str(size)] = {"room": room, "total": t}
+        log(f"    {_one_line(t)}")
+    results["fact_index_windows"] = {}
+    for window in [int(w) for w in args.sweep_windows.split(",") if w.strip()]:
+        log(f"  ctxledger window={window}, fact block off / default ...")
+        sizes: dict[str, Any] = {}
+        for size in (0, DEFAULT_FACT_INDEX_CHARS):
+            config = policy_config("ctxledger+facts", fact_index_chars=size, context_window=window)
+            t = totals(
+                run_policy(traces, "ctxledger+facts", fact_index_chars=size, context_window=window)
+            )
+            sizes[str(size)] = {"room": fact_index_chars(config), "total": _slim_total(t)}
+        results["fact_index_windows"][str(window)] = sizes
     results["targets"] = targets(
         results["policies"]["ctxledger"]["total"], results["policies"]["naive"]["total"]
+    )
+    results["fact_targets"] = fact_targets(
+        results["policies"]["ctxledger+facts"]["total"],
+        results["policies"]["ctxledger"]["total"],
+        WINDOW,
     )
     results["seconds"] = round(time.perf_counter() - started, 2)
     text = markdown(results)
@@ -1018,6 +999,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_chart(results, args.out / "quality.png")
     log(f"quality: done in {results['seconds']} s; wrote {args.out}/quality.{{md,json,png}}")
     return 0
+
+
+def _slim_total(total: dict[str, Any]) -> dict[str, Any]:
+    """A total without its per-step series (for the JSON of window sweeps)."""
+    return {key: value for key, value in total.items() if not key.startswith("shares")}
 
 
 def _state_of(config: Any) -> Any:

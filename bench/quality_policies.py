@@ -1,4 +1,4 @@
-"""The three context policies of the quality benchmark, replayed over one trace (issue 7).
+"""The context policies of the quality benchmark, replayed over one trace (issues 7 and 16).
 
 Every policy runs on the real domain (:class:`~ctxledger.testing.DomainSession`: the same state
 fold, rendering and :func:`~ctxledger.domain.build_view` as the host); they differ only in how a
@@ -6,7 +6,10 @@ compaction is planned and what the summariser is given:
 
 * ``ctxledger``: the domain's own :func:`~ctxledger.domain.plan_compaction` (incremental summary,
   round cuts keeping ``min_retain_rounds``, step-level cuts inside a long round) with micro
-  masking, exactly as the host runs it.
+  masking, exactly as the host runs it, without the fact block (``fact_index_chars=0``: the
+  behaviour before issue 16).
+* ``ctxledger+facts``: the same with the fact block at ``Config.fact_index_chars``'s default
+  (what a new session gets).
 * ``naive``: on each compaction re-summarise *all* history from the start (no previous summary),
   chunked by the same budget; cut only at round starts (user messages), keeping as many recent
   rounds as fit below the threshold (at least the current one); no micro masking.
@@ -30,8 +33,10 @@ from ctxledger.checkpoints import Checkpoint
 from ctxledger.domain import (
     CharTokenizer,
     CompactionPlan,
+    LossReport,
     ModelView,
     SessionState,
+    audit_checkpoint,
     estimate_tokens,
     message_chars,
     plan_compaction,
@@ -94,6 +99,7 @@ class Compaction:
     summary_chars: int
     calls: int
     input_tokens: int
+    report: LossReport  # the loss audit of the checkpoint (facts kept in the next view)
 
 
 @dataclass
@@ -111,8 +117,13 @@ class Replay:
 
 
 def policy_config(policy: str, **overrides: int) -> Config:
-    """The Config a policy runs with (a 32,000-token window; masking off for the baselines)."""
+    """The Config a policy runs with (a 32,000-token window; masking off for the baselines).
+
+    Every policy but ``ctxledger+facts`` runs without the fact block.
+    """
     config = Config(context_window=WINDOW)
+    if policy != "ctxledger+facts":
+        config = config.replace(fact_index_chars=0)
     if policy in ("naive", "replace"):
         config = config.replace(micro_keep_recent=NO_MASKING, micro_batch=1)
     return config.replace(**overrides) if overrides else config
@@ -244,6 +255,7 @@ def pin_task_step(session: DomainSession, summarizer: Summarizer) -> None:
 
 POLICIES: dict[str, Callable[[DomainSession, Summarizer], None]] = {
     "ctxledger": _ctxledger_step,
+    "ctxledger+facts": _ctxledger_step,
     "naive": naive_step,
     "replace": replace_step,
 }
@@ -286,6 +298,7 @@ def replay(messages: list[Message], policy: str, config: Config, summarizer: Sum
                         summary_chars=len(after.summary),
                         calls=recorder.calls - calls,
                         input_tokens=recorder.input_tokens - tokens,
+                        report=audit_checkpoint(state),
                     )
                 )
             result.views.append(session.view())

@@ -6,7 +6,15 @@ pins it so that the surface changes only on purpose.
 
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
-from ctxledger.domain import CompactionResult, ModelView, Tokenizer, is_prompt_too_long
+from ctxledger.domain import (
+    CompactionResult,
+    Fact,
+    LossReport,
+    ModelView,
+    Placement,
+    Tokenizer,
+    is_prompt_too_long,
+)
 from ctxledger.errors import (
     ConfigError,
     ContextOverflowError,
@@ -14,9 +22,12 @@ from ctxledger.errors import (
     CtxLedgerError,
     EventDecodeError,
     HostClosedError,
+    InvalidCheckpointError,
     InvalidMessageError,
+    InvalidQueryError,
     InvalidSeqError,
     InvalidSessionIdError,
+    InvalidToolCallError,
     SessionExistsError,
     StorageError,
     TraceFormatError,
@@ -26,6 +37,7 @@ from ctxledger.errors import (
 )
 from ctxledger.messages import Message, ToolCall
 from ctxledger.runtime import Host, Session
+from ctxledger.runtime.recall import RecallHit
 from ctxledger.summarizers import (
     AnthropicSummarizer,
     ExtractiveSummarizer,
@@ -47,14 +59,21 @@ __all__ = [
     "CtxLedgerError",
     "EventDecodeError",
     "ExtractiveSummarizer",
+    "Fact",
     "Host",
     "HostClosedError",
+    "InvalidCheckpointError",
     "InvalidMessageError",
+    "InvalidQueryError",
     "InvalidSeqError",
     "InvalidSessionIdError",
+    "InvalidToolCallError",
+    "LossReport",
     "Message",
     "ModelView",
     "OpenAIChatSummarizer",
+    "Placement",
+    "RecallHit",
     "Session",
     "SessionExistsError",
     "StorageError",

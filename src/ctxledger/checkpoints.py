@@ -32,6 +32,15 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         tokens_after: Estimated view tokens after it.
         input_hash: Content address of the summariser's input (covered messages, previous summary
             and focus), so that what-if replays can reuse a summary for an identical input.
+        facts: The "facts from compacted history" block shown after the summary (see
+            ``Config.fact_index_chars`` and :mod:`ctxledger.domain.facts`); ``""`` for none, and
+            for every checkpoint recorded before the block existed.
+        summarizer: Who wrote the summary: the summariser's class, and its model where it has
+            one (``OpenAIChatSummarizer:gpt-4o-mini``); ``""`` when unknown.
+        summary_seconds: Wall time of the summariser call(s), in seconds; 0.0 when unknown.
+        input_chars: Characters the summariser was given (covered messages, previous summary and
+            focus); 0 when unknown.
+        summarizer_calls: Summariser calls made (one per chunk); 0 when unknown.
     """
 
     id: str
@@ -45,3 +54,13 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     tokens_before: int = 0
     tokens_after: int = 0
     input_hash: str = ""
+    facts: str = ""
+    summarizer: str = ""
+    summary_seconds: float = 0.0
+    input_chars: int = 0
+    summarizer_calls: int = 0
+
+    @property
+    def output_chars(self) -> int:
+        """Characters of the summary (the summariser's output, as recorded)."""
+        return len(self.summary)

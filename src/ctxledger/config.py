@@ -11,10 +11,14 @@ import msgspec
 
 from ctxledger.errors import ConfigError
 
-__all__ = ["DEFAULT_PREPARE_THRESHOLD", "Config"]
+__all__ = ["DEFAULT_FACT_INDEX_CHARS", "DEFAULT_PREPARE_THRESHOLD", "Config"]
 
 #: ``Config.prepare_threshold`` of a Config built now (recorded Configs without it decode to 0).
 DEFAULT_PREPARE_THRESHOLD = 0.85
+
+#: ``Config.fact_index_chars`` of a Config built now (recorded Configs without it decode to 0).
+#: Chosen by ``bench/quality.py`` on the real traces (see bench/README_quality.md).
+DEFAULT_FACT_INDEX_CHARS = 16_000
 
 ThresholdPolicyName = Literal["fixed", "dynamic"]
 
@@ -106,12 +110,24 @@ class Config(
             turns background compaction off (every compaction then runs when it is due, as
             before). New Configs get :data:`DEFAULT_PREPARE_THRESHOLD` (0.85); a Config recorded
             before this field existed decodes to 0, so old logs replay as they were served.
+        fact_index_chars: Room, in characters, for the "facts from compacted history" block that
+            follows each new checkpoint's summary: the file paths, commands, error lines, test and
+            function names and user request lines of the covered messages that the summary and
+            the rest of the view do not already show, newest first (see
+            :mod:`ctxledger.domain.facts`). The planner reserves the room next to the summary's,
+            so the view still fits; never more than a fifth of the base threshold, in characters
+            (:func:`ctxledger.domain.fact_index_chars`). 0 turns the block off. New Configs get
+            :data:`DEFAULT_FACT_INDEX_CHARS` (16,000, chosen by ``bench/quality.py``); a Config
+            recorded before the field existed decodes to 0, so old logs replay as written.
     """
 
     #: Fields added after 0.1.0, with their default for a Config built now. A recorded Config
     #: that lacks one decodes to the field's declared default instead (the older behaviour).
     NEW_DEFAULTS: ClassVar[Mapping[str, Any]] = MappingProxyType(
-        {"prepare_threshold": DEFAULT_PREPARE_THRESHOLD}
+        {
+            "prepare_threshold": DEFAULT_PREPARE_THRESHOLD,
+            "fact_index_chars": DEFAULT_FACT_INDEX_CHARS,
+        }
     )
 
     context_window: int = 128_000
@@ -130,6 +146,7 @@ class Config(
     threshold_policy: ThresholdPolicyName = "fixed"
     keep_first_request: bool = True
     prepare_threshold: float = 0.0
+    fact_index_chars: int = 0
 
     def __post_init__(self) -> None:
         _require_int(self, "context_window", minimum=1)
@@ -146,6 +163,7 @@ class Config(
             "max_tool_result_chars",
             "summary_max_chars",
             "summary_chunk_chars",
+            "fact_index_chars",
         ):
             _require_int(self, name, minimum=0)
         _require_int(self, "micro_batch", minimum=1)

@@ -16,9 +16,12 @@ __all__ = [
     "CtxLedgerError",
     "EventDecodeError",
     "HostClosedError",
+    "InvalidCheckpointError",
     "InvalidMessageError",
+    "InvalidQueryError",
     "InvalidSeqError",
     "InvalidSessionIdError",
+    "InvalidToolCallError",
     "SessionExistsError",
     "StorageError",
     "TraceFormatError",
@@ -76,6 +79,27 @@ class InvalidSessionIdError(CtxLedgerError, ValueError):
 
 class InvalidSeqError(CtxLedgerError, ValueError):
     """Raised when a seq names no message of the session (for example ``pin`` or ``view_at``)."""
+
+
+class InvalidCheckpointError(CtxLedgerError, ValueError):
+    """Raised when a checkpoint id names no checkpoint of the session, or one cannot be reverted.
+
+    A revert undoes the active checkpoint once: reverting a checkpoint that is not the active
+    one, the checkpoint a revert made active again, or the session's first checkpoint (there is
+    none before it) raises this. Nothing is written.
+    """
+
+
+class InvalidQueryError(CtxLedgerError, ValueError):
+    """Raised when a recall query is not text or its ``limit`` is out of range."""
+
+
+class InvalidToolCallError(CtxLedgerError, ValueError):
+    """Raised when a tool call names no ctxledger tool or its arguments are not valid for it.
+
+    ``Session.call_tool`` raises it; a host answers the model's call with ``str(error)`` as the
+    tool result, so the model can correct its call.
+    """
 
 
 class TraceFormatError(InvalidMessageError):

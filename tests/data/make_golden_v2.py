@@ -1,9 +1,10 @@
 """Write the golden corpus of format-2 records: ``golden_v2.msgpack``, ``.json`` and ``.dict``.
 
-Format 2 is what runtime v2 records on top of format 1 (``make_golden.py``): Configs with the
-fields added since, background compaction (``summary_prepared``, background starts and
-failures, checkpoints activated from a prepared summary). Run ONCE per released format; while
-format 2 is unreleased, ``--force`` rewrites it.
+Format 2 is what this release records on top of format 1 (``make_golden.py``): Configs with the
+fields added since (``prepare_threshold``, ``fact_index_chars``), background compaction
+(``summary_prepared``, background starts and failures, checkpoints activated from a prepared
+summary), checkpoints with a fact block and compaction metadata, and ``checkpoint_reverted``.
+Run ONCE per released format; while format 2 is unreleased, ``--force`` rewrites it.
 
     .venv/bin/python tests/data/make_golden_v2.py            # refuses to overwrite
     .venv/bin/python tests/data/make_golden_v2.py --force    # only while format 2 is unreleased
@@ -17,8 +18,10 @@ from pathlib import Path
 from make_golden import _CONFIG, _SUMMARY, _TRACEBACK, write_corpus
 
 from ctxledger.checkpoints import Checkpoint
+from ctxledger.config import Config
 from ctxledger.events.types import (
     CheckpointCreated,
+    CheckpointReverted,
     CompactionFailed,
     CompactionStarted,
     ConfigChanged,
@@ -29,11 +32,66 @@ from ctxledger.events.types import (
 
 HERE = Path(__file__).resolve().parent
 
+_FACTS = (
+    "Facts from compacted history (newest first; #N is the message seq; $ command, ! error, "
+    "> user request, `name`):\n"
+    + "\n".join(f"#{200 - n} src/pkg/module_{n:03d}.py" for n in range(40))
+    + "\n#120 $ python -m pytest tests/test_dateparse.py -x\n"
+    "#119 ! E AssertionError: assert parse('-P1D') == timedelta(days=-1)"
+)
+_PREVIOUS = Checkpoint(
+    id="ckpt-0101",
+    summary="Summary of messages 2-80\n## Errors\n- [#44] pytest: exit 1 | E IndexError",
+    retain_from_seq=81,
+    covers_through_seq=80,
+    reason="threshold_exceeded",
+    created_at=1795900200.0,
+    tokens_before=30_000,
+    tokens_after=9_000,
+)
+
 
 def golden_events() -> list[tuple[str, Event]]:
     """Every event type or field that format 2 added, small and, where natural, large."""
     config = _CONFIG.replace(prepare_threshold=0.7)
     return [
+        (
+            "session_opened.fact_index",
+            SessionOpened(
+                session_id="sess-9b1c",
+                config=Config(context_window=32_000, fact_index_chars=2500),
+                created_at=1795900300.5,
+            ),
+        ),
+        (
+            "checkpoint_created.metadata.large",
+            CheckpointCreated(
+                compaction_id="cmp-0102",
+                checkpoint=Checkpoint(
+                    id="ckpt-0102",
+                    summary="Summary of messages 2-200\n## Commands\n- python -m pytest (x12)",
+                    retain_from_seq=201,
+                    covers_through_seq=200,
+                    reason="threshold_exceeded",
+                    created_at=1795900400.25,
+                    previous_checkpoint_id="ckpt-0101",
+                    tokens_before=31_000,
+                    tokens_after=12_500,
+                    input_hash="7c1e" * 16,
+                    facts=_FACTS,
+                    summarizer="OpenAIChatSummarizer:gpt-4o-mini",
+                    summary_seconds=12.75,
+                    input_chars=184_233,
+                    summarizer_calls=2,
+                ),
+            ),
+        ),
+        (
+            "checkpoint_reverted",
+            CheckpointReverted(
+                checkpoint_id="ckpt-0102", restored=_PREVIOUS, reason="the summary lost the task"
+            ),
+        ),
         (
             "session_opened.v2",
             SessionOpened(session_id="sess-9c1e", config=config, created_at=1796000000.5),

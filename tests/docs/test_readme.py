@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+import structlog
 
 from ctxledger import replay
 from fake_llm_server import FakeLLMServer
@@ -23,9 +24,10 @@ def _runnable() -> list[str]:
     return [code for run, code in _blocks() if run]
 
 
-def test_readme_has_three_runnable_examples() -> None:
-    """The quickstart, the event-log and the property-testing examples are marked to be run."""
-    assert len(_runnable()) == 3
+def test_readme_has_four_runnable_examples() -> None:
+    """The quickstart, the event-log, the property-testing and the compaction-inspection
+    examples are marked to be run."""
+    assert len(_runnable()) == 4
 
 
 def test_quickstart_is_at_most_20_lines() -> None:
@@ -73,3 +75,20 @@ def test_property_testing_example_collects_a_test_case() -> None:
     quick = settings(max_examples=2, stateful_step_count=8, deadline=None)
     case.settings = quick  # type: ignore[attr-defined]
     case("runTest").runTest()  # type: ignore[operator]
+
+
+def test_inspection_example_audits_explains_recalls_and_reverts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The compaction-inspection example prints an audit, a placement, hits and a revert."""
+    monkeypatch.chdir(tmp_path)
+    with structlog.testing.capture_logs():  # the library's debug events are not the example's
+        exec(compile(_runnable()[3], "README inspection", "exec"), {"__name__": "readme"})
+    lines = capsys.readouterr().out.splitlines()
+    state = replay.rebuild(tmp_path / "audit-db", "agent-8")
+    made = list(dict.fromkeys(checkpoint.id for checkpoint in state.checkpoints))
+    assert lines[0].startswith(f"{made[-1]} [('path', ")
+    assert lines[1].startswith("#4 is summarised: checkpoint ")
+    assert lines[2].startswith("RecallHit(seq=6, role='tool'")
+    assert lines[4].startswith("#8 assistant (bash), summarized:")
+    assert lines[-1] == made[-2] == state.view.checkpoint_id

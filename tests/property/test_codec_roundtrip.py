@@ -15,6 +15,7 @@ from ctxledger.events.codec import Codec, decode_event, encode_event, encode_pay
 from ctxledger.events.types import (
     EVENT_TYPES,
     CheckpointCreated,
+    CheckpointReverted,
     CompactionFailed,
     CompactionStarted,
     ConfigChanged,
@@ -83,6 +84,7 @@ configs = st.builds(
     snapshot_interval=st.integers(1, 10_000),
     threshold_policy=st.sampled_from(["fixed", "dynamic"]),
     prepare_threshold=st.sampled_from([0.0, 0.5, 0.85, 0.99]),
+    fact_index_chars=st.integers(0, 100_000),
 )
 reasons = st.sampled_from(["threshold_exceeded", "prompt_too_long", "manual"])
 checkpoints = st.builds(
@@ -98,6 +100,11 @@ checkpoints = st.builds(
     tokens_before=counts,
     tokens_after=counts,
     input_hash=st.text("0123456789abcdef", max_size=64),
+    facts=texts,
+    summarizer=ids,
+    summary_seconds=st.floats(0, 1e6),
+    input_chars=counts,
+    summarizer_calls=counts,
 )
 
 #: One strategy per event type; a new event type must be added here (a test checks).
@@ -149,6 +156,9 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
     ),
     ConfigChanged: st.builds(ConfigChanged, config=configs),
     MessagePinned: st.builds(MessagePinned, seq=seqs),
+    CheckpointReverted: st.builds(
+        CheckpointReverted, checkpoint_id=ids, restored=checkpoints, reason=texts
+    ),
 }
 events: st.SearchStrategy[Event] = st.one_of(*EVENT_STRATEGIES.values())
 

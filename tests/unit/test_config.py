@@ -88,3 +88,31 @@ def test_replace_validates_and_rejects_unknown_fields() -> None:
     with pytest.raises(ConfigError) as info:
         Config().replace(window=3)
     assert info.value.field == "window"
+
+
+def test_a_new_config_has_the_fact_block_on_and_a_recorded_one_without_it_off() -> None:
+    """New fields: Config() gets NEW_DEFAULTS; a recorded Config lacking the field decodes off."""
+    import msgspec
+
+    from ctxledger.config import DEFAULT_FACT_INDEX_CHARS
+
+    assert Config().fact_index_chars == DEFAULT_FACT_INDEX_CHARS > 0
+    assert Config.from_env({}).fact_index_chars == DEFAULT_FACT_INDEX_CHARS
+    recorded = msgspec.to_builtins(Config(context_window=9000))
+    del recorded["fact_index_chars"]
+    for decoded in (
+        msgspec.msgpack.decode(msgspec.msgpack.encode(recorded), type=Config),
+        msgspec.json.decode(msgspec.json.encode(recorded), type=Config),
+        msgspec.convert(recorded, Config),
+    ):
+        assert decoded.fact_index_chars == 0 and decoded.context_window == 9000
+    assert Config(fact_index_chars=0).fact_index_chars == 0
+    assert Config().replace(context_window=5000).fact_index_chars == DEFAULT_FACT_INDEX_CHARS
+    assert Config(fact_index_chars=0).replace(context_window=5000).fact_index_chars == 0
+
+
+def test_fact_index_chars_must_be_a_non_negative_integer() -> None:
+    """A negative block size is refused, naming the field."""
+    with pytest.raises(ConfigError) as info:
+        Config(fact_index_chars=-1)
+    assert info.value.field == "fact_index_chars"

@@ -9,6 +9,7 @@ import click
 
 import ctxledger
 from ctxledger.cli._app import CtxLedgerGroup, configure_logging
+from ctxledger.cli._compactions import audit, recall_, revert, why
 from ctxledger.cli._demo import demo
 from ctxledger.cli._inspect import plot, sessions, show, stats, view
 from ctxledger.cli._replay import salvage, verify, whatif
@@ -41,6 +42,10 @@ for _verb in (
     show,
     view,
     compact,
+    audit,
+    why,
+    recall_,
+    revert,
     verify,
     whatif,
     salvage,

@@ -13,11 +13,13 @@ from typing import Any
 
 import click
 
+from ctxledger.checkpoints import Checkpoint
 from ctxledger.cli._app import db_option, open_log, require_session
 from ctxledger.domain import ModelView
 from ctxledger.errors import CtxLedgerError
 from ctxledger.events import (
     CheckpointCreated,
+    CheckpointReverted,
     CompactionFailed,
     CompactionStarted,
     ConfigChanged,
@@ -45,11 +47,14 @@ _PREVIEW = 96
 @click.command()
 @db_option
 def sessions(db: Path) -> None:
-    """List sessions: messages, checkpoints, events, view tokens, last activity, status.
+    """List sessions: messages, checkpoints, events, view tokens, summariser, last activity,
+    status.
 
-    Every record is read, so a damaged session is listed as such, with the first seq that
-    cannot be read (a fork whose parent is damaged before the fork point names the parent);
-    the others are listed as usual. See ``salvage`` for copying what still verifies.
+    SUMMARY TIME is the summariser's total wall time over the session's checkpoints (where
+    they recorded it); SUMMARISER names the one that wrote the last checkpoint. Every record is
+    read, so a damaged session is listed as such, with the first seq that cannot be read (a fork
+    whose parent is damaged before the fork point names the parent); the others are listed as
+    usual. See ``salvage`` for copying what still verifies.
     """
     rows = []
     damaged = 0
@@ -73,10 +78,12 @@ def sessions(db: Path) -> None:
         "CHECKPOINTS",
         "EVENTS",
         "VIEW TOKENS",
+        "SUMMARY TIME",
+        "SUMMARISER",
         "LAST ACTIVITY",
         "STATUS",
     )
-    click.echo(table(headers, rows, right="<>>>>"))
+    click.echo(table(headers, rows, right="<>>>>><<"))
     if damaged:
         click.echo(
             f"{damaged} of {len(rows)} sessions cannot be read to the end; "
@@ -92,12 +99,16 @@ def _session_row(log: EventLog, session_id: str) -> tuple[str, ...] | None:
         (last,) = log.read(session_id, state.event_seq, state.event_seq)
     except CtxLedgerError:
         return None
+    made = _distinct(state.checkpoints)
+    seconds = sum(checkpoint.summary_seconds for checkpoint in made)
     return (
         session_id,
         str(len(state.history)),
-        str(len(state.checkpoints)),
+        str(len(made)),
         str(state.event_seq),
         f"{state.view.estimated_tokens:,}",
+        f"{seconds:.2f} s" if seconds else "-",
+        (made[-1].summarizer or "-") if made else "-",
         human_time(last.timestamp),
     )
 
@@ -107,13 +118,18 @@ def _damaged_row(log: EventLog, session_id: str) -> tuple[str, ...]:
     try:
         last = log.last_seq(session_id)
     except CtxLedgerError:  # the session's own entry is damaged
-        return (session_id, "-", "-", "-", "-", "-")
+        return (session_id, "-", "-", "-", "-", "-", "-", "-")
     try:
         records = log.read(session_id, last, last) if last else []
     except CtxLedgerError:  # the last record is the damaged one
         records = []
     when = human_time(records[0].timestamp) if records else "-"
-    return (session_id, "-", "-", str(last), "-", when)
+    return (session_id, "-", "-", str(last), "-", "-", "-", when)
+
+
+def _distinct(checkpoints: list[Checkpoint]) -> list[Checkpoint]:
+    """The checkpoints made, once each (a revert lists the one it restores again)."""
+    return list({checkpoint.id: checkpoint for checkpoint in checkpoints}.values())
 
 
 @click.command()
@@ -130,6 +146,12 @@ def _damaged_row(log: EventLog, session_id: str) -> tuple[str, ...]:
 )
 @click.option("--limit", type=click.IntRange(min=1), help="Show at most this many.")
 @click.option("--full", is_flag=True, help="Print whole message contents, not one-line previews.")
+@click.option(
+    "--checkpoints",
+    "show_checkpoints",
+    is_flag=True,
+    help="Show the compactions (summariser, wall time, input and output size, fact block).",
+)
 @click.option("--pager/--no-pager", default=True, help="Page long output on a terminal.")
 def show(
     session_id: str,
@@ -138,12 +160,17 @@ def show(
     start: int,
     limit: int | None,
     full: bool,
+    show_checkpoints: bool,
     pager: bool,
 ) -> None:
-    """Show a session's history (or its raw events with --events)."""
+    """Show a session's history (or its raw events with --events, its compactions with
+    --checkpoints)."""
     with open_log(db) as log:
         require_session(log, session_id, db)
-        if show_events:
+        if show_checkpoints:
+            lines = _checkpoint_lines(_distinct(rebuild(log, session_id).checkpoints))
+            lines = lines or [f"no checkpoints in session {session_id!r}"]
+        elif show_events:
             stop = None if limit is None else start + limit - 1
             lines = [
                 _event_line(r.seq, r.timestamp, r.event)
@@ -154,6 +181,38 @@ def show(
             chosen = chosen if limit is None else chosen[:limit]
             lines = list(_message_lines(chosen, full))
     _emit(lines, pager)
+
+
+def _checkpoint_lines(checkpoints: list[Checkpoint]) -> list[str]:
+    """The compactions of a session with their metadata, under its messages."""
+    if not checkpoints:
+        return []
+    rows = [
+        (
+            checkpoint.id,
+            checkpoint.reason,
+            f"#{checkpoint.covers_through_seq}",
+            checkpoint.summarizer or "-",
+            f"{checkpoint.summary_seconds:.2f} s" if checkpoint.summary_seconds else "-",
+            f"{checkpoint.input_chars:,}" if checkpoint.input_chars else "-",
+            f"{checkpoint.output_chars:,}",
+            f"{len(checkpoint.facts):,}",
+            f"{checkpoint.tokens_before:,} → {checkpoint.tokens_after:,}",
+        )
+        for checkpoint in checkpoints
+    ]
+    headers = (
+        "CHECKPOINT",
+        "REASON",
+        "COVERS",
+        "SUMMARISER",
+        "TIME",
+        "IN CHARS",
+        "OUT CHARS",
+        "FACT CHARS",
+        "VIEW TOKENS",
+    )
+    return [table(headers, rows, right="<<><>>>>>")]
 
 
 @click.command()
@@ -353,7 +412,17 @@ def _event_detail(event: Event) -> str:
     if isinstance(event, CheckpointCreated):
         cp = event.checkpoint
         tokens = f"{cp.tokens_before:,} → {cp.tokens_after:,} tokens"
-        return f"checkpoint {cp.id[:12]} ({cp.reason}) {tokens}"
+        meta = ""
+        if cp.summarizer or cp.summary_seconds:
+            meta = (
+                f", {cp.summarizer or 'summariser'} {cp.summary_seconds:.2f} s, "
+                f"{cp.input_chars:,} → {cp.output_chars:,} chars"
+            )
+        facts = f", facts {len(cp.facts):,} chars" if cp.facts else ""
+        return f"checkpoint {cp.id[:12]} ({cp.reason}) {tokens}{meta}{facts}"
+    if isinstance(event, CheckpointReverted):
+        reason = f": {clip(event.reason, 40)}" if event.reason else ""
+        return f"reverted {event.checkpoint_id[:12]}, {event.restored.id[:12]} active again{reason}"
     if isinstance(event, CompactionFailed):
         return f"{event.reason}: {clip(event.detail, 60)}"
     if isinstance(event, SessionOpened | ConfigChanged):

@@ -6,6 +6,7 @@ that the runtime, the testing driver, what-if and transcript import all call.
 """
 
 from ctxledger.domain.adapters import to_anthropic, to_openai
+from ctxledger.domain.audit import KindCount, LossReport, audit_checkpoint
 from ctxledger.domain.budget import (
     DynamicThreshold,
     FixedThreshold,
@@ -42,13 +43,23 @@ from ctxledger.domain.decide import (
     served,
     usable_prepared,
 )
+from ctxledger.domain.facts import (
+    FACT_KINDS,
+    Fact,
+    FactKind,
+    checkpoint_fact_block,
+    extract_facts,
+    shown_text,
+)
 from ctxledger.domain.limits import (
     base_threshold_tokens,
+    fact_index_chars,
     max_tool_result_chars,
     summary_chunk_chars,
     summary_max_chars,
 )
 from ctxledger.domain.overflow import is_prompt_too_long
+from ctxledger.domain.placement import PLACEMENT_KINDS, Placement, PlacementKind, place_message
 from ctxledger.domain.projection import assemble, summary_message
 from ctxledger.domain.render import (
     TRUNCATION_MARKER,
@@ -58,11 +69,13 @@ from ctxledger.domain.render import (
     render_policy,
     truncate_text,
 )
+from ctxledger.domain.revert import revert_checkpoint
 from ctxledger.domain.state import BACKGROUND_BACKOFF, SNAPSHOT_VERSION, SessionState, Usage
 from ctxledger.domain.summary import (
     AsyncSummarizer,
     Summarizer,
     SummaryRequest,
+    describe_summarizer,
     is_async_summarizer,
 )
 from ctxledger.domain.tokenizer import CharTokenizer, Tokenizer, message_chars
@@ -80,8 +93,10 @@ from ctxledger.domain.view import (
 __all__ = [
     "BACKGROUND_BACKOFF",
     "COMPACT_CHECKPOINT",
+    "FACT_KINDS",
     "FULL_HISTORY",
     "INTERRUPTED_RESULT",
+    "PLACEMENT_KINDS",
     "SNAPSHOT_VERSION",
     "STEP_CUT_FILL",
     "TRIGGERS",
@@ -96,9 +111,15 @@ __all__ = [
     "Decision",
     "Draft",
     "DynamicThreshold",
+    "Fact",
+    "FactKind",
     "FixedThreshold",
     "Job",
+    "KindCount",
+    "LossReport",
     "ModelView",
+    "Placement",
+    "PlacementKind",
     "Recover",
     "RenderPolicy",
     "Request",
@@ -113,12 +134,17 @@ __all__ = [
     "Usage",
     "arun_summarizer",
     "assemble",
+    "audit_checkpoint",
     "base_threshold_tokens",
     "build_view",
+    "checkpoint_fact_block",
     "complete_compaction",
     "decide",
+    "describe_summarizer",
     "draft_view",
     "estimate_tokens",
+    "extract_facts",
+    "fact_index_chars",
     "fail_compaction",
     "is_async_summarizer",
     "is_prompt_too_long",
@@ -126,13 +152,16 @@ __all__ = [
     "mask_text",
     "max_tool_result_chars",
     "message_chars",
+    "place_message",
     "plan_compaction",
     "prepared_checkpoint",
     "preview_view",
     "render_message",
     "render_policy",
+    "revert_checkpoint",
     "run_summarizer",
     "served",
+    "shown_text",
     "summary_chunk_chars",
     "summary_max_chars",
     "summary_message",

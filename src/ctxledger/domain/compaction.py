@@ -17,7 +17,14 @@ import msgspec
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.domain.budget import threshold_for
 from ctxledger.domain.cuts import STEP_CUT_FILL, CutMeasure
-from ctxledger.domain.limits import CHARS_PER_TOKEN, summary_chunk_chars, summary_max_chars
+from ctxledger.domain.facts import checkpoint_fact_block
+from ctxledger.domain.limits import (
+    CHARS_PER_TOKEN,
+    fact_index_chars,
+    summary_chunk_chars,
+    summary_max_chars,
+)
+from ctxledger.domain.projection import FACTS_SEPARATOR
 from ctxledger.domain.render import truncate_text
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.summary import AsyncSummarizer, Summarizer, SummaryRequest
@@ -35,6 +42,7 @@ __all__ = [
     "arun_summarizer",
     "complete_compaction",
     "fail_compaction",
+    "finish_checkpoint",
     "plan_compaction",
     "prepared_checkpoint",
     "run_summarizer",
@@ -105,6 +113,8 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
         attempt: Reactive retry number.
         step_level: Whether the cut lies inside the retained rounds (at a step boundary).
         input_hash: Content address of the summariser's input.
+        fact_chars: Room reserved for the checkpoint's fact block after the summary
+            (``Config.fact_index_chars``; 0: no block).
     """
 
     reason: Trigger
@@ -123,6 +133,13 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
     attempt: int = 0
     step_level: bool = False
     input_hash: str = ""
+    fact_chars: int = 0
+
+    @property
+    def input_chars(self) -> int:
+        """Characters the summariser is given: the messages, the previous summary, the focus."""
+        chars = sum(message_chars(message) for message in self.messages)
+        return chars + len(self.previous_summary or "") + len(self.focus or "")
 
     def started(self, compaction_id: str, *, background: bool = False) -> CompactionStarted:
         """Return the ``CompactionStarted`` event that records this plan."""
@@ -251,12 +268,16 @@ def plan_compaction(
     keep_rounds = config.min_retain_rounds
     target = threshold
     max_chars = summary_max_chars(config)
+    fact_chars = fact_index_chars(config)
     if trigger == "prompt_too_long":
         keep_rounds >>= attempt + 1
         target = max(1, min(threshold, draft.view_tokens) >> (attempt + 1))
-        # The summary may take at most a quarter of a shrunken target.
+        # The summary may take at most a quarter of a shrunken target, and its facts as much.
         max_chars = max(1, min(max_chars, target * CHARS_PER_TOKEN // 4))
-    cutter = CutMeasure(state, tokenizer, trigger, max_chars, pending)
+        fact_chars = min(fact_chars, max_chars)
+    # The summary's room, and after it the fact block's: the view fits with both at full size.
+    reserve = max_chars + (len(FACTS_SEPARATOR) + fact_chars if fact_chars else 0)
+    cutter = CutMeasure(state, tokenizer, trigger, reserve, pending)
     room = target - 1  # equality compacts, so the view must end strictly below the target
 
     base = base_checkpoint.retain_from_seq if base_checkpoint else 1
@@ -301,6 +322,7 @@ def plan_compaction(
         attempt=attempt,
         step_level=step_level,
         input_hash=_input_hash(covered, previous, focus, max_chars),
+        fact_chars=fact_chars,
     )
 
 
@@ -398,8 +420,14 @@ def complete_compaction(
     checkpoint_id: str,
     created_at: float,
     tokenizer: Tokenizer,
+    summarizer: str = "",
+    summary_seconds: float = 0.0,
 ) -> tuple[Checkpoint, CompactionResult]:
     """Build the checkpoint for a finished plan (pure; the caller records it).
+
+    The checkpoint records the compaction's metadata (input size, calls, and what the caller
+    measured: the summariser's name and wall time) and, when ``plan.fact_chars`` allows, its
+    fact block (:func:`ctxledger.domain.facts.checkpoint_fact_block`).
 
     Args:
         state: The session; messages appended since the plan are fine, a newer checkpoint is not.
@@ -408,6 +436,9 @@ def complete_compaction(
         checkpoint_id: Id of the new checkpoint.
         created_at: Unix time from the host's clock.
         tokenizer: Counts the tokens of the resulting view.
+        summarizer: Who wrote the summary (see
+            :func:`ctxledger.summarizers.describe_summarizer`); "" when unknown.
+        summary_seconds: Wall time of the summariser call(s); 0.0 when not measured.
 
     Returns:
         The checkpoint to record with ``CheckpointCreated`` and the ``compacted`` result.
@@ -421,20 +452,28 @@ def complete_compaction(
             f"stale compaction plan: it extends checkpoint {plan.previous_checkpoint_id!r} but "
             f"{active.id if active else None!r} is active"
         )
-    checkpoint = Checkpoint(
-        id=checkpoint_id,
-        summary=summary[: plan.max_chars],
-        retain_from_seq=plan.retain_from_seq,
-        covers_through_seq=plan.covers_through_seq,
-        reason=plan.reason,
-        focus=plan.focus,
-        created_at=created_at,
-        previous_checkpoint_id=plan.previous_checkpoint_id,
-        tokens_before=plan.estimated_tokens,
-        input_hash=plan.input_hash,
+    checkpoint = finish_checkpoint(
+        state,
+        Checkpoint(
+            id=checkpoint_id,
+            summary=summary[: plan.max_chars],
+            retain_from_seq=plan.retain_from_seq,
+            covers_through_seq=plan.covers_through_seq,
+            reason=plan.reason,
+            focus=plan.focus,
+            created_at=created_at,
+            previous_checkpoint_id=plan.previous_checkpoint_id,
+            tokens_before=plan.estimated_tokens,
+            input_hash=plan.input_hash,
+            summarizer=summarizer,
+            summary_seconds=summary_seconds,
+            input_chars=plan.input_chars,
+            summarizer_calls=len(plan.chunks()),
+        ),
+        fact_chars=plan.fact_chars,
+        tokenizer=tokenizer,
     )
-    after = preview_view(state, checkpoint, tokenizer=tokenizer).estimated_tokens
-    checkpoint = msgspec.structs.replace(checkpoint, tokens_after=after)
+    after = checkpoint.tokens_after
     return checkpoint, CompactionResult(
         compacted=True,
         reason="compacted",
@@ -445,6 +484,37 @@ def complete_compaction(
         messages_compacted=len(plan.messages),
         tokens_before=plan.estimated_tokens,
     )
+
+
+def finish_checkpoint(
+    state: SessionState, checkpoint: Checkpoint, *, fact_chars: int, tokenizer: Tokenizer
+) -> Checkpoint:
+    """Add to a new checkpoint what it records of the view it makes: the fact block, the tokens.
+
+    The fact block (:func:`ctxledger.domain.facts.checkpoint_fact_block`, when ``fact_chars``
+    allows) lists facts of every message the checkpoint newly covers, from the active
+    checkpoint's cut to its own (a summary prepared in the background and the delta after it
+    alike), with those the active checkpoint's block carried; ``tokens_after`` is the size of
+    the view it gives.
+
+    Args:
+        state: The session, before the checkpoint is recorded.
+        checkpoint: The new checkpoint, without a block and ``tokens_after``.
+        fact_chars: The block's room (0: no block).
+        tokenizer: Counts the tokens of the resulting view.
+    """
+    if fact_chars:
+        active = state.active_checkpoint
+        start = active.retain_from_seq if active is not None else 1
+        covered = [
+            message
+            for message in state.history[start - 1 : checkpoint.retain_from_seq - 1]
+            if not state.is_head(message)
+        ]
+        facts = checkpoint_fact_block(state, checkpoint, covered, fact_chars)
+        checkpoint = msgspec.structs.replace(checkpoint, facts=facts)
+    after = preview_view(state, checkpoint, tokenizer=tokenizer).estimated_tokens
+    return msgspec.structs.replace(checkpoint, tokens_after=after)
 
 
 def fail_compaction(plan: CompactionPlan, reason: str = "summary_unavailable") -> CompactionResult:

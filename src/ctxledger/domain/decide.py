@@ -37,6 +37,7 @@ from ctxledger.domain.compaction import (
     Trigger,
     complete_compaction,
     fail_compaction,
+    finish_checkpoint,
     plan_compaction,
     prepared_checkpoint,
 )
@@ -153,12 +154,16 @@ class Summarized(msgspec.Struct, frozen=True, kw_only=True):
             out.
         detail: Why there is no summary (recorded on ``CompactionFailed``).
         waited_seconds: How long the caller waited for it (reported on the result).
+        summarizer: Who wrote it (``describe_summarizer``), recorded with it; "" if unknown.
+        seconds: The summariser's wall time, recorded with it.
     """
 
     job: Job
     summary: str | None
     detail: str = ""
     waited_seconds: float = 0.0
+    summarizer: str = ""
+    seconds: float = 0.0
 
 
 Request = Serve | Compact | Background | Summarized | Recover | Adopt
@@ -229,9 +234,10 @@ def decide(
             # The provider rejected the prompt: what the background prepared comes first.
             draft = draft_view(state, tokenizer=tokenizer, pending=request.pending)
             serve = Serve(pending=request.pending, view=False)
-            return _activate(
-                state, serve, prepared, draft, tokenizer, new_id, now, reason="prompt_too_long"
+            checkpoint = _prepared_as_checkpoint(
+                state, prepared, draft, tokenizer, "prompt_too_long"
             )
+            return _activate(state, serve, prepared, checkpoint, draft, tokenizer, new_id, now)
         outcome = plan_compaction(
             state,
             tokenizer=tokenizer,
@@ -315,12 +321,18 @@ def _use_background(
     prepared = usable_prepared(state)
     if prepared is None:
         return None
-    candidate = prepared_checkpoint(prepared)
-    under = draft_view(state, tokenizer=tokenizer, pending=request.pending, checkpoint=candidate)
-    if under.estimated_tokens < threshold_for(state):
-        return _activate(state, request, prepared, draft, tokenizer, new_id, now)
+    checkpoint = _prepared_as_checkpoint(state, prepared, draft, tokenizer, "threshold_exceeded")
+    after = draft_view(state, tokenizer=tokenizer, pending=request.pending, checkpoint=checkpoint)
+    if after.estimated_tokens < threshold_for(state):
+        return _activate(state, request, prepared, checkpoint, draft, tokenizer, new_id, now)
     # The history grew past what the prepared cut absorbs: summarise only what lies between
     # that cut and a new one, with the prepared summary as the previous summary.
+    under = draft_view(
+        state,
+        tokenizer=tokenizer,
+        pending=request.pending,
+        checkpoint=prepared_checkpoint(prepared),
+    )
     outcome = plan_compaction(
         state,
         tokenizer=tokenizer,
@@ -333,7 +345,7 @@ def _use_background(
     if isinstance(outcome, CompactionPlan):
         return _start(outcome, request, new_id)
     # No further cut is possible: the prepared one is still the best there is.
-    return _activate(state, request, prepared, draft, tokenizer, new_id, now)
+    return _activate(state, request, prepared, checkpoint, draft, tokenizer, new_id, now)
 
 
 def running_extends(state: SessionState, compaction_id: str, active: Checkpoint | None) -> bool:
@@ -346,30 +358,47 @@ def running_extends(state: SessionState, compaction_id: str, active: Checkpoint 
     return running.retain_from_seq > (active.retain_from_seq if active else 1)
 
 
+def _prepared_as_checkpoint(
+    state: SessionState,
+    prepared: SummaryPrepared,
+    draft: Draft,
+    tokenizer: Tokenizer,
+    reason: CheckpointReason,
+) -> Checkpoint:
+    """The checkpoint a prepared summary becomes (its id and time are set on activation)."""
+    return finish_checkpoint(
+        state,
+        Checkpoint(
+            id="",
+            summary=prepared.summary,
+            retain_from_seq=prepared.retain_from_seq,
+            covers_through_seq=prepared.covers_through_seq,
+            reason=reason,
+            previous_checkpoint_id=prepared.previous_checkpoint_id,
+            tokens_before=draft.estimated_tokens,
+            input_hash=prepared.input_hash,
+            summarizer=prepared.summarizer,
+            summary_seconds=prepared.summary_seconds,
+            input_chars=prepared.input_chars,
+            summarizer_calls=prepared.summarizer_calls,
+        ),
+        fact_chars=prepared.fact_chars,
+        tokenizer=tokenizer,
+    )
+
+
 def _activate(
     state: SessionState,
     request: Serve,
     prepared: SummaryPrepared,
+    checkpoint: Checkpoint,
     draft: Draft,
     tokenizer: Tokenizer,
     new_id: Callable[[], str],
     now: Callable[[], float],
-    *,
-    reason: CheckpointReason = "threshold_exceeded",
 ) -> Decision:
-    checkpoint = Checkpoint(
-        id=new_id(),
-        summary=prepared.summary,
-        retain_from_seq=prepared.retain_from_seq,
-        covers_through_seq=prepared.covers_through_seq,
-        reason=reason,
-        created_at=now(),
-        previous_checkpoint_id=prepared.previous_checkpoint_id,
-        tokens_before=draft.estimated_tokens,
-        input_hash=prepared.input_hash,
-    )
+    checkpoint = msgspec.structs.replace(checkpoint, id=new_id(), created_at=now())
     after = draft_view(state, tokenizer=tokenizer, pending=request.pending, checkpoint=checkpoint)
-    checkpoint = msgspec.structs.replace(checkpoint, tokens_after=after.view_tokens)
     base = state.active_checkpoint
     start = base.retain_from_seq if base else 1
     covered = state.history[start - 1 : prepared.retain_from_seq - 1]
@@ -390,9 +419,7 @@ def _activate(
     events: tuple[Event, ...] = (created,)
     if not request.view:
         return Decision(events=events, result=result)
-    view = draft_view(
-        state, tokenizer=tokenizer, pending=request.pending, checkpoint=checkpoint
-    ).view()
+    view = after.view()
     return Decision(events=(*events, served(view)), view=view, result=result)
 
 
@@ -430,6 +457,11 @@ def _summarized(
             input_hash=plan.input_hash,
             previous_checkpoint_id=plan.previous_checkpoint_id,
             max_chars=plan.max_chars,
+            fact_chars=plan.fact_chars,
+            summarizer=request.summarizer,
+            summary_seconds=request.seconds,
+            input_chars=plan.input_chars,
+            summarizer_calls=len(plan.chunks()),
         )
         return Decision(events=(prepared,))
     origin = job.request
@@ -453,6 +485,8 @@ def _summarized(
         checkpoint_id=new_id(),
         created_at=now(),
         tokenizer=tokenizer,
+        summarizer=request.summarizer,
+        summary_seconds=request.seconds,
     )
     result = msgspec.structs.replace(result, waited_seconds=request.waited_seconds)
     created = CheckpointCreated(compaction_id=job.compaction_id, checkpoint=checkpoint)

@@ -14,6 +14,7 @@ __all__ = [
     "DYNAMIC_BASE_RATIO",
     "MIN_TOOL_RESULT_CHARS",
     "base_threshold_tokens",
+    "fact_index_chars",
     "max_tool_result_chars",
     "summary_chunk_chars",
     "summary_max_chars",
@@ -53,3 +54,12 @@ def summary_max_chars(config: Config) -> int:
 def summary_chunk_chars(config: Config) -> int:
     """Largest summariser input in one call; auto is half the window, in characters."""
     return max(1, config.summary_chunk_chars or config.context_window * CHARS_PER_TOKEN // 2)
+
+
+def fact_index_chars(config: Config) -> int:
+    """Room for a checkpoint's fact block: ``Config.fact_index_chars``, capped by the window.
+
+    At most a fifth of the base threshold, in characters (twice the summary's automatic room),
+    so that small windows keep most of their room for raw messages; 0 when the block is off.
+    """
+    return min(config.fact_index_chars, base_threshold_tokens(config) * CHARS_PER_TOKEN // 5)

@@ -21,14 +21,33 @@ from ctxledger.domain.render import (
 from ctxledger.domain.state import SessionState
 from ctxledger.messages import Message
 
-__all__ = ["assemble", "kept_request_seq", "slot_seqs", "summary_message", "tail_messages"]
+__all__ = [
+    "FACTS_SEPARATOR",
+    "assemble",
+    "kept_request_seq",
+    "slot_seqs",
+    "summary_message",
+    "tail_messages",
+]
+
+
+#: Between a checkpoint's summary and its fact block, in the summary message.
+FACTS_SEPARATOR = "\n\n"
 
 
 def summary_message(checkpoint: Checkpoint) -> Message:
-    """Return the view message that stands for the messages ``checkpoint`` covers."""
+    """Return the view message that stands for the messages ``checkpoint`` covers.
+
+    Its content is the summary, followed by the checkpoint's fact block when it has one (a
+    checkpoint without one, as every checkpoint recorded before the block existed, renders as
+    its summary alone).
+    """
+    content = checkpoint.summary
+    if checkpoint.facts:
+        content += FACTS_SEPARATOR + checkpoint.facts
     return Message(
         role="summary",
-        content=checkpoint.summary,
+        content=content,
         metadata={
             "checkpoint_id": checkpoint.id,
             "covers_through_seq": checkpoint.covers_through_seq,

@@ -22,6 +22,7 @@ from ctxledger.domain.validation import validate_append
 from ctxledger.errors import EventDecodeError, InvalidMessageError, InvalidSeqError
 from ctxledger.events.types import (
     CheckpointCreated,
+    CheckpointReverted,
     CompactionFailed,
     CompactionStarted,
     ConfigChanged,
@@ -397,6 +398,7 @@ class _Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     prepared: SummaryPrepared | None
     background_failures: int
     background_retry_seq: int
+    active_restored: bool = False
 
 
 class _Version(msgspec.Struct):
@@ -418,8 +420,10 @@ class SessionState:
         config: The Config in force (the latest ``SessionOpened`` or ``ConfigChanged``).
         history: Every appended message, synthesized results included; ``history[i].seq == i + 1``
             (a :class:`History`: list-like, read back in chunks when resumed from a snapshot).
-        checkpoints: Every checkpoint, oldest first; the last one is active (a
-            :class:`Checkpoints`: list-like, earlier ones read back when resumed).
+        checkpoints: Every checkpoint activation, oldest first; the last one is active (a
+            :class:`Checkpoints`: list-like, earlier ones read back when resumed). A
+            ``CheckpointReverted`` appends the checkpoint it restores, so a restored checkpoint
+            appears twice.
         pins: Seqs of pinned messages.
         usage: The provider's last usage figure, if any (see :attr:`usage_is_current`).
         checkpoint_seq: ``last_seq`` when the active checkpoint was recorded.
@@ -435,6 +439,8 @@ class SessionState:
             :func:`ctxledger.domain.decide`).
         background_failures: Background compactions failed in a row (0 after one succeeds).
         background_retry_seq: No background compaction starts before this message seq.
+        active_restored: The active checkpoint became active again by a ``CheckpointReverted``
+            (it cannot be reverted in turn; see :func:`ctxledger.domain.revert_checkpoint`).
     """
 
     __hash__ = None  # type: ignore[assignment]  # mutable: equal states must not share dict slots
@@ -461,6 +467,7 @@ class SessionState:
         self.background_retry_seq = 0
         # How tool results are shown, by seq (see ctxledger.domain.render): a cache, not state.
         self.render_cache: dict[int, tuple[Message, bool, Message]] = {}
+        self.active_restored = False
         self._reset_indices()
 
     def _reset_indices(self) -> None:
@@ -601,6 +608,7 @@ class SessionState:
                 prepared=self.prepared,
                 background_failures=self.background_failures,
                 background_retry_seq=self.background_retry_seq,
+                active_restored=self.active_restored,
             )
         )
 
@@ -672,6 +680,7 @@ class SessionState:
         state.prepared = snap.prepared
         state.background_failures = snap.background_failures
         state.background_retry_seq = snap.background_retry_seq
+        state.active_restored = snap.active_restored
         return state
 
     def __eq__(self, other: object) -> bool:
@@ -827,9 +836,19 @@ class SessionState:
         elif isinstance(event, CheckpointCreated):
             self.checkpoints.append(event.checkpoint)
             self.checkpoint_seq = self.last_seq
+            self.active_restored = False
             self._advance_index_base(event.checkpoint)
             # A new checkpoint ends any prepared summary: it was activated, or it extends a
             # checkpoint that is no longer the active one.
+            self.prepared = None
+        elif isinstance(event, CheckpointReverted):
+            # The restored checkpoint is active again; index entries the reverted one moved out
+            # of memory are read back when touched. No checkpoint is current at this position,
+            # so a compaction (say, with a focus) may follow at once. A prepared summary
+            # extended the reverted checkpoint: it no longer applies.
+            self.checkpoints.append(event.restored)
+            self.checkpoint_seq = -1
+            self.active_restored = True
             self.prepared = None
         elif isinstance(event, CompactionStarted):
             self.compactions_started += 1

@@ -14,7 +14,13 @@ import msgspec
 
 from ctxledger.messages import Message
 
-__all__ = ["AsyncSummarizer", "Summarizer", "SummaryRequest", "is_async_summarizer"]
+__all__ = [
+    "AsyncSummarizer",
+    "Summarizer",
+    "SummaryRequest",
+    "describe_summarizer",
+    "is_async_summarizer",
+]
 
 
 class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,3 +79,16 @@ def is_async_summarizer(summarizer: object) -> bool:
         return True
     call = getattr(type(summarizer), "__call__", None)  # noqa: B004 - the method, not callable()
     return call is not None and inspect.iscoroutinefunction(call)
+
+
+def describe_summarizer(summarizer: object) -> str:
+    """Name a summariser for the checkpoint's record: its class, and ``:model`` where it has one.
+
+    Example:
+        >>> from ctxledger import ExtractiveSummarizer
+        >>> describe_summarizer(ExtractiveSummarizer())
+        'ExtractiveSummarizer'
+    """
+    name = getattr(summarizer, "__name__", None) or type(summarizer).__name__
+    model = getattr(summarizer, "model", None)
+    return f"{name}:{model}" if isinstance(model, str) and model else str(name)

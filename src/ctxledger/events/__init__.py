@@ -4,6 +4,7 @@ from ctxledger.events.codec import Codec, decode_event, encode_event
 from ctxledger.events.types import (
     EVENT_TYPES,
     CheckpointCreated,
+    CheckpointReverted,
     CompactionFailed,
     CompactionStarted,
     ConfigChanged,
@@ -24,6 +25,7 @@ from ctxledger.events.upcasters import register_upcaster
 __all__ = [
     "EVENT_TYPES",
     "CheckpointCreated",
+    "CheckpointReverted",
     "Codec",
     "CompactionFailed",
     "CompactionStarted",

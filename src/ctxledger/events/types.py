@@ -19,6 +19,7 @@ from ctxledger.messages import Message
 __all__ = [
     "EVENT_TYPES",
     "CheckpointCreated",
+    "CheckpointReverted",
     "CompactionFailed",
     "CompactionStarted",
     "ConfigChanged",
@@ -94,6 +95,19 @@ class CheckpointCreated(EventBase, frozen=True, kw_only=True, tag="checkpoint_cr
     prepared: bool = False
 
 
+class CheckpointReverted(EventBase, frozen=True, kw_only=True, tag="checkpoint_reverted"):
+    """The active checkpoint ``checkpoint_id`` was undone; ``restored`` is active again.
+
+    ``restored`` is the checkpoint that was active when ``checkpoint_id`` was made (its
+    ``previous_checkpoint_id``), carried whole so that the fold needs no lookup. The next
+    compaction extends ``restored``; history and every recorded checkpoint stay as they were.
+    """
+
+    checkpoint_id: str
+    restored: Checkpoint
+    reason: str = ""
+
+
 class CompactionFailed(EventBase, frozen=True, kw_only=True, tag="compaction_failed"):
     """A compaction ended without a checkpoint; the previous one stays active.
 
@@ -119,6 +133,11 @@ class SummaryPrepared(EventBase, frozen=True, kw_only=True, tag="summary_prepare
         previous_checkpoint_id: The checkpoint the summary extends (it was active when the
             compaction started); a prepared summary is only valid while it stays active.
         max_chars: The room reserved for the summary when the cut was planned.
+        fact_chars: The room reserved for the checkpoint's fact block (0: none).
+        summarizer: Who wrote the summary (``describe_summarizer``); "" when unknown.
+        summary_seconds: Wall time of the summariser call(s).
+        input_chars: Characters the summariser was given.
+        summarizer_calls: Calls made (one per chunk of the input).
     """
 
     compaction_id: str
@@ -128,6 +147,11 @@ class SummaryPrepared(EventBase, frozen=True, kw_only=True, tag="summary_prepare
     input_hash: str = ""
     previous_checkpoint_id: str | None = None
     max_chars: int = 0
+    fact_chars: int = 0
+    summarizer: str = ""
+    summary_seconds: float = 0.0
+    input_chars: int = 0
+    summarizer_calls: int = 0
 
 
 class ToolResultSynthesized(EventBase, frozen=True, kw_only=True, tag="tool_result_synthesized"):
@@ -193,6 +217,7 @@ Event: TypeAlias = (
     | ConfigChanged
     | MessagePinned
     | SummaryPrepared
+    | CheckpointReverted
 )
 
 EVENT_TYPES: tuple[type[EventBase], ...] = (
@@ -209,4 +234,5 @@ EVENT_TYPES: tuple[type[EventBase], ...] = (
     ConfigChanged,
     MessagePinned,
     SummaryPrepared,
+    CheckpointReverted,
 )

@@ -65,6 +65,7 @@ from ctxledger.runtime.messages import (
     Prepare,
     Pressure,
     Read,
+    Record,
     RecordUsage,
     SaveSnapshot,
     Settle,
@@ -93,6 +94,7 @@ class Runtime:
             (:class:`~ctxledger.runtime.projection.ProjectionPool`).
         budget: The budget actor's ref.
         timer: Deadlines (:class:`~ctxledger.runtime.timer.Timer`).
+        summarizer_name: Who writes the summaries, recorded with each (``describe_summarizer``).
         recovered: Sessions already recovered by this host (shared by its history actors).
     """
 
@@ -104,6 +106,7 @@ class Runtime:
     projection: Any
     budget: Any
     timer: Any
+    summarizer_name: str = ""
     recovered: set[str] = field(default_factory=set)
 
 
@@ -243,6 +246,7 @@ class HistoryActor(_SimpleQueue):
             Pin: self._on_command,
             Decide: self._on_command,
             Read: self._on_command,
+            Record: self._on_command,
             Settle: self._on_command,
             Open: self._on_command,
             Durable: self._on_durable,
@@ -322,8 +326,8 @@ class HistoryActor(_SimpleQueue):
             checked = state.check_append(command.messages)
             self._reactive.pop(live.id, None)
             seqs = [message.seq for message in checked]
-            events = [MessageAppended(message=message) for message in checked]
-            self._write(live, events, reply=command.reply, value=seqs, pressure=True)
+            appended = [MessageAppended(message=message) for message in checked]
+            self._write(live, appended, reply=command.reply, value=seqs, pressure=True)
         elif kind is Decide:
             assert isinstance(command, Decide)
             op = live.op = _Op(command, command.request)
@@ -338,6 +342,10 @@ class HistoryActor(_SimpleQueue):
         elif kind is Read:
             assert isinstance(command, Read)
             command.reply.resolve(command.fn(state, live.last_event_seq))
+        elif kind is Record:
+            assert isinstance(command, Record)
+            recorded, value = command.build(state)
+            self._write(live, recorded, reply=command.reply, value=value)
         elif kind is Settle:
             if self._settled(live):
                 command.reply.resolve(None)
@@ -491,7 +499,7 @@ class HistoryActor(_SimpleQueue):
         live = self._lives.get(message.session_id)
         if live is None:
             return
-        self._summarized(live, message.job, message.summary, message.detail)
+        self._summarized(live, message.job, message.summary, message.detail, message.seconds)
 
     def _on_timeout(self, message: SummaryTimeout) -> None:
         live = self._lives.get(message.session_id)
@@ -503,8 +511,8 @@ class HistoryActor(_SimpleQueue):
         if self._current_job(live, job) is None:
             return
         self._rt.compaction.abandon(job.compaction_id)
-        detail = f"summarizer timed out after {state.config.summary_timeout}s"
-        self._summarized(live, job, None, detail)
+        timeout = state.config.summary_timeout
+        self._summarized(live, job, None, f"summarizer timed out after {timeout}s", timeout)
 
     def _current_job(self, live: _Live, job: Job) -> _Op | bool | None:
         if live.background is not None and live.background.compaction_id == job.compaction_id:
@@ -514,7 +522,9 @@ class HistoryActor(_SimpleQueue):
             return op
         return None
 
-    def _summarized(self, live: _Live, job: Job, summary: str | None, detail: str) -> None:
+    def _summarized(
+        self, live: _Live, job: Job, summary: str | None, detail: str, seconds: float
+    ) -> None:
         owner = self._current_job(live, job)
         if owner is None:
             return  # a late answer to a job that timed out or was abandoned
@@ -541,7 +551,13 @@ class HistoryActor(_SimpleQueue):
             if live.background_timer is not None:
                 rt.timer.cancel(live.background_timer)
                 live.background_timer = None
-            request = Summarized(job=job, summary=summary, detail=detail)
+            request = Summarized(
+                job=job,
+                summary=summary,
+                detail=detail,
+                summarizer=rt.summarizer_name,
+                seconds=seconds,
+            )
             decision = decide(
                 state, request, tokenizer=rt.tokenizer, new_id=rt.new_id, now=rt.clock
             )
@@ -554,7 +570,14 @@ class HistoryActor(_SimpleQueue):
             op.job_timer = None
         op.waited += time.monotonic() - op.job_started
         op.job = None
-        request = Summarized(job=job, summary=summary, detail=detail, waited_seconds=op.waited)
+        request = Summarized(
+            job=job,
+            summary=summary,
+            detail=detail,
+            waited_seconds=op.waited,
+            summarizer=rt.summarizer_name,
+            seconds=seconds,
+        )
         decision = decide(state, request, tokenizer=rt.tokenizer, new_id=rt.new_id, now=rt.clock)
         self._carry_out(live, op, decision)
 

@@ -40,7 +40,7 @@ from ctxledger.runtime.session import Session, check_session_id
 from ctxledger.runtime.timer import Timer
 from ctxledger.runtime.waiters import LoopWaiter, Waiter
 from ctxledger.storage import Durability, EventLog, LmdbEventLog
-from ctxledger.summarizers import ExtractiveSummarizer, Summarizer
+from ctxledger.summarizers import ExtractiveSummarizer, Summarizer, describe_summarizer
 
 __all__ = ["Host"]
 
@@ -127,6 +127,7 @@ class Host:
             projection=self._projection,
             budget=self._budget,
             timer=self._timer,
+            summarizer_name=describe_summarizer(self.summarizer),
         )
         self._recovered = runtime.recovered
         # Each history actor keeps its share of max_active_sessions (so never more than one

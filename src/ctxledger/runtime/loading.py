@@ -23,11 +23,13 @@ from ctxledger.domain import ModelView, SessionState, Tokenizer, build_view
 from ctxledger.errors import (
     CorruptRecordError,
     EventDecodeError,
+    InvalidCheckpointError,
     InvalidSeqError,
     UnknownSessionError,
 )
 from ctxledger.events import (
     CheckpointCreated,
+    CheckpointReverted,
     MessageAppended,
     SessionForked,
     SessionOpened,
@@ -45,6 +47,7 @@ __all__ = [
     "read_checkpoints",
     "read_messages",
     "snapshot_due",
+    "state_at_checkpoint",
     "view_span_end",
 ]
 
@@ -170,7 +173,7 @@ def read_messages(log: EventLog, session_id: str, first: int, last: int) -> list
 
 
 def read_checkpoints(log: EventLog, session_id: str, through_event_seq: int) -> list[Checkpoint]:
-    """Return the checkpoints a fold through ``through_event_seq`` holds, oldest first.
+    """Return the checkpoint activations a fold through ``through_event_seq`` holds, oldest first.
 
     Reads every event up to the bound (a fork's inherited ones from its ancestors): a state
     resumed from a snapshot calls it only when a checkpoint before the active one is touched.
@@ -182,6 +185,8 @@ def read_checkpoints(log: EventLog, session_id: str, through_event_seq: int) -> 
             found = read_checkpoints(log, event.parent_id, event.parent_event_seq)
         elif isinstance(event, CheckpointCreated):
             found.append(event.checkpoint)
+        elif isinstance(event, CheckpointReverted):
+            found.append(event.restored)  # an activation, as SessionState.apply records it
     return found
 
 
@@ -306,3 +311,59 @@ def fold_view_at(log: EventLog, session_id: str, seq: int, *, tokenizer: Tokeniz
 
 def _span(log: EventLog, session_id: str, start: int, end: int) -> Iterator[RecordedEvent]:
     return log.iter_events(session_id, start, end)
+
+
+def state_at_checkpoint(
+    log: EventLog, session_id: str, checkpoint_id: str | None = None
+) -> SessionState:
+    """Fold the session up to (and including) the event that recorded a checkpoint.
+
+    Args:
+        log: The event log.
+        session_id: The session (a fork finds checkpoints it inherited in its ancestors' logs).
+        checkpoint_id: The checkpoint; the active one when omitted.
+
+    Raises:
+        UnknownSessionError: The session is not in the log.
+        InvalidCheckpointError: The session has no checkpoint, or none with that id.
+    """
+    state, _ = fold_session(log, session_id)
+    if checkpoint_id is None:
+        checkpoint = state.active_checkpoint
+        if checkpoint is None:
+            raise InvalidCheckpointError(f"session {session_id!r} has no checkpoint")
+    else:
+        found = [c for c in state.checkpoints if c.id == checkpoint_id]
+        if not found:
+            raise InvalidCheckpointError(
+                f"session {session_id!r} has no checkpoint {checkpoint_id!r}"
+            )
+        checkpoint = found[0]
+    owner, event_seq = _created_at(log, session_id, checkpoint, None)
+    at, _ = fold_session(log, owner, through_event_seq=event_seq)
+    return at
+
+
+def _created_at(
+    log: EventLog, session_id: str, checkpoint: Checkpoint, bound: int | None
+) -> tuple[str, int]:
+    """``(owner, event seq)`` of the ``CheckpointCreated`` that recorded ``checkpoint``.
+
+    The event follows the append of the last message it covers, so the scan starts there
+    (found by binary search); a fork looks in its own log first, then in its parent's up to the
+    fork point.
+    """
+    first = log.read(session_id, 1, 2)
+    fork = next((r.event for r in first if isinstance(r.event, SessionForked)), None)
+    start = 1
+    if fork is None or checkpoint.covers_through_seq > fork.at_seq:
+        start = append_event_seq(log, session_id, checkpoint.covers_through_seq) or 1
+    for record in log.iter_events(session_id, start, bound):
+        event = record.event
+        if isinstance(event, CheckpointCreated) and event.checkpoint.id == checkpoint.id:
+            return session_id, record.seq
+    if fork is not None:
+        return _created_at(log, fork.parent_id, checkpoint, fork.parent_event_seq)
+    raise InvalidCheckpointError(
+        f"session {session_id!r}: no event records checkpoint {checkpoint.id!r}"
+    )

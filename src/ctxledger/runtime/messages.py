@@ -14,6 +14,7 @@ from typing import Any
 
 from ctxledger.config import Config
 from ctxledger.domain import Compact, Job, Serve, SessionState
+from ctxledger.events import Event
 from ctxledger.messages import Message
 from ctxledger.runtime.waiters import Reply
 from ctxledger.storage import RecordedEvent
@@ -31,6 +32,7 @@ __all__ = [
     "Prepare",
     "Pressure",
     "Read",
+    "Record",
     "RecordUsage",
     "SaveSnapshot",
     "Settle",
@@ -93,6 +95,17 @@ class Decide(Command):
 
     request: Serve | Compact
     reactive: bool = False
+
+
+@dataclass(slots=True)
+class Record(Command):
+    """Record the events ``build(state)`` returns and answer the value it returns with them.
+
+    ``build`` runs on the owner, on the session's current state; an exception it raises (the
+    caller's bad request) is the answer, and nothing is recorded.
+    """
+
+    build: Callable[[SessionState], tuple[list[Event], Any]]
 
 
 @dataclass(slots=True)

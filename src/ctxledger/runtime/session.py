@@ -25,10 +25,24 @@ from ctxledger.domain import (
     Tokenizer,
     is_prompt_too_long,
 )
+from ctxledger.domain.audit import LossReport, audit_checkpoint
+from ctxledger.domain.placement import Placement, place_message
+from ctxledger.domain.revert import revert_checkpoint
 from ctxledger.errors import InvalidMessageError, InvalidSeqError, InvalidSessionIdError
+from ctxledger.events import Event
 from ctxledger.messages import Message
-from ctxledger.runtime.loading import fold_view_at
-from ctxledger.runtime.messages import Append, Command, Decide, Pin, Read, RecordUsage, Settle
+from ctxledger.runtime.loading import fold_view_at, state_at_checkpoint
+from ctxledger.runtime.messages import (
+    Append,
+    Command,
+    Decide,
+    Pin,
+    Read,
+    Record,
+    RecordUsage,
+    Settle,
+)
+from ctxledger.runtime.recall import DEFAULT_RECALL_LIMIT, RecallHit, answer_tool_call, recall
 from ctxledger.runtime.waiters import LoopWaiter, Reply, Waiter
 from ctxledger.storage import EventLog
 from ctxledger.storage import check_session_id as check_stored_id
@@ -299,6 +313,95 @@ class Session:
         """Return a copy of the owner's folded state (for equivalence tests)."""
         state: SessionState = self._read(lambda state, _: state.copy())
         return state
+
+    # --- what compactions did: audit, explain, revert, recall -----------------------------------
+    # The substance is pure domain code (ctxledger.domain.audit / placement / revert), the folds
+    # in ctxledger.runtime.loading and the index in ctxledger.runtime.recall, which the offline
+    # ctxledger.replay functions of the same names call too: the answers are identical live,
+    # after recovery and offline.
+
+    def audit(self, checkpoint_id: str | None = None) -> LossReport:
+        """Report what a compaction lost: the facts of its covered messages its view lacks.
+
+        The same report as :func:`ctxledger.replay.audit` on the log (a pure function of it).
+
+        Args:
+            checkpoint_id: The checkpoint to audit; the active one when omitted.
+
+        Raises:
+            InvalidCheckpointError: The session has no checkpoint, or none with that id.
+        """
+        self._positions()  # everything asked of the session so far is in the log
+        return audit_checkpoint(state_at_checkpoint(self._host.log, self.id, checkpoint_id))
+
+    def explain(self, seq: int) -> Placement:
+        """Say where message ``seq`` is in the current view: raw, masked, truncated, pinned or
+        summarised (and by which checkpoint, with its reason and time).
+
+        Raises:
+            InvalidSeqError: No message has that seq.
+        """
+        placement: Placement = self._read(lambda state, _: place_message(state, seq))
+        return placement
+
+    def revert_compaction(
+        self, checkpoint_id: str | None = None, *, reason: str = ""
+    ) -> Checkpoint:
+        """Undo the active checkpoint: the checkpoint before it becomes active again.
+
+        Records ``CheckpointReverted``; the view becomes the one the restored checkpoint gives
+        for the current history, and the next compaction (say, :meth:`compact` with a focus)
+        extends it. History and the reverted checkpoint stay in the log.
+
+        Args:
+            checkpoint_id: The checkpoint to revert; it must be the active one (default).
+            reason: Why, for the record.
+
+        Returns:
+            The checkpoint that is active again.
+
+        Raises:
+            InvalidCheckpointError: Nothing to revert: no checkpoint, not the active one, the
+                active one was restored by a revert (reverting twice), or it is the first one.
+        """
+
+        def build(state: SessionState) -> tuple[list[Event], Any]:
+            event = revert_checkpoint(state, checkpoint_id, reason=reason)
+            return [event], event.restored
+
+        restored: Checkpoint = self._call(Record(self.id, Waiter(), build))
+        return restored
+
+    def recall(self, query: str, *, limit: int = DEFAULT_RECALL_LIMIT) -> list[RecallHit]:
+        """Search the messages the view no longer shows raw (summarised, masked or truncated).
+
+        Ranked by SQLite FTS5's BM25 over an index that is a projection of the log (see
+        :mod:`ctxledger.runtime.recall`).
+
+        Args:
+            query: Free text: words, a command, a file name, error text.
+            limit: The most hits (1 to 50).
+
+        Raises:
+            InvalidQueryError: ``query`` is not text or ``limit`` is out of range.
+        """
+        return recall(self._host.log, self._live_state(), query, limit=limit)
+
+    def call_tool(self, name: str, arguments: str | dict[str, Any]) -> str:
+        """Answer a model's call of a ctxledger tool (see :mod:`ctxledger.tools`).
+
+        Args:
+            name: The tool the model called (``"recall"``).
+            arguments: Its arguments, as JSON text (as providers deliver them) or decoded.
+
+        Returns:
+            The text to append as the tool result (``Message.tool(answer, call_id, name)``).
+
+        Raises:
+            InvalidToolCallError: No such tool, or invalid arguments (answer the call with
+                ``str(error)`` so the model can correct it).
+        """
+        return answer_tool_call(self.recall, name, arguments)
 
 
 def _batch(messages: Sequence[Message]) -> tuple[Message, ...]:

@@ -1,7 +1,7 @@
 """Summarisers: the offline extractive default and HTTP clients for hosted models."""
 
 from ctxledger.summarizers.anthropic import AnthropicSummarizer
-from ctxledger.summarizers.base import Summarizer, SummaryRequest
+from ctxledger.summarizers.base import Summarizer, SummaryRequest, describe_summarizer
 from ctxledger.summarizers.extractive import ExtractiveSummarizer
 from ctxledger.summarizers.openai import OpenAIChatSummarizer
 
@@ -11,4 +11,5 @@ __all__ = [
     "OpenAIChatSummarizer",
     "Summarizer",
     "SummaryRequest",
+    "describe_summarizer",
 ]

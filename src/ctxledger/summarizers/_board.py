@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ctxledger.summarizers import _extract as ex
+from ctxledger.domain import extract as ex
 
 __all__ = [
     "COUNT",

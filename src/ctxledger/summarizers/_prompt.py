@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ctxledger.domain.extract import clip_middle
 from ctxledger.messages import Message
-from ctxledger.summarizers._extract import clip_middle
 from ctxledger.summarizers.base import SummaryRequest
 
 __all__ = ["SECTION_TITLES", "SYSTEM_PROMPT", "build_prompt", "fit", "render_transcript"]

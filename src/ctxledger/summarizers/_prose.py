@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ctxledger.summarizers._extract import clip, has_extension, one_line
+from ctxledger.domain.extract import clip, definitions, has_extension, one_line
 
 __all__ = ["focus_pattern", "identifiers", "sentences"]
 
@@ -102,7 +102,6 @@ _ISSUE_WORD = re.compile(r"(?:[Ii]ssue|PR|[Tt]icket)[ \t]+#?\d+\b")
 _VERSION_DOTS = re.compile(r"\.\d+\.\d")
 _VERSION = re.compile(r"\d+\.\d+\.\d+(?:[.-]?[a-z]\w*)?")
 _VERSION_RUN = re.compile(r"[\w.-]*")
-_DEFINITION = re.compile(r"\b(?:def|class|function|func|fn|interface|struct)\s+([A-Za-z_]\w*)")
 # A backticked name is kept when it is a dotted name or a call: ``foo.bar``, ``f(x, y=[])``.
 _NAME_OR_CALL = re.compile(r"^[A-Za-z_][\w.]*(?:\(.*\))?$")
 _CODE_LIKE = re.compile(r"[_.\d(]|[a-z][A-Z]")
@@ -130,8 +129,7 @@ def identifiers(text: str, *, prose: bool) -> Iterator[str]:
         plain words such as ``print`` or ``fields`` are too ambiguous to be worth the room.
     """
     if not prose:
-        for match in _DEFINITION.finditer(text):
-            yield match.group(1)
+        yield from definitions(text)
         return
     if "`" in text:
         for match in _TICK.finditer(text):

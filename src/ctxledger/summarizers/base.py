@@ -1,5 +1,5 @@
 """The summariser interface (defined by the domain, :mod:`ctxledger.domain.summary`)."""
 
-from ctxledger.domain.summary import Summarizer, SummaryRequest
+from ctxledger.domain.summary import Summarizer, SummaryRequest, describe_summarizer
 
-__all__ = ["Summarizer", "SummaryRequest"]
+__all__ = ["Summarizer", "SummaryRequest", "describe_summarizer"]

@@ -23,8 +23,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ctxledger.domain import extract as ex
 from ctxledger.messages import Message
-from ctxledger.summarizers import _extract as ex
 from ctxledger.summarizers import _prose
 from ctxledger.summarizers._board import (
     COUNT,

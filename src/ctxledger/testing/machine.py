@@ -31,7 +31,12 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
 from ctxledger.domain import CharTokenizer, CompactionPlan, Tokenizer, build_view, plan_compaction
-from ctxledger.errors import ContextOverflowError, InvalidMessageError, InvalidSeqError
+from ctxledger.errors import (
+    ContextOverflowError,
+    InvalidCheckpointError,
+    InvalidMessageError,
+    InvalidSeqError,
+)
 from ctxledger.events import (
     CheckpointCreated,
     CompactionFailed,
@@ -94,6 +99,7 @@ class _Model:
     pending: list[Message] = field(default_factory=list)  # synthesised on the next activation
     pins: list[tuple[int, int]] = field(default_factory=list)  # (messages when pinned, seq)
     checkpoints: list[tuple[int, Checkpoint]] = field(default_factory=list)  # (messages, made)
+    restorations: set[int] = field(default_factory=set)  # indices of checkpoints a revert made
     served: tuple[int, str] | None = None  # (through_seq, view_hash) of the last served view
     reactive_attempts: int = 0
     fits: bool = False  # the view was just served by a step whose compaction did not fail
@@ -511,11 +517,41 @@ class SessionMachine(RuleBasedStateMachine):
         new_id = f"f{next(self._ids)}"
         session.fork(new_id, at)
         cut = last if at is None else at
+        inherited = [made for made in parent.checkpoints if made[0] <= cut]
         self.models[new_id] = _Model(
             messages=parent.messages[:cut],
             pins=[pin for pin in parent.pins if pin[0] <= cut],
-            checkpoints=[made for made in parent.checkpoints if made[0] <= cut],
+            checkpoints=inherited,
+            restorations={index for index in parent.restorations if index < len(inherited)},
         )
+
+    @rule(data=st.data())
+    def revert(self, data: st.DataObject) -> None:
+        """Revert the newest compaction: the checkpoint before it is active again. Refused
+        (InvalidCheckpointError, nothing written) without one, twice, or past the first."""
+        sid = data.draw(st.sampled_from(sorted(self.models)), label="session")
+        session = self._use(sid)
+        model = self.models[sid]
+        made = model.checkpoints
+        allowed = (
+            len(made) >= 2
+            and len(made) - 1 not in model.restorations
+            and made[-1][1].previous_checkpoint_id == made[-2][1].id
+        )
+        start = self.host.log.last_seq(sid)
+        if not allowed:
+            try:
+                session.revert_compaction()
+            except InvalidCheckpointError:
+                assert self.host.log.last_seq(sid) == start, f"{sid}: a refused revert wrote"
+                return
+            raise AssertionError(f"{sid}: a revert of {[c.id for _, c in made]} was accepted")
+        restored = session.revert_compaction()
+        assert restored == made[-2][1], f"{sid}: restored {restored.id}"
+        model.restorations.add(len(made))
+        made.append((len(model.messages), restored))
+        model.fits = False
+        event("revert")
 
     @rule(eager=st.booleans())
     def reopen(self, eager: bool) -> None:

@@ -51,6 +51,10 @@ class TokenSeries:
         threshold: The compaction threshold in tokens: one number, or one per step when a
             dynamic policy moves it.
         compactions: ``(step, layer)`` for each compaction, ``layer`` one of :data:`LAYERS`.
+        notes: ``(step, text)`` labels drawn by the compaction markers (the summariser's wall
+            time).
+        summary_seconds: The summariser's total wall time, shown in the panel's subtitle when
+            known (0.0: not recorded).
 
     Raises:
         ValueError: The per-step sequences differ in length, steps are not ascending, or a
@@ -63,9 +67,11 @@ class TokenSeries:
     view_tokens: Sequence[float]
     threshold: float | Sequence[float]
     compactions: Sequence[tuple[int, str]] = field(default=())
+    notes: Sequence[tuple[int, str]] = field(default=())
+    summary_seconds: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("steps", "history_tokens", "view_tokens", "compactions"):
+        for name in ("steps", "history_tokens", "view_tokens", "compactions", "notes"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         object.__setattr__(
             self, "compactions", tuple((int(step), layer) for step, layer in self.compactions)
@@ -143,6 +149,10 @@ def _draw_panel(axes: Any, series: TokenSeries, log_scale: bool) -> None:
             heights = [_marker_height(series, step) for step in points]
             axes.scatter(points, heights, zorder=3, label=f"{layer} compaction",
                          edgecolors="white", linewidths=0.6, **_LAYER_STYLE[layer])
+    for step, text in series.notes:
+        if steps:
+            axes.annotate(text, (step, _marker_height(series, step)), textcoords="offset points",
+                          xytext=(0, 7), ha="center", fontsize=6.5, color="#555555")
     peak_view = max(series.view_tokens, default=0)
     peak_history = max(series.history_tokens, default=0)
     if log_scale:
@@ -161,9 +171,10 @@ def _draw_panel(axes: Any, series: TokenSeries, log_scale: bool) -> None:
     for side in ("top", "right"):
         axes.spines[side].set_visible(False)
     axes.set_title(series.session_id, fontsize=10, fontweight="bold", loc="left")
+    summariser = f" · summariser {series.summary_seconds:.1f} s" if series.summary_seconds else ""
     axes.set_title(
         f"peak view {_short(peak_view)} · history {_short(peak_history)} · "
-        f"{len(series.compactions)} compactions",
+        f"{len(series.compactions)} compactions{summariser}",
         fontsize=8.5, color="#555555", loc="right",
     )
 

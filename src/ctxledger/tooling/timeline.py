@@ -85,6 +85,11 @@ class Compaction:
         checkpoint_id: The checkpoint's id.
         tokens_before: Estimated view tokens before the compaction.
         tokens_after: Estimated view tokens after it.
+        summarizer: Who wrote the summary ("" when the checkpoint does not say).
+        summary_seconds: The summariser's wall time (0.0 when not recorded).
+        input_chars: Characters the summariser was given (0 when not recorded).
+        output_chars: Characters of the summary.
+        fact_chars: Characters of the fact block after the summary.
     """
 
     step: int
@@ -92,6 +97,11 @@ class Compaction:
     checkpoint_id: str
     tokens_before: int
     tokens_after: int
+    summarizer: str = ""
+    summary_seconds: float = 0.0
+    input_chars: int = 0
+    output_chars: int = 0
+    fact_chars: int = 0
 
 
 @dataclass(frozen=True)
@@ -135,9 +145,15 @@ class Timeline:
         return counts
 
     def token_series(self) -> TokenSeries:
-        """Return the plot data; micro markers sit where masking advanced."""
+        """Return the plot data; micro markers sit where masking advanced.
+
+        Each compaction whose checkpoint recorded the summariser's wall time is labelled with it.
+        """
         marks = [(step.index, "micro") for step in self.steps if step.masking_advanced]
         marks += [(c.step, c.layer) for c in self.compactions]
+        notes = [
+            (c.step, f"{c.summary_seconds:.1f} s") for c in self.compactions if c.summary_seconds
+        ]
         thresholds = [step.threshold for step in self.steps]
         fixed = len(set(thresholds)) <= 1
         return TokenSeries(
@@ -149,6 +165,8 @@ class Timeline:
             if fixed
             else thresholds,
             compactions=sorted(marks),
+            notes=notes,
+            summary_seconds=sum(c.summary_seconds for c in self.compactions),
         )
 
 
@@ -209,6 +227,11 @@ def session_timeline(
                     checkpoint_id=checkpoint.id,
                     tokens_before=checkpoint.tokens_before,
                     tokens_after=checkpoint.tokens_after,
+                    summarizer=checkpoint.summarizer,
+                    summary_seconds=checkpoint.summary_seconds,
+                    input_chars=checkpoint.input_chars,
+                    output_chars=checkpoint.output_chars,
+                    fact_chars=len(checkpoint.facts),
                 )
             )
         elif isinstance(event, CompactionFailed):

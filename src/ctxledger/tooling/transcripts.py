@@ -36,6 +36,7 @@ from ctxledger.config import Config
 from ctxledger.domain import Adopt, CharTokenizer, SessionState, decide
 from ctxledger.errors import InvalidMessageError, SessionExistsError, TraceFormatError
 from ctxledger.events import (
+    CheckpointReverted,
     Event,
     MessageAppended,
     MessagePinned,
@@ -423,11 +424,19 @@ def _import_events(transcript: Transcript, session_id: str, now: float, path: Pa
 
 
 def _checkpoint_events(state: SessionState, checkpoint: Checkpoint) -> tuple[Event, ...]:
-    request = Adopt(checkpoint=checkpoint, compaction_id=f"import-{checkpoint.id}")
-    decision = decide(state, request, tokenizer=CharTokenizer(), new_id=_no_id, now=_no_time)
-    for event in decision.events:
+    events: tuple[Event, ...]
+    active = state.active_checkpoint
+    if active is not None and any(made.id == checkpoint.id for made in state.checkpoints):
+        # Listed again: the active checkpoint was reverted and this one restored.
+        events = (CheckpointReverted(checkpoint_id=active.id, restored=checkpoint),)
+    else:
+        request = Adopt(checkpoint=checkpoint, compaction_id=f"import-{checkpoint.id}")
+        events = decide(
+            state, request, tokenizer=CharTokenizer(), new_id=_no_id, now=_no_time
+        ).events
+    for event in events:
         state.apply(event)
-    return decision.events
+    return events
 
 
 def _no_id() -> str:

@@ -104,7 +104,8 @@ def test_a_step_cut_that_fills_the_budget_exactly_is_chosen(overhead: int, measu
     that the tail from it measures exactly the fill budget. That step is where the cut goes:
     the earliest boundary whose tail fits, and fitting includes equality."""
     tokens = OverheadTokenizer(overhead)
-    config = {**SMALL, "context_window": 3000}  # threshold 2400, summary reserve 720 chars
+    # Threshold 2400, summary reserve 720 chars, no fact block (its room would join the reserve).
+    config = {**SMALL, "context_window": 3000, "fact_index_chars": 0}
 
     def build(padding: int) -> Any:
         messages = [Message.user("go")]

@@ -23,8 +23,14 @@ from ctxledger.testing import DomainSession, check_view_invariants
 from .builders import session, step
 
 TOKENS = CharTokenizer()
-# threshold 800 tokens; tool results and the kept request are cut to 600 chars; masking off
-SMALL: dict[str, Any] = {"context_window": 1000, "min_retain_rounds": 2, "micro_keep_recent": 1000}
+# threshold 800 tokens; tool results and the kept request are cut to 600 chars; masking off; no
+# fact block (its reserve would move the cuts these tests size)
+SMALL: dict[str, Any] = {
+    "context_window": 1000,
+    "min_retain_rounds": 2,
+    "micro_keep_recent": 1000,
+    "fact_index_chars": 0,
+}
 TASK = "Fix the bug in src/app/models.py: " + "details " * 50
 
 

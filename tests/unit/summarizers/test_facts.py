@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxledger.summarizers import _extract as ex
+from ctxledger.domain import extract as ex
 from ctxledger.summarizers import _prose
 
 

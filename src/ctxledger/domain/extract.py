@@ -1,8 +1,12 @@
-"""Fact extraction for the extractive summariser: paths, commands, exit codes and error lines.
+"""Text extractors: file paths, shell commands, exit codes, error lines and code definitions.
 
-Every pattern is compiled once here. The functions are pure and linear in their input, because the
-summariser runs over tool results of up to a megabyte (a ``cat`` of a large file) on the hot path
-of a compaction.
+One set of extractors serves both the fact index (:mod:`ctxledger.domain.facts`: the loss audit
+and the checkpoint's fact block) and the offline :class:`~ctxledger.ExtractiveSummarizer`, so
+that what the summary keeps and what the audit counts are recognised by the same rules.
+
+Every pattern is compiled once here. The functions are pure and linear in their input, because
+they run over tool results of up to a megabyte (a ``cat`` of a large file) on the hot path of a
+compaction.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ __all__ = [
     "clip_middle",
     "command_of",
     "decode_arguments",
+    "definitions",
     "error_lines",
     "exit_code",
     "fenced_commands",
@@ -28,6 +33,7 @@ __all__ = [
     "one_line",
     "paths",
     "shorten_command",
+    "strip_tags",
 ]
 
 _EXTENSIONS = (
@@ -102,6 +108,10 @@ _ERROR_LINE = re.compile(
 )
 _TRACEBACK = "Traceback (most recent call last)"
 _TAG = re.compile(r"</?\w+>")
+# The tags agent harnesses wrap tool output in (mini-swe-agent, SWE-agent).
+_HARNESS_TAG = re.compile(
+    r"</?(?:output|output_head|output_tail|elided_chars|returncode|warning|stdout|stderr)>"
+)
 _EXIT_CODE = re.compile(
     r"<returncode>(-?\d+)</returncode>|\b[Ee]xit (?:code|status):? ?(-?\d+)"
 )
@@ -110,6 +120,7 @@ _DOLLAR = re.compile(r"^\$ (\S.*)$", re.MULTILINE)
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
 
 _SPACES = re.compile(r"\s+")
+_DEFINITION = re.compile(r"\b(?:def|class|function|func|fn|interface|struct)\s+([A-Za-z_]\w*)")
 
 _json_decoder = msgspec.json.Decoder()
 
@@ -298,7 +309,7 @@ def _traceback_tail(output: str, start: int) -> str | None:
     return None
 
 
-def error_lines(output: str, *, viewer: bool, limit: int = 4) -> list[str]:
+def error_lines(output: str, *, viewer: bool, limit: int | None = 4) -> list[str]:
     """Return the error lines of a tool result, at most ``limit``, the most telling ones.
 
     Args:
@@ -306,6 +317,7 @@ def error_lines(output: str, *, viewer: bool, limit: int = 4) -> list[str]:
         viewer: The call only showed file content; then only failures of the call itself count
             (``No such file``, ``command not found``), not "Error" lines in the shown code.
         limit: How many lines to keep; the last ones win, since a traceback ends in its cause.
+            ``None`` keeps them all.
 
     Returns:
         Distinct lines, each stripped and at most 200 characters, in output order.
@@ -330,7 +342,7 @@ def error_lines(output: str, *, viewer: bool, limit: int = 4) -> list[str]:
         line = clip(line, 200)
         if line not in found:
             found.append(line)
-    return found[-limit:]
+    return found if limit is None else found[-limit:]
 
 
 def last_line(output: str) -> str:
@@ -343,3 +355,14 @@ def last_line(output: str) -> str:
         if line.strip():
             return "" if _EXIT_CODE.search(line) else clip(line.strip(), 200)
     return ""
+
+
+def definitions(code: str) -> Iterator[str]:
+    """Yield the names that ``code`` defines (``def name``, ``class Name``, ``fn name``…)."""
+    for match in _DEFINITION.finditer(code):
+        yield match.group(1)
+
+
+def strip_tags(text: str) -> str:
+    """Remove the tags agent harnesses wrap tool output in (``<output>``, ``<returncode>``…)."""
+    return _HARNESS_TAG.sub("", text).strip() if "<" in text else text

@@ -1,0 +1,368 @@
+"""Facts of a conversation: the short verbatim strings a summary must not lose.
+
+One extractor serves the loss audit (:mod:`ctxledger.domain.audit`), the fact block that follows
+a checkpoint's summary (``Config.fact_index_chars``) and the quality benchmark
+(``bench/quality.py``); it is built on the same text extractors as the offline summariser
+(:mod:`ctxledger.domain.extract`). Extraction is deterministic and linear in the text.
+
+Kinds (:data:`FACT_KINDS`):
+
+* ``path``: file paths and path-like names (:func:`ctxledger.domain.extract.paths`) in user and
+  assistant text and tool-call arguments, and in tool output (``named=False`` when a path was
+  seen only there: a listing's lines).
+* ``command``: the shell command a tool call ran, and ``$ cmd`` lines of user or assistant text,
+  identified by the first :data:`COMMAND_CHARS` characters of the first line.
+* ``error``: the error lines of a tool result that is not a file view (a ``cat`` of code that
+  handles exceptions is not a failure), identified by their first :data:`ERROR_CHARS`
+  characters; for a non-zero exit that printed none, the last line of output.
+* ``identifier``: test ids (``tests/test_x.py::test_y``) and test function names, names defined
+  in code a tool call wrote (``def parse``), and calls named in prose (``model_to_dict()``).
+* ``number``: numbers with a unit in user or assistant text (``30 s``, ``512 MB``, ``95 %``).
+* ``request``: the lines of user messages that have at least 8 characters, identified by their
+  first :data:`REQUEST_CHARS` characters.
+
+Texts are compared with whitespace runs collapsed to one space: a fact is *shown* by a view when
+its text occurs in :func:`shown_text` of the view's messages.
+
+The fact block lists facts that a view does not show, one per line, newest first::
+
+    Facts from compacted history (newest first; #N is the message seq; $ command, ! error,
+    > user request, `name`):
+    #812 $ python -m pytest tests/test_ops.py -x
+    #812 ! E AssertionError: assert 3 == 4
+    #790 src/ops/core.py
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Literal
+
+import msgspec
+
+from ctxledger.checkpoints import Checkpoint
+from ctxledger.domain import extract as ex
+from ctxledger.domain.projection import assemble
+from ctxledger.domain.state import SessionState
+from ctxledger.messages import Message
+
+__all__ = [
+    "BLOCK_HEADER",
+    "COMMAND_CHARS",
+    "ERROR_CHARS",
+    "FACT_KINDS",
+    "REQUEST_CHARS",
+    "Fact",
+    "FactKind",
+    "checkpoint_fact_block",
+    "count_by_kind",
+    "extract_facts",
+    "fact_block",
+    "merge_facts",
+    "normalize",
+    "parse_fact_block",
+    "shown_text",
+]
+
+FactKind = Literal["path", "command", "error", "identifier", "number", "request"]
+#: Every fact kind, in the order reports list them.
+FACT_KINDS: tuple[FactKind, ...] = ("path", "command", "error", "identifier", "number", "request")
+
+#: A command is identified by the head of its first line.
+COMMAND_CHARS = 80
+#: An error line is identified by its head.
+ERROR_CHARS = 100
+#: A user request line is identified by its head.
+REQUEST_CHARS = 200
+#: Shortest user line that counts as a request line.
+_REQUEST_MIN = 8
+
+#: The first line of a fact block.
+BLOCK_HEADER = (
+    "Facts from compacted history (newest first; #N is the message seq; $ command, ! error, "
+    "> user request, `name`):"
+)
+_MARKERS: dict[str, str] = {"command": "$ ", "error": "! ", "request": "> ", "number": "= "}
+_KIND_OF_MARKER = {marker[0]: kind for kind, marker in _MARKERS.items()}
+_LINE = re.compile(r"^#(\d+) (?:([$!>=]) )?(.+)$")
+# Which facts a block lists first when it cannot list them all: the ones an agent needs to go on
+# (what failed, what was run, what was asked), then the paths and names it worked with, then
+# paths seen only in tool output. Numbers are left to the audit (a bare "30 s" says nothing).
+_TIERS: tuple[tuple[str, bool | None], ...] = (
+    ("error", None),
+    ("command", None),
+    ("request", None),
+    ("path", True),
+    ("identifier", None),
+    ("path", False),
+)
+
+# A pytest node id, or a test function's name (not a test file's stem: "tests/test_x.py").
+_TEST_ID = re.compile(r"[\w./-]*\w\.py::[\w\[\]:.,/=+-]*[\w\]]|(?<![\w./-])test_\w+(?!\w|\.\w)")
+_CALL = re.compile(r"\b[A-Za-z_][\w.]*\w\(\)")
+_NUMBER = re.compile(
+    r"(?<![\w.])\d+(?:[.,]\d+)?[ \t]?(?:%|(?:ms|s|sec|secs|seconds?|min|mins|minutes?|h|hours?"
+    r"|days?|[KMGT]i?B|bytes?|tokens?|chars?|characters?|lines?|px|[kMG]Hz|x)\b)"
+)
+_DOLLAR = re.compile(r"^\$ (\S.*)$", re.MULTILINE)
+
+
+class Fact(msgspec.Struct, frozen=True, kw_only=True):
+    """One fact of a conversation.
+
+    Attributes:
+        kind: One of :data:`FACT_KINDS`.
+        text: The fact, whitespace collapsed (and cut to its identifying head for commands,
+            errors and request lines).
+        seq: The newest message that holds it.
+        named: Whether a user or assistant message, or a tool call, names it (``False``: seen
+            only in tool output).
+    """
+
+    kind: FactKind
+    text: str
+    seq: int
+    named: bool = True
+
+
+def normalize(text: str) -> str:
+    """Collapse whitespace runs (newlines included) to one space, as facts are compared."""
+    return ex.one_line(text)
+
+
+def shown_text(messages: Iterable[Message]) -> str:
+    """Everything ``messages`` show, whitespace collapsed: the texts facts are looked up in.
+
+    Contents, tool-call names and arguments, and the shell command an argument carries (decoded,
+    since the arguments hold it JSON-escaped).
+    """
+    parts: list[str] = []
+    for message in messages:
+        parts.append(message.content)
+        for call in message.tool_calls:
+            parts.append(call.name)
+            parts.append(call.arguments)
+            command = ex.command_of(call.name, ex.decode_arguments(call.arguments))
+            if command:
+                parts.append(command)
+    return normalize("\n".join(parts))
+
+
+class _Collector:
+    """Facts by (kind, text), each with its newest seq, in order of first appearance."""
+
+    def __init__(self) -> None:
+        self.found: dict[tuple[str, str], Fact] = {}
+
+    def add(self, kind: FactKind, text: str, seq: int, *, named: bool = True) -> None:
+        text = normalize(text)
+        if not text:
+            return
+        key = (kind, text)
+        old = self.found.get(key)
+        if old is None:
+            self.found[key] = Fact(kind=kind, text=text, seq=seq, named=named)
+        elif seq >= old.seq or (named and not old.named):
+            self.found[key] = Fact(
+                kind=kind, text=text, seq=max(seq, old.seq), named=named or old.named
+            )
+
+    def prose(self, text: str, seq: int, *, requests: bool) -> None:
+        for path in ex.paths(text):
+            self.add("path", path, seq)
+        for match in _DOLLAR.finditer(text):
+            self.add("command", _head(match.group(1), COMMAND_CHARS), seq)
+        self.identifiers(text, seq)
+        for match in _NUMBER.finditer(text):
+            self.add("number", match.group(), seq)
+        if requests:
+            for line in text.splitlines():
+                line = normalize(line)
+                if len(line) >= _REQUEST_MIN:
+                    self.add("request", line[:REQUEST_CHARS], seq)
+
+    def identifiers(self, text: str, seq: int) -> None:
+        if "test" in text or "::" in text:
+            for match in _TEST_ID.finditer(text):
+                self.add("identifier", match.group(), seq)
+        if "()" in text:
+            for match in _CALL.finditer(text):
+                self.add("identifier", match.group(), seq)
+
+
+def _head(command: str, limit: int) -> str:
+    """The identifying head of a command: its first non-blank line, cut to ``limit``."""
+    for line in command.strip().splitlines():
+        if line.strip():
+            return normalize(line)[:limit]
+    return ""
+
+
+def extract_facts(messages: Iterable[Message]) -> list[Fact]:
+    """Return the facts of ``messages``, deduplicated, in order of first appearance.
+
+    A tool result is read as a file view when the call it answers (looked up among
+    ``messages``; a compaction never separates a call from its results) only showed content.
+    Messages without a seq count as seq 0; ``summary`` messages are skipped.
+
+    Args:
+        messages: Messages of one session, oldest first.
+
+    Returns:
+        One :class:`Fact` per (kind, text), carrying the newest seq that holds it.
+    """
+    collector = _Collector()
+    calls: dict[str, tuple[str, str | None]] = {}
+    for message in messages:
+        seq = message.seq or 0
+        role = message.role
+        if role == "tool":
+            name, command = calls.get(message.tool_call_id or "", (message.name or "tool", None))
+            output = message.content
+            if not ex.is_viewer(name, command):
+                lines = ex.error_lines(output, viewer=False, limit=None)
+                if not lines and ex.exit_code(output):
+                    last = ex.last_line(output)
+                    lines = [last] if last else []
+                for line in lines:
+                    collector.add("error", ex.strip_tags(line)[:ERROR_CHARS], seq)
+            for path in ex.paths(output):
+                collector.add("path", path, seq, named=False)
+            continue
+        if role == "summary":
+            continue
+        collector.prose(message.content, seq, requests=role == "user")
+        for call in message.tool_calls:
+            arguments = ex.decode_arguments(call.arguments)
+            command = ex.command_of(call.name, arguments)
+            calls[call.id] = (call.name, command)
+            if command is not None:
+                collector.add("command", _head(command, COMMAND_CHARS), seq)
+                for path in ex.paths(command):
+                    collector.add("path", path, seq)
+                collector.identifiers(command, seq)
+                continue
+            for key, value in arguments.items():
+                if not isinstance(value, str):
+                    continue
+                if key in ex.CONTENT_KEYS:
+                    for name in ex.definitions(value):
+                        collector.add("identifier", name, seq)
+                elif key in ex.PATH_KEYS and value.strip() and "\n" not in value:
+                    collector.add("path", value, seq)
+                else:
+                    for path in ex.paths(value):
+                        collector.add("path", path, seq)
+    return list(collector.found.values())
+
+
+def merge_facts(*groups: Iterable[Fact]) -> list[Fact]:
+    """Merge fact lists: one fact per (kind, text), with the newest seq, named if any is."""
+    collector = _Collector()
+    for group in groups:
+        for fact in group:
+            collector.add(fact.kind, fact.text, fact.seq, named=fact.named)
+    return list(collector.found.values())
+
+
+def _line(fact: Fact) -> str:
+    if fact.kind == "identifier":
+        return f"#{fact.seq} `{fact.text}`"
+    return f"#{fact.seq} {_MARKERS.get(fact.kind, '')}{fact.text}"
+
+
+def fact_block(facts: Sequence[Fact], shown: str, limit: int) -> str:
+    """Render the facts that ``shown`` lacks as a block of at most ``limit`` characters.
+
+    Facts whose text occurs in ``shown`` (a :func:`shown_text`), or in a line already chosen, are
+    left out. When not all fit, errors, commands and user request lines are chosen first, then
+    named paths, identifiers and paths seen only in tool output, each newest first; a line
+    that does not fit is skipped for shorter ones. The chosen lines are listed newest first.
+    Numbers are not listed.
+
+    Args:
+        facts: The candidates (see :func:`extract_facts`, :func:`merge_facts`).
+        shown: What the view already shows, normalised.
+        limit: The most characters the block may take, header included.
+
+    Returns:
+        The block (header and lines), or ``""`` when nothing is missing or nothing fits.
+    """
+    room = limit - len(BLOCK_HEADER)
+    if room <= 0:
+        return ""
+    order = {id(fact): index for index, fact in enumerate(facts)}
+    newest = sorted(facts, key=lambda fact: (-fact.seq, order[id(fact)]))
+    chosen: list[Fact] = []
+    written: list[str] = []
+    for kind, named in _TIERS:
+        for fact in newest:
+            if fact.kind != kind or (named is not None and fact.named != named):
+                continue
+            text = fact.text
+            if text in shown or any(text in line for line in written):
+                continue
+            line = _line(fact)
+            if len(line) + 1 > room:
+                continue
+            chosen.append(fact)
+            written.append(line)
+            room -= len(line) + 1
+    if not chosen:
+        return ""
+    chosen.sort(key=lambda fact: (-fact.seq, order[id(fact)]))
+    return BLOCK_HEADER + "".join("\n" + _line(fact) for fact in chosen)
+
+
+def parse_fact_block(block: str) -> list[Fact]:
+    """Read the facts back from a block written by :func:`fact_block`.
+
+    Bare lines read as paths (a name in backticks as an identifier); lines that are not fact
+    lines are ignored.
+    """
+    facts: list[Fact] = []
+    for line in block.split("\n")[1:]:
+        match = _LINE.match(line)
+        if match is None:
+            continue
+        seq, marker, text = int(match.group(1)), match.group(2), match.group(3)
+        kind: FactKind = "path"
+        if marker:
+            kind = _KIND_OF_MARKER[marker]  # type: ignore[assignment]
+        elif len(text) > 2 and text[0] == "`" and text[-1] == "`":
+            kind, text = "identifier", text[1:-1]
+        facts.append(Fact(kind=kind, text=text, seq=seq))
+    return facts
+
+
+def count_by_kind(facts: Iterable[Fact]) -> Mapping[str, int]:
+    """Return how many of ``facts`` are of each kind (every kind listed, zeros included)."""
+    counts: dict[str, int] = dict.fromkeys(FACT_KINDS, 0)
+    for fact in facts:
+        counts[fact.kind] += 1
+    return counts
+
+
+def checkpoint_fact_block(
+    state: SessionState, checkpoint: Checkpoint, covered: Iterable[Message], limit: int
+) -> str:
+    """Return the fact block of a new checkpoint (pure; see ``Config.fact_index_chars``).
+
+    The candidates are the facts of the newly ``covered`` messages and those of the block of the
+    checkpoint it extends (the active one of ``state``), so that a fact outlives later
+    compactions while it has room; the block lists those that the view ``checkpoint`` gives (its
+    summary, the pinned messages, the retained tail) does not show.
+
+    Args:
+        state: The session, before the checkpoint is recorded.
+        checkpoint: The new checkpoint, without a block yet.
+        covered: The messages it newly covers.
+        limit: The block's room in characters.
+    """
+    if limit <= 0:
+        return ""
+    active = state.active_checkpoint
+    carried = parse_fact_block(active.facts) if active is not None and active.facts else []
+    shown = shown_text(assemble(state, checkpoint))
+    return fact_block(merge_facts(carried, extract_facts(covered)), shown, limit)

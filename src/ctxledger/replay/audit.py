@@ -1,0 +1,68 @@
+"""Offline inspection of a session's compactions: :func:`audit`, :func:`explain`, :func:`recall`.
+
+Folds over the log like :func:`~ctxledger.replay.rebuild`; the live :class:`~ctxledger.Session`
+methods of the same names call the same code, so the answers are identical live, after
+recovery and offline.
+"""
+
+from __future__ import annotations
+
+from ctxledger.domain.audit import LossReport, audit_checkpoint
+from ctxledger.domain.placement import Placement, place_message
+from ctxledger.replay.rebuild import LogSource, open_log
+from ctxledger.runtime.loading import fold_session, state_at_checkpoint
+from ctxledger.runtime.recall import DEFAULT_RECALL_LIMIT, RecallHit
+from ctxledger.runtime.recall import recall as _recall
+from ctxledger.storage import EventLog
+
+__all__ = ["audit", "audit_log", "explain", "recall", "state_at_checkpoint"]
+
+
+def audit(source: LogSource, session_id: str, checkpoint_id: str | None = None) -> LossReport:
+    """Report what a compaction lost: the facts of its covered messages its view does not show.
+
+    Args:
+        source: An LMDB folder (opened read-only) or an open event log.
+        session_id: The session.
+        checkpoint_id: The checkpoint to audit; the active one when omitted.
+
+    Raises:
+        UnknownSessionError: The session is not in the log.
+        InvalidCheckpointError: The session has no checkpoint, or none with that id.
+    """
+    with open_log(source) as log:
+        return audit_log(log, session_id, checkpoint_id)
+
+
+def audit_log(log: EventLog, session_id: str, checkpoint_id: str | None = None) -> LossReport:
+    """:func:`audit` on an open log (what ``Session.audit`` calls)."""
+    return audit_checkpoint(state_at_checkpoint(log, session_id, checkpoint_id))
+
+
+def explain(source: LogSource, session_id: str, seq: int) -> Placement:
+    """Say where message ``seq`` is in the session's current view (see ``Session.explain``).
+
+    Raises:
+        UnknownSessionError: The session is not in the log.
+        InvalidSeqError: No message has that seq.
+    """
+    with open_log(source) as log:
+        state, _ = fold_session(log, session_id)
+        return place_message(state, seq)
+
+
+def recall(
+    source: LogSource, session_id: str, query: str, *, limit: int = DEFAULT_RECALL_LIMIT
+) -> list[RecallHit]:
+    """Search the session's messages its view does not show raw (see ``Session.recall``).
+
+    The index file is kept in the log's folder when it can be written (see
+    :mod:`ctxledger.runtime.recall`).
+
+    Raises:
+        UnknownSessionError: The session is not in the log.
+        InvalidQueryError: ``query`` or ``limit`` is invalid.
+    """
+    with open_log(source) as log:
+        state, _ = fold_session(log, session_id)
+        return _recall(log, state, query, limit=limit)
