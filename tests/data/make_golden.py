@@ -7,6 +7,10 @@ bytes written by an old ctxledger keep decoding to the same values forever
 
     .venv/bin/python tests/data/make_golden.py            # refuses to overwrite
     .venv/bin/python tests/data/make_golden.py --force    # only while format 1 is unreleased
+    .venv/bin/python tests/data/make_golden.py --add      # records for new event types only
+
+``--add`` leaves every existing record byte for byte and appends the records of
+:func:`golden_events` that the corpus lacks (a new event type in the same format), raw.
 
 Files:
     golden_v1.msgpack  a msgpack map: record name -> framed record bytes
@@ -34,8 +38,10 @@ from ctxledger.events.types import (
     CompactionStarted,
     ConfigChanged,
     Event,
+    HistoryCleared,
     MessageAppended,
     MessagePinned,
+    MessageRetracted,
     SessionForked,
     SessionOpened,
     ToolResultSynthesized,
@@ -211,12 +217,16 @@ def golden_events() -> list[tuple[str, Event]]:
         ),
         ("config_changed", ConfigChanged(config=_CONFIG.replace(compression_threshold=0.6))),
         ("message_pinned", MessagePinned(seq=2)),
+        ("message_retracted", MessageRetracted(seq=78)),
+        ("history_cleared", HistoryCleared(through_seq=77)),
     ]
 
 
 def main(argv: list[str]) -> int:
     """Write the corpus files (refusing to overwrite without ``--force``)."""
     targets = [HERE / f"golden_v1.{ext}" for ext in ("msgpack", "json", "dict")]
+    if "--add" in argv:
+        return add_missing(targets)
     if any(path.exists() for path in targets) and "--force" not in argv:
         print("golden_v1 exists; it must never change once released (--force to overwrite)")
         return 1
@@ -248,6 +258,24 @@ def main(argv: list[str]) -> int:
     targets[1].write_text(json.dumps(listing, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     targets[2].write_bytes(dictionary)
     print(f"wrote {len(records)} records")
+    return 0
+
+
+def add_missing(targets: list[Path]) -> int:
+    """Append the records of event types the corpus lacks; existing records stay as they are."""
+    records: dict[str, bytes] = msgspec.msgpack.decode(targets[0].read_bytes())
+    listing: list[dict[str, Any]] = json.loads(targets[1].read_text(encoding="utf-8"))
+    plain = Codec()
+    added = 0
+    for name, event in golden_events():
+        if name in records:
+            continue
+        records[name] = plain.encode(event)
+        listing.append(_describe(name, event, records[name]))
+        added += 1
+    targets[0].write_bytes(msgspec.msgpack.encode(records))
+    targets[1].write_text(json.dumps(listing, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"added {added} records")
     return 0
 
 

@@ -19,8 +19,10 @@ from ctxledger.events.types import (
     CompactionStarted,
     ConfigChanged,
     Event,
+    HistoryCleared,
     MessageAppended,
     MessagePinned,
+    MessageRetracted,
     SessionForked,
     SessionOpened,
     ToolResultSynthesized,
@@ -132,6 +134,8 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
     ),
     ConfigChanged: st.builds(ConfigChanged, config=configs),
     MessagePinned: st.builds(MessagePinned, seq=seqs),
+    MessageRetracted: st.builds(MessageRetracted, seq=seqs),
+    HistoryCleared: st.builds(HistoryCleared, through_seq=counts),
 }
 events: st.SearchStrategy[Event] = st.one_of(*EVENT_STRATEGIES.values())
 

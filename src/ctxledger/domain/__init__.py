@@ -50,6 +50,7 @@ from ctxledger.domain.view import (
     preview_view,
     view_hash,
 )
+from ctxledger.domain.withdrawal import clear_event, retraction_events, shown_messages
 
 __all__ = [
     "COMPACT_CHECKPOINT",
@@ -73,6 +74,7 @@ __all__ = [
     "assemble",
     "base_threshold_tokens",
     "build_view",
+    "clear_event",
     "complete_compaction",
     "estimate_tokens",
     "fail_compaction",
@@ -85,7 +87,9 @@ __all__ = [
     "preview_view",
     "render_message",
     "render_policy",
+    "retraction_events",
     "run_summarizer",
+    "shown_messages",
     "summary_chunk_chars",
     "summary_max_chars",
     "summary_message",

@@ -79,8 +79,8 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
         reason: The trigger (``threshold_exceeded``, ``manual`` or ``prompt_too_long``).
         retain_from_seq: The cut: the first seq kept raw.
         covers_through_seq: The last seq the summary will cover (``retain_from_seq - 1``).
-        messages: The newly covered messages: after the active checkpoint's coverage and before
-            the cut, head system messages excluded. Pinned messages and the kept first request
+        messages: The newly covered messages: after the active checkpoint's coverage (or the
+            last clear) and before the cut, head system messages and retracted ones excluded. Pinned messages and the kept first request
             (``Config.keep_first_request``) are included although the view still shows them: a
             summary must stand alone once the Config that keeps the request changes, and the
             kept request may be shown truncated.
@@ -241,7 +241,7 @@ def plan_compaction(
     cutter = CutMeasure(state, tokenizer, trigger, max_chars, pending)
     room = target - 1  # equality compacts, so the view must end strictly below the target
 
-    base = active.retain_from_seq if active else 1
+    base = active.retain_from_seq if active else state.cleared_through + 1
     round_cut: int | None = None
     if keep_rounds == 0:
         round_cut = state.boundary_at_or_before(state.last_seq + 1)
@@ -261,7 +261,11 @@ def plan_compaction(
         step_level = cut is not None and (round_cut is None or cut > round_cut)
     if cut is None or cut <= base:
         return skip("no_progress")
-    covered = tuple(m for m in state.history[base - 1 : cut - 1] if not state.is_head(m))
+    covered = tuple(
+        m
+        for m in state.history[base - 1 : cut - 1]
+        if not state.is_head(m) and m.seq not in state.retracted
+    )
     if not covered:
         return skip("no_progress")
 

@@ -26,8 +26,10 @@ from ctxledger.events.types import (
     CompactionStarted,
     ConfigChanged,
     Event,
+    HistoryCleared,
     MessageAppended,
     MessagePinned,
+    MessageRetracted,
     SessionForked,
     SessionOpened,
     ToolResultSynthesized,
@@ -48,7 +50,7 @@ __all__ = [
 ]
 
 #: Version of the :meth:`SessionState.to_snapshot` format; other versions are refused.
-SNAPSHOT_VERSION = 3
+SNAPSHOT_VERSION = 4
 
 #: Messages per history chunk. A snapshot holds only the last, partial chunk; full chunks are
 #: read back from the log's append events when a seq in them is touched (consecutive missing
@@ -386,6 +388,11 @@ class _Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     answers: dict[str, int]
     answers_before: int
     open_calls: list[ToolCall]
+    # Withdrawn messages (version 4): retracted seqs after the last clear, the last clear's
+    # through_seq and how many checkpoints existed then.
+    retracted: list[int] = []
+    cleared_through: int = 0
+    cleared_checkpoints: int = 0
 
 
 class _Version(msgspec.Struct):
@@ -419,6 +426,11 @@ class SessionState:
         events_applied: Number of events folded so far.
         compactions_started: Number of ``CompactionStarted`` events.
         compactions_failed: Number of ``CompactionFailed`` events.
+        retracted: Seqs of retracted messages after the last clear (``MessageRetracted``).
+        cleared_through: ``through_seq`` of the last ``HistoryCleared`` (0 if none): messages up
+            to it are shown in no later view.
+        cleared_checkpoints: How many checkpoints existed at the last clear; those are not in
+            force after it (see :attr:`active_checkpoint`).
     """
 
     __hash__ = None  # type: ignore[assignment]  # mutable: equal states must not share dict slots
@@ -439,6 +451,9 @@ class SessionState:
         self.events_applied = 0
         self.compactions_started = 0
         self.compactions_failed = 0
+        self.retracted: set[int] = set()
+        self.cleared_through = 0
+        self.cleared_checkpoints = 0
         self._reset_indices()
 
     def _reset_indices(self) -> None:
@@ -459,12 +474,12 @@ class SessionState:
     def _bind_indices(self) -> None:
         """Let the indices read their entries before ``index_base`` back from this history.
 
-        They are rebuilt by appending messages ``1..index_base`` to a scratch state (which never
-        forgets an entry: it sees no checkpoint). The scratch is kept: when the base has moved
-        on, only the messages in between are appended to it, so a live session that reads old
-        entries back after each checkpoint (an old pin, a hash hit) pays for the new messages,
-        not for its whole history again. (The scratch's history holds references to the same
-        messages, not copies.)
+        They are rebuilt by indexing messages ``cleared_through + 1..index_base`` in a scratch
+        state (which never forgets an entry: it sees no checkpoint), retracted ones skipped, as
+        the fold left them. The scratch is kept: when the base has moved on, only the messages in
+        between are indexed, so a live session that reads old entries back after each
+        checkpoint (an old pin, a hash hit) pays for the new messages, not for its whole history
+        again. A clear resets the indices and binds them anew.
         """
         cache: list[tuple[int, SessionState]] = []
 
@@ -473,9 +488,11 @@ class SessionState:
             if cache and cache[0][0] <= base:
                 built, scratch = cache[0]
             else:
-                built, scratch = 0, SessionState(self.session_id, self.config)
+                built, scratch = self.cleared_through, SessionState(self.session_id, self.config)
+            retracted = self.retracted
             for message in self.history[built:base]:
-                scratch._append(message)
+                if message.seq not in retracted:
+                    scratch._index(message)
             cache[:] = [(base, scratch)]
             return scratch
 
@@ -552,6 +569,9 @@ class SessionState:
                 events_applied=self.events_applied,
                 compactions_started=self.compactions_started,
                 compactions_failed=self.compactions_failed,
+                retracted=sorted(self.retracted),
+                cleared_through=self.cleared_through,
+                cleared_checkpoints=self.cleared_checkpoints,
                 first_user_seq=self.first_user_seq,
                 head=self.head,
                 index_base=base,
@@ -634,6 +654,9 @@ class SessionState:
         state.events_applied = snap.events_applied
         state.compactions_started = snap.compactions_started
         state.compactions_failed = snap.compactions_failed
+        state.retracted = set(snap.retracted)
+        state.cleared_through = snap.cleared_through
+        state.cleared_checkpoints = snap.cleared_checkpoints
         return state
 
     def __eq__(self, other: object) -> bool:
@@ -656,8 +679,9 @@ class SessionState:
 
     @property
     def active_checkpoint(self) -> Checkpoint | None:
-        """The newest checkpoint, if any."""
-        return self.checkpoints[-1] if self.checkpoints else None
+        """The checkpoint in force: the newest one, unless a clear came after it (then none)."""
+        checkpoints = self.checkpoints
+        return checkpoints[-1] if len(checkpoints) > self.cleared_checkpoints else None
 
     @property
     def usage_is_current(self) -> bool:
@@ -675,10 +699,35 @@ class SessionState:
         return self.history[seq - 1]
 
     def is_head(self, message: Message) -> bool:
-        """Whether ``message`` is a system message before the first user message."""
-        if message.role != "system" or message.seq is None:
+        """Whether ``message`` is a shown system message before the first user message."""
+        seq = message.seq
+        if message.role != "system" or seq is None or self.is_withdrawn(seq):
             return False
-        return self.first_user_seq is None or message.seq < self.first_user_seq
+        return self.first_user_seq is None or seq < self.first_user_seq
+
+    def is_withdrawn(self, seq: int) -> bool:
+        """Whether message ``seq`` was retracted or cleared (no view shows it any more)."""
+        return seq <= self.cleared_through or seq in self.retracted
+
+    def retraction_target(self) -> int:
+        """Return the seq that a retraction withdraws now: the newest message still shown.
+
+        Raises:
+            InvalidSeqError: No message is shown (all were retracted or cleared), or the newest
+                one is covered by the checkpoint in force (its summary already tells of it).
+        """
+        seq = self.last_seq
+        while seq > self.cleared_through and seq in self.retracted:
+            seq -= 1
+        if seq <= self.cleared_through:
+            raise InvalidSeqError(f"session {self.session_id!r} has no message to retract")
+        active = self.active_checkpoint
+        if active is not None and seq < active.retain_from_seq:
+            raise InvalidSeqError(
+                f"session {self.session_id!r}: message {seq}, the newest still shown, is covered "
+                f"by checkpoint {active.id!r} and cannot be retracted"
+            )
+        return seq
 
     def open_tool_calls(self) -> dict[str, ToolCall]:
         """Return the tool calls not answered yet, by id, oldest first."""
@@ -755,9 +804,11 @@ class SessionState:
         """Validate pinning message ``seq``.
 
         Raises:
-            InvalidSeqError: No message has that seq.
+            InvalidSeqError: No message has that seq, or it was retracted or cleared.
         """
         self.message(seq)
+        if self.is_withdrawn(seq):
+            raise InvalidSeqError(f"session {self.session_id!r}: message {seq} was withdrawn")
 
     # --- the fold ---------------------------------------------------------------------------------
 
@@ -795,7 +846,12 @@ class SessionState:
         elif isinstance(event, CompactionFailed):
             self.compactions_failed += 1
         elif isinstance(event, MessagePinned):
-            self.pins.add(event.seq)
+            if not self.is_withdrawn(event.seq):  # a withdrawn message stays out of views
+                self.pins.add(event.seq)
+        elif isinstance(event, MessageRetracted):
+            self._retract(event.seq)
+        elif isinstance(event, HistoryCleared):
+            self._clear(event.through_seq)
         elif isinstance(event, ConfigChanged):
             self.config = event.config
         elif isinstance(event, SessionOpened):
@@ -814,6 +870,12 @@ class SessionState:
                 f"expected {seq}"
             )
         history.append(message)
+        self._index(message)
+
+    def _index(self, message: Message) -> None:
+        """Enter an appended message into the indices (round starts, cuts, tool calls, head)."""
+        seq = message.seq
+        assert seq is not None
         role = message.role
         if role == "tool":
             self.tool_seqs.items.append(seq)
@@ -839,6 +901,70 @@ class SessionState:
         elif role == "system" and self.first_user_seq is None:
             self.head.append(message)
 
+    def _retract(self, seq: int) -> None:
+        """Withdraw message ``seq`` (the newest shown): undo what :meth:`_index` entered."""
+        try:
+            target = self.retraction_target()
+        except InvalidSeqError as exc:
+            raise InvalidSeqError(f"cannot retract message {seq}: {exc}") from None
+        if seq != target:
+            raise InvalidSeqError(
+                f"session {self.session_id!r}: cannot retract message {seq}, the newest message "
+                f"still shown is {target}"
+            )
+        message = self.history[seq - 1]
+        role = message.role
+        if role == "tool":
+            _drop_last(self.tool_seqs.items, seq)
+            call_id = message.tool_call_id or ""
+            if self._answers.recent.get(call_id) == seq:
+                del self._answers.recent[call_id]
+            call_seq = self._calls.get(call_id)
+            if call_seq is not None:  # the call is shown again without its result: open
+                for call in self.history[call_seq - 1].tool_calls:
+                    if call.id == call_id:
+                        self._open[call_id] = call
+        else:
+            _drop_last(self.boundaries.items, seq)
+            if role == "assistant":
+                self.assistant_count -= 1
+                calls = self._calls.recent
+                for call in message.tool_calls:  # its results, if any, were retracted before it
+                    if calls.get(call.id) == seq:
+                        del calls[call.id]
+                    self._open.pop(call.id, None)
+            elif role == "user":
+                _drop_last(self.user_seqs.items, seq)
+                if self.first_user_seq == seq:
+                    self.first_user_seq = None
+            elif role == "system" and self.head and self.head[-1].seq == seq:
+                self.head.pop()
+        self.pins.discard(seq)
+        self.retracted.add(seq)
+        if self.usage is not None and self.usage.through_seq >= seq:
+            self.usage = None  # it measured a prompt that showed the message
+
+    def _clear(self, through_seq: int) -> None:
+        """Withdraw every message up to ``through_seq`` (the newest): views start afresh."""
+        if not self.cleared_through <= through_seq == self.last_seq:
+            raise InvalidSeqError(
+                f"session {self.session_id!r}: a clear must run through the newest message "
+                f"{self.last_seq}, not {through_seq}"
+            )
+        self.cleared_through = through_seq
+        self.cleared_checkpoints = len(self.checkpoints)
+        self.retracted = set()
+        self.pins = set()
+        self.usage = None
+        self._reset_indices()  # open calls closed, ids free again, no head, no rounds
+        self.index_base = through_seq
+
     def recent_tool_results(self, count: int) -> Sequence[Message]:
         """Return the last ``count`` tool results, oldest first."""
         return [self.history[seq - 1] for seq in self.tool_seqs[-count:]] if count > 0 else []
+
+
+def _drop_last(items: list[int], seq: int) -> None:
+    """Remove ``seq`` from the end of a sorted index list, if it is there."""
+    if items and items[-1] == seq:
+        items.pop()
