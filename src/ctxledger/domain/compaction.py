@@ -80,10 +80,10 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
         retain_from_seq: The cut: the first seq kept raw.
         covers_through_seq: The last seq the summary will cover (``retain_from_seq - 1``).
         messages: The newly covered messages: after the active checkpoint's coverage (or the
-            last clear) and before the cut, head system messages and retracted ones excluded. Pinned messages and the kept first request
-            (``Config.keep_first_request``) are included although the view still shows them: a
-            summary must stand alone once the Config that keeps the request changes, and the
-            kept request may be shown truncated.
+            last clear) and before the cut, head system messages and retracted ones excluded.
+            Pinned messages and the kept first request (``Config.keep_first_request``) are
+            included although the view still shows them: a summary must stand alone once the
+            Config that keeps the request changes, and the kept request may be shown truncated.
         previous_summary: The active checkpoint's summary, merged incrementally.
         previous_checkpoint_id: The active checkpoint's id.
         focus: What to keep, for a manual compaction.

@@ -23,8 +23,10 @@ from ctxledger.events import (
     CheckpointCreated,
     CompactionStarted,
     Event,
+    HistoryCleared,
     MessageAppended,
     MessagePinned,
+    MessageRetracted,
     SessionForked,
     SessionOpened,
     ToolResultSynthesized,
@@ -138,7 +140,7 @@ def what_if(
     run = _Run(SessionState.new(session_id, config), tokenizer, counting, known)
     steps: list[WhatIfStep] = []
     for event in events:
-        if isinstance(event, MessageAppended | ToolResultSynthesized | MessagePinned) or (
+        if isinstance(event, _FOLDED) or (
             isinstance(event, UsageReported) and use_recorded_usage
         ):
             run.state.apply(event)
@@ -166,6 +168,16 @@ def what_if(
         original_compactions=sum(isinstance(e, CheckpointCreated) for e in events),
         original_peak_tokens=max((step.original_tokens for step in steps), default=0),
     )
+
+
+# Events replayed as recorded: what the agent did (appends, pins, withdrawals), not decisions.
+_FOLDED = (
+    MessageAppended,
+    ToolResultSynthesized,
+    MessagePinned,
+    MessageRetracted,
+    HistoryCleared,
+)
 
 
 class _Run:

@@ -20,8 +20,12 @@ from ctxledger.domain import (
     CompactionPlan,
     CompactionResult,
     ModelView,
+    SessionState,
+    clear_event,
     fail_compaction,
     is_prompt_too_long,
+    retraction_events,
+    shown_messages,
 )
 from ctxledger.errors import (
     ContextOverflowError,
@@ -442,8 +446,104 @@ class Session:
                 self._log.warning("actor_stop_timeout", actor=type(ref).__name__)
 
 
+    # --- withdrawing messages (issue 18) ------------------------------------------------------
+    # One block, to be ported into the rewritten Session: retraction and clearing are events
+    # (MessageRetracted, HistoryCleared; semantics in ctxledger.domain.withdrawal), and
+    # current_messages reads what is still in the conversation. Each method works on a copy of
+    # the authoritative state taken under the session lock, so nothing can append in between.
+
+    def retract_last(self, replacement: Sequence[Message] = ()) -> Message:
+        """Withdraw the newest message still shown from every later view; return it.
+
+        History keeps the message (a ``MessageRetracted`` event is recorded); replay,
+        ``view_at`` and verify reproduce the views without it. A retracted tool result re-opens
+        its call; a retracted assistant message withdraws its calls, whose ids may be used again.
+
+        Args:
+            replacement: Messages appended in the same atomic batch, validated as if appended
+                right after the retraction (an agent framework that removes one part of a
+                grouped message puts the rest back this way).
+
+        Returns:
+            The retracted message, as recorded.
+
+        Raises:
+            InvalidSeqError: No message is shown (all retracted or cleared), or the newest one
+                is covered by the active checkpoint's summary; nothing is written.
+            InvalidMessageError: A replacement message does not fit; nothing is written.
+            HostClosedError: The host is closed.
+        """
+        batch = list(replacement)
+        for message in batch:
+            if not isinstance(message, Message):
+                raise InvalidMessageError(f"expected a Message, got {type(message).__name__}")
+        with self._lock:
+            state: SessionState = _get(self._ensure_active().history.state_copy())
+            seq = state.retraction_target()
+            retracted = state.message(seq)
+            self._persist(retraction_events(state, batch))
+            self._reactive_attempts = 0
+            self._log.debug("retracted", seq=seq, replaced=len(batch))
+            return retracted
+
+    def clear(self) -> int:
+        """Withdraw every message so far: later views start empty; return the last seq withdrawn.
+
+        History and checkpoints stay in the log (a ``HistoryCleared`` event is recorded). After
+        the clear, views show no earlier message, summary, pin or head system message; tool calls
+        left open are closed and every tool-call id may be used again. System messages appended
+        before the next user message head the views again.
+
+        Raises:
+            HostClosedError: The host is closed.
+        """
+        with self._lock:
+            state: SessionState = _get(self._ensure_active().history.state_copy())
+            event = clear_event(state)
+            self._persist([event])
+            self._reactive_attempts = 0
+            self._log.debug("cleared", seq=event.through_seq)
+            return event.through_seq
+
+    def current_messages(self, limit: int | None = None) -> list[Message]:
+        """Return the messages still in the conversation, oldest first (raw, never masked).
+
+        Unlike :meth:`history` (every message ever appended), retracted and cleared messages are
+        left out; messages covered by a checkpoint are included.
+
+        Args:
+            limit: Return only the newest ``limit`` messages.
+
+        Raises:
+            ValueError: ``limit`` is not a non-negative integer.
+            HostClosedError: The host is closed.
+        """
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+        ):
+            raise ValueError(f"limit must be a non-negative integer or None, got {limit!r}")
+        with self._lock:
+            state: SessionState = _get(self._ensure_active().history.state_copy())
+            return shown_messages(state, limit)
+
+    async def aretract_last(self, replacement: Sequence[Message] = ()) -> Message:
+        """Async twin of :meth:`retract_last`."""
+        return await asyncio.to_thread(self.retract_last, replacement)
+
+    async def aclear(self) -> int:
+        """Async twin of :meth:`clear`."""
+        return await asyncio.to_thread(self.clear)
+
+    async def acurrent_messages(self, limit: int | None = None) -> list[Message]:
+        """Async twin of :meth:`current_messages`."""
+        return await asyncio.to_thread(self.current_messages, limit)
+
+    # --- end of withdrawing messages (issue 18) -------------------------------------------------
+
+
 def _get(future: Any) -> Any:
     try:
         return future.get()
     except pykka.ActorDeadError:
         raise HostClosedError("the host is closed") from None
+
