@@ -8,12 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_helpers import run
 
 from ctxledger import Config, Host, InvalidMessageError, InvalidSeqError, Message, ToolCall, replay
 from ctxledger.events import MessageRetracted
 from ctxledger.testing import check_view_invariants
-
-from cli_helpers import run
 
 SMALL = Config(context_window=2000, compression_threshold=0.5, min_retain_rounds=1)
 
@@ -43,7 +42,7 @@ def test_retract_last_withdraws_and_records_an_event(host: Host) -> None:
 
 
 def test_retract_last_with_a_replacement_is_one_batch(host: Host) -> None:
-    """A grouped call message is narrowed to one call atomically; a bad replacement writes nothing."""
+    """A grouped call message narrows to one call atomically; a bad replacement writes nothing."""
     session = host.session("s")
     session.append_many([Message.user("go"), Message.assistant("", [_call("a"), _call("b")])])
     before = host.log.last_seq("s")
@@ -91,7 +90,9 @@ def test_verify_view_at_and_cli_handle_withdrawals(host: Host, tmp_path: Path) -
     served = {}
     cleared = 0
     for round_ in range(16):
-        session.append_many([Message.user(f"question {round_} " * 40), Message.assistant("a" * 300)])
+        session.append_many(
+            [Message.user(f"question {round_} " * 40), Message.assistant("a" * 300)]
+        )
         if round_ % 3 == 2:
             session.retract_last()
             session.append(Message.assistant("b" * 150))

@@ -251,8 +251,9 @@ def message_to_items(message: Message) -> list[dict[str, Any]]:
 
     A message made by :func:`items_to_messages` gives back its items, with the text the message
     now carries (a masked or truncated output stays masked or truncated). Other messages take the
-    plain form: ``{"role", "content"}`` messages (a summary as a system message),
-    ``function_call`` items for tool calls, ``function_call_output`` for tool results.
+    plain form: a ``{"role", "content"}`` message (a summary as a system message; an assistant's
+    text, even empty, before its ``function_call`` items), ``function_call_output`` for a tool
+    result.
     """
     entries = message.metadata.get(METADATA_KEY) if message.metadata else None
     if not isinstance(entries, list):
@@ -284,9 +285,11 @@ def _plain_items(message: Message) -> list[dict[str, Any]]:
                 "output": message.content,
             }
         ]
-    items: list[dict[str, Any]] = []
-    if role != "assistant" or message.content or not message.tool_calls:
-        items.append({"role": "system" if role == "summary" else role, "content": message.content})
+    # An assistant message always opens with its text item (even empty), so that its calls are
+    # not read back as the calls of the assistant message before it.
+    items: list[dict[str, Any]] = [
+        {"role": "system" if role == "summary" else role, "content": message.content}
+    ]
     items.extend(
         {
             "type": "function_call",
@@ -361,15 +364,33 @@ class LedgerSession:
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append ``items`` durably, as one atomic batch.
 
+        Function calls that continue the newest message (its calls are still unanswered, as
+        after ``pop_item`` took some of them) are merged into it: the message is retracted and
+        put back with them, in one atomic batch.
+
         Raises:
             InvalidMessageError: An item does not fit the conversation (for example an output
                 for a call that was never made); nothing is written.
         """
         if not items:
             return
-        messages = items_to_messages(items)
-        await self.ledger.aappend_many(messages)
+        try:
+            await self.ledger.aappend_many(items_to_messages(items))
+        except InvalidMessageError:
+            # More calls for the newest assistant message (put back after pop_item took some of
+            # its items): merge them into it, as one atomic retraction + append.
+            if not await asyncio.to_thread(self._extend_newest, items):
+                raise
         self._known.extend(_fingerprint(_normalise(item)) for item in items)
+
+    def _extend_newest(self, items: list[TResponseInputItem]) -> bool:
+        newest = self.ledger.current_messages(1)
+        if not newest or newest[0].role != "assistant" or not newest[0].tool_calls:
+            return False
+        if _kind(_normalise(items[0])) != "call":
+            return False
+        self.ledger.retract_last(items_to_messages([*message_to_items(newest[0]), *items]))
+        return True
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Withdraw the newest item and return it (None when the conversation is empty).
