@@ -64,6 +64,7 @@ def _check_run(
     with_summary = [i for i, m in enumerate(received) if any(x.content in summaries for x in m)]
     assert with_summary and 0 < with_summary[0] < len(received) - 1  # compacted mid-way
     assert all(isinstance(x, SystemMessage) for m in received for x in m if x.content in summaries)
+    assert any(x.content == "[Previous: used report]" for m in received for x in m)  # masked
     assert session.history() == [m.with_seq(i) for i, m in enumerate(to_messages(state), 1)]
 
 

@@ -83,6 +83,8 @@ def test_runner_compacts_survives_sigkill_and_verifies(tmp_path: Path) -> None:
     summaries = {c.summary for c in checkpoints}
     shown = [i.get("content") for r in records for i in r["input"] if i.get("role") == "system"]
     assert summaries & set(shown)  # the model was handed the summaries
+    outputs = [i.get("output") for r in records for i in r["input"]]
+    assert "[Previous: used report]" in outputs  # old outputs reach the model masked
     result = run("verify", "--db", db)
     assert result.exit_code == 0 and "0 mismatches" in result.output, result.output
 

@@ -209,6 +209,7 @@ class _Ledger:
             raise TypeError(f"expected a ctxledger Session or Host, got {type(source).__name__}")
         self.source = source
         self._last: dict[str, str | None] = {}  # session id -> LangChain id of its newest message
+        self._converted: dict[str, dict[int, tuple[str, BaseMessage]]] = {}  # the last view's
         self._lock = threading.Lock()
 
     def session(self) -> Session:
@@ -247,7 +248,25 @@ class _Ledger:
 
     def view(self, session: Session, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         self.sync(session, messages)
-        return from_messages(session.prepare_step().messages)
+        view = session.prepare_step().messages
+        # Consecutive views share most messages: convert each (seq, text) once.
+        with self._lock:
+            known = self._converted.get(session.id, {})
+        converted: dict[int, tuple[str, BaseMessage]] = {}
+        out: list[BaseMessage] = []
+        for message in view:
+            seq = message.seq
+            hit = known.get(seq) if seq is not None else None
+            if hit is not None and hit[0] == message.content:
+                result = hit[1]
+            else:
+                result = from_message(message)
+            if seq is not None:
+                converted[seq] = (message.content, result)
+            out.append(result)
+        with self._lock:
+            self._converted[session.id] = converted
+        return out
 
 
 def _with_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:

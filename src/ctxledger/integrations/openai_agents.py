@@ -340,6 +340,7 @@ class LedgerSession:
         self.ledger = session
         self.session_id = session.id
         self._known: deque[str] = deque(maxlen=remember)
+        self._rendered: dict[int, tuple[str, bytes]] = {}  # the last view's items, by seq
 
     def __repr__(self) -> str:
         return f"<LedgerSession {self.session_id!r}>"
@@ -352,7 +353,7 @@ class LedgerSession:
         """
         if limit is None:
             view = await self.ledger.aprepare_step()
-            items = messages_to_items(view.messages)
+            items = self._render(view.messages)
             self._known.extend(_fingerprint(item) for item in items)
         else:
             if limit <= 0:
@@ -360,6 +361,25 @@ class LedgerSession:
             messages = await self.ledger.acurrent_messages(limit)
             items = messages_to_items(messages)[-limit:]
         return cast(list[TResponseInputItem], items)
+
+    def _render(self, messages: Iterable[Message]) -> list[dict[str, Any]]:
+        """Render a view's messages; each (seq, text) is rendered once and kept encoded, so that
+        every view hands out fresh item dicts at the cost of one decode."""
+        rendered: dict[int, tuple[str, bytes]] = {}
+        items: list[dict[str, Any]] = []
+        known = self._rendered
+        for message in messages:
+            seq = message.seq
+            hit = known.get(seq) if seq is not None else None
+            if hit is not None and hit[0] == message.content:
+                encoded = hit[1]
+            else:
+                encoded = _copy_encoder.encode(message_to_items(message))
+            if seq is not None:
+                rendered[seq] = (message.content, encoded)
+            items.extend(_copy_decoder.decode(encoded))
+        self._rendered = rendered
+        return items
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append ``items`` durably, as one atomic batch.
