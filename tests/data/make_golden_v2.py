@@ -3,7 +3,8 @@
 Format 2 is what this release records on top of format 1 (``make_golden.py``): Configs with the
 fields added since (``prepare_threshold``, ``fact_index_chars``), background compaction
 (``summary_prepared``, background starts and failures, checkpoints activated from a prepared
-summary), checkpoints with a fact block and compaction metadata, and ``checkpoint_reverted``.
+summary), checkpoints with a fact block and compaction metadata, ``checkpoint_reverted``, and
+the withdrawals ``message_retracted`` and ``history_cleared``.
 Run ONCE per released format; while format 2 is unreleased, ``--force`` rewrites it.
 
     .venv/bin/python tests/data/make_golden_v2.py            # refuses to overwrite
@@ -26,6 +27,8 @@ from ctxledger.events.types import (
     CompactionStarted,
     ConfigChanged,
     Event,
+    HistoryCleared,
+    MessageRetracted,
     SessionOpened,
     SummaryPrepared,
 )
@@ -55,6 +58,8 @@ def golden_events() -> list[tuple[str, Event]]:
     """Every event type or field that format 2 added, small and, where natural, large."""
     config = _CONFIG.replace(prepare_threshold=0.7)
     return [
+        ("message_retracted", MessageRetracted(seq=78)),
+        ("history_cleared", HistoryCleared(through_seq=77)),
         (
             "session_opened.fact_index",
             SessionOpened(

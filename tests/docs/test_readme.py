@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import pytest
-import structlog
 
 from ctxledger import replay
 from fake_llm_server import FakeLLMServer
@@ -24,10 +23,10 @@ def _runnable() -> list[str]:
     return [code for run, code in _blocks() if run]
 
 
-def test_readme_has_four_runnable_examples() -> None:
-    """The quickstart, the event-log, the property-testing and the compaction-inspection
-    examples are marked to be run."""
-    assert len(_runnable()) == 4
+def test_readme_has_six_runnable_examples() -> None:
+    """The quickstart, the two framework, the event-log, the property-testing and the
+    compaction-inspection examples are marked to be run."""
+    assert len(_runnable()) == 6
 
 
 def test_quickstart_is_at_most_20_lines() -> None:
@@ -56,12 +55,52 @@ def test_quickstart_runs_an_agent_loop(tmp_path: Path, monkeypatch: pytest.Monke
     assert [m.role for m in history] == ["system", "user", "assistant", "user", "assistant"]
 
 
+def test_openai_agents_example_runs_two_turns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Agents SDK example runs Runner.run twice on a LedgerSession; the second turn sees the
+    first."""
+    monkeypatch.chdir(tmp_path)
+    with FakeLLMServer(reply="I fixed it.") as server:
+        monkeypatch.setenv("LLM_BASE_URL", server.openai_base_url)
+        exec(compile(_runnable()[1], "README agents", "exec"), {"__name__": "readme"})
+        posts = [r for r in server.requests if r.method == "POST"]
+    assert [r.path for r in posts] == ["/v1/chat/completions"] * 2
+    assert [m["content"] for m in posts[1].json["messages"][1:]] == [
+        "Fix the failing test in tests/test_app.py",
+        "I fixed it.",
+        "Add a regression test",
+    ]
+    assert capsys.readouterr().out.splitlines().count("I fixed it.") == 2
+    history = replay.rebuild(tmp_path / "sdk-db", "agent-7").history
+    assert [m.role for m in history] == ["user", "assistant", "user", "assistant"]
+    assert replay.verify(tmp_path / "sdk-db").ok
+
+
+def test_langchain_example_keeps_the_conversation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The LangChain example answers twice; the ledger holds both exchanges of the thread."""
+    monkeypatch.chdir(tmp_path)
+    exec(compile(_runnable()[2], "README langchain", "exec"), {"__name__": "readme"})
+    printed = capsys.readouterr().out.splitlines()
+    assert [line for line in printed if line in ("Fixed.", "Added.")] == ["Fixed.", "Added."]
+    history = replay.rebuild(tmp_path / "lc-db", "user-42").history
+    assert [m.content for m in history] == [
+        "Fix the failing test in tests/test_app.py",
+        "Fixed.",
+        "Add a regression test",
+        "Added.",
+    ]
+    assert replay.verify(tmp_path / "lc-db").ok
+
+
 def test_event_log_example_prints_the_events(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The event-log example appends a batch and reads it back in order."""
     monkeypatch.chdir(tmp_path)
-    exec(compile(_runnable()[1], "README event log", "exec"), {"__name__": "readme"})
+    exec(compile(_runnable()[3], "README event log", "exec"), {"__name__": "readme"})
     assert capsys.readouterr().out.splitlines() == ["1 1 SessionOpened", "2 2 MessageAppended"]
 
 
@@ -70,7 +109,7 @@ def test_property_testing_example_collects_a_test_case() -> None:
     from hypothesis import settings
 
     namespace: dict[str, object] = {"__name__": "readme"}
-    exec(compile(_runnable()[2], "README property testing", "exec"), namespace)
+    exec(compile(_runnable()[4], "README property testing", "exec"), namespace)
     case = namespace["TestMyPolicy"]
     quick = settings(max_examples=2, stateful_step_count=8, deadline=None)
     case.settings = quick  # type: ignore[attr-defined]
@@ -82,8 +121,7 @@ def test_inspection_example_audits_explains_recalls_and_reverts(
 ) -> None:
     """The compaction-inspection example prints an audit, a placement, hits and a revert."""
     monkeypatch.chdir(tmp_path)
-    with structlog.testing.capture_logs():  # the library's debug events are not the example's
-        exec(compile(_runnable()[3], "README inspection", "exec"), {"__name__": "readme"})
+    exec(compile(_runnable()[5], "README inspection", "exec"), {"__name__": "readme"})
     lines = capsys.readouterr().out.splitlines()
     state = replay.rebuild(tmp_path / "audit-db", "agent-8")
     made = list(dict.fromkeys(checkpoint.id for checkpoint in state.checkpoints))

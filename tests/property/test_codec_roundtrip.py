@@ -20,8 +20,10 @@ from ctxledger.events.types import (
     CompactionStarted,
     ConfigChanged,
     Event,
+    HistoryCleared,
     MessageAppended,
     MessagePinned,
+    MessageRetracted,
     SessionForked,
     SessionOpened,
     SummaryPrepared,
@@ -159,6 +161,8 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
     CheckpointReverted: st.builds(
         CheckpointReverted, checkpoint_id=ids, restored=checkpoints, reason=texts
     ),
+    MessageRetracted: st.builds(MessageRetracted, seq=seqs),
+    HistoryCleared: st.builds(HistoryCleared, through_seq=counts),
 }
 events: st.SearchStrategy[Event] = st.one_of(*EVENT_STRATEGIES.values())
 

@@ -24,8 +24,10 @@ from ctxledger.events import (
     CompactionStarted,
     ConfigChanged,
     Event,
+    HistoryCleared,
     MessageAppended,
     MessagePinned,
+    MessageRetracted,
     SessionForked,
     SessionOpened,
     ToolResultSynthesized,
@@ -432,8 +434,10 @@ def _event_detail(event: Event) -> str:
         return f"from {event.parent_id!r} at #{event.at_seq}"
     if isinstance(event, TranscriptExported):
         return f"{event.messages} messages → {event.path}"
-    if isinstance(event, MessagePinned):
+    if isinstance(event, MessagePinned | MessageRetracted):
         return f"#{event.seq}"
+    if isinstance(event, HistoryCleared):
+        return f"through #{event.through_seq}"
     return ""
 
 

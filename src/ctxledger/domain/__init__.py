@@ -89,6 +89,7 @@ from ctxledger.domain.view import (
     preview_view,
     view_hash,
 )
+from ctxledger.domain.withdrawal import clear_event, retraction_events, shown_messages
 
 __all__ = [
     "BACKGROUND_BACKOFF",
@@ -138,6 +139,7 @@ __all__ = [
     "base_threshold_tokens",
     "build_view",
     "checkpoint_fact_block",
+    "clear_event",
     "complete_compaction",
     "decide",
     "describe_summarizer",
@@ -158,9 +160,11 @@ __all__ = [
     "preview_view",
     "render_message",
     "render_policy",
+    "retraction_events",
     "revert_checkpoint",
     "run_summarizer",
     "served",
+    "shown_messages",
     "shown_text",
     "summary_chunk_chars",
     "summary_max_chars",

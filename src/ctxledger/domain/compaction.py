@@ -94,11 +94,11 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
         reason: The trigger (``threshold_exceeded``, ``manual`` or ``prompt_too_long``).
         retain_from_seq: The cut: the first seq kept raw.
         covers_through_seq: The last seq the summary will cover (``retain_from_seq - 1``).
-        messages: The newly covered messages: after the active checkpoint's coverage and before
-            the cut, head system messages excluded. Pinned messages and the kept first request
-            (``Config.keep_first_request``) are included although the view still shows them: a
-            summary must stand alone once the Config that keeps the request changes, and the
-            kept request may be shown truncated.
+        messages: The newly covered messages: after the active checkpoint's coverage (or the
+            last clear) and before the cut, head system messages and retracted ones excluded.
+            Pinned messages and the kept first request (``Config.keep_first_request``) are
+            included although the view still shows them: a summary must stand alone once the
+            Config that keeps the request changes, and the kept request may be shown truncated.
         previous_summary: The active checkpoint's summary, merged incrementally.
         previous_checkpoint_id: The active checkpoint's id.
         focus: What to keep, for a manual compaction.
@@ -280,7 +280,7 @@ def plan_compaction(
     cutter = CutMeasure(state, tokenizer, trigger, reserve, pending)
     room = target - 1  # equality compacts, so the view must end strictly below the target
 
-    base = base_checkpoint.retain_from_seq if base_checkpoint else 1
+    base = base_checkpoint.retain_from_seq if base_checkpoint else state.cleared_through + 1
     round_cut: int | None = None
     if keep_rounds == 0:
         round_cut = state.boundary_at_or_before(state.last_seq + 1)
@@ -300,7 +300,11 @@ def plan_compaction(
         step_level = cut is not None and (round_cut is None or cut > round_cut)
     if cut is None or cut <= base:
         return skip("no_progress")
-    covered = tuple(m for m in state.history[base - 1 : cut - 1] if not state.is_head(m))
+    covered = tuple(
+        m
+        for m in state.history[base - 1 : cut - 1]
+        if not state.is_head(m) and m.seq not in state.retracted
+    )
     if not covered:
         return skip("no_progress")
 
@@ -505,11 +509,11 @@ def finish_checkpoint(
     """
     if fact_chars:
         active = state.active_checkpoint
-        start = active.retain_from_seq if active is not None else 1
+        start = active.retain_from_seq if active is not None else state.cleared_through + 1
         covered = [
             message
             for message in state.history[start - 1 : checkpoint.retain_from_seq - 1]
-            if not state.is_head(message)
+            if not state.is_head(message) and not state.is_withdrawn(message.seq or 0)
         ]
         facts = checkpoint_fact_block(state, checkpoint, covered, fact_chars)
         checkpoint = msgspec.structs.replace(checkpoint, facts=facts)

@@ -70,9 +70,10 @@ class CutMeasure:
         suffix: dict[int, int] = {}
         total = 0
         wanted = set(candidates)
+        retracted = state.retracted
         for seq in range(state.last_seq, candidates[0] - 1, -1):
             message = state.history[seq - 1]
-            if seq not in always and not state.is_head(message):
+            if seq not in always and seq not in retracted and not state.is_head(message):
                 total += count(render_message(state, policy, message)) + 1
             if seq in wanted:
                 suffix[seq] = total

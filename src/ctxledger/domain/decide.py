@@ -268,7 +268,7 @@ def usable_prepared(state: SessionState) -> SummaryPrepared | None:
     active = state.active_checkpoint
     if prepared.previous_checkpoint_id != (active.id if active else None):
         return None
-    base = active.retain_from_seq if active else 1
+    base = active.retain_from_seq if active else state.cleared_through + 1
     if not base < prepared.retain_from_seq <= state.last_seq + 1:
         return None
     return prepared
@@ -355,7 +355,8 @@ def running_extends(state: SessionState, compaction_id: str, active: Checkpoint 
         return False
     # A background compaction planned before the active checkpoint was made cuts no further
     # than it (or extends a checkpoint that is gone): it cannot help.
-    return running.retain_from_seq > (active.retain_from_seq if active else 1)
+    base = active.retain_from_seq if active else state.cleared_through + 1
+    return running.retain_from_seq > base
 
 
 def _prepared_as_checkpoint(
@@ -400,7 +401,7 @@ def _activate(
     checkpoint = msgspec.structs.replace(checkpoint, id=new_id(), created_at=now())
     after = draft_view(state, tokenizer=tokenizer, pending=request.pending, checkpoint=checkpoint)
     base = state.active_checkpoint
-    start = base.retain_from_seq if base else 1
+    start = base.retain_from_seq if base else state.cleared_through + 1
     covered = state.history[start - 1 : prepared.retain_from_seq - 1]
     result = CompactionResult(
         compacted=True,
@@ -409,7 +410,9 @@ def _activate(
         estimated_tokens=after.estimated_tokens,
         threshold=threshold_for(state),
         retain_from_seq=checkpoint.retain_from_seq,
-        messages_compacted=sum(1 for message in covered if not state.is_head(message)),
+        messages_compacted=sum(
+            1 for m in covered if not state.is_head(m) and not state.is_withdrawn(m.seq or 0)
+        ),
         tokens_before=draft.estimated_tokens,
         prepared=True,
     )

@@ -4,7 +4,8 @@
 [messages with seq >= retain_from_seq, rendered]``. The work is proportional to the view: head
 and pins are kept as small lists by the state, and the tail is a slice of history. Under
 ``Config.keep_first_request`` the pinned slot also holds the session's first user message once
-the cut has passed it (see :func:`kept_request_seq`).
+the cut has passed it (see :func:`kept_request_seq`). Withdrawn messages (retracted, or up to the
+last clear) are in no view.
 """
 
 from __future__ import annotations
@@ -91,14 +92,18 @@ def slot_seqs(state: SessionState, cut: int) -> list[int]:
 def tail_messages(
     state: SessionState, cut: int, policy: RenderPolicy | None = None
 ) -> Iterator[Message]:
-    """Yield the rendered messages with ``seq >= cut`` that are not head system messages."""
+    """Yield the rendered messages with ``seq >= cut`` that are neither head system messages nor
+    withdrawn (retracted, or up to the last clear)."""
     policy = policy or render_policy(state)
     history = state.history
     first_user = state.first_user_seq
-    start = max(cut, 1) - 1
+    retracted = state.retracted
+    start = max(cut, state.cleared_through + 1, 1) - 1
     for index, message in enumerate(history[start:], start):  # a slice: whole chunks at a time
         if message.role == "system" and (first_user is None or index + 1 < first_user):
             continue  # a head system message: already shown first
+        if retracted and index + 1 in retracted:
+            continue
         yield render_message(state, policy, message)
 
 

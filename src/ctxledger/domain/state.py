@@ -27,8 +27,10 @@ from ctxledger.events.types import (
     CompactionStarted,
     ConfigChanged,
     Event,
+    HistoryCleared,
     MessageAppended,
     MessagePinned,
+    MessageRetracted,
     SessionForked,
     SessionOpened,
     SummaryPrepared,
@@ -399,6 +401,11 @@ class _Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     background_failures: int
     background_retry_seq: int
     active_restored: bool = False
+    # Withdrawn messages (version 4): retracted seqs after the last clear, the last clear's
+    # through_seq and how many checkpoints existed then.
+    retracted: list[int] = []
+    cleared_through: int = 0
+    cleared_checkpoints: int = 0
 
 
 class _Version(msgspec.Struct):
@@ -441,6 +448,11 @@ class SessionState:
         background_retry_seq: No background compaction starts before this message seq.
         active_restored: The active checkpoint became active again by a ``CheckpointReverted``
             (it cannot be reverted in turn; see :func:`ctxledger.domain.revert_checkpoint`).
+        retracted: Seqs of retracted messages after the last clear (``MessageRetracted``).
+        cleared_through: ``through_seq`` of the last ``HistoryCleared`` (0 if none): messages up
+            to it are shown in no later view.
+        cleared_checkpoints: How many checkpoints existed at the last clear; those are not in
+            force after it (see :attr:`active_checkpoint`).
     """
 
     __hash__ = None  # type: ignore[assignment]  # mutable: equal states must not share dict slots
@@ -468,6 +480,9 @@ class SessionState:
         # How tool results are shown, by seq (see ctxledger.domain.render): a cache, not state.
         self.render_cache: dict[int, tuple[Message, bool, Message]] = {}
         self.active_restored = False
+        self.retracted: set[int] = set()
+        self.cleared_through = 0
+        self.cleared_checkpoints = 0
         self._reset_indices()
 
     def _reset_indices(self) -> None:
@@ -488,12 +503,12 @@ class SessionState:
     def _bind_indices(self) -> None:
         """Let the indices read their entries before ``index_base`` back from this history.
 
-        They are rebuilt by appending messages ``1..index_base`` to a scratch state (which never
-        forgets an entry: it sees no checkpoint). The scratch is kept: when the base has moved
-        on, only the messages in between are appended to it, so a live session that reads old
-        entries back after each checkpoint (an old pin, a hash hit) pays for the new messages,
-        not for its whole history again. (The scratch's history holds references to the same
-        messages, not copies.)
+        They are rebuilt by indexing messages ``cleared_through + 1..index_base`` in a scratch
+        state (which never forgets an entry: it sees no checkpoint), retracted ones skipped, as
+        the fold left them. The scratch is kept: when the base has moved on, only the messages in
+        between are indexed, so a live session that reads old entries back after each
+        checkpoint (an old pin, a hash hit) pays for the new messages, not for its whole history
+        again. A clear resets the indices and binds them anew.
         """
         cache: list[tuple[int, SessionState]] = []
 
@@ -502,9 +517,11 @@ class SessionState:
             if cache and cache[0][0] <= base:
                 built, scratch = cache[0]
             else:
-                built, scratch = 0, SessionState(self.session_id, self.config)
+                built, scratch = self.cleared_through, SessionState(self.session_id, self.config)
+            retracted = self.retracted
             for message in self.history[built:base]:
-                scratch._append(message)
+                if message.seq not in retracted:
+                    scratch._index(message)
             cache[:] = [(base, scratch)]
             return scratch
 
@@ -589,6 +606,9 @@ class SessionState:
                 events_applied=self.events_applied,
                 compactions_started=self.compactions_started,
                 compactions_failed=self.compactions_failed,
+                retracted=sorted(self.retracted),
+                cleared_through=self.cleared_through,
+                cleared_checkpoints=self.cleared_checkpoints,
                 first_user_seq=self.first_user_seq,
                 head=self.head,
                 index_base=base,
@@ -681,6 +701,9 @@ class SessionState:
         state.background_failures = snap.background_failures
         state.background_retry_seq = snap.background_retry_seq
         state.active_restored = snap.active_restored
+        state.retracted = set(snap.retracted)
+        state.cleared_through = snap.cleared_through
+        state.cleared_checkpoints = snap.cleared_checkpoints
         return state
 
     def __eq__(self, other: object) -> bool:
@@ -703,8 +726,9 @@ class SessionState:
 
     @property
     def active_checkpoint(self) -> Checkpoint | None:
-        """The newest checkpoint, if any."""
-        return self.checkpoints[-1] if self.checkpoints else None
+        """The checkpoint in force: the newest one, unless a clear came after it (then none)."""
+        checkpoints = self.checkpoints
+        return checkpoints[-1] if len(checkpoints) > self.cleared_checkpoints else None
 
     @property
     def usage_is_current(self) -> bool:
@@ -722,10 +746,35 @@ class SessionState:
         return self.history[seq - 1]
 
     def is_head(self, message: Message) -> bool:
-        """Whether ``message`` is a system message before the first user message."""
-        if message.role != "system" or message.seq is None:
+        """Whether ``message`` is a shown system message before the first user message."""
+        seq = message.seq
+        if message.role != "system" or seq is None or self.is_withdrawn(seq):
             return False
-        return self.first_user_seq is None or message.seq < self.first_user_seq
+        return self.first_user_seq is None or seq < self.first_user_seq
+
+    def is_withdrawn(self, seq: int) -> bool:
+        """Whether message ``seq`` was retracted or cleared (no view shows it any more)."""
+        return seq <= self.cleared_through or seq in self.retracted
+
+    def retraction_target(self) -> int:
+        """Return the seq that a retraction withdraws now: the newest message still shown.
+
+        Raises:
+            InvalidSeqError: No message is shown (all were retracted or cleared), or the newest
+                one is covered by the checkpoint in force (its summary already tells of it).
+        """
+        seq = self.last_seq
+        while seq > self.cleared_through and seq in self.retracted:
+            seq -= 1
+        if seq <= self.cleared_through:
+            raise InvalidSeqError(f"session {self.session_id!r} has no message to retract")
+        active = self.active_checkpoint
+        if active is not None and seq < active.retain_from_seq:
+            raise InvalidSeqError(
+                f"session {self.session_id!r}: message {seq}, the newest still shown, is covered "
+                f"by checkpoint {active.id!r} and cannot be retracted"
+            )
+        return seq
 
     def open_tool_calls(self) -> dict[str, ToolCall]:
         """Return the tool calls not answered yet, by id, oldest first."""
@@ -802,9 +851,11 @@ class SessionState:
         """Validate pinning message ``seq``.
 
         Raises:
-            InvalidSeqError: No message has that seq.
+            InvalidSeqError: No message has that seq, or it was retracted or cleared.
         """
         self.message(seq)
+        if self.is_withdrawn(seq):
+            raise InvalidSeqError(f"session {self.session_id!r}: message {seq} was withdrawn")
 
     # --- the fold ---------------------------------------------------------------------------------
 
@@ -871,7 +922,12 @@ class SessionState:
                     backoff = BACKGROUND_BACKOFF << min(self.background_failures - 1, 5)
                     self.background_retry_seq = self.last_seq + backoff
         elif isinstance(event, MessagePinned):
-            self.pins.add(event.seq)
+            if not self.is_withdrawn(event.seq):  # a withdrawn message stays out of views
+                self.pins.add(event.seq)
+        elif isinstance(event, MessageRetracted):
+            self._retract(event.seq)
+        elif isinstance(event, HistoryCleared):
+            self._clear(event.through_seq)
         elif isinstance(event, ConfigChanged):
             self.config = event.config
             self.render_cache.clear()
@@ -892,6 +948,12 @@ class SessionState:
                 f"expected {seq}"
             )
         history.append(message)
+        self._index(message)
+
+    def _index(self, message: Message) -> None:
+        """Enter an appended message into the indices (round starts, cuts, tool calls, head)."""
+        seq = message.seq
+        assert seq is not None
         role = message.role
         if role == "tool":
             self.tool_seqs.items.append(seq)
@@ -917,6 +979,73 @@ class SessionState:
         elif role == "system" and self.first_user_seq is None:
             self.head.append(message)
 
+    def _retract(self, seq: int) -> None:
+        """Withdraw message ``seq`` (the newest shown): undo what :meth:`_index` entered."""
+        try:
+            target = self.retraction_target()
+        except InvalidSeqError as exc:
+            raise InvalidSeqError(f"cannot retract message {seq}: {exc}") from None
+        if seq != target:
+            raise InvalidSeqError(
+                f"session {self.session_id!r}: cannot retract message {seq}, the newest message "
+                f"still shown is {target}"
+            )
+        message = self.history[seq - 1]
+        role = message.role
+        if role == "tool":
+            _drop_last(self.tool_seqs.items, seq)
+            call_id = message.tool_call_id or ""
+            if self._answers.recent.get(call_id) == seq:
+                del self._answers.recent[call_id]
+            call_seq = self._calls.get(call_id)
+            if call_seq is not None:  # the call is shown again without its result: open
+                for call in self.history[call_seq - 1].tool_calls:
+                    if call.id == call_id:
+                        self._open[call_id] = call
+        else:
+            _drop_last(self.boundaries.items, seq)
+            if role == "assistant":
+                self.assistant_count -= 1
+                calls = self._calls.recent
+                for call in message.tool_calls:  # its results, if any, were retracted before it
+                    if calls.get(call.id) == seq:
+                        del calls[call.id]
+                    self._open.pop(call.id, None)
+            elif role == "user":
+                _drop_last(self.user_seqs.items, seq)
+                if self.first_user_seq == seq:
+                    self.first_user_seq = None
+            elif role == "system" and self.head and self.head[-1].seq == seq:
+                self.head.pop()
+        self.pins.discard(seq)
+        self.retracted.add(seq)
+        if self.prepared is not None and self.prepared.covers_through_seq >= seq:
+            self.prepared = None  # it summarises the withdrawn message
+        if self.usage is not None and self.usage.through_seq >= seq:
+            self.usage = None  # it measured a prompt that showed the message
+
+    def _clear(self, through_seq: int) -> None:
+        """Withdraw every message up to ``through_seq`` (the newest): views start afresh."""
+        if not self.cleared_through <= through_seq == self.last_seq:
+            raise InvalidSeqError(
+                f"session {self.session_id!r}: a clear must run through the newest message "
+                f"{self.last_seq}, not {through_seq}"
+            )
+        self.cleared_through = through_seq
+        self.cleared_checkpoints = len(self.checkpoints)
+        self.prepared = None  # it summarises messages no view shows any more
+        self.retracted = set()
+        self.pins = set()
+        self.usage = None
+        self._reset_indices()  # open calls closed, ids free again, no head, no rounds
+        self.index_base = through_seq
+
     def recent_tool_results(self, count: int) -> Sequence[Message]:
         """Return the last ``count`` tool results, oldest first."""
         return [self.history[seq - 1] for seq in self.tool_seqs[-count:]] if count > 0 else []
+
+
+def _drop_last(items: list[int], seq: int) -> None:
+    """Remove ``seq`` from the end of a sorted index list, if it is there."""
+    if items and items[-1] == seq:
+        items.pop()

@@ -25,8 +25,10 @@ __all__ = [
     "ConfigChanged",
     "Event",
     "EventBase",
+    "HistoryCleared",
     "MessageAppended",
     "MessagePinned",
+    "MessageRetracted",
     "SessionForked",
     "SessionOpened",
     "SummaryPrepared",
@@ -203,6 +205,29 @@ class MessagePinned(EventBase, frozen=True, kw_only=True, tag="message_pinned"):
     seq: int
 
 
+class MessageRetracted(EventBase, frozen=True, kw_only=True, tag="message_retracted"):
+    """Message ``seq`` was withdrawn from the conversation: no later view shows it.
+
+    History keeps the message; only views change. Only the newest message still shown can be
+    retracted, and never one the checkpoint in force covers (its summary already tells of it).
+    A retracted tool result re-opens its call; a retracted assistant message withdraws its calls
+    (their ids may be used again).
+    """
+
+    seq: int
+
+
+class HistoryCleared(EventBase, frozen=True, kw_only=True, tag="history_cleared"):
+    """Every message up to ``through_seq`` was withdrawn: later views start after it.
+
+    History keeps the messages and checkpoints; views after the clear show neither them, nor
+    their summary, pins or head system messages. Tool calls still open are closed (never
+    answered) and their ids may be used again.
+    """
+
+    through_seq: int
+
+
 Event: TypeAlias = (
     SessionOpened
     | MessageAppended
@@ -218,6 +243,8 @@ Event: TypeAlias = (
     | MessagePinned
     | SummaryPrepared
     | CheckpointReverted
+    | MessageRetracted
+    | HistoryCleared
 )
 
 EVENT_TYPES: tuple[type[EventBase], ...] = (
@@ -235,4 +262,6 @@ EVENT_TYPES: tuple[type[EventBase], ...] = (
     MessagePinned,
     SummaryPrepared,
     CheckpointReverted,
+    MessageRetracted,
+    HistoryCleared,
 )

@@ -27,8 +27,10 @@ from ctxledger.errors import UnknownSessionError
 from ctxledger.events import (
     CheckpointCreated,
     CompactionStarted,
+    HistoryCleared,
     MessageAppended,
     MessagePinned,
+    MessageRetracted,
     SessionForked,
     SessionOpened,
     SummaryPrepared,
@@ -166,7 +168,7 @@ def what_if(
     for index, record in enumerate(records):
         event = record.event
         now = record.timestamp
-        if isinstance(event, MessageAppended | ToolResultSynthesized | MessagePinned) or (
+        if isinstance(event, _FOLDED) or (
             isinstance(event, UsageReported) and use_recorded_usage
         ):
             run.state.apply(event)
@@ -201,6 +203,16 @@ def _ends_batch(records: list[RecordedEvent], index: int) -> bool:
     record = records[index]
     following = records[index + 1] if index + 1 < len(records) else None
     return following is None or following.timestamp != record.timestamp
+
+
+# Events replayed as recorded: what the agent did (appends, pins, withdrawals), not decisions.
+_FOLDED = (
+    MessageAppended,
+    ToolResultSynthesized,
+    MessagePinned,
+    MessageRetracted,
+    HistoryCleared,
+)
 
 
 class _Run:

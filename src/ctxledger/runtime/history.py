@@ -345,6 +345,8 @@ class HistoryActor(_SimpleQueue):
         elif kind is Record:
             assert isinstance(command, Record)
             recorded, value = command.build(state)
+            if command.fresh:
+                self._reactive.pop(live.id, None)
             self._write(live, recorded, reply=command.reply, value=value)
         elif kind is Settle:
             if self._settled(live):

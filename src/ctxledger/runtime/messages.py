@@ -106,6 +106,7 @@ class Record(Command):
     """
 
     build: Callable[[SessionState], tuple[list[Event], Any]]
+    fresh: bool = False  # new input (a withdrawal): the reactive attempts start over
 
 
 @dataclass(slots=True)

@@ -23,7 +23,10 @@ from ctxledger.domain import (
     Serve,
     SessionState,
     Tokenizer,
+    clear_event,
     is_prompt_too_long,
+    retraction_events,
+    shown_messages,
 )
 from ctxledger.domain.audit import LossReport, audit_checkpoint
 from ctxledger.domain.placement import Placement, place_message
@@ -404,6 +407,84 @@ class Session:
         return answer_tool_call(self.recall, name, arguments)
 
 
+    # --- withdrawing messages: retraction and clearing ---------------------------------------
+    # Retraction and clearing are events (MessageRetracted, HistoryCleared; semantics in
+    # ctxledger.domain.withdrawal), decided by the owner on the session's current state.
+
+    def retract_last(self, replacement: Sequence[Message] = ()) -> Message:
+        """Withdraw the newest message still shown from every later view; return it.
+
+        History keeps the message (a ``MessageRetracted`` event is recorded); replay,
+        ``view_at`` and verify reproduce the views without it. A retracted tool result re-opens
+        its call; a retracted assistant message withdraws its calls, whose ids may be used again.
+
+        Args:
+            replacement: Messages appended in the same atomic batch, validated as if appended
+                right after the retraction (an agent framework that removes one part of a
+                grouped message puts the rest back this way).
+
+        Returns:
+            The retracted message, as recorded.
+
+        Raises:
+            InvalidSeqError: No message is shown (all retracted or cleared), or the newest one
+                is covered by the active checkpoint's summary; nothing is written.
+            InvalidMessageError: A replacement message does not fit; nothing is written.
+            HostClosedError: The host is closed.
+        """
+        retracted: Message = self._call(Record(self.id, Waiter(), _retract(replacement), True))
+        return retracted
+
+    def clear(self) -> int:
+        """Withdraw every message so far: later views start empty; return the last seq withdrawn.
+
+        History and checkpoints stay in the log (a ``HistoryCleared`` event is recorded). After
+        the clear, views show no earlier message, summary, pin or head system message; tool calls
+        left open are closed and every tool-call id may be used again. System messages appended
+        before the next user message head the views again.
+
+        Raises:
+            HostClosedError: The host is closed.
+        """
+        through: int = self._call(Record(self.id, Waiter(), _clear, True))
+        return through
+
+    def current_messages(self, limit: int | None = None) -> list[Message]:
+        """Return the messages still in the conversation, oldest first (raw, never masked).
+
+        Unlike :meth:`history` (every message ever appended), retracted and cleared messages are
+        left out; messages covered by a checkpoint are included.
+
+        Args:
+            limit: Return only the newest ``limit`` messages.
+
+        Raises:
+            ValueError: ``limit`` is not a non-negative integer.
+            HostClosedError: The host is closed.
+        """
+        _check_limit(limit)
+        shown: list[Message] = self._read(lambda state, _: shown_messages(state, limit))
+        return shown
+
+    async def aretract_last(self, replacement: Sequence[Message] = ()) -> Message:
+        """Async twin of :meth:`retract_last`."""
+        command = Record(self.id, _loop_reply(), _retract(replacement), True)
+        retracted: Message = await self._acall(command)
+        return retracted
+
+    async def aclear(self) -> int:
+        """Async twin of :meth:`clear`."""
+        through: int = await self._acall(Record(self.id, _loop_reply(), _clear, True))
+        return through
+
+    async def acurrent_messages(self, limit: int | None = None) -> list[Message]:
+        """Async twin of :meth:`current_messages`."""
+        _check_limit(limit)
+        command = Read(self.id, _loop_reply(), lambda state, _: shown_messages(state, limit))
+        shown: list[Message] = await self._acall(command)
+        return shown
+
+
 def _batch(messages: Sequence[Message]) -> tuple[Message, ...]:
     batch = tuple(messages)
     for message in batch:
@@ -425,3 +506,25 @@ def _check_reactive_error(error: object) -> None:
 
 def _loop_reply() -> Reply:
     return LoopWaiter(asyncio.get_running_loop())
+
+
+def _retract(
+    replacement: Sequence[Message],
+) -> Callable[[SessionState], tuple[list[Event], Any]]:
+    batch = _batch(replacement)
+
+    def build(state: SessionState) -> tuple[list[Event], Any]:
+        retracted = state.message(state.retraction_target())
+        return retraction_events(state, batch), retracted
+
+    return build
+
+
+def _clear(state: SessionState) -> tuple[list[Event], Any]:
+    event = clear_event(state)
+    return [event], event.through_seq
+
+
+def _check_limit(limit: object) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be a non-negative integer or None, got {limit!r}")

@@ -42,6 +42,8 @@ def check_view_invariants(
     tokenizer: Tokenizer | None = None,
     expected_history: Sequence[Message] | None = None,
     check_window: bool = True,
+    retracted: Collection[int] = (),
+    cleared_through: int = 0,
 ) -> None:
     """Check a model view against the history it was built from.
 
@@ -57,7 +59,10 @@ def check_view_invariants(
     truncated), ``pinned_not_shown`` (a pinned message, or under ``config.keep_first_request``
     the first user message once the summary covers it, is missing), ``lost_message`` (neither
     shown nor covered by the summary) and ``over_window`` (the view exceeds
-    ``config.context_window`` although its retained minimum alone would fit).
+    ``config.context_window`` although its retained minimum alone would fit) and
+    ``withdrawn_shown`` (a retracted message, or one up to the last clear, is in the view; such
+    messages are exempt from the other rules, and the first user message and the head system
+    messages are those after the clear that are not retracted).
 
     Args:
         history: The session's history (every appended message, with seqs).
@@ -69,6 +74,8 @@ def check_view_invariants(
         expected_history: What history must equal (for example a test's model of it).
         check_window: Check ``over_window``; pass False for a view served after the summariser
             failed (the previous checkpoint stays active, so the view may not fit).
+        retracted: Seqs of retracted messages (``SessionState.retracted``).
+        cleared_through: The last clear's ``through_seq`` (``SessionState.cleared_through``).
 
     Raises:
         AssertionError: An invariant is broken; the message names it and the seq.
@@ -77,10 +84,19 @@ def check_view_invariants(
     summaries = [m for m in view.messages if m.role == "summary"]
     covered = _covered_through(view, summaries, checkpoint)
     by_seq = _check_messages(history, view)
-    first_user = next((m.seq for m in history if m.role == "user"), None)
-    _check_head(history, view, first_user)
+    retracted = set(retracted)
+
+    def withdrawn(seq: int | None) -> bool:
+        return seq is not None and (seq <= cleared_through or seq in retracted)
+
+    for seq in by_seq:
+        if withdrawn(seq):
+            raise _fail("withdrawn_shown", seq, "a retracted or cleared message is in the view")
+    shown = [m for m in history if not withdrawn(m.seq)]
+    first_user = next((m.seq for m in shown if m.role == "user"), None)
+    _check_head(shown, view, first_user)
     _check_tool_pairing(view.messages)
-    call_names = {call.id: call.name for m in history for call in m.tool_calls}
+    call_names = {call.id: call.name for m in shown for call in m.tool_calls}
     # The first user message, once covered, is kept in the pinned slot (cut to the tool-result
     # limit unless pinned explicitly).
     kept_request = (
@@ -88,11 +104,11 @@ def check_view_invariants(
         if config.keep_first_request and first_user is not None and first_user <= covered
         else None
     )
-    for message in history:
+    for message in shown:
         assert message.seq is not None
         seq = message.seq
-        shown = by_seq.get(seq)
-        if shown is None:
+        rendered = by_seq.get(seq)
+        if rendered is None:
             is_head = message.role == "system" and (first_user is None or seq < first_user)
             if seq in pins and not is_head:
                 raise _fail("pinned_not_shown", seq, "a pinned message is missing from the view")
@@ -107,18 +123,18 @@ def check_view_invariants(
                     f"not in the view and not covered (covered through {covered})",
                 )
             continue
-        if shown.content == message.content:
+        if rendered.content == message.content:
             continue
         if message.role == "tool":
             name = message.name or call_names.get(message.tool_call_id or "", "tool")
-            if seq not in pins and shown.content == mask_text(name):
+            if seq not in pins and rendered.content == mask_text(name):
                 continue
-            if is_truncation_of(shown.content, message.content, seq):
+            if is_truncation_of(rendered.content, message.content, seq):
                 continue
         elif (
             seq == kept_request
             and seq not in pins
-            and is_truncation_of(shown.content, message.content, seq)
+            and is_truncation_of(rendered.content, message.content, seq)
         ):
             continue
         raise _fail(

@@ -1,0 +1,191 @@
+"""Integration overhead (issue 18): what ctxledger adds to one agent turn of each framework.
+
+One *turn* is one user message: the scripted model calls a tool, the tool runs, the model
+answers (two model calls). Each variant runs the same turns in one conversation; the table gives
+the median and p90 wall time per turn and the median's difference to the framework's own
+in-memory history, which is the overhead the integration adds.
+
+* OpenAI Agents SDK, ``Runner.run`` per turn: ``SQLiteSession(":memory:")`` (the SDK's in-memory
+  session) against ``LedgerSession`` (the view read once per run) and ``LedgerSession`` with
+  ``run_config()`` (the view on every model call).
+* LangChain ``create_agent`` with ``InMemorySaver``, without and with ``LedgerMiddleware``.
+
+ctxledger runs with durability ``sync`` (every append and served view on disk before it returns)
+and, to tell CPU from fsync, ``none``. The model, the tools and the conversation are identical
+across variants, so the difference is the integration's work.
+
+Usage::
+
+    .venv/bin/python bench/bench_integrations.py            # 300 turns per variant
+    .venv/bin/python bench/bench_integrations.py --turns 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import structlog
+from agents import (
+    Agent,
+    ModelResponse,
+    Runner,
+    SQLiteSession,
+    Usage,
+    function_tool,
+    set_tracing_disabled,
+)
+from agents.models.interface import Model
+from agents.testing import assistant_message, function_call
+from langchain.agents import create_agent
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from ctxledger import Config, Host
+from ctxledger.integrations.langchain import LedgerMiddleware
+from ctxledger.integrations.openai_agents import LedgerSession
+
+CONFIG = Config(context_window=128_000)
+QUESTION = "Look up the build status of the service and summarise what failed. " * 3
+OUTPUT = "step 12 of 40: compiling module, warnings: 0 " * 10
+
+
+@function_tool
+def status_sdk(service: str) -> str:
+    """Return the build status of a service."""
+    return OUTPUT
+
+
+@tool
+def status(service: str) -> str:
+    """Return the build status of a service."""
+    return OUTPUT
+
+
+class SdkModel(Model):
+    """Calls the tool for a user message, answers after its output."""
+
+    async def get_response(  # type: ignore[override]
+        self, system_instructions: str | None, input: Any, *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        last = input[-1] if isinstance(input, list) else {}
+        if last.get("type") == "function_call_output":
+            output = [assistant_message("The build failed in step 12.", item_id=uuid4().hex)]
+        else:
+            output = [function_call("status_sdk", {"service": "api"}, call_id=uuid4().hex)]
+        return ModelResponse(output=output, usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+class ChatModel(BaseChatModel):
+    """The same script for LangChain."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "bench"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ChatModel:
+        return self
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        if messages[-1].type == "tool":
+            reply = AIMessage("The build failed in step 12.")
+        else:
+            call = {"name": "status", "args": {"service": "api"}, "id": uuid4().hex}
+            reply = AIMessage("", tool_calls=[call])
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def sdk_turn(variant: str, host: Host | None) -> Callable[[], None]:
+    """One ``Runner.run`` per call on a conversation of its own."""
+    agent = Agent(name="ops", instructions="Help.", model=SdkModel(), tools=[status_sdk])
+    loop = asyncio.new_event_loop()
+    if host is None:
+        session: Any = SQLiteSession("bench", ":memory:")
+        run_config = None
+    else:
+        session = LedgerSession(host.session(f"sdk-{variant}"))
+        run_config = session.run_config() if variant == "filter" else None
+    return lambda: loop.run_until_complete(
+        Runner.run(agent, QUESTION, session=session, run_config=run_config)
+    )
+
+
+def langchain_turn(host: Host | None) -> Callable[[], None]:
+    """One ``invoke`` per call on a thread of its own."""
+    middleware = [] if host is None else [LedgerMiddleware(host.session("langchain"))]
+    agent = create_agent(ChatModel(), [status], middleware=middleware, checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "bench"}}
+    return lambda: agent.invoke({"messages": [HumanMessage(QUESTION)]}, config)
+
+
+def run(turns: int, durability: str) -> dict[str, list[float]]:
+    """Turns of every variant, interleaved (one of each in turn), so that load hits all alike."""
+    with tempfile.TemporaryDirectory() as tmp:
+        hosts = [
+            Host.open(Path(tmp) / name, config=CONFIG, durability=durability)  # type: ignore[arg-type]
+            for name in ("sdk", "filter", "langchain")
+        ]
+        variants = {
+            "SDK SQLiteSession(':memory:')": sdk_turn("sqlite", None),
+            "SDK LedgerSession": sdk_turn("ledger", hosts[0]),
+            "SDK LedgerSession + run_config()": sdk_turn("filter", hosts[1]),
+            "LangChain create_agent + InMemorySaver": langchain_turn(None),
+            "LangChain + LedgerMiddleware": langchain_turn(hosts[2]),
+        }
+        times: dict[str, list[float]] = {name: [] for name in variants}
+        try:
+            for _ in range(turns):
+                for name, turn in variants.items():
+                    started = time.perf_counter()
+                    turn()
+                    times[name].append(time.perf_counter() - started)
+        finally:
+            for host in hosts:
+                host.close()
+    return times
+
+
+def _paired(times: list[float], base: list[float]) -> float:
+    return statistics.median(a - b for a, b in zip(times, base, strict=True)) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=300)
+    args = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    set_tracing_disabled(True)
+    print(f"{args.turns} turns per variant, interleaved (a tool call and an answer per turn)")
+    for durability in ("sync", "none"):
+        times = run(args.turns, durability)
+        print(f"\nctxledger durability {durability!r}\n")
+        print("| variant | median ms/turn | p90 ms/turn | overhead ms/turn (median of pairs) |")
+        print("|---|---:|---:|---:|")
+        bases = {
+            "SDK": "SDK SQLiteSession(':memory:')",
+            "Lan": "LangChain create_agent + InMemorySaver",
+        }
+        for name, values in times.items():
+            base = bases[name[:3]]
+            median = statistics.median(values) * 1000
+            p90 = sorted(values)[int(len(values) * 0.9)] * 1000
+            extra = "—" if name == base else f"{_paired(values, times[base]):+.2f}"
+            print(f"| {name} | {median:.2f} | {p90:.2f} | {extra} |")
+
+
+if __name__ == "__main__":
+    main()
