@@ -66,6 +66,7 @@ __all__ = [
     "Request",
     "Serve",
     "Summarized",
+    "background_estimate",
     "decide",
     "served",
     "usable_prepared",
@@ -254,6 +255,18 @@ def decide(
     if isinstance(request, Adopt):
         return _adopt(state, request)
     return _recover(state)
+
+
+def background_estimate(state: SessionState, *, tokenizer: Tokenizer) -> int:
+    """The estimate a background compaction is measured against (see :class:`Background`).
+
+    That is the current view's, or, while a prepared summary may still be activated, the view
+    that summary would give: a new background compaction is due once that one no longer
+    absorbs the growth.
+    """
+    prepared = usable_prepared(state)
+    checkpoint = prepared_checkpoint(prepared) if prepared is not None else None
+    return draft_view(state, tokenizer=tokenizer, checkpoint=checkpoint).estimated_tokens
 
 
 def usable_prepared(state: SessionState) -> SummaryPrepared | None:

@@ -94,17 +94,29 @@ def tail_messages(
 ) -> Iterator[Message]:
     """Yield the rendered messages with ``seq >= cut`` that are neither head system messages nor
     withdrawn (retracted, or up to the last clear)."""
-    policy = policy or render_policy(state)
+    yield from _tail(state, cut, policy or render_policy(state))
+
+
+def _tail(state: SessionState, cut: int, policy: RenderPolicy) -> list[Message]:
+    # The hot loop of every view: only tool results are rendered (masked or truncated); the
+    # head system messages can only come before the first user message.
     history = state.history
     first_user = state.first_user_seq
+    head_end = (first_user or state.last_seq + 1) - 1  # head messages lie at index < head_end
     retracted = state.retracted
     start = max(cut, state.cleared_through + 1, 1) - 1
+    shown: list[Message] = []
+    append = shown.append
     for index, message in enumerate(history[start:], start):  # a slice: whole chunks at a time
-        if message.role == "system" and (first_user is None or index + 1 < first_user):
-            continue  # a head system message: already shown first
-        if retracted and index + 1 in retracted:
+        role = message.role
+        if role == "tool":
+            if not retracted or index + 1 not in retracted:
+                append(render_message(state, policy, message))
             continue
-        yield render_message(state, policy, message)
+        if (role == "system" and index < head_end) or (retracted and index + 1 in retracted):
+            continue
+        append(message)
+    return shown
 
 
 def assemble(state: SessionState, checkpoint: Checkpoint | None) -> list[Message]:
@@ -127,5 +139,5 @@ def assemble(state: SessionState, checkpoint: Checkpoint | None) -> list[Message
         messages.append(message)
     if checkpoint is not None:
         messages.append(summary_message(checkpoint))
-    messages.extend(tail_messages(state, cut, policy))
+    messages.extend(_tail(state, cut, policy))
     return messages

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import overload
+from typing import Any, overload
 
 import msgspec
 
@@ -477,8 +477,10 @@ class SessionState:
         self.prepared: SummaryPrepared | None = None
         self.background_failures = 0
         self.background_retry_seq = 0
-        # How tool results are shown, by seq (see ctxledger.domain.render): a cache, not state.
+        # How tool results are shown, by seq (see ctxledger.domain.render), and the last draft of
+        # the view (see ctxledger.domain.view.draft_view): caches, not state.
         self.render_cache: dict[int, tuple[Message, bool, Message]] = {}
+        self.draft_memo: tuple[Any, Any] | None = None
         self.active_restored = False
         self.retracted: set[int] = set()
         self.cleared_through = 0
@@ -570,6 +572,7 @@ class SessionState:
         self.config = config
         self.background = None
         self.render_cache.clear()
+        self.draft_memo = None
 
     def to_snapshot(self) -> bytes:
         """Encode the state (deterministic msgpack with a version field).

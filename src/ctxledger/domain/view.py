@@ -130,9 +130,27 @@ def draft_view(
     will serve once that checkpoint is recorded, which makes the figure stale.
     """
     if checkpoint is None:
-        active, usage_current = state.active_checkpoint, True
-    else:
-        active, usage_current = checkpoint, False
+        # Planning and serving a step, and checking the budget after an append, all look at
+        # the same state: the draft is kept until the state folds its next event.
+        key = (state.events_applied, id(tokenizer), pending)
+        memo = state.draft_memo
+        if memo is not None and memo[0] == key:
+            kept: Draft = memo[1]
+            return kept
+        draft = _draft(state, tokenizer, pending, state.active_checkpoint, usage_current=True)
+        state.draft_memo = (key, draft)
+        return draft
+    return _draft(state, tokenizer, pending, checkpoint, usage_current=False)
+
+
+def _draft(
+    state: SessionState,
+    tokenizer: Tokenizer,
+    pending: str,
+    active: Checkpoint | None,
+    *,
+    usage_current: bool,
+) -> Draft:
     messages = assemble(state, active)
     view_tokens = tokenizer.count_messages(messages)
     if pending:

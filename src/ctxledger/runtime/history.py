@@ -19,14 +19,16 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import msgspec
 import pykka
 
 from ctxledger._logging import get_logger
 from ctxledger.domain import (
+    BACKGROUND_BACKOFF,
     Background,
+    CharTokenizer,
     Compact,
     CompactionResult,
     Decision,
@@ -38,8 +40,9 @@ from ctxledger.domain import (
     SessionState,
     Summarized,
     Tokenizer,
+    background_estimate,
     decide,
-    draft_view,
+    message_chars,
     threshold_for,
 )
 from ctxledger.errors import ContextOverflowError, HostClosedError, InvalidSeqError
@@ -50,6 +53,7 @@ from ctxledger.events import (
     MessageAppended,
     MessagePinned,
     UsageReported,
+    ViewServed,
 )
 from ctxledger.runtime.loading import snapshot_due
 from ctxledger.runtime.messages import (
@@ -141,6 +145,7 @@ class _Live:
     __slots__ = (
         "background",
         "background_timer",
+        "bound",
         "id",
         "last_event_seq",
         "op",
@@ -148,6 +153,7 @@ class _Live:
         "prepare_pending",
         "pressure_sent",
         "queue",
+        "quiet_until",
         "settle_replies",
         "state",
         "writing",
@@ -166,6 +172,8 @@ class _Live:
         self.prepare_pending = False
         self.pressure_sent = False
         self.settle_replies: list[Reply] = []
+        self.bound: int | None = None  # an upper bound of the background estimate, in tokens
+        self.quiet_until = 0  # no background compaction is looked for before this seq
 
     @property
     def idle(self) -> bool:
@@ -258,10 +266,11 @@ class HistoryActor(_SimpleQueue):
 
     # --- pykka -----------------------------------------------------------------------------------
 
-    def on_receive(self, message: Any) -> Any:
+    def _handle_receive(self, message: Any) -> Any:
+        # The runtime's own messages first, ahead of pykka's checks for its proxy messages.
         handler = self._handlers.get(type(message))
         if handler is None:
-            return super().on_receive(message)
+            return super()._handle_receive(message)
         handler(message)
         return None
 
@@ -585,8 +594,13 @@ class HistoryActor(_SimpleQueue):
 
     # --- background compaction -------------------------------------------------------------------
 
-    def _pressure(self, live: _Live) -> None:
-        """After an append or usage report: tell budget if a summary should be prepared now."""
+    def _pressure(self, live: _Live, appended: Sequence[Event]) -> None:
+        """After an append or usage report: tell budget if a summary should be prepared now.
+
+        The exact estimate (a whole view) is computed only when it may have crossed: after one,
+        appended messages raise an upper bound of it by their size (masking and truncation only
+        ever shrink what a message adds), so most appends cost nothing here.
+        """
         state = live.state
         assert state is not None
         config = state.config
@@ -596,12 +610,22 @@ class HistoryActor(_SimpleQueue):
             or live.background is not None
             or state.background is not None
             or state.last_seq < 3
-            or state.last_seq < state.background_retry_seq
+            or state.last_seq < max(state.background_retry_seq, live.quiet_until)
         ):
             return
+        tokenizer = self._rt.tokenizer
+        if live.bound is not None and appended and type(tokenizer) is CharTokenizer:
+            added = sum(message_chars(event.message) for event in appended if _has_message(event))
+            live.bound += added // tokenizer.chars_per_token + len(appended)
+        else:
+            live.bound = None  # a usage report, or a tokenizer whose counts cannot be bounded
         threshold = threshold_for(state)
-        estimate = draft_view(state, tokenizer=self._rt.tokenizer).estimated_tokens
-        if estimate < threshold * config.prepare_threshold:
+        prepare_at = threshold * config.prepare_threshold
+        if live.bound is not None and live.bound < prepare_at:
+            return
+        estimate = background_estimate(state, tokenizer=tokenizer)
+        live.bound = estimate
+        if estimate < prepare_at:
             return
         live.pressure_sent = True
         self._rt.budget.tell(Pressure(live.id, estimate / threshold, self.actor_ref))
@@ -626,6 +650,8 @@ class HistoryActor(_SimpleQueue):
         )
         job = decision.job
         if job is None:
+            # Nothing to prepare after all (no cut makes progress yet): look again later.
+            live.quiet_until = state.last_seq + BACKGROUND_BACKOFF
             self._background_ended(live)
             return
         live.background = job
@@ -685,7 +711,8 @@ class HistoryActor(_SimpleQueue):
                 if inner is not None:
                     inner(records, error)
                 if error is None:
-                    self._pressure(live)
+                    appended = [e for e in events if type(e) is MessageAppended]
+                    self._pressure(live, appended)
 
             on_done = with_pressure
         write = _Write(self._tokens, events, on_done, reply, value, op)
@@ -707,12 +734,12 @@ class HistoryActor(_SimpleQueue):
         session_id, token, reply, value = live.id, write.token, write.reply, write.value
 
         def committed(records: list[RecordedEvent] | None, error: BaseException | None) -> None:
-            # On the journal thread: tell this actor first, so that the caller's next request,
-            # sent once it is answered below, finds the batch folded.
-            with contextlib.suppress(pykka.ActorDeadError):
-                me.tell(Durable(session_id, token, records, error))
+            # On the journal thread. The caller is answered first: its next request waits
+            # behind this batch anyway (the session is writing until Durable is handled).
             if reply is not None:
                 reply.resolve(value if error is None else None, error)
+            with contextlib.suppress(pykka.ActorDeadError):
+                me.tell(Durable(session_id, token, records, error))
 
         self._rt.log.submit(
             live.id, write.events, expected_seq=live.last_event_seq, callback=committed
@@ -730,7 +757,10 @@ class HistoryActor(_SimpleQueue):
         if message.error is None and records:
             apply = state.apply
             for record in records:
-                apply(record.event)
+                event = record.event
+                apply(event)
+                if type(event) is not MessageAppended and type(event) is not ViewServed:
+                    live.bound = None  # it may change the estimate in any direction
             previous, live.last_event_seq = live.last_event_seq, records[-1].seq
             if snapshot_due(previous, live.last_event_seq, state.config.snapshot_interval):
                 # Taken after the fold, so snapshot + tail replays to exactly this state.
@@ -793,6 +823,10 @@ class HistoryActor(_SimpleQueue):
             else:
                 lives.move_to_end(session_id)  # in use: look at it again later
                 busy += 1
+
+
+def _has_message(event: Event) -> TypeGuard[MessageAppended]:
+    return type(event) is MessageAppended
 
 
 def _abandoned(compaction_id: str) -> CompactionFailed:

@@ -10,7 +10,6 @@ async caller needs no worker thread.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 from typing import Any
 
@@ -51,22 +50,43 @@ class LoopWaiter:
         self.future: asyncio.Future[Any] = loop.create_future()
 
     def resolve(self, value: Any, error: BaseException | None = None) -> None:
-        """Answer the awaiting task (a no-op when its loop is closed)."""
-        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is left to answer
-            self.loop.call_soon_threadsafe(_settle, self.future, value, error)
+        """Answer the awaiting task (a no-op when its loop is closed).
+
+        Answers to one loop that come close together share one wake-up of the loop: the first
+        schedules a callback there, the others join its list until it runs.
+        """
+        loop = self.loop
+        with _pending_lock:
+            pending = _pending.get(loop)
+            if pending is not None:
+                pending.append((self.future, value, error))
+                return
+            _pending[loop] = [(self.future, value, error)]
+        try:
+            loop.call_soon_threadsafe(_settle_pending, loop)
+        except RuntimeError:  # a closed loop: nobody is left to answer
+            with _pending_lock:
+                _pending.pop(loop, None)
 
     async def wait(self) -> Any:
         """Await the answer; return the value or raise the error."""
         return await self.future
 
 
-def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
-    if future.cancelled():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(value)
+_pending_lock = threading.Lock()
+_pending: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, Any]]] = {}
+
+
+def _settle_pending(loop: asyncio.AbstractEventLoop) -> None:
+    with _pending_lock:
+        answers = _pending.pop(loop, [])
+    for future, value, error in answers:
+        if future.cancelled():
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
 
 
 #: Either kind of reply slot.

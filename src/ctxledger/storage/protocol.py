@@ -32,6 +32,9 @@ __all__ = [
 #: room for prefixes a backend adds to its keys and are far more than any id generator uses.
 MAX_SESSION_ID_BYTES = 255
 
+# Ids that passed check_session_id, with the limit they passed under.
+_checked: dict[str, int] = {}
+
 #: How hard an append presses its commit to disk (see :class:`~ctxledger.storage.LmdbEventLog`).
 Durability: TypeAlias = Literal["sync", "group", "none"]
 DURABILITY_MODES: tuple[str, ...] = ("sync", "group", "none")
@@ -60,6 +63,8 @@ def check_session_id(session_id: object) -> str:
         TypeError: ``session_id`` is not a string.
         InvalidSessionIdError: It breaks one of the rules; ``limit`` says which.
     """
+    if type(session_id) is str and _checked.get(session_id) == MAX_SESSION_ID_BYTES:
+        return session_id  # an id comes back with every append: it was checked already
     if not isinstance(session_id, str):
         raise TypeError(f"session_id must be a string, got {type(session_id).__name__}")
     if not session_id:
@@ -85,6 +90,9 @@ def check_session_id(session_id: object) -> str:
             f"session_id {shown} is {size} bytes of UTF-8; the limit is {MAX_SESSION_ID_BYTES}",
             limit=f"at most {MAX_SESSION_ID_BYTES} bytes of UTF-8",
         )
+    if len(_checked) >= 1 << 16:
+        _checked.clear()
+    _checked[session_id] = MAX_SESSION_ID_BYTES
     return session_id
 
 
