@@ -362,6 +362,33 @@ def test_load_snapshot_returns_newest(log: EventLog) -> None:
     assert log.load_snapshot("s") == (4, b"four")
 
 
+def test_snapshot_seqs_lists_them_in_order_per_session(log: EventLog) -> None:
+    """snapshot_seqs lists a session's snapshots ascending, and only its own."""
+    log.append("s", usage(9), expected_seq=0)
+    log.append("t", usage(3), expected_seq=0)
+    for seq in (6, 2, 4):
+        log.save_snapshot("s", seq, b"x")
+    log.save_snapshot("t", 3, b"y")
+    assert log.snapshot_seqs("s") == [2, 4, 6]
+    assert log.snapshot_seqs("t") == [3]
+    assert log.snapshot_seqs("nobody") == []
+
+
+def test_deleted_snapshots_are_gone_and_the_rest_stay(log: EventLog) -> None:
+    """delete_snapshots removes exactly the named ones; missing seqs are ignored."""
+    log.append("s", usage(9), expected_seq=0)
+    log.append("t", usage(9), expected_seq=0)
+    for seq in (2, 4, 6, 8):
+        log.save_snapshot("s", seq, f"s{seq}".encode())
+        log.save_snapshot("t", seq, f"t{seq}".encode())
+    log.delete_snapshots("s", [4, 8, 5])
+    assert log.snapshot_seqs("s") == [2, 6]
+    assert log.snapshot_seqs("t") == [2, 4, 6, 8]
+    assert log.load_snapshot("s") == (6, b"s6")
+    assert log.load_snapshot("s", 5) == (2, b"s2")
+    log.delete_snapshots("nobody", [1])  # an unknown session has none to delete
+
+
 def test_load_snapshot_honours_the_bound(log: EventLog) -> None:
     """With a bound, the newest snapshot at or before it is returned."""
     log.append("s", usage(5), expected_seq=0)

@@ -13,7 +13,7 @@ import pytest
 from ctxledger import Config, Host, InvalidSeqError, Message, ToolCall, replay
 from ctxledger.domain import SessionState
 from ctxledger.events import CheckpointCreated, Event, ViewServed
-from ctxledger.runtime.loading import fold_session
+from ctxledger.runtime.loading import DENSE_SNAPSHOTS, fold_session
 from ctxledger.storage import EventLog, MemoryEventLog, RecordedEvent
 
 SMALL = Config(context_window=1500, compression_threshold=0.6, min_retain_rounds=1, micro_batch=2)
@@ -330,3 +330,19 @@ def test_full_replay_equals_snapshot_plus_tail_equals_live(
             live: SessionState = s._live_state()
             full, fast = _equivalent(host.log, name)
             assert full == fast == live.to_snapshot(), name
+
+
+def test_a_long_session_keeps_a_bounded_set_of_snapshots(db: Path) -> None:
+    """Snapshots are pruned as the session grows; old views still rebuild from what is kept."""
+    config = SMALL.replace(snapshot_interval=5, prepare_threshold=0.0)
+    with Host.open(db, config=config, id_factory=_ids()) as host:
+        served = drive(host.session("a"), 80)
+        events = host.log.last_seq("a")
+        kept = host.log.snapshot_seqs("a")
+        assert events // 5 > 40  # it saved dozens ...
+        assert len(kept) <= DENSE_SNAPSHOTS + (events // 5).bit_length()  # ... and keeps few
+        newest = max(kept)
+        recent = [s for s in kept if newest - s < DENSE_SNAPSHOTS * 5]
+        assert len(recent) >= DENSE_SNAPSHOTS - 1  # one per interval (a batch may skip one)
+        for seq, view_hash in served[::7]:
+            assert replay.view_at(host.log, "a", seq).view_hash == view_hash

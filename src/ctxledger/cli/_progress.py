@@ -126,6 +126,14 @@ class CountingLog:
         """See :meth:`EventLog.load_snapshot`."""
         return self._log.load_snapshot(session_id, at_or_before_seq)
 
+    def snapshot_seqs(self, session_id: str) -> list[int]:
+        """See :meth:`EventLog.snapshot_seqs`."""
+        return self._log.snapshot_seqs(session_id)
+
+    def delete_snapshots(self, session_id: str, seqs: Sequence[int]) -> None:
+        """See :meth:`EventLog.delete_snapshots`."""
+        self._log.delete_snapshots(session_id, seqs)
+
     def close(self) -> None:
         """Close the log underneath."""
         self._log.close()

@@ -725,7 +725,10 @@ class HistoryActor(_SimpleQueue):
         live.writing = write
         if write.snapshot is not None:
             seq, data = write.snapshot
-            self._rt.projection.save(SaveSnapshot(live.id, seq, data, self.actor_ref, write.token))
+            interval = live.state.config.snapshot_interval if live.state is not None else 1
+            self._rt.projection.save(
+                SaveSnapshot(live.id, seq, data, self.actor_ref, write.token, interval)
+            )
             return
         if not write.events:
             self._on_durable(Durable(live.id, write.token, [], None))

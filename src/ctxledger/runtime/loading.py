@@ -14,7 +14,7 @@ the log) or comes from an incompatible version is ignored and the fold falls bac
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import partial
 
 from ctxledger._logging import get_logger
@@ -47,12 +47,44 @@ __all__ = [
     "read_checkpoints",
     "read_messages",
     "snapshot_due",
+    "snapshots_to_drop",
     "state_at_checkpoint",
     "view_span_end",
 ]
 
 _logger = get_logger(__name__)
 _PROBE_PAGE = 16  # events read at a time while looking for the next message append
+
+
+#: Snapshots within this many intervals of the newest are all kept: recovery and ``view_at``
+#: anywhere in a session's recent events fold at most one interval.
+DENSE_SNAPSHOTS = 10
+
+
+def snapshots_to_drop(seqs: Sequence[int], interval: int) -> list[int]:
+    """Return the snapshots (by seq) a session no longer needs to keep.
+
+    Kept: every snapshot within :data:`DENSE_SNAPSHOTS` intervals of the newest, and beyond that
+    one per doubling of age (ages ``[s, 2s)``, ``[2s, 4s)``, ... with ``s`` the dense span, the
+    oldest of each), so the set grows with the logarithm of the session's length while a fold to
+    any older point still starts from a snapshot at most as far back as that point is old.
+    """
+    if not seqs:
+        return []
+    newest = max(seqs)
+    span = DENSE_SNAPSHOTS * interval
+    kept_buckets: set[int] = set()
+    drop: list[int] = []
+    for seq in sorted(seqs):  # oldest first: the oldest of each bucket is the one kept
+        age = newest - seq
+        if age < span:
+            continue
+        bucket = (age // span).bit_length()
+        if bucket in kept_buckets:
+            drop.append(seq)
+        else:
+            kept_buckets.add(bucket)
+    return drop
 
 
 def snapshot_due(previous_event_seq: int, new_event_seq: int, interval: int) -> bool:

@@ -203,7 +203,8 @@ class BackgroundEnded:
 
 @dataclass(slots=True)
 class SaveSnapshot:
-    """Projection actor: store ``data``, the session's snapshot after event ``seq``.
+    """Projection actor: store ``data``, the session's snapshot after event ``seq``, and drop
+    the older ones it no longer needs (:func:`~ctxledger.runtime.loading.snapshots_to_drop`).
 
     ``owner`` is then told ``Durable(session_id, token, [], None)`` (a snapshot that cannot be
     stored is logged, not reported: it only makes a later fold longer).
@@ -214,3 +215,4 @@ class SaveSnapshot:
     data: bytes
     owner: Any
     token: int
+    interval: int  # the session's snapshot interval (for which older snapshots to keep)

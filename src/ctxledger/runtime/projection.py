@@ -20,7 +20,7 @@ import pykka
 from ctxledger._logging import get_logger
 from ctxledger.errors import CtxLedgerError, UnknownSessionError, VersionConflictError
 from ctxledger.events import SessionOpened
-from ctxledger.runtime.loading import fold_session
+from ctxledger.runtime.loading import fold_session, snapshots_to_drop
 from ctxledger.runtime.messages import Durable, Load, Loaded, SaveSnapshot
 from ctxledger.storage import EventLog
 
@@ -69,8 +69,11 @@ class ProjectionActor(pykka.ThreadingActor):
             message.owner.tell(loaded)
 
     def _save(self, message: SaveSnapshot) -> None:
+        log, session_id = self._event_log, message.session_id
         try:
-            self._event_log.save_snapshot(message.session_id, message.seq, message.data)
+            log.save_snapshot(session_id, message.seq, message.data)
+            drop = snapshots_to_drop(log.snapshot_seqs(session_id), message.interval)
+            log.delete_snapshots(session_id, drop)
         except CtxLedgerError as exc:  # a snapshot is an optimisation: its loss costs a longer fold
             _log.warning(
                 "snapshot_not_saved", session_id=message.session_id, seq=message.seq, error=str(exc)

@@ -406,7 +406,6 @@ class Session:
         """
         return answer_tool_call(self.recall, name, arguments)
 
-
     # --- withdrawing messages: retraction and clearing ---------------------------------------
     # Retraction and clearing are events (MessageRetracted, HistoryCleared; semantics in
     # ctxledger.domain.withdrawal), decided by the owner on the session's current state.

@@ -36,7 +36,15 @@ from ctxledger.storage._layout import (
 )
 from ctxledger.storage.journal import RequestFailed
 
-__all__ = ["AppendOp", "Databases", "DictionaryOp", "LmdbWriter", "SnapshotOp", "last_key_before"]
+__all__ = [
+    "AppendOp",
+    "Databases",
+    "DictionaryOp",
+    "DropSnapshotsOp",
+    "LmdbWriter",
+    "SnapshotOp",
+    "last_key_before",
+]
 
 
 class Databases(NamedTuple):
@@ -82,6 +90,14 @@ class SnapshotOp:
     session_id: str
     seq: int
     record: bytes
+
+
+@dataclass(slots=True)
+class DropSnapshotsOp:
+    """Delete the snapshots of a session taken after events ``seqs``."""
+
+    session_id: str
+    seqs: tuple[int, ...]
 
 
 @dataclass(slots=True)
@@ -158,6 +174,9 @@ class LmdbWriter:
                 return self._append(txn, op, self._now), None
             if isinstance(op, SnapshotOp):
                 self._snapshot(txn, op)
+                return None, None
+            if isinstance(op, DropSnapshotsOp):
+                self._drop_snapshots(txn, op)
                 return None, None
             return self._dictionary(txn, op), None
         except (VersionConflictError, UnknownSessionError) as exc:
@@ -299,6 +318,13 @@ class LmdbWriter:
         if number is None:
             raise UnknownSessionError(f"no session {op.session_id!r}")
         txn.put(pack_pair(number, op.seq), op.record, db=self._dbs.snapshots)
+
+    def _drop_snapshots(self, txn: lmdb.Transaction, op: DropSnapshotsOp) -> None:
+        number = self._number(txn, op.session_id)
+        if number is None:
+            return
+        for seq in op.seqs:
+            txn.delete(pack_pair(number, seq), db=self._dbs.snapshots)
 
     def _dictionary(self, txn: lmdb.Transaction, op: DictionaryOp) -> int:
         cursor = txn.cursor(db=self._dbs.dicts)

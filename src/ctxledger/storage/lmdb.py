@@ -43,6 +43,7 @@ from ctxledger.storage._lmdb_env import SharedEnvironment
 from ctxledger.storage._lmdb_writer import (
     AppendOp,
     DictionaryOp,
+    DropSnapshotsOp,
     SnapshotOp,
     last_key_before,
 )
@@ -446,6 +447,28 @@ class LmdbEventLog:
         with self._reading() as txn:
             cursor = txn.cursor(db=self._shared.dbs.global_)
             return unpack_u64(cursor.key()) if cursor.last() else 0
+
+    def snapshot_seqs(self, session_id: str) -> list[int]:
+        """Return the seqs of the session's stored snapshots, ascending."""
+        with self._reading() as txn:
+            number = self._number(txn, session_id)
+            if number is None:
+                return []
+            cursor = txn.cursor(db=self._shared.dbs.snapshots)
+            seqs: list[int] = []
+            if not cursor.set_range(pack_pair(number, 0)):
+                return seqs
+            for key in cursor.iternext(values=False):
+                key_number, seq = unpack_pair(key)
+                if key_number != number:
+                    break
+                seqs.append(seq)
+            return seqs
+
+    def delete_snapshots(self, session_id: str, seqs: Sequence[int]) -> None:
+        """Delete the session's snapshots taken after events ``seqs`` (one journal request)."""
+        if seqs:
+            self._journal().submit(DropSnapshotsOp(session_id, tuple(seqs)))
 
     def load_snapshot(
         self, session_id: str, at_or_before_seq: int | None = None

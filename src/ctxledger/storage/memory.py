@@ -167,6 +167,20 @@ class MemoryEventLog:
                 raise UnknownSessionError(f"no session {session_id!r}")
             self._snapshots.setdefault(session_id, {})[seq] = record
 
+    def snapshot_seqs(self, session_id: str) -> list[int]:
+        """Return the seqs of the session's stored snapshots, ascending."""
+        with self._lock:
+            self._check_open()
+            return sorted(self._snapshots.get(session_id, {}))
+
+    def delete_snapshots(self, session_id: str, seqs: Sequence[int]) -> None:
+        """Delete the session's snapshots taken after events ``seqs``."""
+        with self._lock:
+            self._check_open()
+            stored = self._snapshots.get(session_id, {})
+            for seq in seqs:
+                stored.pop(seq, None)
+
     def load_snapshot(
         self, session_id: str, at_or_before_seq: int | None = None
     ) -> tuple[int, bytes] | None:

@@ -280,6 +280,19 @@ class EventLog(Protocol):
         """
         ...
 
+    def snapshot_seqs(self, session_id: str) -> list[int]:
+        """Return the seqs of the session's stored snapshots, ascending (none: ``[]``)."""
+        ...
+
+    def delete_snapshots(self, session_id: str, seqs: Sequence[int]) -> None:
+        """Delete the session's snapshots taken after events ``seqs`` (missing ones are ignored).
+
+        Snapshots are an optimisation: a fold starts from the newest one at or before its bound,
+        or from the first event. Hosts keep a bounded set of them (see
+        :func:`ctxledger.runtime.loading.snapshots_to_drop`).
+        """
+        ...
+
     def close(self) -> None:
         """Release the log; later calls raise :class:`~ctxledger.errors.StorageError`."""
         ...
