@@ -15,14 +15,11 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import logging
 import statistics
 import tempfile
 import threading
 import time
 from pathlib import Path
-
-import structlog
 
 from ctxledger import Config, Host
 from ctxledger.tooling.workload import iter_agent_steps, take_messages
@@ -32,7 +29,6 @@ CONFIG = Config(context_window=32_000)
 
 def quiet_logs() -> None:
     """The application decides about logging: keep the benchmark's output clean."""
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
 
 def run_steps(sessions: int, steps: int, durability: str) -> dict[str, float]:

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import queue
 import statistics
@@ -53,7 +52,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import lmdb
-import structlog
 
 from ctxledger.events.codec import Codec, encode_payload
 from ctxledger.events.types import Event, MessageAppended
@@ -223,7 +221,6 @@ def main() -> None:
     if args.quick:
         args.events, args.single, args.repeat = 2_000, 300, 1
     # The application decides about logging: keep the benchmark's output clean.
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
     events = workload(args.events)
     codec = Codec()

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import logging
 import os
 import random
 import statistics
@@ -58,7 +57,6 @@ from functools import partial
 from pathlib import Path
 
 import msgspec
-import structlog
 
 from ctxledger import Config, replay
 from ctxledger.domain import CharTokenizer, SessionState, build_view
@@ -77,7 +75,6 @@ POOL_STEPS = 5000  # steps per pooled conversation
 
 def quiet_logs() -> None:
     """The application decides about logging: keep the benchmark's output clean."""
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
 
 def step_pool() -> list[list[Message]]:

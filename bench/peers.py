@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import logging
 import os
 import platform
 import shutil
@@ -40,7 +39,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import structlog
 from peers_systems import PEER_SYSTEMS, Message, PersistenceSystem, directory_bytes
 
 from ctxledger import Host, Session, ToolCall
@@ -62,8 +60,6 @@ class CtxLedgerSystem:
     name = BASELINE
 
     def open(self, directory: Path) -> None:
-        # The benchmark is the application: it keeps the library's debug events off stdout.
-        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
         self.directory = directory
         self.host = Host.open(directory, durability="sync", max_active_sessions=256)
         self.sessions: dict[str, Session] = {}

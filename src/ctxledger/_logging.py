@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-__all__ = ["KeyValueFormatter", "get_logger"]
+__all__ = ["KeyValueFormatter", "get_logger", "log_to_stderr"]
 
 ROOT = "ctxledger"
 logging.getLogger(ROOT).addHandler(logging.NullHandler())
@@ -54,3 +54,36 @@ class KeyValueFormatter(logging.Formatter):
         if not extra:
             return text
         return text + " " + " ".join(f"{key}={value}" for key, value in sorted(extra.items()))
+
+
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """A handler that writes to whatever ``sys.stderr`` is when a record comes."""
+
+    @property
+    def stream(self) -> Any:
+        import sys
+
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:  # the base class sets it; stderr is looked up instead
+        pass
+
+
+_handler: logging.Handler | None = None
+
+
+def log_to_stderr(level: int) -> None:
+    """Send ctxledger's events at ``level`` and above to stderr (for an application's ``main``).
+
+    The ``ctxledger`` command and the demo call this; a library user configures logging as
+    usual instead. Calling it again replaces the earlier setting.
+    """
+    global _handler
+    logger = logging.getLogger(ROOT)
+    if _handler is not None:
+        logger.removeHandler(_handler)
+    _handler = _Stderr()
+    _handler.setFormatter(KeyValueFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    logger.addHandler(_handler)
+    logger.setLevel(level)

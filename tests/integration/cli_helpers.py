@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 import lmdb
-import structlog
 from click.testing import CliRunner, Result
 
 from ctxledger import Config, Host
@@ -30,11 +30,12 @@ def build_log(path: Path, sessions: tuple[str, ...] = ("a", "b"), steps: int = 3
 
 def run(*args: str | os.PathLike[str], env: dict[str, str] | None = None) -> Result:
     """Invoke the command in-process, then undo the logging set-up it does as the application."""
-    saved = structlog.get_config()
+    logger = logging.getLogger("ctxledger")
+    saved = (list(logger.handlers), logger.level)
     try:
         return CliRunner().invoke(main, [str(arg) for arg in args], env=env)
     finally:
-        structlog.configure(**saved)
+        logger.handlers[:], logger.level = saved[0], saved[1]
 
 
 def assert_one_line_error(result: Result, *fragments: str) -> None:

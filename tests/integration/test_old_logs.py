@@ -14,6 +14,8 @@ import pytest
 
 from ctxledger import Host, Message
 from ctxledger.replay import rebuild, verify, view_at
+from ctxledger.runtime.loading import fold_session
+from ctxledger.storage import LmdbEventLog
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LISTINGS = {"log_v0": json.loads((DATA / "log_v0.json").read_text(encoding="utf-8"))}
@@ -66,3 +68,17 @@ def test_old_log_keeps_working_in_a_new_host(old_log: tuple[Path, dict[str, dict
             view = session.prepare_step()
             assert view.through_seq == before + 1
     assert verify(path).ok
+
+
+
+def test_old_snapshots_are_skipped_and_the_events_folded(
+    old_log: tuple[Path, dict[str, dict]],
+) -> None:
+    """A snapshot of the old format is not resumed from: the fold reads the events instead."""
+    path, listing = old_log
+    with LmdbEventLog.open(path, readonly=True) as log:
+        assert any(log.load_snapshot(session_id) is not None for session_id in listing)
+        for session_id in listing:
+            fast, _ = fold_session(log, session_id)
+            full, _ = fold_session(log, session_id, use_snapshots=False)
+            assert fast.to_snapshot() == full.to_snapshot(), session_id

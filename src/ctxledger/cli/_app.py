@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
-import structlog
 
+from ctxledger._logging import log_to_stderr
 from ctxledger.config import Config
 from ctxledger.errors import ConfigError, CtxLedgerError, UnknownSessionError
 from ctxledger.storage import EventLog, LmdbEventLog
@@ -109,23 +109,11 @@ def _debug_requested(args: Any) -> bool:
 
 
 def configure_logging(debug: bool) -> None:
-    """Send ctxledger's structlog events to stderr: warnings and errors, everything with debug.
+    """Send ctxledger's log events to stderr: warnings and errors, everything with debug.
 
     The library never configures logging; the command, as the application, does.
     """
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="%H:%M:%S"),
-            structlog.dev.ConsoleRenderer(colors=False),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(
-            logging.DEBUG if debug else logging.WARNING
-        ),
-        # Looked up on every call, so the logger follows stderr if it is replaced.
-        logger_factory=lambda *_: structlog.PrintLogger(sys.stderr),
-        cache_logger_on_first_use=False,
-    )
+    log_to_stderr(logging.DEBUG if debug else logging.WARNING)
 
 
 # --- the database folder --------------------------------------------------------------------------

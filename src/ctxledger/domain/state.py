@@ -53,7 +53,9 @@ __all__ = [
 ]
 
 #: Version of the :meth:`SessionState.to_snapshot` format; other versions are refused (the fold
-#: falls back to the events). 4: background compaction; Configs read as recorded.
+#: falls back to the events). 4 added background compaction, withdrawals and reverts, and its
+#: checkpoint digest covers the checkpoints' new fields, so a version-3 snapshot cannot resume
+#: to the same bytes: an old session's first activation folds its events once.
 SNAPSHOT_VERSION = 4
 
 #: Appended messages before a failed background compaction is retried, doubled per consecutive
@@ -396,10 +398,10 @@ class _Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     answers: dict[str, int]
     answers_before: int
     open_calls: list[ToolCall]
-    background: CompactionStarted | None
-    prepared: SummaryPrepared | None
-    background_failures: int
-    background_retry_seq: int
+    background: CompactionStarted | None = None
+    prepared: SummaryPrepared | None = None
+    background_failures: int = 0
+    background_retry_seq: int = 0
     active_restored: bool = False
     # Withdrawn messages (version 4): retracted seqs after the last clear, the last clear's
     # through_seq and how many checkpoints existed then.

@@ -166,7 +166,7 @@ def _from_snapshot(
             partial(read_checkpoints, log, session_id, seq),
         )
     except EventDecodeError as exc:
-        _logger.warning("snapshot_ignored", session_id=session_id, seq=seq, error=str(exc))
+        _logger.info("snapshot_ignored", session_id=session_id, seq=seq, error=str(exc))
         return None
     if state.session_id != session_id:
         _logger.warning("snapshot_ignored", session_id=session_id, seq=seq, error="foreign")

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
-import structlog
 
+from ctxledger._logging import log_to_stderr
 from ctxledger.config import Config
 from ctxledger.errors import ContextOverflowError
 from ctxledger.messages import Message
@@ -175,10 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m ctxledger.tooling.demo_worker PLAN.json", file=sys.stderr)
         return 2
-    structlog.configure(
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-    )
+    log_to_stderr(logging.WARNING)
     plan = Plan.load(Path(args[0]))
     out = _Out()
     failures: list[BaseException] = []
