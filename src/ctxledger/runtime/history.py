@@ -23,6 +23,7 @@ from typing import Any, TypeGuard
 
 import msgspec
 import pykka
+from pykka.typing import ActorMemberMixin, proxy_method
 
 from ctxledger._logging import get_logger
 from ctxledger.domain import (
@@ -79,7 +80,7 @@ from ctxledger.runtime.messages import (
 from ctxledger.runtime.waiters import LoopWaiter, Reply
 from ctxledger.storage import EventLog, RecordedEvent
 
-__all__ = ["HistoryActor", "Runtime"]
+__all__ = ["HistoryActor", "HistoryActorProxy", "Runtime"]
 
 _log = get_logger(__name__)
 
@@ -826,6 +827,12 @@ class HistoryActor(_SimpleQueue):
             else:
                 lives.move_to_end(session_id)  # in use: look at it again later
                 busy += 1
+
+
+class HistoryActorProxy(ActorMemberMixin, pykka.ActorProxy[HistoryActor]):
+    """The typed proxy of a :class:`HistoryActor` (the few calls made by ask, not by message)."""
+
+    live_sessions = proxy_method(HistoryActor.live_sessions)
 
 
 def _has_message(event: Event) -> TypeGuard[MessageAppended]:

@@ -21,7 +21,7 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import pykka
 
@@ -32,7 +32,7 @@ from ctxledger.errors import CtxLedgerError, HostClosedError, SessionExistsError
 from ctxledger.events import Event, SessionForked, SessionOpened
 from ctxledger.runtime.budget import BudgetActor
 from ctxledger.runtime.compaction import CompactionPool
-from ctxledger.runtime.history import HistoryActor, Runtime
+from ctxledger.runtime.history import HistoryActor, HistoryActorProxy, Runtime
 from ctxledger.runtime.loading import event_seq_before_message, fold_session
 from ctxledger.runtime.messages import Command, Open
 from ctxledger.runtime.projection import ProjectionPool
@@ -268,7 +268,8 @@ class Host:
     def active_sessions(self) -> list[str]:
         """Return the ids of the session states in memory (by history actor, least recent first)."""
         self._check_open()
-        futures = [actor.proxy().live_sessions() for actor in self._history]
+        proxies = [cast(HistoryActorProxy, actor.proxy()) for actor in self._history]
+        futures = [proxy.live_sessions() for proxy in proxies]
         try:
             return [session_id for future in futures for session_id in future.get()]
         except pykka.ActorDeadError:
