@@ -13,7 +13,10 @@ Every system gets the same workload, the realistic mix of :mod:`ctxledger.toolin
 A system that exceeds ``--budget`` seconds in a phase, or ``--disk-budget-gb`` on disk, stops
 there and reports how far it got (LangGraph rewrites the whole state on every append, so it
 does not reach 20,000). Figures are reported absolutely and as ratios to ``ctxledger``.
-Reads in the recover phase hit a warm page cache. Usage::
+Reads in the recover phase hit a warm page cache. Where PostgreSQL's server binaries are
+installed, ``ctxledger-postgres`` (the same ``Host`` on a PostgreSQL database) and
+``eventsourcing-postgres`` run too, each on a fresh database of a throwaway cluster this script
+starts (``pg_support.py``, as the tests do). Usage::
 
     pip install -e '.[bench]'            # langgraph, its SQLite checkpointer, eventsourcing
     python bench/peers.py                # the full run (tens of minutes)
@@ -39,7 +42,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from peers_systems import PEER_SYSTEMS, Message, PersistenceSystem, directory_bytes
+from peers_systems import (
+    PEER_SYSTEMS,
+    EventsourcingPostgres,
+    Message,
+    PersistenceSystem,
+    directory_bytes,
+)
+from pg_support import PgDatabases, available, table_bytes
 
 from ctxledger import Host, Session, ToolCall
 from ctxledger.messages import Message as LedgerMessage
@@ -61,9 +71,12 @@ class CtxLedgerSystem:
 
     def open(self, directory: Path) -> None:
         self.directory = directory
-        self.host = Host.open(directory, durability="sync", max_active_sessions=256)
+        self.host = Host.open(self._target(directory), durability="sync", max_active_sessions=256)
         self.sessions: dict[str, Session] = {}
         self.lock = threading.Lock()
+
+    def _target(self, directory: Path) -> str | Path:
+        return directory
 
     def _session(self, conv_id: str) -> Session:
         with self.lock:
@@ -92,6 +105,28 @@ class CtxLedgerSystem:
 def make_ctxledger_system() -> PersistenceSystem:
     """ctxledger as measured by this benchmark (durability "sync", group commit)."""
     return CtxLedgerSystem()
+
+
+class CtxLedgerPostgres(CtxLedgerSystem):
+    """The same ``Host``, on a PostgreSQL database of the benchmark's throwaway cluster."""
+
+    name = "ctxledger-postgres"
+
+    def __init__(self, databases: PgDatabases) -> None:
+        self.databases = databases
+
+    def _target(self, directory: Path) -> str | Path:
+        return self.databases.dsn_for(directory)
+
+    def bytes_on_disk(self) -> int:
+        return table_bytes(self.databases.dsn_for(self.directory))
+
+
+#: Systems that need the benchmark's PostgreSQL cluster, by name.
+POSTGRES_SYSTEMS: dict[str, Callable[[PgDatabases], PersistenceSystem]] = {
+    "ctxledger-postgres": CtxLedgerPostgres,
+    "eventsourcing-postgres": lambda databases: EventsourcingPostgres(databases.dsn_for),
+}
 
 
 def from_dict(raw: Message) -> LedgerMessage:
@@ -357,7 +392,10 @@ def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     found = {}
-    for name in ("ctxledger", "langgraph", "langgraph-checkpoint-sqlite", "eventsourcing", "lmdb"):
+    for name in (
+        "ctxledger", "langgraph", "langgraph-checkpoint-sqlite", "eventsourcing", "lmdb",
+        "psycopg", "psycopg-pool",
+    ):
         try:
             found[name] = version(name)
         except PackageNotFoundError:
@@ -372,7 +410,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--conversations", type=int, default=64)
     parser.add_argument("--budget", type=float, default=300, help="seconds per phase per system")
     parser.add_argument("--disk-budget-gb", type=float, default=8)
-    parser.add_argument("--systems", default=",".join([BASELINE, *PEER_SYSTEMS]))
+    every = [BASELINE, *PEER_SYSTEMS, *(POSTGRES_SYSTEMS if available() else ())]
+    parser.add_argument("--systems", default=",".join(every))
     parser.add_argument("--dir", type=Path, help="work folder (default: a temporary one, removed)")
     parser.add_argument("--out", type=Path, help="also write the results as JSON here")
     options = parser.parse_args(argv)
@@ -380,9 +419,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         options.messages, options.conversations, options.budget = 500, 8, 30
     makers = {BASELINE: make_ctxledger_system, **PEER_SYSTEMS}
     chosen = [name.strip() for name in options.systems.split(",") if name.strip()]
-    unknown = sorted(set(chosen) - set(makers))
+    unknown = sorted(set(chosen) - set(makers) - set(POSTGRES_SYSTEMS))
     if unknown:
         parser.error(f"unknown systems {unknown}; choose from {sorted(makers)}")
+    databases = PgDatabases() if set(chosen) & set(POSTGRES_SYSTEMS) else None
+    if databases is not None:
+        for name, make in POSTGRES_SYSTEMS.items():
+            makers[name] = lambda make=make: make(databases)  # type: ignore[misc]
 
     per_conversation = max(1, options.messages // options.conversations)
     print(f"workload: {options.messages:,} messages, then {options.conversations} x "
@@ -404,6 +447,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if options.dir is None:
             shutil.rmtree(work, ignore_errors=True)
+        if databases is not None:
+            databases.close()
     print(report(results, options.messages, options.conversations))
     if options.out:
         machine = {"platform": platform.platform(), "python": platform.python_version(),

@@ -13,6 +13,9 @@ langgraph-sqlite  ``graph.update_state`` on a ``StateGraph`` whose ``messages`` 
 eventsourcing-    one ``Conversation`` aggregate per conversation, one ``MessageAppended``
 sqlite            event per message, ``app.save`` to the library's SQLite recorder (WAL;
                   synchronous is FULL, checked at open)
+eventsourcing-    the same application on the library's PostgreSQL recorder (psycopg 3,
+postgres          ``synchronous_commit`` on, a pool of 64 connections so no thread waits
+                  for one), on the benchmark's throwaway cluster
 jsonl-fsync       one JSONL file per conversation: write a line, flush, ``os.fsync``
 lmdb-txn1         raw ``lmdb`` (``sync=True``): one write transaction per message
 lmdb-txn64        raw ``lmdb`` (``sync=True``): 64 messages per transaction; an append
@@ -132,19 +135,14 @@ def _sqlite_syncs_every_wal_commit() -> bool:
     return (wal_default or default or "DEFAULT_SYNCHRONOUS=2").endswith("=2")
 
 
-class EventsourcingSqlite(_Folder):
-    """The ``eventsourcing`` library: one aggregate per conversation, one event per message."""
+_CONVERSATION: list[type] = []
 
-    name = "eventsourcing-sqlite"
 
-    def open(self, directory: Path) -> None:
-        from eventsourcing.application import Application
+def _conversation_class() -> type:
+    """The ``Conversation`` aggregate, defined once (the library refuses a second class under
+    the same topic in one process)."""
+    if not _CONVERSATION:
         from eventsourcing.domain import Aggregate, event
-
-        # The library opens its own connections and sets no synchronous pragma, so durability
-        # rests on SQLite's compiled-in default; refuse to measure a non-durable setup.
-        if not _sqlite_syncs_every_wal_commit():
-            raise RuntimeError("this SQLite build does not fsync each WAL commit by default")
 
         class Conversation(Aggregate):
             def __init__(self, conv_id: str) -> None:
@@ -159,9 +157,25 @@ class EventsourcingSqlite(_Folder):
             def append(self, message: Message) -> None:
                 self.messages.append(message)
 
+        _CONVERSATION.append(Conversation)
+    return _CONVERSATION[0]
+
+
+class EventsourcingSqlite(_Folder):
+    """The ``eventsourcing`` library: one aggregate per conversation, one event per message."""
+
+    name = "eventsourcing-sqlite"
+
+    def open(self, directory: Path) -> None:
+        from eventsourcing.application import Application
+
+        # The library opens its own connections and sets no synchronous pragma, so durability
+        # rests on SQLite's compiled-in default; refuse to measure a non-durable setup.
+        if not _sqlite_syncs_every_wal_commit():
+            raise RuntimeError("this SQLite build does not fsync each WAL commit by default")
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
-        self._conversation_class = Conversation
+        self._conversation_class = _conversation_class()
         self._app = Application(env={
             "PERSISTENCE_MODULE": "eventsourcing.sqlite",
             "SQLITE_DBNAME": str(directory / "events.sqlite"),
@@ -186,6 +200,50 @@ class EventsourcingSqlite(_Folder):
     def close(self) -> None:
         self._app.close()
         self._live.clear()
+
+
+class EventsourcingPostgres(EventsourcingSqlite):
+    """The same ``eventsourcing`` application on the library's PostgreSQL recorder.
+
+    Args:
+        dsn_for: Returns the DSN of the database of a folder (a fresh one on first use, the
+            same one when the folder is opened again).
+        pool_size: Connections in the library's pool.
+    """
+
+    name = "eventsourcing-postgres"
+
+    def __init__(self, dsn_for: Callable[[Path], str], pool_size: int = 64) -> None:
+        self._dsn_for = dsn_for
+        self._pool_size = pool_size
+
+    def open(self, directory: Path) -> None:
+        from urllib.parse import parse_qs, urlsplit
+
+        from eventsourcing.application import Application
+
+        self.directory = directory
+        self._dsn = self._dsn_for(directory)
+        parts = urlsplit(self._dsn)
+        query = parse_qs(parts.query)
+        self._conversation_class = _conversation_class()
+        self._app = Application(env={
+            "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            "POSTGRES_DBNAME": parts.path.lstrip("/"),
+            "POSTGRES_HOST": query["host"][0],
+            "POSTGRES_PORT": query["port"][0],
+            "POSTGRES_USER": parts.username or "postgres",
+            "POSTGRES_PASSWORD": "",
+            "POSTGRES_POOL_SIZE": str(self._pool_size),
+            "POSTGRES_MAX_OVERFLOW": "0",
+        })
+        self._live: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def bytes_on_disk(self) -> int:
+        from pg_support import table_bytes
+
+        return table_bytes(self._dsn)
 
 
 # --- a JSONL file per conversation --------------------------------------------------------------

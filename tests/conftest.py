@@ -12,6 +12,13 @@ from hypothesis import HealthCheck, settings
 
 from ctxledger.messages import Message
 from ctxledger.tooling.traces import read_trace
+from pg_fixtures import (  # noqa: F401  (PostgreSQL fixtures and hooks)
+    pg_database,
+    pg_schema,
+    pg_server,
+    pytest_collection_modifyitems,
+    pytest_terminal_summary,
+)
 
 # Slow property runs use few examples under CI and many locally (HYPOTHESIS_PROFILE=long).
 settings.register_profile(

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from pathlib import Path
 
 import lmdb
 
-from ctxledger.storage import EventLog, LmdbEventLog, MemoryEventLog
+from ctxledger.storage import EventLog, LmdbEventLog, MemoryEventLog, PostgresEventLog
 from ctxledger.storage._layout import pack_pair
+from pg_fixtures import PgServer
 
 
 class Backend:
@@ -97,6 +100,64 @@ class LmdbBackend(Backend):
                 key = pack_pair(number, seq)
                 txn.put(key, _flip(txn.get(key)))
         return self.open()
+
+
+class PostgresBackend(Backend):
+    """A real PostgreSQL server, one fresh schema per test."""
+
+    name = "postgres"
+    # An index entry holds at most 2704 bytes: a long id that does not compress is refused by
+    # the server itself (SQLSTATE 54000) while the group's sessions are inserted.
+    storage_refused_id = base64.b64encode(hashlib.shake_256(b"ctxledger").digest(2600)).decode()
+
+    def __init__(self, server: PgServer, schema: str) -> None:
+        self.server = server
+        self.schema = schema
+        self._fresh: PostgresEventLog | None = None
+
+    def open(self) -> EventLog:
+        """Open the log in the test's schema."""
+        return PostgresEventLog.open(self.server.dsn, schema=self.schema, durability="sync")
+
+    def reopen(self, log: EventLog) -> EventLog:
+        """Close the log (all its connections) and open the schema again."""
+        log.close()
+        return self.open()
+
+    def fresh(self) -> EventLog:
+        """An empty log in a second schema of the test's, emptied for each call (the caller
+        closes the previous one first)."""
+        schema = f"{self.schema}_fresh"
+        if self._fresh is None:
+            self._fresh = PostgresEventLog.open(self.server.dsn, schema=schema)  # creates it
+            self._fresh.close()
+        else:
+            self.server.empty_log(schema)
+        return PostgresEventLog.open(self.server.dsn, schema=schema, durability="sync")
+
+    def corrupt_snapshot(self, log: EventLog, session_id: str, seq: int) -> EventLog:
+        """Flip a byte of the stored snapshot row with plain SQL (the log stays open)."""
+        flip_byte(self.server.dsn, self.schema, "snapshots", session_id, seq)
+        return log
+
+
+def flip_byte(
+    dsn: str, schema: str, table: str, session_id: str, seq: int, offset: int = -1
+) -> None:
+    """XOR one byte of the ``record`` of a row of ``table`` (``offset`` from the end if < 0)."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        done = conn.execute(
+            f"UPDATE {schema}.{table} SET record = set_byte(record, i, get_byte(record, i) # 90) "
+            f"FROM (SELECT CASE WHEN %s < 0 THEN length(r.record) + %s ELSE %s END AS i, "
+            f"r.session AS n, r.seq AS q FROM {schema}.{table} r "
+            f"JOIN {schema}.sessions s ON s.number = r.session "
+            f"WHERE s.session_id = %s AND r.seq = %s) AS target "
+            f"WHERE session = target.n AND seq = target.q",
+            [offset, offset, offset, session_id, seq],
+        ).rowcount
+    assert done == 1, f"no {table} row for {session_id!r} seq {seq}"
 
 
 def _session_number(log: LmdbEventLog, session_id: str) -> int:

@@ -1,12 +1,15 @@
-"""Model-based test: random appends, conflicts, reads, snapshots and reopenings of the LMDB log,
-each checked against a plain list-and-dict model of what the log must hold."""
+"""Model-based test: random appends, conflicts, reads, snapshots and reopenings of the LMDB and
+PostgreSQL logs, each checked against a plain list-and-dict model of what the log must hold."""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -14,7 +17,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from ctxledger.errors import VersionConflictError
 from ctxledger.events.types import Event, MessageAppended, UsageReported
 from ctxledger.messages import Message
-from ctxledger.storage import LmdbEventLog
+from ctxledger.storage import EventLog, LmdbEventLog, PostgresEventLog
+from pg_fixtures import PgServer
 
 SESSIONS = st.sampled_from(["alpha", "beta", "gamma"])
 EVENTS = st.lists(
@@ -31,7 +35,7 @@ EVENTS = st.lists(
 
 
 class EventLogMachine(RuleBasedStateMachine):
-    """Drives an LmdbEventLog and a model side by side."""
+    """Drives an LmdbEventLog (a subclass: another backend) and a model side by side."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -41,7 +45,7 @@ class EventLogMachine(RuleBasedStateMachine):
         self.order: list[tuple[str, int]] = []  # (session, seq) in commit order
         self.snapshots: dict[str, dict[int, bytes]] = {}
 
-    def _open(self) -> LmdbEventLog:
+    def _open(self) -> EventLog:
         return LmdbEventLog.open(self.directory / "log", durability="none", map_size=64 * 1024)
 
     @rule(session=SESSIONS, events=EVENTS)
@@ -132,7 +136,29 @@ class EventLogMachine(RuleBasedStateMachine):
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-EventLogMachine.TestCase.settings = settings(
-    settings.default, stateful_step_count=25, deadline=None
-)
+class PostgresLogMachine(EventLogMachine):
+    """The same rules against a PostgresEventLog, in one schema emptied for each example."""
+
+    server: ClassVar[PgServer]
+    schema: ClassVar[str]
+
+    def _open(self) -> EventLog:
+        if not hasattr(self, "log"):  # a new example: start from an empty log
+            self.server.empty_log(self.schema)
+        return PostgresEventLog.open(self.server.dsn, schema=self.schema, durability="none")
+
+
+for machine in (EventLogMachine, PostgresLogMachine):
+    machine.TestCase.settings = settings(settings.default, stateful_step_count=25, deadline=None)
 TestEventLogMachine = EventLogMachine.TestCase
+
+
+@pytest.mark.postgres
+class TestPostgresLogMachine(PostgresLogMachine.TestCase):
+    """The state machine on PostgreSQL (the suite's server)."""
+
+    @pytest.fixture(autouse=True)
+    def _server(self, pg_server: PgServer, pg_schema: str) -> Iterator[None]:
+        PostgresEventLog.open(pg_server.dsn, schema=pg_schema).close()  # create the tables
+        PostgresLogMachine.server, PostgresLogMachine.schema = pg_server, pg_schema
+        yield

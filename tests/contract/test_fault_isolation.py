@@ -136,9 +136,12 @@ def test_the_longest_session_id_is_stored(
     """An id of MAX_SESSION_ID_BYTES bytes of UTF-8 is appended, listed and read after reopen."""
     assert len(session_id.encode()) <= MAX_SESSION_ID_BYTES
     log.append(session_id, usage(2), expected_seq=0)
-    log = backend.reopen(log)
-    assert log.sessions() == [session_id]
-    assert [r.event for r in log.read(session_id)] == usage(2)
+    reopened = backend.reopen(log)
+    try:
+        assert reopened.sessions() == [session_id]
+        assert [r.event for r in reopened.read(session_id)] == usage(2)
+    finally:
+        reopened.close()
 
 
 @pytest.mark.parametrize("bad", BAD_REQUESTS, ids=lambda bad: bad.name)

@@ -23,10 +23,10 @@ def _runnable() -> list[str]:
     return [code for run, code in _blocks() if run]
 
 
-def test_readme_has_six_runnable_examples() -> None:
-    """The quickstart, the two framework, the event-log, the property-testing and the
-    compaction-inspection examples are marked to be run."""
-    assert len(_runnable()) == 6
+def test_readme_has_seven_runnable_examples() -> None:
+    """The quickstart, the two framework, the event-log, the PostgreSQL, the property-testing
+    and the compaction-inspection examples are marked to be run."""
+    assert len(_runnable()) == 7
 
 
 def test_quickstart_is_at_most_20_lines() -> None:
@@ -104,12 +104,24 @@ def test_event_log_example_prints_the_events(
     assert capsys.readouterr().out.splitlines() == ["1 1 SessionOpened", "2 2 MessageAppended"]
 
 
+@pytest.mark.postgres
+def test_postgres_example_runs_a_host_on_postgres(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The PostgreSQL example opens a host on the URI in CTXLEDGER_PG_DSN and appends there."""
+    monkeypatch.setenv("CTXLEDGER_PG_DSN", pg_database)
+    exec(compile(_runnable()[4], "README postgres", "exec"), {"__name__": "readme"})
+    assert capsys.readouterr().out.splitlines()[-1] == "Why does the nightly build fail?"
+    history = replay.rebuild(pg_database, "ticket-4711").history
+    assert [m.content for m in history] == ["Why does the nightly build fail?"]
+
+
 def test_property_testing_example_collects_a_test_case() -> None:
     """The property-testing example builds a SessionMachine whose TestCase runs its rules."""
     from hypothesis import settings
 
     namespace: dict[str, object] = {"__name__": "readme"}
-    exec(compile(_runnable()[4], "README property testing", "exec"), namespace)
+    exec(compile(_runnable()[5], "README property testing", "exec"), namespace)
     case = namespace["TestMyPolicy"]
     quick = settings(max_examples=2, stateful_step_count=8, deadline=None)
     case.settings = quick  # type: ignore[attr-defined]
@@ -121,7 +133,7 @@ def test_inspection_example_audits_explains_recalls_and_reverts(
 ) -> None:
     """The compaction-inspection example prints an audit, a placement, hits and a revert."""
     monkeypatch.chdir(tmp_path)
-    exec(compile(_runnable()[5], "README inspection", "exec"), {"__name__": "readme"})
+    exec(compile(_runnable()[6], "README inspection", "exec"), {"__name__": "readme"})
     lines = capsys.readouterr().out.splitlines()
     state = replay.rebuild(tmp_path / "audit-db", "agent-8")
     made = list(dict.fromkeys(checkpoint.id for checkpoint in state.checkpoints))

@@ -27,6 +27,8 @@ PUBLIC = {
     "InvalidSeqError",
     "InvalidSessionIdError",
     "InvalidToolCallError",
+    "LeaseHeldError",
+    "LeaseLostError",
     "LossReport",
     "Message",
     "ModelView",

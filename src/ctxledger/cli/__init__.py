@@ -10,6 +10,7 @@ import click
 import ctxledger
 from ctxledger.cli._app import CtxLedgerGroup, configure_logging
 from ctxledger.cli._compactions import audit, recall_, revert, why
+from ctxledger.cli._copy import copy
 from ctxledger.cli._demo import demo
 from ctxledger.cli._inspect import plot, sessions, show, stats, view
 from ctxledger.cli._replay import salvage, verify, whatif
@@ -29,8 +30,9 @@ __all__ = ["main"]
 def main(debug: bool) -> None:
     """ctxledger: the context layer of long-running LLM agents.
 
-    A durable, replayable history and a bounded model view per agent session. Every verb that
-    reads takes --db DIR (or CTXLEDGER_DB) and never creates the folder.
+    A durable, replayable history and a bounded model view per agent session. Every verb takes
+    --db DIR|URI (or CTXLEDGER_DB): an LMDB folder, or a postgresql:// URI; verbs that read
+    never create it.
     """
     configure_logging(debug)
 
@@ -51,6 +53,7 @@ for _verb in (
     salvage,
     export,
     import_,
+    copy,
     plot,
     stats,
 ):

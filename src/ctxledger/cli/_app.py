@@ -15,14 +15,21 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from ctxledger._logging import log_to_stderr
 from ctxledger.config import Config
 from ctxledger.errors import ConfigError, CtxLedgerError, UnknownSessionError
-from ctxledger.storage import EventLog, LmdbEventLog
+from ctxledger.storage import (
+    EventLog,
+    LmdbEventLog,
+    LogTarget,
+    describe_target,
+    is_postgres_target,
+)
+from ctxledger.storage import open_log as open_target
 from ctxledger.summarizers import (
     AnthropicSummarizer,
     ExtractiveSummarizer,
@@ -39,10 +46,14 @@ __all__ = [
     "db_option",
     "make_summarizer",
     "open_log",
+    "parse_log_target",
     "require_db",
     "require_session",
     "summarizer_options",
 ]
+
+if TYPE_CHECKING:
+    from ctxledger.storage import PostgresEventLog
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -116,50 +127,69 @@ def configure_logging(debug: bool) -> None:
     log_to_stderr(logging.DEBUG if debug else logging.WARNING)
 
 
-# --- the database folder --------------------------------------------------------------------------
+# --- the database: a folder or a PostgreSQL URI -------------------------------------------------
+
+
+def parse_log_target(ctx: click.Context, param: click.Parameter, value: str) -> LogTarget:
+    """A click callback for a log option: a ``postgresql://`` URI stays a string; anything else
+    is a folder (a Path)."""
+    if is_postgres_target(value):
+        return value
+    folder = Path(value)
+    if folder.exists() and not folder.is_dir():
+        raise click.BadParameter(f"'{value}' is a file, not a folder", ctx, param)
+    return folder
 
 
 def db_option(func: F) -> F:
-    """Add ``--db DIR`` (or ``$CTXLEDGER_DB``): the folder of the event log."""
+    """Add ``--db DIR|URI`` (or ``$CTXLEDGER_DB``): an LMDB folder or a ``postgresql://`` URI."""
     return click.option(
         "--db",
         "db",
         required=True,
         envvar="CTXLEDGER_DB",
-        type=click.Path(file_okay=False, path_type=Path),
-        help="Folder of the event log (LMDB); or set CTXLEDGER_DB.",
+        metavar="DIR|URI",
+        callback=parse_log_target,
+        help="The event log: an LMDB folder, or a postgresql://user@host/dbname URI "
+        "(password in PGPASSWORD or ~/.pgpass); or set CTXLEDGER_DB.",
     )(func)
 
 
-def require_db(db: Path) -> Path:
-    """Return ``db`` if it holds an event log; never create it.
+def require_db(db: LogTarget) -> LogTarget:
+    """Return ``db`` if it may hold an event log; never create it.
+
+    A URI is checked when it is opened (read-only opens refuse a database without a log).
 
     Raises:
         click.ClickException: The folder is missing or holds no event log.
     """
-    if not db.exists():
-        raise click.ClickException(f"no event log at '{db}': the folder does not exist")
-    if not db.is_dir() or not (db / "data.mdb").is_file():
-        raise click.ClickException(f"no event log at '{db}': it holds no data.mdb")
-    return db
+    if is_postgres_target(db):
+        return db
+    folder = Path(db)
+    if not folder.exists():
+        raise click.ClickException(f"no event log at '{folder}': the folder does not exist")
+    if not folder.is_dir() or not (folder / "data.mdb").is_file():
+        raise click.ClickException(f"no event log at '{folder}': it holds no data.mdb")
+    return folder
 
 
 @contextmanager
-def open_log(db: Path, *, write: bool = False) -> Iterator[LmdbEventLog]:
-    """Open the event log of an existing folder, read-only unless ``write``."""
-    log = LmdbEventLog.open(require_db(db), readonly=not write)
+def open_log(db: LogTarget, *, write: bool = False) -> Iterator[LmdbEventLog | PostgresEventLog]:
+    """Open the event log of an existing folder or database, read-only unless ``write``."""
+    log = open_target(require_db(db), readonly=not write)
     try:
         yield log
     finally:
         log.close()
 
 
-def require_session(log: EventLog, session_id: str, db: Path) -> None:
+def require_session(log: EventLog, session_id: str, db: LogTarget) -> None:
     """Raise :class:`UnknownSessionError` unless ``session_id`` has events."""
     if log.last_seq(session_id) == 0:
+        where = describe_target(db)
         raise UnknownSessionError(
-            f"unknown session {session_id!r} in '{db}' "
-            f"(list them with: ctxledger sessions --db {db})"
+            f"unknown session {session_id!r} in '{where}' "
+            f"(list them with: ctxledger sessions --db {where})"
         )
 
 

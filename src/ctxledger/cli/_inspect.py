@@ -37,7 +37,7 @@ from ctxledger.events import (
 )
 from ctxledger.messages import Message
 from ctxledger.replay import Damage, find_damage, rebuild, view_at
-from ctxledger.storage import EventLog
+from ctxledger.storage import EventLog, LogTarget
 from ctxledger.tooling.format import clip, human_bytes, human_time, human_tokens, table
 from ctxledger.tooling.timeline import session_timeline
 
@@ -48,7 +48,7 @@ _PREVIEW = 96
 
 @click.command()
 @db_option
-def sessions(db: Path) -> None:
+def sessions(db: LogTarget) -> None:
     """List sessions: messages, checkpoints, events, view tokens, summariser, last activity,
     status.
 
@@ -157,7 +157,7 @@ def _distinct(checkpoints: list[Checkpoint]) -> list[Checkpoint]:
 @click.option("--pager/--no-pager", default=True, help="Page long output on a terminal.")
 def show(
     session_id: str,
-    db: Path,
+    db: LogTarget,
     show_events: bool,
     start: int,
     limit: int | None,
@@ -234,7 +234,7 @@ def _checkpoint_lines(checkpoints: list[Checkpoint]) -> list[str]:
     show_default=True,
     help="How to print the view.",
 )
-def view(session_id: str, db: Path, at_seq: int | None, fmt: str) -> None:
+def view(session_id: str, db: LogTarget, at_seq: int | None, fmt: str) -> None:
     """Print the model view of a session, now or as of a message seq."""
     with open_log(db) as log:
         require_session(log, session_id, db)
@@ -260,7 +260,7 @@ def view(session_id: str, db: Path, at_seq: int | None, fmt: str) -> None:
     required=True,
     help="The PNG file to write.",
 )
-def plot(session_ids: tuple[str, ...], db: Path, output: Path) -> None:
+def plot(session_ids: tuple[str, ...], db: LogTarget, output: Path) -> None:
     """Plot tokens per step (history, view, threshold, compactions) as a PNG."""
     from ctxledger.tooling.plotting import MAX_PANELS, plot_token_series
 
@@ -286,7 +286,7 @@ def plot(session_ids: tuple[str, ...], db: Path, output: Path) -> None:
     show_default=True,
     help="List this many sessions with the most events.",
 )
-def stats(db: Path, top: int) -> None:
+def stats(db: LogTarget, top: int) -> None:
     """Show storage size, compression ratio, map usage and events per session.
 
     Every record is read, so damaged sessions are counted and named (with the first seq that
@@ -295,11 +295,11 @@ def stats(db: Path, top: int) -> None:
     with open_log(db) as log:
         info: dict[str, Any] = log.stats()
         damage = {sid: found for sid, found in find_damage(log).items() if found is not None}
-    used, size = info["map_used"], info["map_size"]
-    rows = [
-        ("path", info["path"]),
-        ("file size", human_bytes(info["file_bytes"])),
-        ("map used", f"{human_bytes(used)} of {human_bytes(size)} ({used / size:.1%})"),
+    rows = [("path", info["path"]), ("file size", human_bytes(info["file_bytes"]))]
+    if "map_size" in info:  # LMDB
+        used, size = info["map_used"], info["map_size"]
+        rows.append(("map used", f"{human_bytes(used)} of {human_bytes(size)} ({used / size:.1%})"))
+    rows += [
         ("sessions", f"{info['sessions']:,}"),
         ("damaged sessions", _damaged_summary(damage)),
         ("events", f"{info['events']:,}"),

@@ -21,7 +21,7 @@ from ctxledger.errors import EventDecodeError
 from ctxledger.replay import rebuild, what_if
 from ctxledger.replay import salvage as salvage_log
 from ctxledger.replay import verify as verify_log
-from ctxledger.storage import EventLog
+from ctxledger.storage import EventLog, LogTarget
 from ctxledger.tooling.format import table
 
 __all__ = ["events_in", "salvage", "verify", "whatif"]
@@ -33,7 +33,7 @@ _MAX_MISMATCHES = 50
 @click.argument("session_id", metavar="[SESSION]", required=False)
 @db_option
 @click.pass_context
-def verify(ctx: click.Context, session_id: str | None, db: Path) -> None:
+def verify(ctx: click.Context, session_id: str | None, db: LogTarget) -> None:
     """Re-derive every served view and checkpoint and compare; exit 1 on any mismatch.
 
     Also checks seq density, tool-call pairing and record checksums. It reports, never repairs
@@ -72,7 +72,7 @@ def verify(ctx: click.Context, session_id: str | None, db: Path) -> None:
 @summarizer_options
 def whatif(
     session_id: str,
-    db: Path,
+    db: LogTarget,
     config_overrides: dict[str, Any],
     summarizer: str,
     base_url: str | None,
@@ -120,7 +120,7 @@ def whatif(
     help="The folder of the new log (must not exist, or be empty).",
 )
 @click.pass_context
-def salvage(ctx: click.Context, db: Path, out: Path) -> None:
+def salvage(ctx: click.Context, db: LogTarget, out: Path) -> None:
     """Copy every event that still verifies into a new log; exit 1 if anything was dropped.
 
     Each session is copied up to its first problem (a damaged record, a view or checkpoint

@@ -23,7 +23,8 @@ from ctxledger.cli._progress import reading_progress
 from ctxledger.config import Config
 from ctxledger.errors import SessionExistsError
 from ctxledger.runtime.host import Host
-from ctxledger.storage import DURABILITY_MODES, Durability, LmdbEventLog
+from ctxledger.storage import DURABILITY_MODES, Durability, LogTarget
+from ctxledger.storage import open_log as open_target
 from ctxledger.tooling.format import human_bytes, human_tokens
 from ctxledger.tooling.timeline import split_steps
 from ctxledger.tooling.traces import read_trace, validate_trace
@@ -56,7 +57,7 @@ _MAX_REPORTED = 20  # bad lines listed before "... and N more"
 )
 def ingest(
     file: Path,
-    db: Path,
+    db: LogTarget,
     session_id: str | None,
     config_overrides: dict[str, Any],
     summarizer: str,
@@ -84,7 +85,6 @@ def ingest(
         raise click.ClickException(f"{len(problems)} bad line(s) in '{file}'; nothing was written")
     messages = read_trace(file, allow_pending=allow_pending)
     started = time.perf_counter()
-    db.mkdir(parents=True, exist_ok=True)
     summarize = make_summarizer(summarizer, base_url, model)
     with Host.open(db, config=config, summarizer=summarize, durability=durability) as host:
         if host.log.last_seq(session_id) != 0:
@@ -117,7 +117,7 @@ def ingest(
 @summarizer_options
 def compact(
     session_id: str,
-    db: Path,
+    db: LogTarget,
     focus: str | None,
     summarizer: str,
     base_url: str | None,
@@ -164,7 +164,7 @@ def compact(
     show_default=True,
     help="Keep only the newest N transcripts (*.jsonl.zst) in the output folder.",
 )
-def export(session_id: str, db: Path, output: Path, keep: int) -> None:
+def export(session_id: str, db: LogTarget, output: Path, keep: int) -> None:
     """Export a session as a zstd-compressed JSONL transcript and record the export."""
     with open_log(db, write=True) as log:
         require_session(log, session_id, db)
@@ -189,11 +189,10 @@ def export(session_id: str, db: Path, output: Path, keep: int) -> None:
 @click.option(
     "--session", "session_id", help="The new session's id (default: <exported id>-imported)."
 )
-def import_(file: Path, db: Path, session_id: str | None) -> None:
+def import_(file: Path, db: LogTarget, session_id: str | None) -> None:
     """Import a transcript into a NEW session with the identical history."""
-    transcript = read_transcript(file)  # check the file before the folder is created
-    db.mkdir(parents=True, exist_ok=True)
-    with LmdbEventLog.open(db) as log:
+    transcript = read_transcript(file)  # check the file before the log is created
+    with open_target(db) as log:
         new_id = import_transcript(log, transcript, session_id)
     click.echo(
         f"imported {file} into session {new_id!r}: {len(transcript.messages):,} messages, "

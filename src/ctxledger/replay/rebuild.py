@@ -14,7 +14,8 @@ from ctxledger.domain import CharTokenizer, ModelView, Tokenizer, build_view
 from ctxledger.domain import SessionState as _Fold
 from ctxledger.messages import Message
 from ctxledger.runtime.loading import fold_session, fold_view_at, view_span_end
-from ctxledger.storage import EventLog, LmdbEventLog
+from ctxledger.storage import EventLog
+from ctxledger.storage import open_log as open_target
 
 __all__ = ["LogSource", "SessionState", "open_log", "rebuild", "view_at"]
 
@@ -54,7 +55,7 @@ def open_log(source: LogSource, *, readonly: bool = True) -> Iterator[EventLog]:
     if not isinstance(source, str | os.PathLike):
         yield source
         return
-    log = LmdbEventLog.open(source, readonly=readonly)
+    log = open_target(source, readonly=readonly)
     try:
         yield log
     finally:

@@ -19,7 +19,6 @@ import time
 import uuid
 import zlib
 from collections.abc import Callable
-from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
@@ -39,7 +38,7 @@ from ctxledger.runtime.projection import ProjectionPool
 from ctxledger.runtime.session import Session, check_session_id
 from ctxledger.runtime.timer import Timer
 from ctxledger.runtime.waiters import LoopWaiter, Waiter
-from ctxledger.storage import Durability, EventLog, LmdbEventLog
+from ctxledger.storage import Durability, EventLog, open_log
 from ctxledger.summarizers import ExtractiveSummarizer, Summarizer, describe_summarizer
 
 __all__ = ["Host"]
@@ -158,10 +157,11 @@ class Host:
         projection_actors: int = 2,
         background_compactions: int = 4,
     ) -> Host:
-        """Open (or create) a host on an LMDB folder.
+        """Open (or create) a host on an LMDB folder or a PostgreSQL database.
 
         Args:
-            path: The folder holding the LMDB environment; created if missing.
+            path: The folder holding the LMDB environment (created if missing), or a
+                ``postgresql://`` URI (see :func:`ctxledger.storage.open_log`).
             config: The default Config of new sessions (``Config()`` if omitted).
             summarizer: The summariser; ``ExtractiveSummarizer()`` (offline) if omitted.
             tokenizer: The token estimator; chars // 3 if omitted.
@@ -177,10 +177,9 @@ class Host:
 
         Raises:
             ConfigError: ``durability`` is not one of the three modes.
-            StorageError: The folder cannot be opened as an event log.
+            StorageError: The folder or database cannot be opened as an event log.
         """
-        Path(path).mkdir(parents=True, exist_ok=True)
-        log = LmdbEventLog.open(path, durability=durability)
+        log = open_log(path, durability=durability)
         try:
             return cls(
                 log,

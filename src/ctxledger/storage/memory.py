@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator, Sequence
 from ctxledger.errors import (
     CorruptRecordError,
     CtxLedgerError,
+    LeaseHeldError,
+    LeaseLostError,
     StorageError,
     UnknownSessionError,
     VersionConflictError,
@@ -22,6 +24,7 @@ from ctxledger.storage._checks import (
     encode_checked,
     recorded_batch,
 )
+from ctxledger.storage.leases import DEFAULT_LEASE_TTL, Lease, check_lease_request
 from ctxledger.storage.protocol import AppendCallback, RecordedEvent
 
 __all__ = ["MemoryEventLog"]
@@ -35,7 +38,8 @@ class MemoryEventLog:
     Nothing survives the process. Snapshots are framed with a checksum like the LMDB backend's,
     so the contract suite can check that a damaged snapshot is skipped. Events are encoded on
     append (and the bytes dropped), so that an event a durable backend could not store is
-    refused here too.
+    refused here too. It is also the reference :class:`~ctxledger.storage.LeaseStore` (leases
+    expire by ``clock``).
 
     Args:
         clock: Returns the commit timestamp (unix seconds); ``time.time`` by default.
@@ -48,15 +52,29 @@ class MemoryEventLog:
         self._global: list[RecordedEvent] = []
         self._snapshots: dict[str, dict[int, bytes]] = {}
         self._codec = Codec()
+        self._leases: dict[str, Lease] = {}
         self._closed = False
 
     def append(
-        self, session_id: str, events: Sequence[Event], *, expected_seq: int
+        self,
+        session_id: str,
+        events: Sequence[Event],
+        *,
+        expected_seq: int,
+        fence: Lease | None = None,
     ) -> list[RecordedEvent]:
-        """Append ``events`` atomically; see :meth:`ctxledger.storage.EventLog.append`."""
+        """Append ``events`` atomically; see :meth:`ctxledger.storage.EventLog.append`.
+
+        With ``fence``, only while that lease is the session's (see
+        :meth:`~ctxledger.storage.LeaseStore.append`).
+        """
         batch = check_append(session_id, events, expected_seq)
+        if fence is not None and fence.session_id != session_id:
+            raise ValueError(f"the fence is a lease on {fence.session_id!r}, not {session_id!r}")
         with self._lock:
             self._check_open()
+            if fence is not None:
+                self._check_fence(fence)
             recorded = self._sessions.get(session_id, [])
             if len(recorded) != expected_seq:
                 raise VersionConflictError(session_id, expected_seq, len(recorded))
@@ -71,10 +89,15 @@ class MemoryEventLog:
             return new
 
     async def aappend(
-        self, session_id: str, events: Sequence[Event], *, expected_seq: int
+        self,
+        session_id: str,
+        events: Sequence[Event],
+        *,
+        expected_seq: int,
+        fence: Lease | None = None,
     ) -> list[RecordedEvent]:
         """:meth:`append` for a caller on an event loop (it never blocks for long here)."""
-        return self.append(session_id, events, expected_seq=expected_seq)
+        return self.append(session_id, events, expected_seq=expected_seq, fence=fence)
 
     def submit(
         self,
@@ -83,11 +106,12 @@ class MemoryEventLog:
         *,
         expected_seq: int,
         callback: AppendCallback,
+        fence: Lease | None = None,
     ) -> None:
         """Append at once and call ``callback`` here; see :meth:`EventLog.submit`."""
         batch = check_append(session_id, events, expected_seq)
         try:
-            records = self.append(session_id, batch, expected_seq=expected_seq)
+            records = self.append(session_id, batch, expected_seq=expected_seq, fence=fence)
         except CtxLedgerError as exc:
             callback(None, exc)
         else:
@@ -197,10 +221,84 @@ class MemoryEventLog:
                 continue
         return None
 
+    def acquire_lease(
+        self,
+        session_id: str,
+        host_id: str,
+        ttl: float = DEFAULT_LEASE_TTL,
+        *,
+        wait: float = 0.0,
+    ) -> Lease:
+        """Take the session's lease; see :meth:`ctxledger.storage.LeaseStore.acquire_lease`."""
+        check_lease_request(session_id, host_id, ttl)
+        deadline = time.monotonic() + wait
+        while True:
+            with self._lock:
+                self._check_open()
+                now = self._clock()
+                held = self._leases.get(session_id)
+                if held is None or held.expires_at <= now or held.host_id == host_id:
+                    lease = self._leases[session_id] = Lease(
+                        session_id=session_id,
+                        host_id=host_id,
+                        epoch=held.epoch + 1 if held is not None else 1,
+                        expires_at=now + ttl,
+                    )
+                    return lease
+                left = held.expires_at - now
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise LeaseHeldError(session_id, held.host_id, held.epoch, left)
+            time.sleep(max(0.001, min(left, remaining, 0.05)))
+
+    def renew_lease(self, lease: Lease, ttl: float = DEFAULT_LEASE_TTL) -> Lease:
+        """Extend ``lease``; see :meth:`ctxledger.storage.LeaseStore.renew_lease`."""
+        check_lease_request(lease.session_id, lease.host_id, ttl)
+        with self._lock:
+            self._check_open()
+            self._check_fence(lease)
+            renewed = self._leases[lease.session_id] = Lease(
+                session_id=lease.session_id,
+                host_id=lease.host_id,
+                epoch=lease.epoch,
+                expires_at=self._clock() + ttl,
+            )
+            return renewed
+
+    def release_lease(self, lease: Lease) -> None:
+        """Give ``lease`` up; see :meth:`ctxledger.storage.LeaseStore.release_lease`."""
+        with self._lock:
+            self._check_open()
+            held = self._leases.get(lease.session_id)
+            if held is not None and (held.host_id, held.epoch) == (lease.host_id, lease.epoch):
+                self._leases[lease.session_id] = Lease(
+                    session_id=held.session_id,
+                    host_id=held.host_id,
+                    epoch=held.epoch,
+                    expires_at=float("-inf"),
+                )
+
+    def current_lease(self, session_id: str) -> Lease | None:
+        """Return the session's lease as recorded now (possibly expired), or None."""
+        with self._lock:
+            self._check_open()
+            return self._leases.get(session_id)
+
     def close(self) -> None:
         """Close the log; later calls raise :class:`~ctxledger.errors.StorageError`."""
         with self._lock:
             self._closed = True
+
+    def _check_fence(self, lease: Lease) -> None:
+        held = self._leases.get(lease.session_id)
+        if held is None or (held.host_id, held.epoch) != (lease.host_id, lease.epoch):
+            raise LeaseLostError(
+                lease.session_id,
+                lease.host_id,
+                lease.epoch,
+                held.host_id if held is not None else None,
+                held.epoch if held is not None else 0,
+            )
 
     def _check_open(self) -> None:
         if self._closed:

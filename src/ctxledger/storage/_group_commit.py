@@ -1,0 +1,316 @@
+"""Group commit for any backend: one thread gathers requests from many callers into transactions.
+
+:class:`GroupCommitter` is the backend-neutral half of a journal. Callers :meth:`~GroupCommitter.
+submit` an op from any thread and block until its group is committed, ``await``
+:meth:`~GroupCommitter.submit_async` from an event loop, or hand over a callback with
+:meth:`~GroupCommitter.submit_callback` and go on. The committer's thread takes the queued
+ops as one group and hands them to the backend's ``commit`` function, which writes them in one
+transaction and returns one outcome per op: an op that fails for a reason of its own fails alone,
+while an exception raised out of ``commit`` (the storage itself failed) fails every op of the
+group with a :class:`~ctxledger.errors.StorageError`.
+
+Two groups are in flight at a time: the callers of a committed group are woken when ``commit``
+calls its ``wake_previous`` argument, just before it blocks on the next group's commit, so that
+their threads prepare their next appends while that commit runs instead of competing for the GIL
+with the writing of the group. A group waits for as many requests as the group before the last
+one had (the callers woken meanwhile are likely to come straight back; with ``wake_at_once``, the
+last group's and those already queued), but for no more than ``gather_gap`` seconds without an
+arrival and ``gather_max`` seconds in all, so a lone caller never waits. Callers on an event
+loop are answered with one ``call_soon_threadsafe`` per loop and group.
+
+The LMDB journal (:mod:`ctxledger.storage.journal`) follows the same scheme with the LMDB
+transaction built in; the PostgreSQL log drives this class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from ctxledger.errors import StorageError
+
+__all__ = ["CommitGroup", "GroupCommitter", "Outcome"]
+
+_log = structlog.get_logger(__name__)
+
+#: What a backend reports for one op: ``(result, None)`` or ``(None, error)``.
+Outcome = tuple[Any, BaseException | None]
+#: ``commit(ops, wake_previous) -> outcomes``: writes and commits one group (see the module doc).
+CommitGroup = Callable[[list[Any], Callable[[], None]], list[Outcome]]
+
+
+class _Request:
+    """A caller blocked in :meth:`GroupCommitter.submit`."""
+
+    __slots__ = ("_done", "error", "op", "result")
+
+    def __init__(self, op: Any) -> None:
+        self.op = op
+        self.result: Any = None
+        self.error: BaseException | None = None
+        # A pre-acquired lock is the cheapest one-shot "done" signal between two threads.
+        self._done = threading.Lock()
+        self._done.acquire()
+
+    def resolve(self, result: Any, error: BaseException | None) -> None:
+        self.result, self.error = result, error
+        self._done.release()
+
+    def wait(self) -> Any:
+        self._done.acquire()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+class _CallbackRequest:
+    """A caller that gave a callback to :meth:`GroupCommitter.submit_callback` and went on."""
+
+    __slots__ = ("callback", "op")
+
+    def __init__(self, op: Any, callback: Callable[[Any, BaseException | None], None]) -> None:
+        self.op = op
+        self.callback = callback
+
+    def resolve(self, result: Any, error: BaseException | None) -> None:
+        try:
+            self.callback(result, error)
+        except Exception:  # a callback must not raise; if one does, the committer goes on
+            _log.exception("append callback raised")
+
+
+class _AsyncRequest:
+    """A caller awaiting :meth:`GroupCommitter.submit_async` on an event loop."""
+
+    __slots__ = ("future", "loop", "op")
+
+    def __init__(self, op: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self.op = op
+        self.loop = loop
+        self.future: asyncio.Future[Any] = loop.create_future()
+
+    def resolve(self, result: Any, error: BaseException | None) -> None:
+        _call_in(self.loop, [(self.future, result, error)])
+
+
+def _call_in(loop: asyncio.AbstractEventLoop, items: list[tuple[Any, Any, Any]]) -> None:
+    try:
+        loop.call_soon_threadsafe(_settle, items)
+    except RuntimeError:  # the loop is closed: nobody is left to answer
+        _log.warning("event loop closed before its appends were answered", requests=len(items))
+
+
+def _settle(items: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+    for future, result, error in items:
+        if future.cancelled():
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+
+_STOP = object()
+_Answer = tuple[Any, Any, BaseException | None]  # a committed request and its outcome
+
+
+class GroupCommitter:
+    """One thread that group-commits the ops submitted from many threads and event loops.
+
+    Args:
+        commit: Writes and commits one group; see the module docstring.
+        name: The thread's name.
+        gather_gap: Seconds a group waits for one more expected request.
+        gather_max: Seconds a group may wait for expected requests in all.
+        wake_at_once: Wake a group's callers as soon as it is committed, instead of when the
+            next group's commit begins. Right for a backend whose writes run elsewhere (a
+            database server): the woken callers then join the very next group.
+    """
+
+    def __init__(
+        self,
+        commit: CommitGroup,
+        *,
+        name: str,
+        gather_gap: float = 0.0005,
+        gather_max: float = 0.002,
+        wake_at_once: bool = False,
+    ) -> None:
+        self._commit_group = commit
+        self._wake_at_once = wake_at_once
+        self._queued_at_commit = 0  # requests queued when the last group committed
+        self._gap = gather_gap
+        self._max = gather_max
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._closed = False  # no new submissions
+        self._stopped = False  # the thread has committed its last group
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, op: Any) -> Any:
+        """Queue ``op``, wait until its group is committed, and return its result.
+
+        Raises:
+            StorageError: The committer is closed, or the group's transaction failed.
+            Exception: The error the backend reported for this op alone.
+        """
+        request = _Request(op)
+        self._enqueue(request)
+        return request.wait()
+
+    async def submit_async(self, op: Any) -> Any:
+        """Like :meth:`submit`, awaiting the commit instead of blocking the thread.
+
+        Cancelling the awaiting task does not withdraw ``op``: it may still be committed.
+
+        Raises:
+            StorageError: The committer is closed, or the group's transaction failed.
+            Exception: The error the backend reported for this op alone.
+        """
+        request = _AsyncRequest(op, asyncio.get_running_loop())
+        self._enqueue(request)
+        return await request.future
+
+    def submit_callback(
+        self, op: Any, callback: Callable[[Any, BaseException | None], None]
+    ) -> None:
+        """Queue ``op`` and return; ``callback(result, error)`` runs on the committer's thread.
+
+        It is called once, when ``op``'s group is committed (or fails, or the committer
+        closes); callbacks of one group run in the order their ops were queued.
+        """
+        request = _CallbackRequest(op, callback)
+        try:
+            self._enqueue(request)
+        except StorageError as exc:
+            request.resolve(None, exc)
+
+    def close(self) -> None:
+        """Commit everything already submitted, then stop the thread."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._queue.put(_STOP)
+        self._thread.join()
+
+    def _enqueue(self, request: _Request | _AsyncRequest | _CallbackRequest) -> None:
+        if self._closed:
+            raise StorageError("the event log is closed")
+        self._queue.put(request)
+        if self._stopped:  # lost a race with close(): nobody else may drain the queue any more
+            self._refuse_queued()
+
+    def _run(self) -> None:
+        answered: list[_Answer] = []  # durable, callers not yet woken
+        sizes = [1, 1]  # the sizes of the last two groups
+        while True:
+            try:
+                first = self._queue.get_nowait()
+            except queue.Empty:
+                self._wake(answered)
+                first = self._queue.get()
+            if first is _STOP:
+                stop = True
+            else:
+                requests, stop = self._gather(first, expected=self._expected(sizes))
+                answered = self._commit(requests, answered)
+                sizes = [sizes[1], len(requests)]
+            if stop:
+                self._wake(answered)
+                self._stopped = True
+                self._refuse_queued()
+                return
+
+    def _expected(self, sizes: list[int]) -> int:
+        """How many requests the next group waits for (within the gather limits).
+
+        Callers answered with the group before the last are likely back by now (the last
+        group's are still waiting for their answers). With ``wake_at_once`` the last group's
+        callers were answered as it committed, so they are expected, and so are the requests
+        that had queued up by then (from other callers: the group's own were still waiting).
+        """
+        if self._wake_at_once:
+            return sizes[1] + self._queued_at_commit
+        return sizes[0]
+
+    def _gather(self, first: Any, *, expected: int) -> tuple[list[Any], bool]:
+        """Collect a group from ``first`` on; return it and whether a stop request came."""
+        requests = [first]
+        deadline = time.monotonic() + self._max
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                wait = min(self._gap, deadline - time.monotonic())
+                if len(requests) >= expected or wait <= 0:
+                    return requests, False
+                try:
+                    item = self._queue.get(timeout=wait)
+                except queue.Empty:
+                    return requests, False
+            if item is _STOP:
+                return requests, True
+            requests.append(item)
+
+    def _commit(self, requests: list[Any], answered: list[_Answer]) -> list[_Answer]:
+        """Commit one group; the previous group's callers are woken on the way (or after)."""
+
+        def wake_previous() -> None:
+            self._wake(answered)
+
+        try:
+            outcomes = self._commit_group([request.op for request in requests], wake_previous)
+        except Exception as exc:  # every caller must be woken
+            self._wake(answered)
+            self._fail(requests, exc)
+            return []
+        self._wake(answered)
+        committed = [
+            (request, *outcome) for request, outcome in zip(requests, outcomes, strict=True)
+        ]
+        if self._wake_at_once:
+            self._queued_at_commit = self._queue.qsize()
+            self._wake(committed)
+        return committed
+
+    def _refuse_queued(self) -> None:
+        while True:
+            try:
+                request = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if request is not _STOP:
+                request.resolve(None, StorageError("the event log is closed"))
+
+    @staticmethod
+    def _wake(answered: list[_Answer]) -> None:
+        """Answer committed requests: threads one by one, event loops one call per loop."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Any, Any, Any]]] = {}
+        for request, result, error in answered:
+            if type(request) is _AsyncRequest:
+                by_loop.setdefault(request.loop, []).append((request.future, result, error))
+            else:
+                request.resolve(result, error)
+        answered.clear()
+        for loop, items in by_loop.items():
+            _call_in(loop, items)
+
+    @staticmethod
+    def _fail(requests: list[Any], cause: BaseException) -> None:
+        _log.error("group commit failed", requests=len(requests), error=repr(cause))
+        for request in requests:
+            # One exception object per caller: each raises (and so mutates) its own.
+            if isinstance(cause, StorageError):
+                error = StorageError(str(cause))
+            else:
+                error = StorageError(f"the write transaction failed: {cause}")
+            error.__cause__ = cause
+            request.resolve(None, error)

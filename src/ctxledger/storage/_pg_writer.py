@@ -1,0 +1,468 @@
+"""The write side of a PostgreSQL event log: one transaction per group of appends.
+
+Runs on the :class:`~ctxledger.storage._group_commit.GroupCommitter` thread of one
+:class:`~ctxledger.storage.PostgresEventLog`, on a connection of its own. Every group
+transaction locks and advances the one ``head`` row (the last position and the number of
+sessions): from that lock to the commit no other writer, in this process or any other, can
+write, so the positions a group takes follow the last committed ones without a gap and become
+visible in position order.
+
+**Fast path** (one round trip). The writer caches what it committed last (the head, and the
+number and last seq of each session it wrote). While that cache holds, a group is planned in
+Python (expected seqs checked, events encoded, seqs and positions given) and sent as one
+pipeline: advance the head *if it is still where the cache says* (else the statement fails),
+check that the fences of the fenced appends are still the sessions' leases (else it fails),
+insert the new sessions and the events (one statement each, over arrays), ``NOTIFY`` the
+tailing readers, ``COMMIT``. An append that fails its own checks (a stale expected seq, an event
+that cannot be encoded) is simply left out: it fails alone.
+
+**Slow path.** When the cache cannot decide (first group, a session it never wrote, another
+writer committed since) or the fast path's transaction failed for a reason other than the
+server (a guard, or a value the server refused), the group is written again step by step: lock
+the head, look the sessions up, read the fenced leases (locked, shared, until the commit), check
+each append alone, insert. If an insert fails for a reason of one request, the transaction is
+rolled back and the group written once more with a savepoint around each request, so the
+culprit fails alone. A failure of the server itself (gone, disk full) fails the whole group,
+with nothing of it visible.
+
+A connection that breaks during a group (the server restarted, the network dropped it) leaves
+the group in doubt only if ``COMMIT`` may have been processed: the writer then reconnects once
+and compares the rows at the group's positions with its own. If they are there, the group
+succeeded; if not (or the break came before the commit), the group is written once more on the
+new connection, so the first group after a server restart does not fail for nothing. If the
+server cannot be reached, the group fails with a StorageError that says whether its outcome is
+unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+import structlog
+
+from ctxledger.errors import (
+    InvalidMessageError,
+    LeaseLostError,
+    StorageError,
+    VersionConflictError,
+)
+from ctxledger.events.codec import Codec, encode_payload
+from ctxledger.events.types import Event
+from ctxledger.storage._group_commit import Outcome
+from ctxledger.storage._pg_connect import is_request_error, is_server_error
+from ctxledger.storage._pg_schema import Statements
+from ctxledger.storage.leases import Lease
+
+__all__ = ["AppendOp", "PgWriter"]
+
+_log = structlog.get_logger(__name__)
+_UNKNOWN = psycopg.pq.TransactionStatus.UNKNOWN
+_Known = tuple[int | None, int]  # a session's number (None: not created yet) and last seq
+
+
+@dataclass(slots=True)
+class AppendOp:
+    """Append events to a session, fenced by a lease if ``fence`` is set.
+
+    The writer encodes the events (``records``) on its own thread, as the LMDB journal does, so
+    that callers hold the GIL only to queue.
+    """
+
+    session_id: str
+    expected_seq: int
+    events: list[Event]
+    fence: Lease | None = None
+    #: The framed records and their raw payload sizes; set on first use (kept across a retry).
+    records: list[tuple[bytes, int]] | None = None
+
+
+@dataclass(slots=True)
+class _Group:
+    """One group's plan: the head before and after, its rows, and each append's outcome."""
+
+    base_position: int
+    base_sessions: int
+    now: float
+    position: int = 0
+    sessions: int = 0
+    raw: int = 0  # payload bytes the group adds
+    stored: int = 0  # frame bytes the group adds
+    known: dict[str, _Known] = field(default_factory=dict)
+    leases: dict[str, tuple[str, int]] = field(default_factory=dict)
+    new_numbers: list[int] = field(default_factory=list)
+    new_ids: list[str] = field(default_factory=list)
+    numbers: list[int] = field(default_factory=list)
+    seqs: list[int] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
+    records: list[bytes] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.position, self.sessions = self.base_position, self.base_sessions
+
+
+class _Refused(Exception):
+    """A batched insert failed for a reason of one request: isolate the requests and retry."""
+
+
+class _Lost(Exception):
+    """The connection broke and nothing of the group was committed: it may be tried again."""
+
+
+class PgWriter:
+    """Writes groups of appends; the ``commit`` function of a group committer.
+
+    Args:
+        connect: Opens the writer's connection (autocommit off, durability set).
+        statements: The log's SQL.
+        codec: Frames the events (with the log's active dictionary).
+        clock: Returns the commit timestamp.
+        channel: The ``NOTIFY`` channel of the log's tailing readers.
+        connection: A connection made by ``connect`` to start with, if there is one.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], psycopg.Connection[Any]],
+        statements: Statements,
+        *,
+        codec: Codec,
+        clock: Callable[[], float],
+        channel: str,
+        connection: psycopg.Connection[Any] | None = None,
+    ) -> None:
+        self._connect = connect
+        self._sql = statements
+        self._codec = codec
+        self._clock = clock
+        self._channel = channel
+        self._conn = connection
+        self._position = -1  # the head this writer last committed; -1: unknown
+        self._sessions = 0
+        self._known: dict[str, _Known] = {}
+
+    def close(self) -> None:
+        """Close the connection (called after the committer's thread stopped)."""
+        self._drop()
+
+    def commit_group(self, ops: list[Any], wake_previous: Callable[[], None]) -> list[Outcome]:
+        """Write ``ops`` in one transaction and commit; see the module docstring.
+
+        A group whose connection broke before anything of it was committed is written once
+        more on a new connection (after a server restart, the first group finds its connection
+        dead); if that fails too, or the server cannot be reached, the group fails.
+
+        Raises:
+            StorageError: The server failed; nothing of the group is visible (or, for a lost
+                commit answer that could not be checked, the message says the outcome is
+                unknown).
+        """
+        try:
+            return self._commit_once(ops, wake_previous)
+        except _Lost as lost:
+            _log.info("connection lost before the commit; writing the group again", error=str(lost))
+        try:
+            return self._commit_once(ops, wake_previous)
+        except _Lost as lost:
+            raise StorageError(f"PostgreSQL failed the write transaction: {lost}") from lost
+
+    def _commit_once(self, ops: list[Any], wake_previous: Callable[[], None]) -> list[Outcome]:
+        """One attempt at a group; raises :class:`_Lost` when it may simply be tried again."""
+        conn = self._connection()  # StorageError when the server cannot be reached
+        now = self._clock()
+        group = self._plan_fast(ops, now)
+        if group is not None and self._send_fast(conn, group, wake_previous):
+            return self._publish(group)
+        try:
+            try:
+                group = self._write(conn, ops, now, isolate=False)
+            except _Refused:
+                conn.rollback()
+                group = self._write(conn, ops, now, isolate=True)
+        except Exception as exc:
+            self._abort(conn)
+            if is_server_error(exc):
+                raise _Lost(str(exc)) from exc  # no COMMIT was sent: nothing is committed
+            raise StorageError(f"PostgreSQL failed the write transaction: {exc}") from exc
+        wake_previous()  # their group is durable: let them prepare the next while this commits
+        try:
+            conn.commit()
+        except Exception as exc:
+            self._committed_anyway(group, exc)
+        return self._publish(group)
+
+    # --- the fast path ------------------------------------------------------------------------
+
+    def _plan_fast(self, ops: list[AppendOp], now: float) -> _Group | None:
+        """Plan the group from the cache alone, or None if the cache cannot decide."""
+        if self._position < 0:
+            return None
+        group = _Group(self._position, self._sessions, now)
+        for op in ops:
+            session_id = op.session_id
+            if session_id not in self._known and session_id not in group.known:
+                if op.expected_seq != 0:
+                    return None  # it may exist: only a lookup can tell
+                group.known[session_id] = (None, 0)  # new, as far as we know: checked by insert
+            fence = op.fence
+            if fence is not None:
+                held = group.leases.setdefault(session_id, (fence.host_id, fence.epoch))
+                if held != (fence.host_id, fence.epoch):
+                    return None  # two fences for one session in one group: check them for real
+        group.outcomes = [self._plan(op, group) for op in ops]
+        return group
+
+    def _send_fast(
+        self, conn: psycopg.Connection[Any], group: _Group, wake_previous: Callable[[], None]
+    ) -> bool:
+        """Send the planned group in one pipeline; return whether it committed.
+
+        Returns False (after a rollback) when a guard or a statement failed: the slow path
+        decides then.
+
+        Raises:
+            StorageError: The server failed (or the commit is lost and did not happen).
+        """
+        sql = self._sql
+        try:
+            with conn.pipeline():
+                cur = conn.cursor()
+                cur.execute(sql.update_head, self._head_params(group))
+                if group.leases:
+                    ids = list(group.leases)
+                    hosts = [group.leases[session_id][0] for session_id in ids]
+                    epochs = [group.leases[session_id][1] for session_id in ids]
+                    cur.execute(sql.check_fences, [ids, hosts, epochs, len(ids)])
+                self._insert(cur, group)
+                if group.positions:
+                    cur.execute(sql.notify, [self._channel, str(group.position)])
+                wake_previous()
+                conn.commit()
+        except Exception as exc:
+            if is_server_error(exc):
+                self._committed_anyway(group, exc)  # returns only if the group is durable
+                return True
+            self._abort(conn)
+            return False
+        return True
+
+    # --- the slow path ------------------------------------------------------------------------
+
+    def _write(
+        self, conn: psycopg.Connection[Any], ops: list[AppendOp], now: float, *, isolate: bool
+    ) -> _Group:
+        sql = self._sql
+        cur = conn.cursor()
+        row = cur.execute(sql.lock_head).fetchone()
+        assert row is not None  # created with the schema
+        group = _Group(row[0], row[1], now)
+        if group.position != self._position:
+            self._known.clear()  # another writer committed since: the last seqs may be stale
+        unknown = list({op.session_id for op in ops} - self._known.keys())
+        if unknown:
+            group.known = {session_id: (None, 0) for session_id in unknown}
+            for session_id, number, last in cur.execute(sql.lookup_sessions, [unknown]):
+                group.known[session_id] = (number, last)
+        fenced = list({op.session_id for op in ops if op.fence is not None})
+        if fenced:
+            rows = cur.execute(sql.fences, [fenced])
+            group.leases = {session_id: (host, epoch) for session_id, host, epoch in rows}
+        group.outcomes = [self._plan(op, group, cur if isolate else None) for op in ops]
+        if not isolate:
+            try:
+                self._insert(cur, group)
+            except Exception as exc:
+                if is_request_error(exc) and conn.info.transaction_status != _UNKNOWN:
+                    raise _Refused from exc
+                raise
+        cur.execute(sql.update_head, self._head_params(group))
+        if group.positions:
+            cur.execute(sql.notify, [self._channel, str(group.position)])
+        return group
+
+    # --- planning and inserting, both paths --------------------------------------------------
+
+    def _plan(
+        self, op: AppendOp, group: _Group, isolated: psycopg.Cursor[Any] | None = None
+    ) -> Outcome:
+        """Check one append and add its rows to the group; its outcome (an error: it alone).
+
+        ``group.leases`` holds the leases the fenced appends must match (read from the table
+        on the slow path; assumed, and checked by a guard, on the fast one). With ``isolated``,
+        the append's rows are inserted at once, under a savepoint.
+        """
+        session_id = op.session_id
+        number, last = group.known.get(session_id) or self._known[session_id]
+        fence = op.fence
+        if fence is not None and group.leases.get(session_id) != (fence.host_id, fence.epoch):
+            holder, epoch = group.leases.get(session_id, (None, 0))
+            return None, LeaseLostError(session_id, fence.host_id, fence.epoch, holder, epoch)
+        if last != op.expected_seq:
+            return None, VersionConflictError(session_id, op.expected_seq, last)
+        if not op.events:
+            return (op.expected_seq + 1, group.position + 1, group.now), None
+        records = op.records
+        if records is None:
+            try:
+                records = op.records = self._encode(op.events)
+            except Exception as exc:  # e.g. metadata msgpack cannot encode: this append alone
+                return None, InvalidMessageError(f"cannot encode an event of {session_id!r}: {exc}")
+        if isolated is not None:
+            return self._plan_isolated(op, records, group, number, isolated)
+        self._add(op, records, group, number)
+        return (op.expected_seq + 1, group.position - len(records) + 1, group.now), None
+
+    def _add(
+        self, op: AppendOp, records: list[tuple[bytes, int]], group: _Group, number: int | None
+    ) -> None:
+        if number is None:
+            group.sessions += 1
+            number = group.sessions
+            group.new_numbers.append(number)
+            group.new_ids.append(op.session_id)
+        seq = op.expected_seq
+        for record, raw_size in records:
+            seq += 1
+            group.position += 1
+            group.numbers.append(number)
+            group.seqs.append(seq)
+            group.positions.append(group.position)
+            group.records.append(record)
+            group.raw += raw_size
+            group.stored += len(record)
+        group.known[op.session_id] = (number, seq)
+
+    def _plan_isolated(
+        self,
+        op: AppendOp,
+        records: list[tuple[bytes, int]],
+        group: _Group,
+        number: int | None,
+        cur: psycopg.Cursor[Any],
+    ) -> Outcome:
+        """Insert one append under a savepoint; a value the server refuses fails it alone."""
+        alone = _Group(group.position, group.sessions, group.now)
+        alone.known = group.known
+        self._add(op, records, alone, number)
+        cur.execute("SAVEPOINT ctxledger_append")
+        try:
+            self._insert(cur, alone)
+        except Exception as exc:
+            if not is_request_error(exc):
+                raise
+            cur.execute("ROLLBACK TO SAVEPOINT ctxledger_append")
+            group.known[op.session_id] = (number, op.expected_seq)
+            return None, InvalidMessageError(
+                f"PostgreSQL refused the append to session {op.session_id!r}: {exc}"
+            )
+        cur.execute("RELEASE SAVEPOINT ctxledger_append")
+        for name in ("numbers", "seqs", "positions", "records"):  # kept for _lost_commit
+            getattr(group, name).extend(getattr(alone, name))
+        group.position, group.sessions = alone.position, alone.sessions
+        group.raw += alone.raw
+        group.stored += alone.stored
+        return (op.expected_seq + 1, alone.position - len(records) + 1, group.now), None
+
+    def _insert(self, cur: psycopg.Cursor[Any], group: _Group) -> None:
+        """Insert the group's new sessions and events (isolated groups: once per append)."""
+        sql = self._sql
+        if group.new_numbers:
+            cur.execute(sql.insert_sessions, [group.now, group.new_numbers, group.new_ids])
+        if group.positions:
+            cur.execute(
+                sql.insert_events,
+                [group.now, group.numbers, group.seqs, group.positions, group.records],
+            )
+
+    @staticmethod
+    def _head_params(group: _Group) -> list[int]:
+        return [
+            group.base_position,
+            group.base_sessions,
+            group.position,
+            group.sessions,
+            group.raw,
+            group.stored,
+        ]
+
+    def _encode(self, events: list[Event]) -> list[tuple[bytes, int]]:
+        frame = self._codec.frame
+        records = []
+        for event in events:
+            payload = encode_payload(event)
+            records.append((frame(payload), len(payload)))
+        return records
+
+    def _publish(self, group: _Group) -> list[Outcome]:
+        """Make the committed group's head and sessions the cache; return its outcomes."""
+        self._position, self._sessions = group.position, group.sessions
+        for session_id, known in group.known.items():
+            if known[0] is not None:
+                self._known[session_id] = known
+        return group.outcomes
+
+    # --- connection and failures --------------------------------------------------------------
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            self._drop()
+            conn = self._conn = self._connect()  # raises StorageError when the server is down
+            self._position = -1
+        return conn
+
+    def _abort(self, conn: psycopg.Connection[Any]) -> None:
+        """Roll back after a failure; drop the connection if it is no longer usable."""
+        try:
+            conn.rollback()
+        except Exception:  # the connection is gone: the server rolls the transaction back
+            self._drop()
+            return
+        if conn.broken:
+            self._drop()
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        self._position = -1
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception as exc:  # closing a dead connection: nothing left to release
+                _log.debug("closing a broken connection failed", error=repr(exc))
+
+    def _committed_anyway(self, group: _Group, cause: Exception) -> None:
+        """After the connection broke during a group: return if the group is durable anyway.
+
+        Reconnects once and compares the rows at the group's positions with the group's.
+
+        Raises:
+            _Lost: The group was not committed and the server answers again.
+            StorageError: The server cannot be reached (or the check failed): the outcome is
+                unknown.
+        """
+        self._drop()
+        if not group.positions:
+            raise _Lost(str(cause)) from cause
+        try:
+            conn = self._connect()
+        except StorageError as exc:
+            raise StorageError(
+                f"PostgreSQL is unreachable, so whether the last commit happened is unknown "
+                f"(read the session again once the server is back): {cause}; {exc}"
+            ) from cause
+        try:
+            first, last = group.positions[0], group.positions[-1]
+            rows = conn.execute(self._sql.group_rows, [first, last]).fetchall()
+        except Exception as exc:
+            raise StorageError(
+                f"the commit failed and its outcome is unknown: {cause}; checking it failed: {exc}"
+            ) from cause
+        finally:
+            conn.close()
+        ours = list(zip(group.numbers, group.seqs, group.positions, group.records, strict=True))
+        if [tuple(row) for row in rows] != ours:
+            raise _Lost(str(cause)) from cause
+        _log.warning("commit answer lost, but the group is durable", error=repr(cause))

@@ -1,0 +1,223 @@
+"""The backend-neutral GroupCommitter, driven by a scripted commit function (deterministic)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from ctxledger.errors import StorageError, VersionConflictError
+from ctxledger.storage._group_commit import GroupCommitter, Outcome
+
+
+class Backend:
+    """A commit function whose ops say what happens to them; groups can be held mid-commit.
+
+    While ``held``, each group waits for one release of ``gate`` before it commits; every group
+    releases ``entered`` once it is inside (after calling ``wake_previous``).
+    """
+
+    def __init__(self) -> None:
+        self.groups: list[list[Any]] = []
+        self.held = False
+        self.gate = threading.Semaphore(0)
+        self.entered = threading.Semaphore(0)
+        self.committed: set[Any] = set()
+
+    def commit(self, ops: list[Any], wake_previous: Callable[[], None]) -> list[Outcome]:
+        """Record the group, call ``wake_previous``, wait while held, then 'commit'."""
+        if "boom" in ops:
+            raise RuntimeError("the server went away")
+        self.groups.append(list(ops))
+        wake_previous()
+        held = self.held
+        self.entered.release()
+        if held:
+            self.gate.acquire()
+        self.committed.update(ops)
+        return [
+            (None, VersionConflictError("s", 1, 2)) if op == "conflict" else (f"done:{op}", None)
+            for op in ops
+        ]
+
+
+@pytest.fixture
+def backend() -> Backend:
+    """A scripted backend."""
+    return Backend()
+
+
+@pytest.fixture(params=[False, True], ids=["wake-with-next", "wake-at-once"])
+def committer(request: pytest.FixtureRequest, backend: Backend) -> Iterator[GroupCommitter]:
+    """A committer over the scripted backend, in both wake modes, closed after the test."""
+    opened = GroupCommitter(backend.commit, name="test-committer", wake_at_once=request.param)
+    yield opened
+    backend.held = False
+    backend.gate.release(100)
+    opened.close()
+
+
+def submit_in_threads(
+    committer: GroupCommitter, ops: list[Any]
+) -> tuple[list[threading.Thread], dict]:
+    """Submit each op from its own thread; outcomes land in the returned dict."""
+    outcomes: dict[Any, Any] = {}
+
+    def run(op: Any) -> None:
+        try:
+            outcomes[op] = committer.submit(op)
+        except Exception as exc:
+            outcomes[op] = exc
+
+    threads = [threading.Thread(target=run, args=(op,)) for op in ops]
+    for thread in threads:
+        thread.start()
+    return threads, outcomes
+
+
+def queued_behind_a_held_group(committer: GroupCommitter, backend: Backend, ops: list[Any]) -> dict:
+    """Hold a first group mid-commit, queue ``ops`` behind it, release; return all outcomes."""
+    backend.held = True
+    first, outcomes = submit_in_threads(committer, ["first"])
+    backend.entered.acquire()
+    rest, more = submit_in_threads(committer, ops)
+    while committer._queue.qsize() < len(ops):
+        threading.Event().wait(0.001)
+    backend.held = False
+    backend.gate.release()
+    for thread in first + rest:
+        thread.join()
+    return {**outcomes, **more}
+
+
+def test_submit_returns_the_backends_result(committer: GroupCommitter) -> None:
+    """A lone op is committed and answered with its result."""
+    assert committer.submit("a") == "done:a"
+
+
+def test_ops_queued_during_a_commit_form_one_group(
+    committer: GroupCommitter, backend: Backend
+) -> None:
+    """Everything that queues while a group commits is committed together next."""
+    queued_behind_a_held_group(committer, backend, ["b", "c", "d", "e"])
+    assert backend.groups[0] == ["first"] and sorted(backend.groups[1]) == ["b", "c", "d", "e"]
+
+
+def test_an_op_that_fails_alone_does_not_fail_its_group(
+    committer: GroupCommitter, backend: Backend
+) -> None:
+    """An op the backend reports as failed raises for its caller only."""
+    outcomes = queued_behind_a_held_group(committer, backend, ["x", "conflict", "y"])
+    assert (outcomes["x"], outcomes["y"]) == ("done:x", "done:y")
+    assert isinstance(outcomes["conflict"], VersionConflictError)
+
+
+def test_a_raising_commit_fails_every_op_of_the_group(
+    committer: GroupCommitter, backend: Backend
+) -> None:
+    """An exception out of the commit function fails the whole group with StorageError, each
+    caller with its own error chained to the cause; the next group commits normally."""
+    outcomes = queued_behind_a_held_group(committer, backend, ["p", "boom", "q"])
+    errors = [outcomes[op] for op in ("p", "boom", "q")]
+    assert all(isinstance(error, StorageError) for error in errors)
+    assert len({id(error) for error in errors}) == 3
+    assert all(isinstance(error.__cause__, RuntimeError) for error in errors)
+    assert committer.submit("after") == "done:after"
+
+
+def test_callers_are_answered_only_after_the_commit(
+    committer: GroupCommitter, backend: Backend
+) -> None:
+    """While a group's commit is held, none of its callers has returned."""
+    backend.held = True
+    threads, outcomes = submit_in_threads(committer, ["held"])
+    backend.entered.acquire()
+    threads[0].join(timeout=0.2)
+    assert threads[0].is_alive() and "held" not in backend.committed and not outcomes
+    backend.held = False
+    backend.gate.release()
+    threads[0].join()
+    assert outcomes == {"held": "done:held"}
+
+
+def test_previous_group_is_answered_before_the_next_commit_ends(backend: Backend) -> None:
+    """Without wake_at_once, a group's callers are woken when the next group's commit begins
+    (``wake_previous``), before that commit is over."""
+    committer = GroupCommitter(backend.commit, name="test-committer")
+    try:
+        backend.held = True
+        first, outcomes = submit_in_threads(committer, ["first"])
+        backend.entered.acquire()
+        second, more = submit_in_threads(committer, ["second"])
+        while committer._queue.qsize() < 1:
+            threading.Event().wait(0.001)
+        backend.gate.release()  # "first" commits; "second" starts, wakes "first", is held
+        backend.entered.acquire()
+        first[0].join(timeout=60)
+        assert not first[0].is_alive() and outcomes == {"first": "done:first"}
+        assert second[0].is_alive() and not more  # its own commit is not over yet
+    finally:
+        backend.held = False
+        backend.gate.release(100)
+        committer.close()
+
+
+def test_wake_at_once_answers_a_group_before_the_next_one_starts(backend: Backend) -> None:
+    """With wake_at_once, a group's callers are woken as soon as it is committed, even while
+    the next group is held."""
+    committer = GroupCommitter(backend.commit, name="test-committer", wake_at_once=True)
+    try:
+        backend.held = True
+        first, outcomes = submit_in_threads(committer, ["first"])
+        backend.entered.acquire()
+        second, more = submit_in_threads(committer, ["second"])
+        while committer._queue.qsize() < 1:
+            threading.Event().wait(0.001)
+        backend.gate.release()
+        first[0].join(timeout=60)
+        assert not first[0].is_alive() and outcomes == {"first": "done:first"}
+    finally:
+        backend.held = False
+        backend.gate.release(100)
+        committer.close()
+    second[0].join()
+    assert more == {"second": "done:second"}
+
+
+def test_aappend_style_submission_is_answered_on_the_loop(committer: GroupCommitter) -> None:
+    """Tasks on an event loop get their results and their own errors."""
+
+    async def go() -> tuple[list[Any], BaseException | None]:
+        results = await asyncio.gather(*(committer.submit_async(f"t{i}") for i in range(8)))
+        try:
+            await committer.submit_async("conflict")
+        except VersionConflictError as exc:
+            return list(results), exc
+        return list(results), None
+
+    results, error = asyncio.run(go())
+    assert results == [f"done:t{i}" for i in range(8)] and error is not None
+
+
+def test_close_commits_what_was_queued_then_refuses(
+    committer: GroupCommitter, backend: Backend
+) -> None:
+    """close() commits the queued ops, and later submissions raise StorageError."""
+    backend.held = True
+    threads, outcomes = submit_in_threads(committer, ["a", "b", "c"])
+    backend.entered.acquire()
+    while len(backend.groups[0]) + committer._queue.qsize() < 3:
+        threading.Event().wait(0.001)
+    closing = threading.Thread(target=committer.close)
+    closing.start()
+    backend.held = False
+    backend.gate.release()
+    closing.join()
+    for thread in threads:
+        thread.join()
+    assert outcomes == {op: f"done:{op}" for op in "abc"}
+    with pytest.raises(StorageError, match="closed"):
+        committer.submit("late")
