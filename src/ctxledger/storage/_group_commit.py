@@ -31,13 +31,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import structlog
-
+from ctxledger._logging import get_logger
 from ctxledger.errors import StorageError
 
 __all__ = ["CommitGroup", "GroupCommitter", "Outcome"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 #: What a backend reports for one op: ``(result, None)`` or ``(None, error)``.
 Outcome = tuple[Any, BaseException | None]

@@ -8,14 +8,14 @@ from typing import Any, TypeVar
 
 import psycopg
 import psycopg_pool
-import structlog
 from psycopg.conninfo import conninfo_to_dict
 
+from ctxledger._logging import get_logger
 from ctxledger.errors import StorageError
 
 __all__ = ["Listener", "Reader", "connect", "describe_dsn", "is_request_error", "is_server_error"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 _RETRY = 0.5  # seconds between attempts of the listener to reconnect
 _T = TypeVar("_T")

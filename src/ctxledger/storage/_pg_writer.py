@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-import structlog
 
+from ctxledger._logging import get_logger
 from ctxledger.errors import (
     InvalidMessageError,
     LeaseLostError,
@@ -58,7 +58,7 @@ from ctxledger.storage.leases import Lease
 
 __all__ = ["AppendOp", "PgWriter"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 _UNKNOWN = psycopg.pq.TransactionStatus.UNKNOWN
 _Known = tuple[int | None, int]  # a session's number (None: not created yet) and last seq
 

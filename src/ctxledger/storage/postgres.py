@@ -55,9 +55,9 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
         "the PostgreSQL event log needs psycopg and psycopg_pool: pip install 'ctxledger[postgres]'"
     ) from exc
-import structlog
 import zstandard
 
+from ctxledger._logging import get_logger
 from ctxledger.errors import (
     CorruptRecordError,
     StorageError,
@@ -81,7 +81,7 @@ from ctxledger.storage.protocol import (
 
 __all__ = ["DEFAULT_SCHEMA", "PostgresEventLog"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 # psycopg logs (at WARNING) every failed reconnection of the pool; a library stays quiet unless
 # the application configures logging, so keep Python's last-resort handler off them.
 logging.getLogger("psycopg").addHandler(logging.NullHandler())
