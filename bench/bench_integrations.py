@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
+import lmdb
 import structlog
 from agents import (
     Agent,
@@ -132,13 +133,49 @@ def langchain_turn(host: Host | None) -> Callable[[], None]:
     return lambda: agent.invoke({"messages": [HumanMessage(QUESTION)]}, config)
 
 
-def run(turns: int, durability: str) -> dict[str, list[float]]:
-    """Turns of every variant, interleaved (one of each in turn), so that load hits all alike."""
+def count_commits(host: Host) -> list[int]:
+    """Count the writes ``host`` submits to its log (one durable commit each when turns run alone).
+
+    A turn runs alone, so every submitted write is a group of its own: one commit, one fsync
+    under durability ``sync``. The counter wraps the log's ``submit`` on this instance only.
+    """
+    counter = [0]
+    submit = host.log.submit
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        counter[0] += 1
+        return submit(*args, **kwargs)
+
+    host.log.submit = counted  # type: ignore[method-assign]
+    return counter
+
+
+def commit_floor(samples: int = 300) -> float:
+    """Median seconds of one small durable LMDB write transaction (the fsync a commit costs)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = lmdb.open(tmp, map_size=1 << 26, sync=True, metasync=True)
+        value = b"x" * 1024
+        times = []
+        for n in range(samples):
+            started = time.perf_counter()
+            with env.begin(write=True) as txn:
+                txn.put(n.to_bytes(8, "big"), value)
+            times.append(time.perf_counter() - started)
+        env.close()
+    return statistics.median(times)
+
+
+def run(turns: int, durability: str) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Turns of every variant, interleaved (one of each in turn), so that load hits all alike.
+
+    Returns the per-turn times and, per ctxledger variant, its log commits per turn.
+    """
     with tempfile.TemporaryDirectory() as tmp:
         hosts = [
             Host.open(Path(tmp) / name, config=CONFIG, durability=durability)  # type: ignore[arg-type]
             for name in ("sdk", "filter", "langchain")
         ]
+        counters = [count_commits(host) for host in hosts]
         variants = {
             "SDK SQLiteSession(':memory:')": sdk_turn("sqlite", None),
             "SDK LedgerSession": sdk_turn("ledger", hosts[0]),
@@ -156,7 +193,13 @@ def run(turns: int, durability: str) -> dict[str, list[float]]:
         finally:
             for host in hosts:
                 host.close()
-    return times
+    ledger = (
+        "SDK LedgerSession",
+        "SDK LedgerSession + run_config()",
+        "LangChain + LedgerMiddleware",
+    )
+    commits = {name: c[0] / turns for name, c in zip(ledger, counters, strict=True)}
+    return times, commits
 
 
 def _paired(times: list[float], base: list[float]) -> float:
@@ -171,10 +214,19 @@ def main() -> None:
     set_tracing_disabled(True)
     print(f"{args.turns} turns per variant, interleaved (a tool call and an answer per turn)")
     for durability in ("sync", "none"):
-        times = run(args.turns, durability)
-        print(f"\nctxledger durability {durability!r}\n")
-        print("| variant | median ms/turn | p90 ms/turn | overhead ms/turn (median of pairs) |")
-        print("|---|---:|---:|---:|")
+        floor = commit_floor()
+        times, commits = run(args.turns, durability)
+        print(f"\nctxledger durability {durability!r}", end="")
+        if durability == "sync":
+            print(
+                f"; one durable 1 KiB LMDB commit (the fsync floor), median: {floor * 1000:.3f} ms"
+            )
+        print("\n")
+        print(
+            "| variant | median ms/turn | p90 ms/turn | overhead ms/turn (median of pairs)"
+            " | commits/turn | fsync floor ms/turn |"
+        )
+        print("|---|---:|---:|---:|---:|---:|")
         bases = {
             "SDK": "SDK SQLiteSession(':memory:')",
             "Lan": "LangChain create_agent + InMemorySaver",
@@ -184,7 +236,12 @@ def main() -> None:
             median = statistics.median(values) * 1000
             p90 = sorted(values)[int(len(values) * 0.9)] * 1000
             extra = "—" if name == base else f"{_paired(values, times[base]):+.2f}"
-            print(f"| {name} | {median:.2f} | {p90:.2f} | {extra} |")
+            per_turn = commits.get(name)
+            counted = "—" if per_turn is None else f"{per_turn:.1f}"
+            needed = "—"
+            if per_turn is not None and durability == "sync":
+                needed = f"{per_turn * floor * 1000:.2f}"
+            print(f"| {name} | {median:.2f} | {p90:.2f} | {extra} | {counted} | {needed} |")
 
 
 if __name__ == "__main__":
