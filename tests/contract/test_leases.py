@@ -87,6 +87,14 @@ def test_released_lease_is_free_at_once(leases: LeaseStore) -> None:
     assert leases.acquire_lease("s", "h2", LONG).epoch == 2
 
 
+def test_released_lease_is_reported_expired(leases: LeaseStore) -> None:
+    """A released lease is still recorded (its epoch is kept), as expired."""
+    leases.release_lease(leases.acquire_lease("s", "h1", LONG))
+    lease = leases.current_lease("s")
+    assert lease is not None and lease.host_id == "h1" and lease.epoch == 1
+    assert lease.expires_at <= time.time()
+
+
 def test_renew_keeps_the_epoch_and_extends(leases: LeaseStore) -> None:
     """Renewing keeps the epoch and moves the expiry forward."""
     lease = leases.acquire_lease("s", "h1", SHORT)

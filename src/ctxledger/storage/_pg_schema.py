@@ -342,7 +342,9 @@ class Statements:
         """A session's lease: holder, epoch, expiry and seconds left (server clock)."""
         return self._q(
             "SELECT host_id, epoch, extract(epoch FROM expires_at)::float8, "
-            "extract(epoch FROM expires_at - clock_timestamp())::float8 "
+            # Not (expires_at - now): a released lease expires at -infinity, which the
+            # timestamp arithmetic refuses; float8 arithmetic gives -Infinity.
+            "(extract(epoch FROM expires_at) - extract(epoch FROM clock_timestamp()))::float8 "
             "FROM {s}.leases WHERE session_id = %s"
         )
 
