@@ -25,7 +25,6 @@ from ctxledger.events import MessageAppended, ToolResultSynthesized, ViewServed
 from ctxledger.replay import verify
 from ctxledger.runtime.loading import fold_session
 from ctxledger.storage import PostgresEventLog
-from pg_fixtures import PgServer
 
 pytestmark = pytest.mark.postgres
 
@@ -63,7 +62,8 @@ class Child:
             try:
                 line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
             except Empty:
-                raise AssertionError(f"no {prefix!r} line within {timeout} s: {self.seen}") from None
+                message = f"no {prefix!r} line within {timeout} s: {self.seen}"
+                raise AssertionError(message) from None
             if line is None:
                 assert self.proc.stderr is not None
                 raise AssertionError(f"child ended before {prefix!r}: {self.proc.stderr.read()}")
@@ -88,7 +88,8 @@ class Child:
         self.proc.stdin.flush()
 
     def acked(self) -> list[int]:
-        return [int(seq) for line in self.seen if line.startswith("ack") for seq in line.split()[1:]]
+        acks = [line.split()[1:] for line in self.seen if line.startswith("ack")]
+        return [int(seq) for seqs in acks for seq in seqs]
 
     def views(self) -> list[str]:
         return [line.split()[2] for line in self.seen if line.startswith("view")]

@@ -12,7 +12,8 @@ serves a session only while it holds the session's lease (:mod:`ctxledger.storag
   the session over, this host's appends fail with :class:`~ctxledger.errors.LeaseLostError`
   and write nothing.
 - **Renewal**: every ``ttl / 3`` seconds the timer tells one :class:`LeaseActor` to renew all
-  the host's leases in one pass (one thread per host, none per session).
+  the host's leases in one batch (:meth:`~ctxledger.storage.LeaseStore.renew_leases`, one
+  statement on PostgreSQL; one thread per host, none per session).
 - **Loss**: a renewal or a fenced write that finds the lease taken over tells the session's
   history actor, which drops the session's state; its next use takes the lease again and
   recovers from snapshot + tail, as after a crash.
@@ -142,22 +143,31 @@ class LeaseKeeper:
             self._actor.tell(_RenewAll())
 
     def renew_all(self) -> None:
-        """Renew every lease held (on the lease actor); tell owners about the lost ones."""
+        """Renew every lease held, in one batch (on the lease actor); tell owners of lost ones."""
         with self._lock:
             held = list(self._held.values())
-        for lease, owner in held:
+        if not held:
+            return
+        try:
+            renewed = self.store.renew_leases([lease for lease, _ in held], self.ttl)
+        except CtxLedgerError as exc:  # the store is down: try again at the next tick
+            _log.warning("leases_not_renewed", leases=len(held), error=str(exc))
+            return
+        for (lease, owner), now in zip(held, renewed, strict=True):
+            if now is not None:
+                continue
             try:
-                self.store.renew_lease(lease, self.ttl)
-            except LeaseLostError as exc:
-                _log.warning(
-                    "lease_lost", session_id=lease.session_id, epoch=lease.epoch, holder=exc.holder
-                )
-                self.lost(lease)
-                with contextlib.suppress(pykka.ActorDeadError):
-                    owner.tell(LeaseLost(lease.session_id, lease, exc))
-            except CtxLedgerError as exc:  # the store is down: try again at the next tick
-                _log.warning("lease_not_renewed", session_id=lease.session_id, error=str(exc))
-                return
+                current = self.store.current_lease(lease.session_id)
+            except CtxLedgerError:
+                current = None
+            holder, epoch = (current.host_id, current.epoch) if current else (None, 0)
+            error = LeaseLostError(lease.session_id, lease.host_id, lease.epoch, holder, epoch)
+            _log.warning(
+                "lease_lost", session_id=lease.session_id, epoch=lease.epoch, holder=holder
+            )
+            self.lost(lease)
+            with contextlib.suppress(pykka.ActorDeadError):
+                owner.tell(LeaseLost(lease.session_id, lease, error))
 
     def close(self) -> None:
         """Stop renewing and release every lease still held (the host is closing)."""

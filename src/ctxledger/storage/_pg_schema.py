@@ -330,6 +330,18 @@ class Statements:
         )
 
     @cached_property
+    def renew_leases(self) -> str:
+        """Extend the leases named by arrays of (session id, host id, epoch) that are still
+        those hosts', in one statement; returns the renewed ones."""
+        return self._q(
+            "UPDATE {s}.leases AS l "
+            "SET expires_at = clock_timestamp() + make_interval(secs => %s::float8) "
+            "FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS t(s, h, e) "
+            "WHERE l.session_id = t.s AND l.host_id = t.h AND l.epoch = t.e "
+            "RETURNING l.session_id, extract(epoch FROM l.expires_at)::float8"
+        )
+
+    @cached_property
     def release_lease(self) -> str:
         """Expire a lease that is still the host's (the epoch is kept)."""
         return self._q(

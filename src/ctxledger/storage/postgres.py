@@ -564,6 +564,18 @@ class PostgresEventLog:
         self._submitter()
         return self._leases.renew(lease, ttl)
 
+    def renew_leases(
+        self, leases: Sequence[Lease], ttl: float = DEFAULT_LEASE_TTL
+    ) -> list[Lease | None]:
+        """Renew many leases in one statement; see :meth:`LeaseStore.renew_leases`."""
+        leases = list(leases)
+        for lease in leases:
+            check_lease_request(lease.session_id, lease.host_id, ttl)
+        if len({lease.session_id for lease in leases}) != len(leases):
+            raise ValueError("renew_leases: one lease per session")
+        self._submitter()
+        return self._leases.renew_many(leases, ttl)
+
     def release_lease(self, lease: Lease) -> None:
         """Give ``lease`` up; nothing happens if it was taken over already."""
         self._submitter()
