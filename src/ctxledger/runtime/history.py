@@ -48,7 +48,6 @@ from ctxledger.domain import (
 )
 from ctxledger.errors import (
     ContextOverflowError,
-    CtxLedgerError,
     HostClosedError,
     InvalidSeqError,
     LeaseLostError,
@@ -816,9 +815,8 @@ class HistoryActor(_SimpleQueue):
         rt = self._rt
         lease = message.lease
         if live is None or message.error is not None or message.state is None:
-            if lease is not None:
-                with contextlib.suppress(CtxLedgerError):
-                    cast(LeaseStore, rt.log).release_lease(lease)
+            if lease is not None and rt.leases is not None:
+                rt.leases.release(lease)
             if live is None:
                 return
             del self._lives[message.session_id]

@@ -419,10 +419,10 @@ class Host:
         for actor in self._history:
             with contextlib.suppress(pykka.ActorDeadError):
                 actor.stop(block=True, timeout=30)
-        if self._leases is not None:
-            self._leases.close()  # after the writers: another host may take them over at once
         self._compaction.stop()
         self._projection.stop()
+        if self._leases is not None:
+            self._leases.close()  # after the writers: another host may take them over at once
         with contextlib.suppress(pykka.ActorDeadError):
             self._budget.stop(block=True, timeout=5)
         self._timer.stop()

@@ -32,7 +32,7 @@ from typing import Any
 import pykka
 
 from ctxledger._logging import get_logger
-from ctxledger.errors import CtxLedgerError, LeaseLostError
+from ctxledger.errors import CtxLedgerError, HostClosedError, LeaseLostError
 from ctxledger.storage import Lease, LeaseStore
 
 __all__ = ["LeaseActor", "LeaseKeeper", "LeaseLost"]
@@ -79,7 +79,9 @@ class LeaseKeeper:
         self.wait = wait
         self.timer = timer
         self._lock = threading.Lock()
-        self._held: dict[str, tuple[Lease, pykka.ActorRef[Any]]] = {}
+        # Every lease taken and not yet given back, with the history actor serving it (None
+        # while the session is still being loaded).
+        self._held: dict[str, tuple[Lease, pykka.ActorRef[Any] | None]] = {}
         self._last_epoch: dict[str, int] = {}  # the epoch this host held last, per session
         self._actor = LeaseActor.start(self)
         self._stopped = False
@@ -88,8 +90,24 @@ class LeaseKeeper:
     # --- used by the actors ------------------------------------------------------------------
 
     def acquire(self, session_id: str) -> Lease:
-        """Take the session's lease now, without waiting (LeaseHeldError if another host has it)."""
-        return self.store.acquire_lease(session_id, self.host_id, self.ttl)
+        """Take the session's lease now, without waiting (LeaseHeldError if another host has it).
+
+        The lease is renewed (and released by :meth:`close`) from then on, also while the
+        session is being loaded.
+
+        Raises:
+            HostClosedError: The host is closing.
+        """
+        with self._lock:
+            if self._stopped:
+                raise HostClosedError("the host is closed")
+        lease = self.store.acquire_lease(session_id, self.host_id, self.ttl)
+        with self._lock:
+            if not self._stopped:
+                self._held[lease.session_id] = (lease, None)
+                return lease
+        self.store.release_lease(lease)  # closed meanwhile
+        raise HostClosedError("the host is closed")
 
     def hold(self, lease: Lease, owner: pykka.ActorRef[Any]) -> bool:
         """Keep ``lease`` renewed for ``owner`` (its history actor).
@@ -114,7 +132,8 @@ class LeaseKeeper:
                 del self._last_epoch[lease.session_id]
 
     def release(self, lease: Lease) -> None:
-        """Give ``lease`` back (on the lease actor's thread): the session's state was evicted."""
+        """Give ``lease`` back (on the lease actor's thread): the session's state was evicted,
+        or could not be loaded."""
         with self._lock:
             held = self._held.get(lease.session_id)
             if held is None or held[0].epoch != lease.epoch:
@@ -166,8 +185,9 @@ class LeaseKeeper:
                 "lease_lost", session_id=lease.session_id, epoch=lease.epoch, holder=holder
             )
             self.lost(lease)
-            with contextlib.suppress(pykka.ActorDeadError):
-                owner.tell(LeaseLost(lease.session_id, lease, error))
+            if owner is not None:
+                with contextlib.suppress(pykka.ActorDeadError):
+                    owner.tell(LeaseLost(lease.session_id, lease, error))
 
     def close(self) -> None:
         """Stop renewing and release every lease still held (the host is closing)."""
