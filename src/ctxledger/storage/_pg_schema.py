@@ -329,6 +329,11 @@ class Statements:
             "RETURNING extract(epoch FROM expires_at)::float8"
         )
 
+    @property
+    def commit(self) -> str:
+        """End the group's transaction (sent inside the writer's pipeline)."""
+        return "COMMIT"
+
     @cached_property
     def renew_leases(self) -> str:
         """Extend the leases named by arrays of (session id, host id, epoch) that are still
