@@ -7,6 +7,11 @@ without waiting, and fold them once the journal reports them durable. It never b
 the journal, a session being loaded by the projection actors, a summary being written by the
 compaction pool are all answered by messages, and meanwhile the actor serves its other sessions.
 
+On a log shared by several hosts every batch of a session is fenced with the host's lease on it
+(:mod:`ctxledger.runtime.leases`); a batch refused because another host took the session over
+(:class:`~ctxledger.errors.LeaseLostError`) drops the session's state, failing its waiting
+callers, so that its next use takes the lease again and recovers from the log.
+
 The journal answers a caller directly when a request's last batch is durable (after telling this
 actor, so the caller's next request always finds the batch folded): an append costs one hand-off
 to the actor, one to the journal, and the journal's wake-up of the caller.
