@@ -1,12 +1,13 @@
 """Child process of the failover tests: one host serving one session of a PostgreSQL log.
 
-Usage: python pg_failover_child.py DSN HOST_ID LEASE_TTL SESSION ROLE
+Usage: python pg_failover_child.py DSN HOST_ID LEASE_TTL SESSION ROLE [STOP_AT_STEP]
 
 ROLE ``serve``: take the session and run agent steps forever. A step appends a user message and
 an assistant tool call (one append), then the tool's result (a second append), then prepares the
 next view. After each append *returned* it prints ``ack <seq> <seq> ...``; after each view
 ``view <through_seq> <view_hash>`` (all flushed). When a step fails with a ctxledger error it
-prints ``error <ErrorClass> <message>`` and exits 0.
+prints ``error <ErrorClass> <message>`` and exits 0. With STOP_AT_STEP, that step stops after
+its tool call was acknowledged (the tool "runs" forever; the host keeps renewing its lease).
 
 ROLE ``standby``: open a host and print ``ready``; on the line ``go`` from stdin take the
 session over (waiting for the lease), print ``took <seconds waited>`` and ``recovered
@@ -28,7 +29,7 @@ from ctxledger.errors import CtxLedgerError
 CONFIG = Config(context_window=3000, compression_threshold=0.6, min_retain_rounds=2, micro_batch=2)
 
 
-def serve(host: Host, session_id: str) -> None:
+def serve(host: Host, session_id: str, stop_at: int) -> None:
     session = host.session(session_id)
     step = len(session.history())
     while True:
@@ -42,6 +43,9 @@ def serve(host: Host, session_id: str) -> None:
                 ]
             )
             print("ack", *seqs, flush=True)
+            if step == stop_at:
+                print("calling", flush=True)
+                time.sleep(3600)
             seq = session.append(Message.tool("FAILED " + "log " * (step % 50), call.id, "bash"))
             print("ack", seq, flush=True)
             view = session.prepare_step()
@@ -73,7 +77,7 @@ def main() -> None:
     dsn, host_id, ttl, session_id, role = sys.argv[1:6]
     with Host.open(dsn, config=CONFIG, host_id=host_id, lease_ttl=float(ttl)) as host:
         if role == "serve":
-            serve(host, session_id)
+            serve(host, session_id, int(sys.argv[6]) if len(sys.argv) > 6 else 0)
         else:
             standby(host, session_id)
 

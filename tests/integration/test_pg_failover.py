@@ -36,9 +36,9 @@ SESSION = "agent-1"
 class Child:
     """A child process whose stdout lines are read by a thread into a queue."""
 
-    def __init__(self, dsn: str, host_id: str, role: str) -> None:
+    def __init__(self, dsn: str, host_id: str, role: str, *extra: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(CHILD), dsn, host_id, TTL, SESSION, role],
+            [sys.executable, str(CHILD), dsn, host_id, TTL, SESSION, role, *extra],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -180,6 +180,42 @@ def test_sigkill_mid_step_fails_over_to_the_other_host(dsn: str, seed: int) -> N
         called = {call.id for message in history for call in message.tool_calls}
         answered = {m.tool_call_id for m in history if m.tool_call_id is not None}
         assert called <= answered
+        # The recovered view shows every acknowledged message.
+        assert taken.event.through_seq >= max(serving.acked())
+
+
+@pytest.mark.slow
+def test_sigkill_while_a_tool_runs_answers_the_call_on_takeover(dsn: str) -> None:
+    """Killed while its tool call is pending: the other host answers it as interrupted."""
+    serving = Child(dsn, "host-a", "serve", "4")
+    standby = Child(dsn, "host-b", "standby")
+    try:
+        serving.expect("calling")
+        standby.expect("ready")
+        serving.proc.send_signal(signal.SIGKILL)
+        serving.proc.wait(timeout=30)
+        serving.drain()
+        standby.send("go")
+        standby.expect("took")
+        recovered = standby.expect("recovered").split()[1]
+        standby.expect("ack")
+        standby.send("quit")
+        assert standby.proc.wait(timeout=60) == 0
+    finally:
+        serving.close()
+        standby.close()
+    with PostgresEventLog.open(dsn) as log:
+        records = log.read(SESSION)
+        synthesized = [r.event for r in records if isinstance(r.event, ToolResultSynthesized)]
+        assert [event.message.tool_call_id for event in synthesized] == ["call-4"]
+        seqs = message_seqs(log)
+        assert seqs == list(range(1, len(seqs) + 1))
+        assert set(serving.acked()) <= set(seqs)
+        assert verify(log, SESSION).ok
+        served = [r.event for r in records if isinstance(r.event, ViewServed)]
+        assert served[-2].view_hash == serving.views()[-1]  # host-a's last view was step 3's
+        assert served[-1].view_hash == recovered
+        assert served[-1].through_seq == synthesized[0].message.seq
 
 
 @pytest.mark.slow

@@ -305,6 +305,11 @@ class Host:
             HostClosedError: The host is closed.
             InvalidSessionIdError: The id is not a valid session id.
             CorruptRecordError: The session's log is damaged (other sessions keep working).
+            LeaseHeldError: On a shared log, another host still held the session's lease
+                after ``lease_wait`` seconds.
+            LeaseLostError: On a shared log, another host took the session over while this
+                one was activating it (any later call of the session may raise it too, then
+                writing nothing; the call after that activates the session again).
         """
         handle = self._handle(session_id)
         self._call(handle.id, Open(handle.id, Waiter(), config, config or self.config))
