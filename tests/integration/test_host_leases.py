@@ -206,3 +206,43 @@ def test_default_host_ids_differ() -> None:
     with Host(MemoryEventLog()) as a, Host(MemoryEventLog()) as b:
         assert a.host_id and b.host_id and a.host_id != b.host_id
     assert PostgresEventLog is not None
+
+
+@pytest.mark.postgres
+def test_reactivation_by_the_same_host_keeps_a_pending_tool_call(dsn: str) -> None:
+    """Evicted and re-activated by the host that served it all along (the epoch right after its
+    own): a tool call still running is not answered as interrupted."""
+    call = ToolCall("c1", "bash", "{}")
+    with Host.open(dsn, host_id="host-a", lease_ttl=60.0, max_active_sessions=1) as a:
+        session = a.session("s1")
+        session.append_many([Message.user("run it"), Message.assistant("", [call])])
+        for other in ("s2", "s3", "s4"):
+            a.session(other).append(Message.user("other"))  # evicts s1
+            assert a.active_sessions() == [other]
+            assert session.history()[-1].tool_calls == (call,)  # re-activates s1
+        assert session.append(Message.tool("done", "c1", "bash")) == 3
+        assert a.log.current_lease("s1").epoch == 4  # type: ignore[attr-defined]
+        assert not any(isinstance(r.event, ToolResultSynthesized) for r in a.log.read("s1"))
+
+
+@pytest.mark.postgres
+def test_reactivation_after_another_host_served_recovers(dsn: str) -> None:
+    """Re-activated after another host served the session in between: recovered again."""
+    call = ToolCall("c2", "bash", "{}")
+    with (
+        Host.open(dsn, host_id="host-a", lease_ttl=60.0, max_active_sessions=1) as a,
+        Host.open(dsn, host_id="host-b", lease_ttl=60.0, max_active_sessions=1) as b,
+    ):
+        a.session("s1").append(Message.user("hello"))
+        a.session("s2").append(Message.user("other"))  # evicts s1, releasing its lease
+        deadline = time.monotonic() + 30
+        while a.log.current_lease("s1").expires_at > time.time():  # type: ignore[attr-defined]
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        b.session("s1").append(Message.assistant("", [call]))
+        b.session("s3").append(Message.user("other"))  # evicts s1 on host-b, releasing it
+        while b.log.current_lease("s1").expires_at > time.time():  # type: ignore[attr-defined]
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        history = a.session("s1").history()
+        assert history[-1].tool_call_id == "c2"  # host-a recovered host-b's pending call

@@ -109,18 +109,19 @@ class LeaseKeeper:
         self.store.release_lease(lease)  # closed meanwhile
         raise HostClosedError("the host is closed")
 
-    def hold(self, lease: Lease, owner: pykka.ActorRef[Any]) -> bool:
+    def hold(self, lease: Lease, owner: pykka.ActorRef[Any]) -> int | None:
         """Keep ``lease`` renewed for ``owner`` (its history actor).
 
         Returns:
-            Whether this host held the session's previous epoch too (nobody served the session
-            in between, so its state needs no recovery).
+            The epoch under which this host served the session last, or None if it did not
+            since it started (or since it lost the session). ``lease.epoch`` right after it
+            means nobody served the session in between, so its state needs no recovery.
         """
         with self._lock:
             previous = self._last_epoch.get(lease.session_id)
             self._last_epoch[lease.session_id] = lease.epoch
             self._held[lease.session_id] = (lease, owner)
-        return previous is not None and previous + 1 == lease.epoch
+        return previous
 
     def lost(self, lease: Lease) -> None:
         """Forget ``lease``: another host took the session over."""
