@@ -87,6 +87,14 @@ def test_released_lease_is_free_at_once(leases: LeaseStore) -> None:
     assert leases.acquire_lease("s", "h2", LONG).epoch == 2
 
 
+def test_released_lease_is_reported_expired(leases: LeaseStore) -> None:
+    """A released lease is still recorded (its epoch is kept), as expired."""
+    leases.release_lease(leases.acquire_lease("s", "h1", LONG))
+    lease = leases.current_lease("s")
+    assert lease is not None and lease.host_id == "h1" and lease.epoch == 1
+    assert lease.expires_at <= time.time()
+
+
 def test_renew_keeps_the_epoch_and_extends(leases: LeaseStore) -> None:
     """Renewing keeps the epoch and moves the expiry forward."""
     lease = leases.acquire_lease("s", "h1", SHORT)
@@ -234,3 +242,20 @@ def test_invalid_lease_arguments_are_rejected(leases: LeaseStore) -> None:
         leases.acquire_lease("s", "", LONG)
     with pytest.raises(ValueError):
         leases.acquire_lease("s", "h1", 0)
+
+
+def test_renew_leases_renews_many_and_reports_the_lost(leases: LeaseStore) -> None:
+    """renew_leases extends each lease still held and gives None for one taken over."""
+    kept = [leases.acquire_lease(f"s{n}", "h1", LONG) for n in range(3)]
+    lost = leases.acquire_lease("gone", "h1", SHORT)
+    time.sleep(SHORT * 2)
+    taker = leases.acquire_lease("gone", "h2", LONG)
+    renewed = leases.renew_leases([*kept, lost], LONG)
+    assert renewed[3] is None
+    for before, after in zip(kept, renewed[:3], strict=True):
+        assert after is not None and after.epoch == before.epoch
+        assert after.expires_at >= before.expires_at
+    assert leases.current_lease("gone") == taker
+    assert leases.renew_leases([], LONG) == []
+    with pytest.raises(ValueError):
+        leases.renew_leases([kept[0], kept[0]], LONG)

@@ -7,6 +7,11 @@ without waiting, and fold them once the journal reports them durable. It never b
 the journal, a session being loaded by the projection actors, a summary being written by the
 compaction pool are all answered by messages, and meanwhile the actor serves its other sessions.
 
+On a log shared by several hosts every batch of a session is fenced with the host's lease on it
+(:mod:`ctxledger.runtime.leases`); a batch refused because another host took the session over
+(:class:`~ctxledger.errors.LeaseLostError`) drops the session's state, failing its waiting
+callers, so that its next use takes the lease again and recovers from the log.
+
 The journal answers a caller directly when a request's last batch is durable (after telling this
 actor, so the caller's next request always finds the batch folded): an append costs one hand-off
 to the actor, one to the journal, and the journal's wake-up of the caller.
@@ -19,7 +24,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, cast
 
 import msgspec
 import pykka
@@ -46,7 +51,12 @@ from ctxledger.domain import (
     message_chars,
     threshold_for,
 )
-from ctxledger.errors import ContextOverflowError, HostClosedError, InvalidSeqError
+from ctxledger.errors import (
+    ContextOverflowError,
+    HostClosedError,
+    InvalidSeqError,
+    LeaseLostError,
+)
 from ctxledger.events import (
     CompactionFailed,
     ConfigChanged,
@@ -56,6 +66,7 @@ from ctxledger.events import (
     UsageReported,
     ViewServed,
 )
+from ctxledger.runtime.leases import LeaseKeeper, LeaseLost
 from ctxledger.runtime.loading import snapshot_due
 from ctxledger.runtime.messages import (
     Append,
@@ -78,7 +89,7 @@ from ctxledger.runtime.messages import (
     SummaryTimeout,
 )
 from ctxledger.runtime.waiters import LoopWaiter, Reply
-from ctxledger.storage import EventLog, RecordedEvent
+from ctxledger.storage import EventLog, Lease, LeaseStore, RecordedEvent
 
 __all__ = ["HistoryActor", "HistoryActorProxy", "Runtime"]
 
@@ -101,6 +112,8 @@ class Runtime:
         timer: Deadlines (:class:`~ctxledger.runtime.timer.Timer`).
         summarizer_name: Who writes the summaries, recorded with each (``describe_summarizer``).
         recovered: Sessions already recovered by this host (shared by its history actors).
+        leases: On a log shared by several hosts, the host's leases
+            (:class:`~ctxledger.runtime.leases.LeaseKeeper`); None otherwise.
     """
 
     log: EventLog
@@ -113,6 +126,7 @@ class Runtime:
     timer: Any
     summarizer_name: str = ""
     recovered: set[str] = field(default_factory=set)
+    leases: LeaseKeeper | None = None
 
 
 class _Write:
@@ -149,6 +163,7 @@ class _Live:
         "bound",
         "id",
         "last_event_seq",
+        "lease",
         "op",
         "pending_writes",
         "prepare_pending",
@@ -164,6 +179,7 @@ class _Live:
         self.id = session_id
         self.state: SessionState | None = None  # None while the projection actors load it
         self.last_event_seq = 0
+        self.lease: Lease | None = None  # on a shared log: every write is fenced with it
         self.queue: deque[Command] = deque()  # commands waiting for the current one
         self.op: _Op | None = None  # the command being carried out
         self.writing: _Write | None = None
@@ -263,6 +279,7 @@ class HistoryActor(_SimpleQueue):
             SummaryDone: self._on_summary,
             SummaryTimeout: self._on_timeout,
             Prepare: self._on_prepare,
+            LeaseLost: self._on_lease_lost,
         }
 
     # --- pykka -----------------------------------------------------------------------------------
@@ -745,6 +762,15 @@ class HistoryActor(_SimpleQueue):
             with contextlib.suppress(pykka.ActorDeadError):
                 me.tell(Durable(session_id, token, records, error))
 
+        if live.lease is not None:
+            cast(LeaseStore, self._rt.log).submit(
+                live.id,
+                write.events,
+                expected_seq=live.last_event_seq,
+                callback=committed,
+                fence=live.lease,
+            )
+            return
         self._rt.log.submit(
             live.id, write.events, expected_seq=live.last_event_seq, callback=committed
         )
@@ -755,6 +781,9 @@ class HistoryActor(_SimpleQueue):
             return
         write = live.writing
         live.writing = None
+        if isinstance(message.error, LeaseLostError) and live.lease is not None:
+            self._drop(live, message.error)  # another host serves the session now
+            return
         state = live.state
         assert state is not None
         records = message.records
@@ -788,9 +817,13 @@ class HistoryActor(_SimpleQueue):
 
     def _on_loaded(self, message: Loaded) -> None:
         live = self._lives.get(message.session_id)
-        if live is None:
-            return
-        if message.error is not None or message.state is None:
+        rt = self._rt
+        lease = message.lease
+        if live is None or message.error is not None or message.state is None:
+            if lease is not None and rt.leases is not None:
+                rt.leases.release(lease)
+            if live is None:
+                return
             del self._lives[message.session_id]
             error = message.error or HostClosedError("the session could not be loaded")
             for command in live.queue:
@@ -798,7 +831,13 @@ class HistoryActor(_SimpleQueue):
             return
         live.state = message.state
         live.last_event_seq = message.last_event_seq
-        rt = self._rt
+        if lease is not None and rt.leases is not None:
+            live.lease = lease
+            previous = rt.leases.hold(lease, self.actor_ref)
+            if previous is not None and previous + 1 != lease.epoch:
+                # Another host served the session since this one did: recover its work.
+                rt.recovered.discard(live.id)
+            _log.info("lease_acquired", session_id=live.id, epoch=lease.epoch)
         if live.id not in rt.recovered:
             rt.recovered.add(live.id)
             decision = decide(
@@ -816,14 +855,55 @@ class HistoryActor(_SimpleQueue):
                 return
         self._pump(live)
 
+    def _on_lease_lost(self, message: LeaseLost) -> None:
+        live = self._lives.get(message.session_id)
+        if live is None or live.lease is None or live.lease.epoch != message.lease.epoch:
+            return  # already dropped, or re-activated under a newer lease
+        self._drop(live, message.error)
+
+    def _drop(self, live: _Live, error: LeaseLostError) -> None:
+        """Another host took ``live`` over: fail its waiting callers and forget its state.
+
+        Its next use takes the lease again and recovers from the log, as after a crash.
+        """
+        _log.warning("lease_lost", session_id=live.id, holder=error.holder, epoch=error.current)
+        rt = self._rt
+        del self._lives[live.id]
+        rt.recovered.discard(live.id)
+        if live.lease is not None and rt.leases is not None:
+            rt.leases.lost(live.lease)
+        live.lease = None
+        op = live.op
+        if op is not None and not op.handed_off:
+            _fail(op.command.reply, error)
+        for command in live.queue:
+            _fail(command.reply, error)
+        for write in live.pending_writes:
+            if write.reply is not None:
+                _fail(write.reply, error)
+        for reply in live.settle_replies:
+            _fail(reply, error)
+        live.queue.clear()
+        live.pending_writes.clear()
+        live.settle_replies.clear()
+        live.op = None
+        for handle in (live.background_timer, op.job_timer if op is not None else None):
+            if handle is not None:
+                rt.timer.cancel(handle)
+        if live.background is not None or live.pressure_sent or live.prepare_pending:
+            rt.budget.tell(BackgroundEnded(live.id))
+
     def _evict(self) -> None:
         """Drop the least recently used idle states beyond ``max_live`` (their log stays)."""
         lives = self._lives
         busy = 0
         while len(lives) > self._max_live and busy < len(lives):
             session_id = next(iter(lives))
-            if lives[session_id].idle:
+            live = lives[session_id]
+            if live.idle:
                 del lives[session_id]
+                if live.lease is not None and self._rt.leases is not None:
+                    self._rt.leases.release(live.lease)  # another host may take it at once
             else:
                 lives.move_to_end(session_id)  # in use: look at it again later
                 busy += 1

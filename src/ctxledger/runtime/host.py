@@ -7,6 +7,16 @@ the log's journal thread and one timer thread. A session is state, not threads: 
 count depends on those settings only, never on how many sessions are open or active. Session
 states not used for a while are evicted (least recently used beyond ``max_active_sessions``) and
 re-activated from the newest snapshot and the events after it.
+
+**Several hosts on one database.** On a log shared by several hosts (PostgreSQL), each host has
+a ``host_id`` and serves a session only while it holds the session's lease
+(:mod:`ctxledger.runtime.leases`): activating a session takes the lease (waiting up to
+``lease_wait`` seconds for another host's lease to be released or to expire), every write is
+fenced with it, a background pass renews all leases every ``lease_ttl / 3`` seconds, and
+eviction and :meth:`Host.close` give them back. A host that lost a session's lease (it was
+paused or cut off while another host took over) fails that session's next write with
+:class:`~ctxledger.errors.LeaseLostError`, writes nothing, and re-activates the session on its
+next use. A second host taking a session over recovers it exactly as after a crash.
 """
 
 from __future__ import annotations
@@ -14,6 +24,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
+import socket
 import threading
 import time
 import uuid
@@ -32,18 +44,37 @@ from ctxledger.events import Event, SessionForked, SessionOpened
 from ctxledger.runtime.budget import BudgetActor
 from ctxledger.runtime.compaction import CompactionPool
 from ctxledger.runtime.history import HistoryActor, HistoryActorProxy, Runtime
+from ctxledger.runtime.leases import LeaseKeeper
 from ctxledger.runtime.loading import event_seq_before_message, fold_session
 from ctxledger.runtime.messages import Command, Open
 from ctxledger.runtime.projection import ProjectionPool
 from ctxledger.runtime.session import Session, check_session_id
 from ctxledger.runtime.timer import Timer
 from ctxledger.runtime.waiters import LoopWaiter, Waiter
-from ctxledger.storage import Durability, EventLog, open_log
+from ctxledger.storage import (
+    DEFAULT_LEASE_TTL,
+    Durability,
+    EventLog,
+    LeaseStore,
+    MemoryEventLog,
+    open_log,
+)
 from ctxledger.summarizers import ExtractiveSummarizer, Summarizer, describe_summarizer
 
-__all__ = ["Host"]
+__all__ = ["Host", "default_host_id"]
 
 _logger = get_logger(__name__)
+
+
+def default_host_id() -> str:
+    """A host id unique to this process: ``<hostname>-<pid>-<random hex>``."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def _check_seconds(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
 
 
 class Host:
@@ -70,6 +101,17 @@ class Host:
         compaction_workers: Summariser calls that can run at once.
         projection_actors: Sessions that can be loaded from the log at once.
         background_compactions: Background compactions at once, host-wide.
+        host_id: This host's id on a shared log (leases name it); a fresh
+            :func:`default_host_id` if omitted. Give every running host its own.
+        lease_ttl: Seconds a session's lease lasts unless renewed (renewed every third of
+            it); a host that dies is taken over this long after its last renewal at most.
+        lease_wait: Seconds an activation waits at most for a lease another host holds before
+            it fails with :class:`~ctxledger.errors.LeaseHeldError`; ``2 * lease_ttl + 1`` s if
+            omitted (long enough for the lease of a dead host to expire).
+        leases: Take session leases: ``None`` (the default) takes them when the log is a
+            :class:`~ctxledger.storage.LeaseStore` shared between hosts (PostgreSQL; not the
+            in-memory log, which no other process can see); ``True`` on any LeaseStore;
+            ``False`` never (one host per database only).
     """
 
     def __init__(
@@ -87,8 +129,18 @@ class Host:
         compaction_workers: int = 4,
         projection_actors: int = 2,
         background_compactions: int = 4,
+        host_id: str | None = None,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
+        lease_wait: float | None = None,
+        leases: bool | None = None,
     ) -> None:
-        """Wrap ``log``; see the class docstring for the arguments."""
+        """Wrap ``log``; see the class docstring for the arguments.
+
+        Raises:
+            ValueError: A count is not a positive integer, ``lease_ttl`` or ``lease_wait`` is
+                not a positive number, or ``leases=True`` with a log that is no LeaseStore.
+            TypeError: ``host_id`` is not a string.
+        """
         for name, value in (
             ("max_active_sessions", max_active_sessions),
             ("history_actors", history_actors),
@@ -98,6 +150,27 @@ class Host:
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if host_id is None:
+            host_id = default_host_id()
+        if not isinstance(host_id, str):
+            raise TypeError(f"host_id must be a string, got {type(host_id).__name__}")
+        if not host_id:
+            raise ValueError("host_id must not be empty")
+        lease_ttl = _check_seconds("lease_ttl", lease_ttl)
+        lease_wait = (
+            2 * lease_ttl + 1.0 if lease_wait is None else _check_seconds("lease_wait", lease_wait)
+        )
+        is_store = isinstance(log, LeaseStore)
+        if leases and not is_store:
+            raise ValueError(f"leases=True needs a LeaseStore log, not {type(log).__name__}")
+        if leases is None:
+            leases = is_store and not isinstance(log, MemoryEventLog)
+        #: This host's id (on a shared log, the holder named by its leases).
+        self.host_id = host_id
+        #: Seconds a lease lasts unless renewed.
+        self.lease_ttl = lease_ttl
+        #: Seconds an activation waits at most for another host's lease.
+        self.lease_wait = lease_wait
         self.log = log
         self.config = config if config is not None else Config()
         self.summarizer: Summarizer = (
@@ -114,8 +187,13 @@ class Host:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._timer = Timer()
+        self._leases = (
+            LeaseKeeper(cast(LeaseStore, log), host_id, lease_ttl, lease_wait, self._timer)
+            if leases
+            else None
+        )
         self._compaction = CompactionPool(self.summarizer, compaction_workers, self._host_loop)
-        self._projection = ProjectionPool(log, clock, projection_actors)
+        self._projection = ProjectionPool(log, clock, projection_actors, self._leases)
         self._budget = BudgetActor.start(background_compactions)
         runtime = Runtime(
             log=log,
@@ -127,6 +205,7 @@ class Host:
             budget=self._budget,
             timer=self._timer,
             summarizer_name=describe_summarizer(self.summarizer),
+            leases=self._leases,
         )
         self._recovered = runtime.recovered
         # Each history actor keeps its share of max_active_sessions (so never more than one
@@ -156,6 +235,9 @@ class Host:
         compaction_workers: int = 4,
         projection_actors: int = 2,
         background_compactions: int = 4,
+        host_id: str | None = None,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
+        lease_wait: float | None = None,
     ) -> Host:
         """Open (or create) a host on an LMDB folder or a PostgreSQL database.
 
@@ -174,6 +256,10 @@ class Host:
             compaction_workers: Summariser calls that can run at once.
             projection_actors: Sessions that can be loaded from the log at once.
             background_compactions: Background compactions at once, host-wide.
+            host_id: This host's id on a shared (PostgreSQL) database; unique per process if
+                omitted (see the class docstring).
+            lease_ttl: Seconds a session's lease lasts unless renewed (PostgreSQL only).
+            lease_wait: Seconds an activation waits at most for another host's lease.
 
         Raises:
             ConfigError: ``durability`` is not one of the three modes.
@@ -193,6 +279,9 @@ class Host:
                 compaction_workers=compaction_workers,
                 projection_actors=projection_actors,
                 background_compactions=background_compactions,
+                host_id=host_id,
+                lease_ttl=lease_ttl,
+                lease_wait=lease_wait,
             )
         except BaseException:
             log.close()
@@ -216,6 +305,11 @@ class Host:
             HostClosedError: The host is closed.
             InvalidSessionIdError: The id is not a valid session id.
             CorruptRecordError: The session's log is damaged (other sessions keep working).
+            LeaseHeldError: On a shared log, another host still held the session's lease
+                after ``lease_wait`` seconds.
+            LeaseLostError: On a shared log, another host took the session over while this
+                one was activating it (any later call of the session may raise it too, then
+                writing nothing; the call after that activates the session again).
         """
         handle = self._handle(session_id)
         self._call(handle.id, Open(handle.id, Waiter(), config, config or self.config))
@@ -332,6 +426,8 @@ class Host:
                 actor.stop(block=True, timeout=30)
         self._compaction.stop()
         self._projection.stop()
+        if self._leases is not None:
+            self._leases.close()  # after the writers: another host may take them over at once
         with contextlib.suppress(pykka.ActorDeadError):
             self._budget.stop(block=True, timeout=5)
         self._timer.stop()

@@ -17,7 +17,7 @@ from ctxledger.domain import Compact, Job, Serve, SessionState
 from ctxledger.events import Event
 from ctxledger.messages import Message
 from ctxledger.runtime.waiters import Reply
-from ctxledger.storage import RecordedEvent
+from ctxledger.storage import Lease, RecordedEvent
 
 __all__ = [
     "Append",
@@ -134,6 +134,9 @@ class Load:
     session_id: str
     create_config: Config | None
     owner: Any  # the history actor's ref, told ``Loaded``
+    #: On a shared log: when (``time.monotonic()``) to stop waiting for another host's lease
+    #: (set by the first attempt).
+    lease_deadline: float | None = None
 
 
 @dataclass(slots=True)
@@ -144,6 +147,7 @@ class Loaded:
     state: SessionState | None
     last_event_seq: int
     error: BaseException | None
+    lease: Lease | None = None  # on a shared log: the lease this host now serves it under
 
 
 @dataclass(slots=True)

@@ -2,7 +2,10 @@
 
 Activating a session folds its log from the newest snapshot (a long tail can take a while): a
 history actor hands that to a projection actor and goes on serving its other sessions, which
-therefore never stall behind it. The same actors store the snapshots the history actors take.
+therefore never stall behind it. On a log shared by several hosts the projection actor first
+takes the session's lease (:mod:`ctxledger.runtime.leases`); a lease another host holds is
+tried again later on the host's timer, never waited for on the actor's thread. The same actors
+store the snapshots the history actors take.
 Views themselves are pure functions of a fold (:mod:`ctxledger.domain`), built wherever the
 state is: the history actor serves live views, :mod:`ctxledger.replay` time travel, verify and
 what-if, all through :mod:`ctxledger.runtime.loading`.
@@ -12,30 +15,41 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pykka
 
 from ctxledger._logging import get_logger
-from ctxledger.errors import CtxLedgerError, UnknownSessionError, VersionConflictError
+from ctxledger.errors import (
+    CtxLedgerError,
+    LeaseHeldError,
+    UnknownSessionError,
+    VersionConflictError,
+)
 from ctxledger.events import SessionOpened
+from ctxledger.runtime.leases import LeaseKeeper
 from ctxledger.runtime.loading import fold_session, snapshots_to_drop
 from ctxledger.runtime.messages import Durable, Load, Loaded, SaveSnapshot
-from ctxledger.storage import EventLog
+from ctxledger.storage import EventLog, Lease, LeaseStore
 
 __all__ = ["ProjectionActor", "ProjectionPool"]
 
 _log = get_logger(__name__)
+_RETRY = 0.25  # seconds between attempts to take a lease another host holds
 
 
 class ProjectionActor(pykka.ThreadingActor):
     """Loads (or creates) sessions for history actors and stores their snapshots."""
 
-    def __init__(self, log: EventLog, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, log: EventLog, clock: Callable[[], float], leases: LeaseKeeper | None = None
+    ) -> None:
         super().__init__()
         self._event_log = log
         self._clock = clock
+        self._leases = leases
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, Load):
@@ -48,25 +62,61 @@ class ProjectionActor(pykka.ThreadingActor):
 
     def _load(self, message: Load) -> None:
         log, session_id = self._event_log, message.session_id
+        lease: Lease | None = None
         try:
+            if self._leases is not None:
+                lease = self._lease(message)
+                if lease is None:
+                    return  # tried again later
             if message.create_config is not None and log.last_seq(session_id) == 0:
                 opened = SessionOpened(
                     session_id=session_id, config=message.create_config, created_at=self._clock()
                 )
                 # Another writer may create it first; then it is loaded as it is.
                 with contextlib.suppress(VersionConflictError):
-                    log.append(session_id, [opened], expected_seq=0)
+                    if lease is not None:
+                        cast(LeaseStore, log).append(
+                            session_id, [opened], expected_seq=0, fence=lease
+                        )
+                    else:
+                        log.append(session_id, [opened], expected_seq=0)
             state, last_event_seq = fold_session(log, session_id)
         except UnknownSessionError as exc:
-            loaded = Loaded(session_id, None, 0, exc)
+            loaded = Loaded(session_id, None, 0, exc, lease)
         except Exception as exc:  # a damaged log fails this session alone, with its own error
             if not isinstance(exc, CtxLedgerError):
                 _log.exception("session_load_failed", session_id=session_id)
-            loaded = Loaded(session_id, None, 0, exc)
+            loaded = Loaded(session_id, None, 0, exc, lease)
         else:
-            loaded = Loaded(session_id, state, last_event_seq, None)
+            loaded = Loaded(session_id, state, last_event_seq, None, lease)
         with contextlib.suppress(pykka.ActorDeadError):  # the host closed meanwhile
             message.owner.tell(loaded)
+
+    def _lease(self, message: Load) -> Lease | None:
+        """Take the session's lease; None if another host holds it (the load is retried later).
+
+        Raises:
+            LeaseHeldError: Another host still holds it after the host's ``lease_wait``.
+        """
+        keeper = self._leases
+        assert keeper is not None
+        try:
+            return keeper.acquire(message.session_id)
+        except LeaseHeldError as exc:
+            now = time.monotonic()
+            if message.lease_deadline is None:
+                message.lease_deadline = now + keeper.wait
+            left = message.lease_deadline - now
+            if left <= 0:
+                raise
+            _log.info(
+                "lease_wait", session_id=message.session_id, holder=exc.holder, epoch=exc.epoch
+            )
+            # Retry soon after the lease would expire (or at the deadline), polling at most
+            # _RETRY apart in case the holder releases it first.
+            delay = max(0.005, min(exc.expires_in + 0.01, left, _RETRY))
+            keeper.retry_later(delay, _teller(self.actor_ref, message))
+            return None
 
     def _save(self, message: SaveSnapshot) -> None:
         log, session_id = self._event_log, message.session_id
@@ -85,8 +135,14 @@ class ProjectionActor(pykka.ThreadingActor):
 class ProjectionPool:
     """A fixed number of :class:`ProjectionActor` s, given work in turn."""
 
-    def __init__(self, log: EventLog, clock: Callable[[], float], size: int) -> None:
-        self._actors = [ProjectionActor.start(log, clock) for _ in range(size)]
+    def __init__(
+        self,
+        log: EventLog,
+        clock: Callable[[], float],
+        size: int,
+        leases: LeaseKeeper | None = None,
+    ) -> None:
+        self._actors = [ProjectionActor.start(log, clock, leases) for _ in range(size)]
         self._turn = itertools.cycle(range(size))
 
     def load(self, message: Load) -> None:
@@ -102,3 +158,11 @@ class ProjectionPool:
         for actor in self._actors:
             with contextlib.suppress(pykka.ActorDeadError):
                 actor.stop(block=True, timeout=30)
+
+
+def _teller(ref: pykka.ActorRef[Any], message: Any) -> Callable[[], None]:
+    def tell() -> None:
+        with contextlib.suppress(pykka.ActorDeadError):
+            ref.tell(message)
+
+    return tell

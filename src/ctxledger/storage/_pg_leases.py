@@ -8,6 +8,7 @@ append is in the writer's transaction (:mod:`ctxledger.storage._pg_writer`), not
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from ctxledger.errors import LeaseHeldError, LeaseLostError
 from ctxledger.storage._pg_connect import Reader
@@ -73,6 +74,32 @@ class LeaseTable:
             epoch=lease.epoch,
             expires_at=rows[0][0],
         )
+
+    def renew_many(self, leases: Sequence[Lease], ttl: float) -> list[Lease | None]:
+        """Renew ``leases`` in one statement; None in place of each one taken over."""
+        if not leases:
+            return []
+        rows = self._reader.rows(
+            self._sql.renew_leases,
+            [
+                float(ttl),
+                [lease.session_id for lease in leases],
+                [lease.host_id for lease in leases],
+                [lease.epoch for lease in leases],
+            ],
+        )
+        renewed = dict(rows)
+        return [
+            Lease(
+                session_id=lease.session_id,
+                host_id=lease.host_id,
+                epoch=lease.epoch,
+                expires_at=renewed[lease.session_id],
+            )
+            if lease.session_id in renewed
+            else None
+            for lease in leases
+        ]
 
     def release(self, lease: Lease) -> None:
         """Expire ``lease`` if it is still the session's."""

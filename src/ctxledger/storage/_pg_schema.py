@@ -329,6 +329,23 @@ class Statements:
             "RETURNING extract(epoch FROM expires_at)::float8"
         )
 
+    @property
+    def commit(self) -> str:
+        """End the group's transaction (sent inside the writer's pipeline)."""
+        return "COMMIT"
+
+    @cached_property
+    def renew_leases(self) -> str:
+        """Extend the leases named by arrays of (session id, host id, epoch) that are still
+        those hosts', in one statement; returns the renewed ones."""
+        return self._q(
+            "UPDATE {s}.leases AS l "
+            "SET expires_at = clock_timestamp() + make_interval(secs => %s::float8) "
+            "FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS t(s, h, e) "
+            "WHERE l.session_id = t.s AND l.host_id = t.h AND l.epoch = t.e "
+            "RETURNING l.session_id, extract(epoch FROM l.expires_at)::float8"
+        )
+
     @cached_property
     def release_lease(self) -> str:
         """Expire a lease that is still the host's (the epoch is kept)."""
@@ -342,7 +359,9 @@ class Statements:
         """A session's lease: holder, epoch, expiry and seconds left (server clock)."""
         return self._q(
             "SELECT host_id, epoch, extract(epoch FROM expires_at)::float8, "
-            "extract(epoch FROM expires_at - clock_timestamp())::float8 "
+            # Not (expires_at - now): a released lease expires at -infinity, which the
+            # timestamp arithmetic refuses; float8 arithmetic gives -Infinity.
+            "(extract(epoch FROM expires_at) - extract(epoch FROM clock_timestamp()))::float8 "
             "FROM {s}.leases WHERE session_id = %s"
         )
 

@@ -239,8 +239,15 @@ class PgWriter:
                 self._insert(cur, group)
                 if group.positions:
                     cur.execute(sql.notify, [self._channel, str(group.position)])
+                # COMMIT goes out with the group, and the previous group's callers are woken
+                # only then, while the server commits: between the statements of an open
+                # pipeline the server waits for the rest holding the head row, and no server
+                # timeout ends that wait (it is not "idle in transaction"), so a host paused
+                # there (SIGSTOP, a frozen VM) would stall every host's writes until it
+                # resumed. Sent back to back, that window is a few µs. Leaving the block
+                # syncs and reads every result (a failed statement skips the COMMIT).
+                cur.execute(sql.commit)
                 wake_previous()
-                conn.commit()
         except Exception as exc:
             if is_server_error(exc):
                 self._committed_anyway(group, exc)  # returns only if the group is durable

@@ -105,6 +105,21 @@ class LeaseStore(EventLog, Protocol):
         """
         ...
 
+    def renew_leases(
+        self, leases: Sequence[Lease], ttl: float = DEFAULT_LEASE_TTL
+    ) -> list[Lease | None]:
+        """:meth:`renew_lease` for many leases at once (one round trip on PostgreSQL).
+
+        Returns:
+            For each lease, in order, the renewed lease, or None where another host took the
+            session over since it was granted.
+
+        Raises:
+            ValueError: Two leases name the same session.
+            StorageError: The store failed (no lease was renewed).
+        """
+        ...
+
     def release_lease(self, lease: Lease) -> None:
         """Give ``lease`` up: the next :meth:`acquire_lease` by any host succeeds at once.
 

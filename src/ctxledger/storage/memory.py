@@ -265,6 +265,23 @@ class MemoryEventLog:
             )
             return renewed
 
+    def renew_leases(
+        self, leases: Sequence[Lease], ttl: float = DEFAULT_LEASE_TTL
+    ) -> list[Lease | None]:
+        """Renew many leases; see :meth:`ctxledger.storage.LeaseStore.renew_leases`."""
+        leases = list(leases)
+        for lease in leases:
+            check_lease_request(lease.session_id, lease.host_id, ttl)
+        if len({lease.session_id for lease in leases}) != len(leases):
+            raise ValueError("renew_leases: one lease per session")
+        renewed: list[Lease | None] = []
+        for lease in leases:
+            try:
+                renewed.append(self.renew_lease(lease, ttl))
+            except LeaseLostError:
+                renewed.append(None)
+        return renewed
+
     def release_lease(self, lease: Lease) -> None:
         """Give ``lease`` up; see :meth:`ctxledger.storage.LeaseStore.release_lease`."""
         with self._lock:

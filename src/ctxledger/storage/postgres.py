@@ -93,6 +93,7 @@ _BODY_CHUNK = 2048  # the same for iter_bodies
 _NO_SEQ = (1 << 63) - 1  # above every seq: a range without an end
 _MIN_SAMPLE = 64  # payloads smaller than this teach a dictionary nothing
 _POLL = 0.5  # seconds a waiter sleeps at most between re-reads of the last position
+_IDLE_IN_TRANSACTION = 5000  # ms a writer may stay silent inside a group transaction
 
 _T = TypeVar("_T")
 
@@ -563,6 +564,18 @@ class PostgresEventLog:
         self._submitter()
         return self._leases.renew(lease, ttl)
 
+    def renew_leases(
+        self, leases: Sequence[Lease], ttl: float = DEFAULT_LEASE_TTL
+    ) -> list[Lease | None]:
+        """Renew many leases in one statement; see :meth:`LeaseStore.renew_leases`."""
+        leases = list(leases)
+        for lease in leases:
+            check_lease_request(lease.session_id, lease.host_id, ttl)
+        if len({lease.session_id for lease in leases}) != len(leases):
+            raise ValueError("renew_leases: one lease per session")
+        self._submitter()
+        return self._leases.renew_many(leases, ttl)
+
     def release_lease(self, lease: Lease) -> None:
         """Give ``lease`` up; nothing happens if it was taken over already."""
         self._submitter()
@@ -600,8 +613,16 @@ class PostgresEventLog:
 
     def _connect_writer(self) -> psycopg.Connection[Any]:
         synchronous = "off" if self.durability == "none" else "on"
+        # A writer paused inside a group transaction (SIGSTOP, a stalled VM) would hold the
+        # head row, and with it every host's writes: the server ends such a transaction after
+        # _IDLE_IN_TRANSACTION ms of silence (the group is rolled back and written again, under
+        # its fences, when the writer wakes up).
         return connect(
-            self.dsn, timeout=self._timeout, autocommit=False, synchronous_commit=synchronous
+            self.dsn,
+            timeout=self._timeout,
+            autocommit=False,
+            synchronous_commit=synchronous,
+            idle_in_transaction_session_timeout=str(_IDLE_IN_TRANSACTION),
         )
 
     def _listening(self) -> Listener:
