@@ -23,13 +23,13 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from cli_helpers import run
 
 from ctxledger import Config, Host, Message, replay
 from ctxledger.events import CheckpointCreated, CompactionStarted, SummaryPrepared
 from ctxledger.storage import EventLog
 from ctxledger.summarizers import SummaryRequest
 from ctxledger.testing import digest_summarizer
-from cli_helpers import run
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CHILD = Path(__file__).with_name("background_crash_child.py")
