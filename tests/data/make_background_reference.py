@@ -6,8 +6,9 @@ digests the hashes of every served view (``ViewServed.view_hash``, in order) per
 trace is one session of a real :class:`~ctxledger.Host` on LMDB, stepped as an agent would
 (append a step, ``prepare_step``), under the Configs of the trace tests (:data:`CONFIGS`): the
 8,000-token Config of ``tests/integration/test_host_concurrent_traces.py`` and the three
-32,000-token Configs of ``tests/integration/test_traces_domain.py``. Sessions are driven one after the other, so ids and
-clock ticks are deterministic (a view's hash covers its checkpoint id).
+32,000-token Configs of ``tests/integration/test_traces_domain.py``. Sessions are driven one
+after the other, so ids and clock ticks are deterministic (a view's hash covers its checkpoint
+id).
 
 It was run once on commit c4f78f5 (the commit before background compaction), from a temporary
 worktree of it::
