@@ -293,13 +293,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=8)
     parser.add_argument("--steps", type=int, default=320)
     parser.add_argument("--window", type=int, default=WINDOW, help="live part's window")
+    parser.add_argument(
+        "--thresholds",
+        default="0.85,0",
+        help="prepare_threshold values of the live part, comma-separated (0: synchronous)",
+    )
     parser.add_argument("--skip-live", action="store_true")
     parser.add_argument("--skip-traces", action="store_true")
     args = parser.parse_args(argv)
     sessions, steps = (2, 60) if args.quick else (args.sessions, args.steps)
     if not args.skip_live:
         rows = []
-        for threshold in (0.85, 0.0):
+        for threshold in (float(value) for value in args.thresholds.split(",")):
             run = live_run(threshold, sessions, steps, args.window)
             rows.append(run.row())
             print(f"live prepare_threshold={threshold}: {rows[-1]}", file=sys.stderr)
