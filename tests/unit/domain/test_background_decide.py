@@ -1,4 +1,4 @@
-"""The decision step's background compaction: what is prepared ahead of need, and when it is used."""
+"""The decision step in the background: what is prepared ahead of need, and when it is used."""
 
 from __future__ import annotations
 
