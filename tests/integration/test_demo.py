@@ -66,10 +66,27 @@ def test_demo_prints_the_session_table(demo: subprocess.CompletedProcess[str]) -
         "MANUAL",
         "REACTIVE",
         "INTERRUPTED",
+        "WAITED",
     ]
     rows = lines[header + 2 : header + 18]
     assert [row.split()[0] for row in rows] == [f"agent-{n:02d}" for n in range(16)]
     assert lines[header + 18].startswith("TOTAL")
+
+
+def test_demo_table_shows_the_seconds_agents_waited_on_summaries(
+    demo: subprocess.CompletedProcess[str],
+) -> None:
+    """The WAITED column holds each agent's wait in seconds; TOTAL is their sum (to the
+    rounding of the cells) and the summary line repeats it."""
+    lines = demo.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("SESSION "))
+    cells = [line.split()[-2:] for line in lines[header + 2 : header + 19]]
+    assert all(unit == "s" for _, unit in cells), cells
+    seconds = [float(value) for value, _ in cells]
+    assert all(value >= 0 for value in seconds)
+    assert abs(sum(seconds[:-1]) - seconds[-1]) <= 0.01 * len(seconds), seconds
+    total = float(re.match(r"([\d.]+) s in all", _summary(demo, "waited")).group(1))  # type: ignore[union-attr]
+    assert abs(total - seconds[-1]) <= 0.01
 
 
 def test_demo_shows_every_compaction_layer(demo: subprocess.CompletedProcess[str]) -> None:

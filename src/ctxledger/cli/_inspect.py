@@ -30,6 +30,7 @@ from ctxledger.events import (
     MessageRetracted,
     SessionForked,
     SessionOpened,
+    SummaryPrepared,
     ToolResultSynthesized,
     TranscriptExported,
     UsageReported,
@@ -44,6 +45,7 @@ from ctxledger.tooling.timeline import session_timeline
 __all__ = ["plot", "sessions", "show", "stats", "view"]
 
 _PREVIEW = 96
+_BACKGROUND = " [background]"  # marks the events of a summary prepared ahead of need
 
 
 @click.command()
@@ -53,10 +55,12 @@ def sessions(db: LogTarget) -> None:
     status.
 
     SUMMARY TIME is the summariser's total wall time over the session's checkpoints (where
-    they recorded it); SUMMARISER names the one that wrote the last checkpoint. Every record is
-    read, so a damaged session is listed as such, with the first seq that cannot be read (a fork
-    whose parent is damaged before the fork point names the parent); the others are listed as
-    usual. See ``salvage`` for copying what still verifies.
+    they recorded it); SUMMARISER names the one that wrote the last checkpoint.
+    PREPARED/ACTIVATED counts the summaries prepared in the background (``SummaryPrepared``)
+    and the checkpoints made from one without a summariser call ("-" when there were none).
+    Every record is read, so a damaged session is listed as such, with the first seq that
+    cannot be read (a fork whose parent is damaged before the fork point names the parent); the
+    others are listed as usual. See ``salvage`` for copying what still verifies.
     """
     rows = []
     damaged = 0
@@ -82,10 +86,11 @@ def sessions(db: LogTarget) -> None:
         "VIEW TOKENS",
         "SUMMARY TIME",
         "SUMMARISER",
+        "PREPARED/ACTIVATED",
         "LAST ACTIVITY",
         "STATUS",
     )
-    click.echo(table(headers, rows, right="<>>>>><<"))
+    click.echo(table(headers, rows, right="<>>>>><><"))
     if damaged:
         click.echo(
             f"{damaged} of {len(rows)} sessions cannot be read to the end; "
@@ -111,8 +116,22 @@ def _session_row(log: EventLog, session_id: str) -> tuple[str, ...] | None:
         f"{state.view.estimated_tokens:,}",
         f"{seconds:.2f} s" if seconds else "-",
         (made[-1].summarizer or "-") if made else "-",
+        _background_counts(log, session_id),
         human_time(last.timestamp),
     )
+
+
+def _background_counts(log: EventLog, session_id: str) -> str:
+    """``prepared/activated``: background summaries the session recorded, and those that became
+    checkpoints (its own events; a fork's parent counts what it recorded before the fork)."""
+    prepared = activated = 0
+    for record in log.iter_events(session_id):
+        event = record.event
+        if isinstance(event, SummaryPrepared):
+            prepared += 1
+        elif isinstance(event, CheckpointCreated) and event.prepared:
+            activated += 1
+    return f"{prepared}/{activated}" if prepared or activated else "-"
 
 
 def _damaged_row(log: EventLog, session_id: str) -> tuple[str, ...]:
@@ -120,13 +139,13 @@ def _damaged_row(log: EventLog, session_id: str) -> tuple[str, ...]:
     try:
         last = log.last_seq(session_id)
     except CtxLedgerError:  # the session's own entry is damaged
-        return (session_id, "-", "-", "-", "-", "-", "-", "-")
+        return (session_id, "-", "-", "-", "-", "-", "-", "-", "-")
     try:
         records = log.read(session_id, last, last) if last else []
     except CtxLedgerError:  # the last record is the damaged one
         records = []
     when = human_time(records[0].timestamp) if records else "-"
-    return (session_id, "-", "-", str(last), "-", "-", "-", when)
+    return (session_id, "-", "-", str(last), "-", "-", "-", "-", when)
 
 
 def _distinct(checkpoints: list[Checkpoint]) -> list[Checkpoint]:
@@ -408,8 +427,15 @@ def _event_detail(event: Event) -> str:
     if isinstance(event, CompactionStarted):
         focus = f", focus {event.focus!r}" if event.focus else ""
         return (
-            f"{event.reason}: covers through #{event.covers_through_seq}, "
-            f"retain from #{event.retain_from_seq}{focus}"
+            f"{event.reason}{_BACKGROUND if event.background else ''}: covers through "
+            f"#{event.covers_through_seq}, retain from #{event.retain_from_seq}{focus}"
+        )
+    if isinstance(event, SummaryPrepared):
+        by = f", {event.summarizer or 'summariser'} {event.summary_seconds:.2f} s"
+        return (
+            f"prepared {event.compaction_id[:12]}: covers through #{event.covers_through_seq}, "
+            f"retain from #{event.retain_from_seq}{by}, "
+            f"{event.input_chars:,} → {len(event.summary):,} chars"
         )
     if isinstance(event, CheckpointCreated):
         cp = event.checkpoint
@@ -421,12 +447,13 @@ def _event_detail(event: Event) -> str:
                 f"{cp.input_chars:,} → {cp.output_chars:,} chars"
             )
         facts = f", facts {len(cp.facts):,} chars" if cp.facts else ""
-        return f"checkpoint {cp.id[:12]} ({cp.reason}) {tokens}{meta}{facts}"
+        activated = f", activated prepared {event.compaction_id[:12]}" if event.prepared else ""
+        return f"checkpoint {cp.id[:12]} ({cp.reason}) {tokens}{meta}{facts}{activated}"
     if isinstance(event, CheckpointReverted):
         reason = f": {clip(event.reason, 40)}" if event.reason else ""
         return f"reverted {event.checkpoint_id[:12]}, {event.restored.id[:12]} active again{reason}"
     if isinstance(event, CompactionFailed):
-        return f"{event.reason}: {clip(event.detail, 60)}"
+        return f"{event.reason}{_BACKGROUND if event.background else ''}: {clip(event.detail, 60)}"
     if isinstance(event, SessionOpened | ConfigChanged):
         config = event.config
         return f"window {config.context_window:,}, threshold {config.compression_threshold}"

@@ -220,7 +220,9 @@ def plan_compaction(
             summarised (with it as the previous summary); the new checkpoint still extends the
             active one. ``draft`` is then the view under the prepared summary.
         force: Skip the threshold check (``below_threshold``): plan the cut a compaction due now
-            would make, as a background compaction does ahead of need.
+            would make, as a background compaction does ahead of need. Below the threshold,
+            when no round cut makes progress, the cut is looked for at a step boundary (aiming
+            at the same share of the threshold as a compaction at it).
 
     Returns:
         A plan, or a not-compacted result with the reason.
@@ -290,7 +292,10 @@ def plan_compaction(
 
     step_level = False
     cut: int | None
-    if cutter.exact(lower) <= room:
+    # Ahead of need (a background compaction below the threshold) the view still fits, so a
+    # cut that makes progress is looked for at a step boundary when no round cut makes any.
+    ahead = force and estimate < threshold and lower <= base
+    if cutter.exact(lower) <= room and not ahead:
         if round_cut is None:
             return skip("rounds_not_enough")
         cut = lower

@@ -326,18 +326,29 @@ def _use_background(
     new_id: Callable[[], str],
     now: Callable[[], float],
 ) -> Decision | None:
-    """At the threshold: activate, extend or await what the background prepared, if anything."""
+    """At the threshold: activate, extend or await what the background prepared, if anything.
+
+    A prepared summary that brings the view below the threshold is activated at once, even if a
+    newer background summary is still running (the agent does not wait for a summary it already
+    has); otherwise a running one is awaited.
+    """
     active = state.active_checkpoint
+    prepared = usable_prepared(state)
+    checkpoint: Checkpoint | None = None
+    if prepared is not None:
+        checkpoint = _prepared_as_checkpoint(
+            state, prepared, draft, tokenizer, "threshold_exceeded"
+        )
+        after = draft_view(
+            state, tokenizer=tokenizer, pending=request.pending, checkpoint=checkpoint
+        )
+        if after.estimated_tokens < threshold_for(state):
+            return _activate(state, request, prepared, checkpoint, draft, tokenizer, new_id, now)
     running = state.background
     if running is not None and running_extends(state, running.compaction_id, active):
         return Decision(wait_for=running.compaction_id)
-    prepared = usable_prepared(state)
-    if prepared is None:
+    if prepared is None or checkpoint is None:
         return None
-    checkpoint = _prepared_as_checkpoint(state, prepared, draft, tokenizer, "threshold_exceeded")
-    after = draft_view(state, tokenizer=tokenizer, pending=request.pending, checkpoint=checkpoint)
-    if after.estimated_tokens < threshold_for(state):
-        return _activate(state, request, prepared, checkpoint, draft, tokenizer, new_id, now)
     # The history grew past what the prepared cut absorbs: summarise only what lies between
     # that cut and a new one, with the prepared summary as the previous summary.
     under = draft_view(

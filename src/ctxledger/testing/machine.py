@@ -16,10 +16,12 @@ your own Config, summariser and tokenizer::
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -33,6 +35,7 @@ from ctxledger.config import Config
 from ctxledger.domain import CharTokenizer, CompactionPlan, Tokenizer, build_view, plan_compaction
 from ctxledger.errors import (
     ContextOverflowError,
+    HostClosedError,
     InvalidCheckpointError,
     InvalidMessageError,
     InvalidSeqError,
@@ -41,6 +44,7 @@ from ctxledger.events import (
     CheckpointCreated,
     CompactionFailed,
     CompactionStarted,
+    SummaryPrepared,
     ToolResultSynthesized,
 )
 from ctxledger.messages import Message, ToolCall
@@ -68,21 +72,54 @@ _TOOLS = ("bash", "read_file", "grep")
 _FAILURES = st.sampled_from([None, None, None, "raise", "none", "empty"])
 
 
+#: How long a held summariser call waits for its release before it fails (only a hang reaches it).
+_HOLD_LIMIT = 60.0
+
+
 class FlakySummarizer:
     """Wraps a summariser; while :attr:`mode` is set, every call fails that way.
 
+    It can also hold calls (:meth:`hold`): each call then blocks until :meth:`release`, so that
+    a test can act while a (background) summary is being written.
+
     Attributes:
         inner: The wrapped summariser.
-        mode: ``None`` (call ``inner``), ``"raise"``, ``"none"`` (return None) or ``"empty"``.
+        mode: ``None`` (call ``inner``), ``"raise"``, ``"none"`` (return None) or ``"empty"``,
+            read once a call is released.
+        entered: Set when a held call has begun (and is blocked).
+        calls: Calls made so far.
     """
 
     def __init__(self, inner: Summarizer) -> None:
         """Wrap ``inner``; calls go through until :attr:`mode` is set."""
         self.inner = inner
         self.mode: str | None = None
+        self.entered = threading.Event()
+        self.calls = 0
+        self._released = threading.Event()
+        self._released.set()
+
+    @property
+    def holding(self) -> bool:
+        """Whether calls are held (between :meth:`hold` and :meth:`release`)."""
+        return not self._released.is_set()
+
+    def hold(self) -> None:
+        """Hold every call from now on until :meth:`release`."""
+        self.entered.clear()
+        self._released.clear()
+
+    def release(self) -> None:
+        """Let held calls (and every later one) go on."""
+        self._released.set()
 
     def __call__(self, request: SummaryRequest, /) -> str | None:
-        """Summarise with ``inner``, or fail as :attr:`mode` says."""
+        """Summarise with ``inner``, or fail as :attr:`mode` says (once released, if held)."""
+        self.calls += 1
+        if not self._released.is_set():
+            self.entered.set()
+            if not self._released.wait(_HOLD_LIMIT):
+                raise RuntimeError("a held summariser call was never released (SessionMachine)")
         mode = self.mode
         if mode is None:
             return self.inner(request)
@@ -129,6 +166,13 @@ def _outcome(records: Sequence[RecordedEvent]) -> str:
     return "no compaction"
 
 
+def _settle(session: Session, settled: threading.Event) -> None:
+    """Set ``settled`` once no background summary is being prepared for ``session``."""
+    with contextlib.suppress(HostClosedError):  # the host was closed while one was held
+        session.wait_background()
+    settled.set()
+
+
 def _synthetic(call: ToolCall) -> Message:
     return Message(
         role="tool",
@@ -148,7 +192,10 @@ class SessionMachine(RuleBasedStateMachine):
     compaction with a focus; reactive compaction (``ContextOverflowError`` only once
     ``max_reactive_retries`` attempts are used); pin a seq; record a new Config; fork a
     session; close and reopen the host (open tool calls get ``interrupted`` results); verify
-    the log. Compacting rules may make the summariser fail (raise, None or "").
+    the log. Compacting rules may make the summariser fail (raise, None or ""). Background
+    compaction: a summary started at the crossing of ``prepare_threshold`` is held while the
+    agent appends, pins and is served views, then finishes, fails, is awaited by a step or is
+    cut short by a restart (``background_held``).
 
     Invariants after every rule, for every session: history equals the model; full replay,
     snapshot + tail and the live state are byte-identical; the live view equals
@@ -197,6 +244,7 @@ class SessionMachine(RuleBasedStateMachine):
         super().__init__()
         self.folder = tempfile.mkdtemp(prefix="ctxledger-machine-")
         self.flaky = FlakySummarizer(self.summarizer or ExtractiveSummarizer())
+        self._waiters: list[threading.Thread] = []  # background_held's wait_background threads
         self._ids = itertools.count(1)
         self._ticks = itertools.count(1)
         try:
@@ -553,6 +601,14 @@ class SessionMachine(RuleBasedStateMachine):
         model.fits = False
         event("revert")
 
+    def _restart(self) -> None:
+        """Close and reopen the host; open tool calls will be answered as ``interrupted``."""
+        self.host.close()
+        self.host = self._open_host()
+        for model in self.models.values():
+            model.pending = [_synthetic(call) for call in _open_calls(model.messages).values()]
+            model.reactive_attempts = 0
+
     @rule(eager=st.booleans())
     def reopen(self, eager: bool) -> None:
         """Close and reopen the host; open tool calls are answered as ``interrupted``."""
@@ -562,11 +618,7 @@ class SessionMachine(RuleBasedStateMachine):
             for sid, model in self.models.items()
             if not _open_calls(model.messages)
         }
-        self.host.close()
-        self.host = self._open_host()
-        for model in self.models.values():
-            model.pending = [_synthetic(call) for call in _open_calls(model.messages).values()]
-            model.reactive_attempts = 0
+        self._restart()
         event(f"reopen: {sum(bool(m.pending) for m in self.models.values())} sessions interrupted")
         if not eager:
             return
@@ -576,6 +628,180 @@ class SessionMachine(RuleBasedStateMachine):
             if sid in before:
                 live = build_view(session._live_state(), tokenizer=self.tokenizer)
                 assert live.view_hash == before[sid], f"{sid}: the view changed over a restart"
+
+    # --- background compaction --------------------------------------------------------------------
+
+    def _append_now(self, sid: str, batch: list[Message]) -> None:
+        """Append without waiting for the session's background summary (it may be held)."""
+        model = self.models[sid]
+        seqs = self.host.session(sid).append_many(batch)
+        first = len(model.messages) + 1
+        assert seqs == list(range(first, first + len(batch))), f"{sid}: seqs {seqs}"
+        model.messages += batch
+        model.reactive_attempts = 0
+        model.fits = False
+
+    def _start_held(self, data: st.DataObject, sid: str, start: int) -> CompactionStarted | None:
+        """Append user messages until a background summary starts (and is held); return its
+        ``CompactionStarted``, or None when none started after a few appends."""
+        chars = self.config.context_window * 3
+        sizes = (chars // 8, chars // 4, chars // 2)
+        session = self.host.session(sid)
+        for _ in range(6):
+            self._append_now(sid, [Message.user(self._text(data, "pressure", sizes))])
+            # Either a background summary starts (and is held), or the session settles
+            # without one: wait_background answers only then (or once the held one ends).
+            settled = threading.Event()
+            waiter = threading.Thread(
+                target=_settle, args=(session, settled), name="machine-settle", daemon=True
+            )
+            waiter.start()
+            self._waiters.append(waiter)
+            while not (self.flaky.entered.wait(0.002) or settled.is_set()):
+                pass
+            if self.flaky.entered.is_set():
+                break
+        else:
+            return None
+        started = [
+            r.event
+            for r in self.host.log.read(sid, start + 1)
+            if isinstance(r.event, CompactionStarted) and r.event.background
+        ]
+        assert len(started) == 1, f"{sid}: {len(started)} background compactions at once"
+        return started[0]
+
+    @precondition(lambda self: bool(self._idle()))
+    @rule(
+        data=st.data(),
+        actions=st.lists(st.sampled_from(["append", "view", "pin"]), max_size=4),
+        ending=st.sampled_from(["finish", "fail", "step", "crash"]),
+    )
+    def background_held(self, data: st.DataObject, actions: list[str], ending: str) -> None:
+        """A background summary starts at the crossing of ``prepare_threshold`` and is held
+        while the agent appends, is served views (which do not change) and pins; then it
+        finishes (``SummaryPrepared``), fails (a background ``CompactionFailed``), is awaited by
+        a step (never started twice), or the host crashes (closes and reopens) while it runs."""
+        sid = data.draw(st.sampled_from(self._idle()), label="session")
+        session = self._use(sid)
+        model = self.models[sid]
+        start = self.host.log.last_seq(sid)
+        active = session._live_state().active_checkpoint
+        self.flaky.hold()
+        try:
+            started = self._start_held(data, sid, start)
+            if started is None:
+                event("background_held: none started")
+                return
+            served: str | None = None
+            for action in actions:
+                if action == "append":
+                    self._append_now(sid, [Message.user(self._text(data, "user", self.text_sizes))])
+                elif action == "view":
+                    view = session.build_model_view()
+                    assert view.checkpoint_id == (active.id if active else None), view
+                    assert served is None or view.view_hash == served, f"{sid}: the view changed"
+                    rebuilt = rebuild(self.host.log, sid, tokenizer=self.tokenizer).view
+                    assert rebuilt.view_hash == view.view_hash, f"{sid}: view while held"
+                    model.served = (view.through_seq, view.view_hash)
+                    served = view.view_hash
+                else:
+                    last = len(model.messages)
+                    seq = data.draw(st.integers(1, last), label="pinned seq")
+                    session.pin(seq)
+                    model.pins.append((last, seq))
+                if action != "view":
+                    served = None  # the next view may differ: the history changed
+            self._end_held(data, sid, started, ending)
+        finally:
+            self.flaky.release()
+            self.flaky.mode = None
+            for waiter in self._waiters:
+                waiter.join(_HOLD_LIMIT)
+            self._waiters.clear()
+
+    def _end_held(
+        self, data: st.DataObject, sid: str, started: CompactionStarted, ending: str
+    ) -> None:
+        model = self.models[sid]
+        mark = self.host.log.last_seq(sid)
+        ours = started.compaction_id
+        if ending == "crash":
+            self._restart()  # the summariser is still held: its answer goes nowhere
+            self.flaky.release()
+            session = self._use(sid)  # activates, and so recovers, the session
+            records = self.host.log.read(sid, mark + 1)
+            failed = [r.event for r in records if isinstance(r.event, CompactionFailed)]
+            assert any(
+                e.compaction_id == ours and e.background and e.reason == "interrupted"
+                for e in failed
+            ), f"{sid}: the background compaction running at the crash was not closed"
+            event("background_held: crash")
+            return
+        session = self.host.session(sid)
+        if ending in ("finish", "fail"):
+            if ending == "fail":
+                self.flaky.mode = data.draw(st.sampled_from(["raise", "none", "empty"]))
+            self.flaky.release()
+            session.wait_background()
+            self.flaky.mode = None
+            records = self.host.log.read(sid, mark + 1)
+            ended = [
+                r.event
+                for r in records
+                if isinstance(r.event, SummaryPrepared | CompactionFailed)
+                and r.event.compaction_id == ours
+            ]
+            assert len(ended) == 1, f"{sid}: background {ours} ended {len(ended)} times"
+            kind = SummaryPrepared if ending == "finish" else CompactionFailed
+            assert isinstance(ended[0], kind), f"{sid}: {ending} recorded {ended[0]}"
+            if ending == "fail":
+                assert ended[0].background, ended[0]  # type: ignore[union-attr]
+            event(f"background_held: {ending}")
+            return
+        # A step while the summary runs: it serves at once, or awaits the running summary (it
+        # never starts the same one again) and then activates or extends it.
+        outcome: list[Any] = []
+
+        def step() -> None:
+            try:
+                outcome.append(session.prepare_step())
+            except BaseException as exc:  # re-raised in the test's thread
+                outcome.append(exc)
+
+        thread = threading.Thread(target=step, name="machine-step")
+        thread.start()
+        self.flaky.release()
+        thread.join(_HOLD_LIMIT)
+        assert not thread.is_alive(), f"{sid}: prepare_step never returned"
+        (view,) = outcome
+        if isinstance(view, BaseException):
+            raise view
+        session.wait_background()
+        records = self.host.log.read(sid, mark + 1)
+        ended_at = next(
+            (
+                r.seq
+                for r in records
+                if isinstance(r.event, SummaryPrepared | CompactionFailed)
+                and r.event.compaction_id == ours
+            ),
+            None,
+        )
+        for record in records:
+            if isinstance(record.event, CompactionStarted) and not record.event.background:
+                assert ended_at is not None and record.seq > ended_at, (
+                    f"{sid}: a compaction started while background {ours} was running"
+                )
+        created = [r.event for r in records if isinstance(r.event, CheckpointCreated)]
+        assert len(created) <= 1, f"{sid}: {len(created)} checkpoints from one step"
+        if created:
+            self._check_new_checkpoint(sid, created[0].checkpoint)
+            model.checkpoints.append((len(model.messages), created[0].checkpoint))
+        assert view.through_seq == len(model.messages), f"{sid}: view through {view.through_seq}"
+        model.served = (view.through_seq, view.view_hash)
+        prepared = bool(created) and created[0].prepared
+        event(f"background_held: step ({'prepared' if prepared else 'no activation'})")
 
     @rule()
     def verify_log(self) -> None:

@@ -85,7 +85,11 @@ class DemoOptions:
 
 @dataclass
 class DemoResult:
-    """What the demo measured; ``ok`` is the overall verdict."""
+    """What the demo measured; ``ok`` is the overall verdict.
+
+    ``waited`` holds, per session, the seconds its agent waited on summaries (the sum of
+    ``CompactionResult.waited_seconds`` over its acknowledged steps, both host processes).
+    """
 
     timelines: list[Timeline] = field(default_factory=list)
     planned_steps: int = 0
@@ -99,6 +103,7 @@ class DemoResult:
     verify_at_end: VerifyReport | None = None
     plot: Path | None = None
     seconds: float = 0.0
+    waited: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -138,7 +143,9 @@ def run_demo(
     progress = _Progress(err, result.planned_steps)
 
     kill_after = max(1, result.planned_steps // 2)
-    steps, killed = _run_worker(paths, acked, progress, "running agents", kill_after)
+    steps, killed = _run_worker(
+        paths, acked, progress, "running agents", kill_after, waited=result.waited
+    )
     result.steps_before_kill = steps
     if not killed:
         raise DemoFailed("the run finished before the planned crash; use more --steps")
@@ -167,7 +174,7 @@ def run_demo(
         flush=True,
     )
 
-    _, _ = _run_worker(paths, acked, progress, "finishing", None, done=steps)
+    _, _ = _run_worker(paths, acked, progress, "finishing", None, done=steps, waited=result.waited)
     result.verify_at_end = verify(paths.log)
     print(
         "[4/4] a fresh host process finished the run; verify: "
@@ -184,7 +191,7 @@ def run_demo(
     result.plot = _plot(result.timelines, plan.agents, paths.plot, err)
     result.seconds = time.perf_counter() - started
     print(file=out)
-    print(_table(result.timelines, plan.agents), file=out)
+    print(_table(result.timelines, plan.agents, result.waited), file=out)
     print(file=out)
     print(_summary(result, plan), file=out, flush=True)
     return result
@@ -269,8 +276,12 @@ def _run_worker(
     kill_after: int | None,
     *,
     done: int = 0,
+    waited: dict[str, float] | None = None,
 ) -> tuple[int, bool]:
-    """Run a worker until it ends, or SIGKILL it once ``kill_after`` steps were acknowledged."""
+    """Run a worker until it ends, or SIGKILL it once ``kill_after`` steps were acknowledged.
+
+    Each acknowledged step's wait on summaries is added to ``waited[session]``.
+    """
     with paths.worker_log.open("a") as worker_log:
         process = subprocess.Popen(
             [*_WORKER, str(paths.plan)],
@@ -286,8 +297,10 @@ def _run_worker(
             parts = line.split()
             if not parts or parts[0] != "ack":
                 continue
-            _, session_id, _step, seq, view_hash = parts
+            _, session_id, _step, seq, view_hash, step_waited = parts
             acked[session_id] = (int(seq), view_hash)
+            if waited is not None:
+                waited[session_id] = waited.get(session_id, 0.0) + float(step_waited)
             done += 1
             progress.update(label, done)
             if kill_after is not None and done >= kill_after:
@@ -363,7 +376,9 @@ def _verify_line(report: VerifyReport) -> str:
     )
 
 
-def _table(timelines: Sequence[Timeline], agents: Sequence[AgentPlan]) -> str:
+def _table(
+    timelines: Sequence[Timeline], agents: Sequence[AgentPlan], waited: dict[str, float]
+) -> str:
     from ctxledger.tooling.format import human_tokens, table
 
     rows: list[tuple[object, ...]] = []
@@ -388,6 +403,7 @@ def _table(timelines: Sequence[Timeline], agents: Sequence[AgentPlan]) -> str:
                 human_tokens(timeline.history_tokens),
                 human_tokens(timeline.peak_view_tokens),
                 *(f"{n:,}" for n in numbers[2:]),
+                f"{waited.get(timeline.session_id, 0.0):.2f} s",
             )
         )
     rows.append(
@@ -398,6 +414,7 @@ def _table(timelines: Sequence[Timeline], agents: Sequence[AgentPlan]) -> str:
             human_tokens(sum(t.history_tokens for t in timelines)),
             human_tokens(max((t.peak_view_tokens for t in timelines), default=0)),
             *(f"{n:,}" for n in totals[2:]),
+            f"{sum(waited.get(t.session_id, 0.0) for t in timelines):.2f} s",
         )
     )
     headers = (
@@ -412,8 +429,9 @@ def _table(timelines: Sequence[Timeline], agents: Sequence[AgentPlan]) -> str:
         "MANUAL",
         "REACTIVE",
         "INTERRUPTED",
+        "WAITED",
     )
-    return table(headers, rows, right="<<>>>>>>>>>")
+    return table(headers, rows, right="<<>>>>>>>>>>")
 
 
 def _summary(result: DemoResult, plan: Plan) -> str:
@@ -459,6 +477,11 @@ def _summary(result: DemoResult, plan: Plan) -> str:
         ),
         ("verify", f"after the crash: {_verdict(result.verify_after_crash)}"),
         ("", f"at the end: {_verdict(result.verify_at_end)}"),
+        (
+            "waited",
+            f"{sum(result.waited.values()):.2f} s in all by the agents on summaries "
+            f"(background compaction: prepare_threshold {config.prepare_threshold})",
+        ),
         ("plot", str(result.plot) if result.plot else "skipped (matplotlib is not installed)"),
         ("time", f"{result.seconds:.1f} s"),
         ("result", "OK" if result.ok else "FAILED"),

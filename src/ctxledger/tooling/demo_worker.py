@@ -6,7 +6,7 @@ can SIGKILL it mid-run. Each thread plays one agent: it appends what the agent a
 assistant message with its tool calls, then the tool results), asks for the model view before each
 model call, and reports the provider's usage. After each step it prints, flushed::
 
-    ack <session> <step> <through_seq> <view_hash>
+    ack <session> <step> <through_seq> <view_hash> <waited_seconds>
 
 only once ``prepare_step`` returned, so every acknowledged message is durable. A restarted worker
 resumes each session where its log ends: a step cut in half by the kill is skipped (recovery
@@ -151,8 +151,13 @@ def drive(session: Session, agent: AgentPlan, out: _Out) -> None:
             session.append_many(rest)
         else:
             session.append_many(step)
+        waited = 0.0  # seconds this step waited on a summariser (CompactionResult.waited_seconds)
         if agent.manual_at is not None and index >= agent.manual_at and not manual_done:
-            manual_done = session.compact(MANUAL_FOCUS).compacted
+            manual = session.compact(MANUAL_FOCUS)
+            manual_done, waited = manual.compacted, waited + manual.waited_seconds
+        # prepare_step's compaction, run apart so that its result (and wait) can be read; the
+        # view served next is the same, since it compacts only when still due.
+        waited += session.compact_if_needed().waited_seconds
         view = session.prepare_step()
         if (
             agent.reactive_at is not None
@@ -161,12 +166,13 @@ def drive(session: Session, agent: AgentPlan, out: _Out) -> None:
             and view.view_tokens * 2 >= session.config.threshold_tokens
         ):
             try:
-                reactive_done = session.reactive_compact(PROMPT_TOO_LONG).compacted
+                reactive = session.reactive_compact(PROMPT_TOO_LONG)
+                reactive_done, waited = reactive.compacted, waited + reactive.waited_seconds
             except ContextOverflowError:
                 reactive_done = True  # a real agent would fail this step; the demo moves on
             view = session.build_model_view()
         session.record_usage(view.view_tokens)
-        out.line("ack", agent.session_id, index, view.through_seq, view.view_hash)
+        out.line("ack", agent.session_id, index, view.through_seq, view.view_hash, f"{waited:.6f}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,293 @@
+"""Background compaction (DESIGN §2) through a real LMDB host: a summary prepared ahead of need.
+
+* A summariser held by the test: the crossing of ``prepare_threshold`` starts it while the agent
+  keeps being served unchanged views; once it is released, reaching the threshold activates the
+  prepared summary with no further summariser call.
+* SIGKILL of a real process between ``SummaryPrepared`` and the threshold: after recovery the
+  prepared summary is still activated without a summariser call, and the log verifies.
+* ``prepare_threshold=0`` serves byte-identical views to the code before background compaction
+  on the real traces (reference digests from c4f78f5 in tests/data/background_reference.json).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from cli_helpers import run
+
+from ctxledger import Config, Host, Message, replay
+from ctxledger.events import CheckpointCreated, CompactionStarted, SummaryPrepared
+from ctxledger.storage import EventLog
+from ctxledger.summarizers import SummaryRequest
+from ctxledger.testing import digest_summarizer
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+CHILD = Path(__file__).with_name("background_crash_child.py")
+
+#: Threshold 1,000 tokens (3,000 chars); a summary starts in the background at 850.
+CONFIG = Config(
+    context_window=2000,
+    compression_threshold=0.5,
+    min_retain_rounds=1,
+    micro_batch=2,
+    prepare_threshold=0.85,
+)
+_WAIT = 60.0  # generous: only a hang reaches it (no timing is asserted)
+
+
+class HeldSummarizer:
+    """Counts its calls; the first one blocks until the test sets :attr:`release`."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, request: SummaryRequest, /) -> str:
+        self.calls += 1
+        self.started.set()
+        if not self.release.wait(_WAIT):
+            raise RuntimeError("the test never released the summariser")
+        return digest_summarizer(request)
+
+
+def turn(n: int, chars: int) -> list[Message]:
+    """A user turn and the assistant's answer, about ``2 * chars`` characters."""
+    return [
+        Message.user(f"question {n}: " + "q" * chars),
+        Message.assistant(f"answer {n}: " + "a" * chars),
+    ]
+
+
+def _ids() -> Any:
+    counter = itertools.count(1)
+    return lambda: f"id{next(counter)}"
+
+
+def events_of(log: EventLog, session_id: str, kind: type) -> list[Any]:
+    return [r.event for r in log.read(session_id) if isinstance(r.event, kind)]
+
+
+def test_a_held_background_summary_is_activated_without_another_call(tmp_path: Path) -> None:
+    """Start at the crossing, unchanged views while it runs, activation with zero calls."""
+    held = HeldSummarizer()
+    with Host.open(tmp_path / "db", config=CONFIG, summarizer=held, id_factory=_ids()) as host:
+        session = host.session("a")
+        threshold = session.compact_if_needed().threshold
+        prepare_at = threshold * CONFIG.prepare_threshold
+        view = session.prepare_step()
+        n = 0
+        while view.estimated_tokens < prepare_at:
+            n += 1
+            session.append_many(turn(n, 90))  # ~60 tokens a turn
+            view = session.prepare_step()
+            assert n < 100
+        assert view.estimated_tokens < threshold, "one turn must not jump over the threshold"
+        # The crossing started the summariser in the background: the agent was not held.
+        assert held.started.wait(_WAIT), "no background summary started at the crossing"
+        (started,) = events_of(host.log, "a", CompactionStarted)
+        assert started.background and started.reason == "threshold_exceeded"
+        assert view.checkpoint_id is None
+        # While it runs, steps serve the same view, byte for byte, and record no checkpoint.
+        for _ in range(3):
+            again = session.prepare_step()
+            assert again.view_hash == view.view_hash and again.checkpoint_id is None
+        assert events_of(host.log, "a", SummaryPrepared) == []
+        assert events_of(host.log, "a", CheckpointCreated) == []
+        assert held.calls == 1
+        held.release.set()
+        session.wait_background()
+        (prepared,) = events_of(host.log, "a", SummaryPrepared)
+        assert prepared.compaction_id == started.compaction_id
+        assert prepared.retain_from_seq == started.retain_from_seq
+        # A prepared summary changes no view.
+        assert session.prepare_step().view_hash == view.view_hash
+        calls = held.calls
+        result = session.compact_if_needed()
+        while not result.compacted:
+            n += 1
+            session.append_many(turn(n, 20))  # small: the prepared cut absorbs the growth
+            result = session.compact_if_needed()
+            assert n < 100
+        assert result.prepared and result.reason == "compacted", result
+        assert result.waited_seconds == 0.0
+        assert held.calls == calls, "activating a prepared summary called the summariser"
+        (created,) = events_of(host.log, "a", CheckpointCreated)
+        assert created.prepared and created.compaction_id == prepared.compaction_id
+        assert created.checkpoint.retain_from_seq == prepared.retain_from_seq
+        assert result.checkpoint_id == created.checkpoint.id
+        after = session.prepare_step()
+        assert after.checkpoint_id == created.checkpoint.id
+        assert after.estimated_tokens < threshold
+    assert replay.verify(tmp_path / "db").ok
+
+
+def _load_reference_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "make_background_reference", DATA / "make_background_reference.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _count_calls(inner: Any) -> Any:
+    def summarize(request: SummaryRequest) -> str | None:
+        summarize.calls += 1  # type: ignore[attr-defined]
+        return inner(request)  # type: ignore[no-any-return]
+
+    summarize.calls = 0  # type: ignore[attr-defined]
+    return summarize
+
+
+@pytest.mark.slow
+def test_a_summary_prepared_before_sigkill_is_activated_after_recovery(tmp_path: Path) -> None:
+    """SIGKILL between SummaryPrepared and the threshold: no new summariser call, verify ok."""
+    db = tmp_path / "db"
+    proc = subprocess.Popen(
+        [sys.executable, str(CHILD), str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        line = proc.stdout.readline()  # printed once SummaryPrepared is durable
+        if not line.startswith("prepared "):
+            raise AssertionError(f"child: {line!r} {proc.stderr.read()}")
+        compaction_id = line.split()[1]
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    assert proc.returncode == -signal.SIGKILL
+    counting = _count_calls(digest_summarizer)
+    with Host.open(db, summarizer=counting) as host:
+        session = host.session("agent")  # recovery runs on activation
+        history = session.history()
+        (prepared,) = events_of(host.log, "agent", SummaryPrepared)
+        assert prepared.compaction_id == compaction_id
+        assert events_of(host.log, "agent", CheckpointCreated) == []
+        n = len(history)
+        result = session.compact_if_needed()
+        while not result.compacted:
+            n += 1
+            session.append_many(turn(n, 20))
+            result = session.compact_if_needed()
+            assert n < 400
+        assert result.prepared, result
+        assert counting.calls == 0, "the prepared summary was summarised again after the crash"
+        (created,) = events_of(host.log, "agent", CheckpointCreated)
+        assert created.prepared and created.compaction_id == compaction_id
+        session.prepare_step()
+    assert replay.verify(db).ok
+    result = run("verify", "--db", db)
+    assert result.exit_code == 0 and "verify ok" in result.stdout, result.output
+
+
+@pytest.mark.traces
+def test_prepare_threshold_zero_serves_the_views_of_the_code_before_it(
+    traces: dict[str, Any],
+) -> None:
+    """Every served view hash on the real traces equals c4f78f5's (before background
+    compaction), under each Config of the trace tests with ``prepare_threshold=0``."""
+    reference = json.loads((DATA / "background_reference.json").read_text())
+    script = _load_reference_script()
+    config = script.config({"context_window": 1000})
+    assert config.prepare_threshold == 0.0
+    current = script.trace_hashes(traces)
+    assert set(current) == set(reference) - {"commit"}
+    for name, per_trace in current.items():
+        missing = sorted(set(reference[name]) - set(per_trace))
+        assert not missing, f"{name}: traces missing from ../shared/traces: {missing}"
+        differ = [
+            trace for trace in sorted(per_trace) if per_trace[trace] != reference[name][trace]
+        ]
+        assert not differ, f"{name}: served views differ from c4f78f5 on {differ}"
+    if set(traces) != set(reference["host-8k"]):
+        pytest.skip("only part of the reference traces are present; those compared are equal")
+
+
+def background_cell(table: str, row: str) -> str:
+    """The PREPARED/ACTIVATED cell of ``row`` in the ``sessions`` table (a fixed-width column
+    as wide as its title)."""
+    title = "PREPARED/ACTIVATED"
+    start = table.splitlines()[0].index(title)
+    return row[start : start + len(title)].strip()
+
+
+def test_cli_shows_prepared_and_activated_summaries(tmp_path: Path) -> None:
+    """``show --events`` marks background events and SummaryPrepared; ``sessions`` counts
+    prepared/activated summaries per session."""
+    db = tmp_path / "db"
+    with Host.open(db, config=CONFIG, summarizer=digest_summarizer) as host:
+        used, unused = host.session("used"), host.session("unused")
+        for n in range(1, 40):
+            used.append_many(turn(n, 90))
+            used.wait_background()
+            used.prepare_step()
+        for n in range(1, 40):
+            unused.append_many(turn(n, 90))
+            unused.wait_background()
+            if events_of(host.log, "unused", SummaryPrepared):
+                break
+        activated = [e for e in events_of(host.log, "used", CheckpointCreated) if e.prepared]
+        prepared = events_of(host.log, "used", SummaryPrepared)
+        assert activated and prepared
+        assert events_of(host.log, "unused", CheckpointCreated) == []
+    listed = run("sessions", "--db", db)
+    assert listed.exit_code == 0, listed.output
+    rows = {
+        line.split()[0]: background_cell(listed.stdout, line)
+        for line in listed.stdout.splitlines()[2:]
+    }
+    assert rows["used"] == f"{len(prepared)}/{len(activated)}"
+    assert rows["unused"] == "1/0"
+    shown = run("show", "used", "--events", "--db", db, "--no-pager")
+    assert shown.exit_code == 0, shown.output
+    events = shown.stdout.splitlines()
+    started = [line for line in events if "compaction_started" in line]
+    assert any("[background]" in line for line in started)
+    ready = [line for line in events if "summary_prepared" in line]
+    assert len(ready) == len(prepared)
+    assert all(f"prepared {e.compaction_id[:12]}" in "\n".join(ready) for e in prepared)
+    made = [line for line in events if "checkpoint_created" in line]
+    marked = [line for line in made if "activated prepared" in line]
+    assert len(marked) == len(activated)
+    assert f"activated prepared {activated[0].compaction_id[:12]}" in marked[0]
+
+
+def test_cli_marks_a_failed_background_summary(tmp_path: Path) -> None:
+    """A background summary that fails is listed as a background CompactionFailed."""
+    db = tmp_path / "db"
+
+    def failing(request: SummaryRequest) -> str | None:
+        return None
+
+    with Host.open(db, config=CONFIG, summarizer=failing) as host:
+        session = host.session("a")
+        for n in range(1, 40):
+            session.append_many(turn(n, 60))
+            session.wait_background()
+            if any(
+                r.event.__struct_config__.tag == "compaction_failed" for r in host.log.read("a")
+            ):
+                break
+    shown = run("show", "a", "--events", "--db", db, "--no-pager")
+    failed = [line for line in shown.stdout.splitlines() if "compaction_failed" in line]
+    assert failed and all("[background]" in line for line in failed), shown.stdout
+    listed = run("sessions", "--db", db).stdout
+    assert background_cell(listed, listed.splitlines()[2]) == "-"
