@@ -15,7 +15,9 @@ from ctxledger.domain import (
     Tokenizer,
     is_prompt_too_long,
 )
+from ctxledger.domain.usage import UsageTotals
 from ctxledger.errors import (
+    BudgetExceededError,
     ConfigError,
     ContextOverflowError,
     CorruptRecordError,
@@ -28,6 +30,7 @@ from ctxledger.errors import (
     InvalidSeqError,
     InvalidSessionIdError,
     InvalidToolCallError,
+    InvalidUsageError,
     LeaseHeldError,
     LeaseLostError,
     SessionExistsError,
@@ -52,6 +55,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AnthropicSummarizer",
+    "BudgetExceededError",
     "Checkpoint",
     "CompactionResult",
     "Config",
@@ -70,6 +74,7 @@ __all__ = [
     "InvalidSeqError",
     "InvalidSessionIdError",
     "InvalidToolCallError",
+    "InvalidUsageError",
     "LeaseHeldError",
     "LeaseLostError",
     "LossReport",
@@ -88,6 +93,7 @@ __all__ = [
     "TraceFormatError",
     "UnknownEventTypeError",
     "UnknownSessionError",
+    "UsageTotals",
     "VersionConflictError",
     "__version__",
     "is_prompt_too_long",

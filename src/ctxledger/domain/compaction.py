@@ -16,6 +16,7 @@ import msgspec
 
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.domain.budget import threshold_for
+from ctxledger.domain.calibration import session_tokenizer
 from ctxledger.domain.cuts import STEP_CUT_FILL, CutMeasure
 from ctxledger.domain.facts import checkpoint_fact_block
 from ctxledger.domain.limits import (
@@ -232,6 +233,7 @@ def plan_compaction(
         raise ValueError(f"unknown compaction trigger {trigger!r}; expected one of {TRIGGERS}")
     if attempt < 0:
         raise ValueError(f"attempt must be >= 0, got {attempt}")
+    tokenizer = session_tokenizer(state, tokenizer)
     config = state.config
     active = state.active_checkpoint
     base_checkpoint = active if prepared is None else prepared_checkpoint(prepared)

@@ -18,9 +18,11 @@ import msgspec
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
 from ctxledger.domain.indices import HASH_SIZE, SeqList, SeqMap
+from ctxledger.domain.usage import Accounting, Calibration, ReportedUsage
 from ctxledger.domain.validation import validate_append
 from ctxledger.errors import EventDecodeError, InvalidMessageError, InvalidSeqError
 from ctxledger.events.types import (
+    BudgetExhausted,
     CheckpointCreated,
     CheckpointReverted,
     CompactionFailed,
@@ -34,6 +36,7 @@ from ctxledger.events.types import (
     SessionForked,
     SessionOpened,
     SummaryPrepared,
+    TokenizerCalibrated,
     ToolResultSynthesized,
     UsageReported,
     ViewServed,
@@ -55,8 +58,9 @@ __all__ = [
 #: Version of the :meth:`SessionState.to_snapshot` format; other versions are refused (the fold
 #: falls back to the events). 4 added background compaction, withdrawals and reverts, and its
 #: checkpoint digest covers the checkpoints' new fields, so a version-3 snapshot cannot resume
-#: to the same bytes: an old session's first activation folds its events once.
-SNAPSHOT_VERSION = 4
+#: to the same bytes: an old session's first activation folds its events once. 5 added the
+#: accounting (usage totals, the cap, the calibration), which a version-4 snapshot lacks.
+SNAPSHOT_VERSION = 5
 
 #: Appended messages before a failed background compaction is retried, doubled per consecutive
 #: failure (capped at ``BACKGROUND_BACKOFF << 5``).
@@ -408,6 +412,7 @@ class _Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     retracted: list[int] = []
     cleared_through: int = 0
     cleared_checkpoints: int = 0
+    accounting: Accounting = Accounting()
 
 
 class _Version(msgspec.Struct):
@@ -455,6 +460,8 @@ class SessionState:
             to it are shown in no later view.
         cleared_checkpoints: How many checkpoints existed at the last clear; those are not in
             force after it (see :attr:`active_checkpoint`).
+        accounting: Usage totals, the cap reached, the tokenizer calibration
+            (:class:`~ctxledger.domain.usage.Accounting`).
     """
 
     __hash__ = None  # type: ignore[assignment]  # mutable: equal states must not share dict slots
@@ -487,6 +494,10 @@ class SessionState:
         self.retracted: set[int] = set()
         self.cleared_through = 0
         self.cleared_checkpoints = 0
+        self.accounting = Accounting()
+        # The calibrated tokenizer for the calibration in force (see ctxledger.domain.calibration):
+        # a cache, not state.
+        self.tokenizer_memo: tuple[Any, Any] | None = None
         self._reset_indices()
 
     def _reset_indices(self) -> None:
@@ -614,6 +625,7 @@ class SessionState:
                 retracted=sorted(self.retracted),
                 cleared_through=self.cleared_through,
                 cleared_checkpoints=self.cleared_checkpoints,
+                accounting=self.accounting,
                 first_user_seq=self.first_user_seq,
                 head=self.head,
                 index_base=base,
@@ -709,6 +721,7 @@ class SessionState:
         state.retracted = set(snap.retracted)
         state.cleared_through = snap.cleared_through
         state.cleared_checkpoints = snap.cleared_checkpoints
+        state.accounting = snap.accounting
         return state
 
     def __eq__(self, other: object) -> bool:
@@ -880,6 +893,12 @@ class SessionState:
         elif kind is ViewServed:
             self.last_view_seq = event.through_seq  # type: ignore[union-attr]
             self.last_view_hash = event.view_hash  # type: ignore[union-attr]
+            if event.view_chars:  # type: ignore[union-attr]
+                self.accounting = msgspec.structs.replace(
+                    self.accounting,
+                    view_seq=event.through_seq,  # type: ignore[union-attr]
+                    view_chars=event.view_chars,  # type: ignore[union-attr]
+                )
         elif kind is UsageReported:
             last = len(self.history)
             through = event.through_seq or last  # type: ignore[union-attr]
@@ -888,6 +907,35 @@ class SessionState:
                 completion_tokens=event.completion_tokens,  # type: ignore[union-attr]
                 through_seq=min(through, last),
                 epoch=len(self.checkpoints),
+            )
+            reported = ReportedUsage(
+                prompt_tokens=event.prompt_tokens,  # type: ignore[union-attr]
+                completion_tokens=event.completion_tokens,  # type: ignore[union-attr]
+                cached_tokens=event.cached_tokens,  # type: ignore[union-attr]
+                cache_write_tokens=event.cache_write_tokens,  # type: ignore[union-attr]
+            )
+            accounting = self.accounting
+            self.accounting = msgspec.structs.replace(
+                accounting, totals=accounting.totals.add(reported)
+            )
+        elif kind is TokenizerCalibrated:
+            self.accounting = msgspec.structs.replace(
+                self.accounting,
+                paired_seq=self.accounting.view_seq,
+                calibration=Calibration(
+                    samples=event.samples,  # type: ignore[union-attr]
+                    mean_chars=event.mean_chars,  # type: ignore[union-attr]
+                    mean_tokens=event.mean_tokens,  # type: ignore[union-attr]
+                    m2_chars=event.m2_chars,  # type: ignore[union-attr]
+                    m2_tokens=event.m2_tokens,  # type: ignore[union-attr]
+                    co_moment=event.co_moment,  # type: ignore[union-attr]
+                    chars_per_token=event.chars_per_token,  # type: ignore[union-attr]
+                ),
+            )
+        elif kind is BudgetExhausted:
+            self.accounting = msgspec.structs.replace(
+                self.accounting,
+                exhausted_cap=event.cap,  # type: ignore[union-attr]
             )
         elif isinstance(event, CheckpointCreated):
             self.checkpoints.append(event.checkpoint)

@@ -1,0 +1,171 @@
+"""Provider usage, per-session totals and the token cap over a real LMDB host."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ctxledger import (
+    BudgetExceededError,
+    Config,
+    CtxLedgerError,
+    Host,
+    InvalidUsageError,
+    Message,
+    UsageTotals,
+)
+from ctxledger.events import BudgetExhausted, UsageReported
+from ctxledger.replay import verify
+from ctxledger.storage import LmdbEventLog
+
+
+@dataclass
+class Details:
+    """Shaped like OpenAI's ``prompt_tokens_details``."""
+
+    cached_tokens: int | None
+
+
+@dataclass
+class OpenAIUsage:
+    """Shaped like ``openai.types.CompletionUsage``."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    prompt_tokens_details: Details | None = None
+
+
+@dataclass
+class AnthropicUsage:
+    """Shaped like ``anthropic.types.Usage``."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+
+
+def _events(path: Path, session_id: str) -> list[object]:
+    with LmdbEventLog.open(path, readonly=True) as log:
+        return [record.event for record in log.read(session_id)]
+
+
+def test_record_usage_takes_both_providers_shapes(tmp_path: Path) -> None:
+    """Dicts and SDK-like objects of both providers are recorded with their cache figures."""
+    with Host.open(tmp_path / "log") as host:
+        session = host.session("s")
+        session.append(Message.user("hello"))
+        session.record_usage(OpenAIUsage(1000, 50, Details(cached_tokens=600)))
+        session.record_usage({"prompt_tokens": 1100, "completion_tokens": 40})
+        session.record_usage(AnthropicUsage(20, 70, 900, 300))
+        session.record_usage(
+            {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 1500}
+        )
+        session.record_usage(500, 9, cached_tokens=100)
+        assert session.usage() == UsageTotals(
+            input_tokens=1000 + 1100 + 1220 + 1510 + 500,
+            cached_tokens=600 + 900 + 100,
+            cache_write_tokens=300 + 1500,
+            output_tokens=50 + 40 + 70 + 5 + 9,
+            calls=5,
+        )
+    reports = [e for e in _events(tmp_path / "log", "s") if isinstance(e, UsageReported)]
+    assert [(e.prompt_tokens, e.cached_tokens, e.cache_write_tokens) for e in reports] == [
+        (1000, 600, 0),
+        (1100, 0, 0),
+        (1220, 900, 300),
+        (1510, 0, 1500),
+        (500, 100, 0),
+    ]
+
+
+def test_async_twin_takes_an_object(tmp_path: Path) -> None:
+    """arecord_usage reads the same shapes on an event loop."""
+
+    async def run(host: Host) -> UsageTotals:
+        session = await host.asession("a")
+        await session.aappend(Message.user("hi"))
+        await session.arecord_usage(AnthropicUsage(5, 7, 11, None))
+        return session.usage()
+
+    with Host.open(tmp_path / "log") as host:
+        totals = asyncio.run(run(host))
+    assert totals == UsageTotals(input_tokens=16, cached_tokens=11, output_tokens=7, calls=1)
+
+
+def test_bad_usage_records_nothing(tmp_path: Path) -> None:
+    """A usage object of neither shape, or a bad count, is refused before anything is written."""
+    with Host.open(tmp_path / "log") as host:
+        session = host.session("s")
+        session.append(Message.user("hi"))
+        before = len(_events_live(host, "s"))
+        for bad in ({"tokens": 3}, {"prompt_tokens": -4}, object()):
+            with pytest.raises(InvalidUsageError):
+                session.record_usage(bad)
+        with pytest.raises(InvalidUsageError, match="not both"):
+            session.record_usage({"prompt_tokens": 3}, 4)
+        with pytest.raises(ValueError, match="completion_tokens"):
+            session.record_usage(10, -1)
+        assert len(_events_live(host, "s")) == before
+        assert session.usage() == UsageTotals()
+
+
+def _events_live(host: Host, session_id: str) -> list[object]:
+    return [record.event for record in host.log.read(session_id)]
+
+
+def _step(session: object, n: int) -> None:
+    session.append(Message.user(f"question {n}"))  # type: ignore[attr-defined]
+    session.prepare_step()  # type: ignore[attr-defined]
+    session.append(Message.assistant(f"answer {n}"))  # type: ignore[attr-defined]
+    session.record_usage(400, 100)  # type: ignore[attr-defined]
+
+
+def test_cap_stops_the_session_once_and_holds_across_a_restart(tmp_path: Path) -> None:
+    """At the cap prepare_step raises, BudgetExhausted is recorded once, a reopen keeps it."""
+    capped = Config(max_total_tokens=1_500)
+    path = tmp_path / "log"
+    with Host.open(path) as host:
+        session = host.session("s", config=capped)
+        for n in range(3):
+            _step(session, n)  # 500 tokens each: 1,500 after three
+        session.append(Message.user("one more"))
+        with pytest.raises(BudgetExceededError) as raised:
+            session.prepare_step()
+        assert (raised.value.cap, raised.value.total) == (1_500, 1_500)
+        assert "1,500" in str(raised.value) and "max_total_tokens" in str(raised.value)
+        assert isinstance(raised.value, CtxLedgerError)
+        with pytest.raises(BudgetExceededError):
+            session.prepare_step()
+    exhausted = [e for e in _events(path, "s") if isinstance(e, BudgetExhausted)]
+    assert exhausted == [BudgetExhausted(cap=1_500, total=1_500)]
+    with Host.open(path) as host:
+        session = host.session("s")
+        with pytest.raises(BudgetExceededError):
+            session.prepare_step()
+        assert session.usage().total_tokens == 1_500
+        # A higher cap lets the session go on, until it is reached in turn.
+        session = host.session("s", config=capped.replace(max_total_tokens=2_000))
+        view = session.prepare_step()
+        assert view.through_seq == len(session.history())
+        session.record_usage(400, 100)
+        with pytest.raises(BudgetExceededError) as raised:
+            session.prepare_step()
+        assert (raised.value.cap, raised.value.total) == (2_000, 2_000)
+        host.session("s", config=capped.replace(max_total_tokens=0)).prepare_step()
+    exhausted = [e for e in _events(path, "s") if isinstance(e, BudgetExhausted)]
+    assert [e.cap for e in exhausted] == [1_500, 2_000]
+    assert verify(path).ok
+
+
+def test_no_cap_by_default(tmp_path: Path) -> None:
+    """A Config built now has no cap: usage alone never stops a session."""
+    assert Config().max_total_tokens == 0
+    with Host.open(tmp_path / "log") as host:
+        session = host.session("s")
+        session.append(Message.user("hi"))
+        session.record_usage(10_000_000, 1_000_000)
+        session.prepare_step()
