@@ -15,6 +15,7 @@ from ctxledger.domain import (
     Tokenizer,
     is_prompt_too_long,
 )
+from ctxledger.domain.cost import Pricing
 from ctxledger.domain.usage import UsageTotals
 from ctxledger.errors import (
     BudgetExceededError,
@@ -82,6 +83,7 @@ __all__ = [
     "ModelView",
     "OpenAIChatSummarizer",
     "Placement",
+    "Pricing",
     "RecallHit",
     "Session",
     "SessionExistsError",

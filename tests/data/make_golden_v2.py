@@ -7,7 +7,7 @@ summary), checkpoints with a fact block and compaction metadata, ``checkpoint_re
 the withdrawals ``message_retracted`` and ``history_cleared``; cost-aware budgets: usage reports
 with cache figures, views with their characters, ``budget_exhausted``, ``tokenizer_calibrated``
 and the Config fields ``max_total_tokens``, ``calibrate_after_reports``,
-``min_compaction_gain_tokens`` and ``floor_guard``.
+``min_compaction_gain_tokens`` and ``floor_guard``, and checkpoints' ``prefix_kept_tokens``.
 Run ONCE per released format; while format 2 is unreleased, ``--force`` rewrites it.
 
     .venv/bin/python tests/data/make_golden_v2.py            # refuses to overwrite
@@ -149,6 +149,7 @@ def golden_events() -> list[tuple[str, Event]]:
                     summary_seconds=12.75,
                     input_chars=184_233,
                     summarizer_calls=2,
+                    prefix_kept_tokens=4_100,
                 ),
             ),
         ),

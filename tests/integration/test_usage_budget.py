@@ -15,6 +15,7 @@ from ctxledger import (
     Host,
     InvalidUsageError,
     Message,
+    Pricing,
     UsageTotals,
 )
 from ctxledger.events import BudgetExhausted, UsageReported
@@ -169,3 +170,28 @@ def test_no_cap_by_default(tmp_path: Path) -> None:
         session.append(Message.user("hi"))
         session.record_usage(10_000_000, 1_000_000)
         session.prepare_step()
+
+
+def test_cost_and_the_checkpoints_effect(tmp_path: Path) -> None:
+    """Session.cost prices the reported usage; a checkpoint records the prefix it keeps."""
+    pricing = Pricing(3.0, 0.3, 3.75, 15.0)
+    with Host.open(tmp_path / "log") as host:
+        session = host.session(
+            "s", config=Config(context_window=2_000, min_retain_rounds=1, keep_first_request=False)
+        )
+        session.append(Message.system("You are terse. " * 20))
+        for n in range(4):
+            session.append(Message.user(f"question {n} " + "x" * 400))
+            session.append(Message.assistant(f"answer {n} " + "y" * 400))
+        session.record_usage(AnthropicUsage(100, 50, 900, 200))
+        assert session.cost(pricing) == pytest.approx(
+            (100 * 3.0 + 900 * 0.3 + 200 * 3.75 + 50 * 15.0) / 1e6
+        )
+        assert session.cost(pricing.uncached()) == pytest.approx((1200 * 3.0 + 50 * 15.0) / 1e6)
+        result = session.compact()
+        assert result.compacted
+        checkpoint = session.checkpoints()[-1]
+        assert checkpoint.prefix_kept_tokens == len("You are terse. " * 20) // 3
+        assert checkpoint.tokens_saved == checkpoint.tokens_before - checkpoint.tokens_after > 0
+        with pytest.raises(TypeError):
+            session.cost("anthropic-sonnet")  # type: ignore[arg-type]

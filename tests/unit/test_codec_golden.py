@@ -57,6 +57,7 @@ ADDED_FIELDS: dict[str, dict[str, object]] = {
         "cached_tokens": 0,  # UsageReported
         "cache_write_tokens": 0,
         "view_chars": 0,  # ViewServed
+        "prefix_kept_tokens": 0,  # Checkpoint
     },
     "golden_v2": {},
 }

@@ -36,6 +36,7 @@ PUBLIC = {
     "ModelView",
     "OpenAIChatSummarizer",
     "Placement",
+    "Pricing",
     "RecallHit",
     "Session",
     "SessionExistsError",

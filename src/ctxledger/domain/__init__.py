@@ -35,6 +35,7 @@ from ctxledger.domain.compaction import (
     prepared_checkpoint,
     run_summarizer,
 )
+from ctxledger.domain.cost import PRICING_PRESETS, Pricing
 from ctxledger.domain.decide import (
     INTERRUPTED_RESULT,
     Adopt,
@@ -115,6 +116,7 @@ __all__ = [
     "FULL_HISTORY",
     "INTERRUPTED_RESULT",
     "PLACEMENT_KINDS",
+    "PRICING_PRESETS",
     "SNAPSHOT_VERSION",
     "STEP_CUT_FILL",
     "TRIGGERS",
@@ -141,6 +143,7 @@ __all__ = [
     "ModelView",
     "Placement",
     "PlacementKind",
+    "Pricing",
     "Recover",
     "RenderPolicy",
     "ReportedUsage",

@@ -45,7 +45,7 @@ from ctxledger.domain.compaction import (
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import Tokenizer
 from ctxledger.domain.view import Draft, ModelView, draft_view
-from ctxledger.errors import BudgetExceededError, CtxLedgerError
+from ctxledger.errors import BudgetExceededError, ContextOverflowError, CtxLedgerError
 from ctxledger.events.types import (
     BudgetExhausted,
     CheckpointCreated,
@@ -343,10 +343,30 @@ def _serve(
         if isinstance(outcome, CompactionPlan):
             return _start(outcome, request, new_id)
         result = outcome
+        overflow = _floor_overflow(state, result)
+        if overflow is not None and request.view:
+            return Decision(result=result, error=overflow)
     if not request.view:
         return Decision(result=result)
     view = draft.view()
     return Decision(events=(served(view),), view=view, result=result)
+
+
+def _floor_overflow(state: SessionState, result: CompactionResult) -> ContextOverflowError | None:
+    """The refusal to serve a view over the window that no compaction can shrink enough."""
+    window = state.config.context_window
+    if (
+        result.reason != "floor_above_threshold"
+        or result.floor_tokens < window
+        or result.estimated_tokens < window
+    ):
+        return None
+    return ContextOverflowError(
+        f"session {state.session_id!r}: the view needs {result.estimated_tokens:,} tokens and "
+        f"the part no compaction can shrink (system messages, pins, the summary's room, the "
+        f"newest step) alone needs {result.floor_tokens:,}, which does not fit the window of "
+        f"{window:,} tokens; shorten the system prompt or the pins, or use a larger window"
+    )
 
 
 def _use_background(

@@ -29,6 +29,7 @@ from ctxledger.domain import (
     shown_messages,
 )
 from ctxledger.domain.audit import LossReport, audit_checkpoint
+from ctxledger.domain.cost import Pricing
 from ctxledger.domain.placement import Placement, place_message
 from ctxledger.domain.revert import revert_checkpoint
 from ctxledger.domain.usage import ReportedUsage, UsageTotals, parse_usage, usage_from_counts
@@ -165,6 +166,16 @@ class Session:
         """
         totals: UsageTotals = self._read(lambda state, _: state.accounting.totals)
         return totals
+
+    def cost(self, pricing: Pricing) -> float:
+        """Return what the session's reported usage costs under ``pricing``, in dollars.
+
+        Cached input, cache writes, other input and output tokens each at their price (see
+        :class:`ctxledger.Pricing`; ``pricing.uncached()`` prices a provider without caching).
+        """
+        if not isinstance(pricing, Pricing):
+            raise TypeError(f"expected a Pricing, got {type(pricing).__name__}")
+        return pricing.cost(self.usage())
 
     def history(self) -> list[Message]:
         """Return every appended message with its seq, unaltered."""
