@@ -16,6 +16,7 @@ __all__ = [
     "DEFAULT_FACT_INDEX_CHARS",
     "DEFAULT_MIN_COMPACTION_GAIN_TOKENS",
     "DEFAULT_PREPARE_THRESHOLD",
+    "DEFAULT_SUMMARY_RESULT_CHARS",
     "Config",
 ]
 
@@ -28,6 +29,9 @@ DEFAULT_FACT_INDEX_CHARS = 16_000
 
 #: ``Config.calibrate_after_reports`` of a Config built now (recorded Configs decode to 0: off).
 DEFAULT_CALIBRATE_AFTER_REPORTS = 3
+
+#: ``Config.summary_result_chars`` of a Config built now (recorded Configs decode to 0: raw).
+DEFAULT_SUMMARY_RESULT_CHARS = 1_000
 
 #: ``Config.min_compaction_gain_tokens`` of a Config built now (recorded Configs decode to 0).
 DEFAULT_MIN_COMPACTION_GAIN_TOKENS = 0
@@ -152,10 +156,19 @@ class Config(
         floor_guard: Do not compact when the part of the view no compaction can shrink (system
             messages, pins, the summary reserve and the newest step) is above the threshold
             (reason ``floor_above_threshold``): such a compaction cannot bring the view under the
-            threshold, so it would run at every step. When that floor exceeds the window,
-            ``prepare_step`` raises :class:`ctxledger.ContextOverflowError` naming the floor and
-            the window instead of serving a view the provider will reject. New Configs get
-            ``True``; recorded Configs without the field decode to ``False``.
+            threshold, so it would run at every step. It runs again only once the view would
+            not fit the window, and then makes room below the window (giving the summary and
+            the fact block what room is left when their full rooms do not fit). When the floor
+            exceeds the window even with an empty summary, ``prepare_step`` raises
+            :class:`ctxledger.ContextOverflowError` naming the floor and the window instead of
+            serving a view the provider will reject. New Configs get ``True``; recorded
+            Configs without the field decode to ``False``.
+        summary_result_chars: What the summariser is given of a tool result longer than this:
+            its head and tail (this many characters in all) and the facts extracted from the
+            rest; and a message that repeats one given earlier in the same compaction is given
+            as a reference to it (:mod:`ctxledger.domain.digest`). Views and history are not
+            affected. 0 gives every covered message raw; new Configs get
+            :data:`DEFAULT_SUMMARY_RESULT_CHARS`, recorded Configs without the field decode to 0.
     """
 
     #: Fields added after 0.1.0, with their default for a Config built now. A recorded Config
@@ -168,6 +181,7 @@ class Config(
             "calibrate_after_reports": DEFAULT_CALIBRATE_AFTER_REPORTS,
             "min_compaction_gain_tokens": DEFAULT_MIN_COMPACTION_GAIN_TOKENS,
             "floor_guard": True,
+            "summary_result_chars": DEFAULT_SUMMARY_RESULT_CHARS,
         }
     )
 
@@ -192,6 +206,7 @@ class Config(
     calibrate_after_reports: int = 0
     min_compaction_gain_tokens: int = 0
     floor_guard: bool = False
+    summary_result_chars: int = 0
 
     def __post_init__(self) -> None:
         _require_int(self, "context_window", minimum=1)
@@ -212,6 +227,7 @@ class Config(
             "max_total_tokens",
             "calibrate_after_reports",
             "min_compaction_gain_tokens",
+            "summary_result_chars",
         ):
             _require_int(self, name, minimum=0)
         _require_int(self, "micro_batch", minimum=1)

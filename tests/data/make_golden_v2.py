@@ -7,7 +7,8 @@ summary), checkpoints with a fact block and compaction metadata, ``checkpoint_re
 the withdrawals ``message_retracted`` and ``history_cleared``; cost-aware budgets: usage reports
 with cache figures, views with their characters, ``budget_exhausted``, ``tokenizer_calibrated``
 and the Config fields ``max_total_tokens``, ``calibrate_after_reports``,
-``min_compaction_gain_tokens`` and ``floor_guard``, and checkpoints' ``prefix_kept_tokens``.
+``min_compaction_gain_tokens``, ``floor_guard`` and ``summary_result_chars``, and checkpoints'
+``prefix_kept_tokens``.
 Run ONCE per released format; while format 2 is unreleased, ``--force`` rewrites it.
 
     .venv/bin/python tests/data/make_golden_v2.py            # refuses to overwrite
@@ -115,6 +116,7 @@ def golden_events() -> list[tuple[str, Event]]:
                     calibrate_after_reports=5,
                     min_compaction_gain_tokens=2_000,
                     floor_guard=True,
+                    summary_result_chars=1_500,
                 ),
                 created_at=1796100000.0,
             ),

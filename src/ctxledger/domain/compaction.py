@@ -19,6 +19,7 @@ from ctxledger.checkpoints import Checkpoint
 from ctxledger.domain.budget import threshold_for
 from ctxledger.domain.calibration import session_tokenizer
 from ctxledger.domain.cuts import STEP_CUT_FILL, CutMeasure
+from ctxledger.domain.digest import summary_input
 from ctxledger.domain.facts import checkpoint_fact_block
 from ctxledger.domain.limits import (
     CHARS_PER_TOKEN,
@@ -80,7 +81,9 @@ class CompactionResult(msgspec.Struct, frozen=True, kw_only=True):
             summary was prepared in time, or none was needed).
         floor_tokens: The part of the view no compaction can shrink (system messages, pins,
             the summary's reserved room, the newest step), when it was measured (the floor
-            guard); 0 otherwise.
+            guard); when even an empty summary leaves no room (the caller then raises
+            :class:`~ctxledger.errors.ContextOverflowError`), that part without the summary's
+            room; 0 otherwise.
         planned_tokens: The view the planned cut would give (with the summary's room), when a
             cut was planned; 0 otherwise.
     """
@@ -107,7 +110,9 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
         retain_from_seq: The cut: the first seq kept raw.
         covers_through_seq: The last seq the summary will cover (``retain_from_seq - 1``).
         messages: The newly covered messages: after the active checkpoint's coverage (or the
-            last clear) and before the cut, head system messages and retracted ones excluded.
+            last clear) and before the cut, head system messages and retracted ones excluded,
+            as the summariser is to see them (``Config.summary_result_chars``:
+            :func:`~ctxledger.domain.digest.summary_input`).
             Pinned messages and the kept first request (``Config.keep_first_request``) are
             included although the view still shows them: a summary must stand alone once the
             Config that keeps the request changes, and the kept request may be shown truncated.
@@ -302,16 +307,28 @@ def plan_compaction(
     if automatic and config.floor_guard:
         # The view no cut can make smaller: everything before the newest step summarised.
         newest = state.boundary_at_or_before(state.last_seq + 1)
-        floor = cutter.exact(max(newest, base) if newest is not None else base)
+        newest = max(newest, base) if newest is not None else base
+        floor = cutter.exact(newest)
         if floor > room:
             # No compaction brings the view under the threshold: one at every step would pay
             # for nothing. Compact only when the view would not fit the window, towards it.
-            # When even the floor does not fit, nothing will: the caller refuses to serve
-            # (ContextOverflowError) instead of sending a prompt the provider rejects.
-            if estimate < window or floor >= window:
+            if estimate < window:
                 return skip("floor_above_threshold", floor=floor)
+            bare = CutMeasure(state, tokenizer, trigger, 0, pending).exact(newest)
+            if bare >= window:
+                # Even with an empty summary nothing fits: the caller refuses to serve
+                # (ContextOverflowError) instead of sending a prompt the provider rejects.
+                return skip("floor_above_threshold", floor=bare)
             target = window
             room = target - 1
+            if floor > room:
+                # The summary's and the block's full rooms do not fit: give them what is left.
+                spare = (room - bare) * CHARS_PER_TOKEN
+                max_chars = max(1, min(max_chars, spare // 2))
+                fact_chars = min(fact_chars, spare // 4)
+                reserve = max_chars + (len(FACTS_SEPARATOR) + fact_chars if fact_chars else 0)
+                cutter = CutMeasure(state, tokenizer, trigger, reserve, pending)
+                floor = cutter.exact(newest)
     round_cut: int | None = None
     if keep_rounds == 0:
         round_cut = state.boundary_at_or_before(state.last_seq + 1)
@@ -344,12 +361,13 @@ def plan_compaction(
         # Breaking the provider's cached prefix for so little costs more than it saves.
         return skip("gain_too_small", floor=floor, planned=planned)
 
+    given = summary_input(covered, config.summary_result_chars)
     previous = base_checkpoint.summary if base_checkpoint else None
     return CompactionPlan(
         reason=trigger,
         retain_from_seq=cut,
         covers_through_seq=cut - 1,
-        messages=covered,
+        messages=given,
         previous_summary=previous,
         previous_checkpoint_id=active.id if active else None,
         focus=focus,
@@ -361,7 +379,7 @@ def plan_compaction(
         planned_tokens=planned,
         attempt=attempt,
         step_level=step_level,
-        input_hash=_input_hash(covered, previous, focus, max_chars),
+        input_hash=_input_hash(given, previous, focus, max_chars),
         fact_chars=fact_chars,
     )
 

@@ -363,8 +363,8 @@ def _floor_overflow(state: SessionState, result: CompactionResult) -> ContextOve
         return None
     return ContextOverflowError(
         f"session {state.session_id!r}: the view needs {result.estimated_tokens:,} tokens and "
-        f"the part no compaction can shrink (system messages, pins, the summary's room, the "
-        f"newest step) alone needs {result.floor_tokens:,}, which does not fit the window of "
+        f"the part no compaction can shrink (system messages, pins, the newest step) alone "
+        f"needs {result.floor_tokens:,}, which does not fit the window of "
         f"{window:,} tokens; shorten the system prompt or the pins, or use a larger window"
     )
 
