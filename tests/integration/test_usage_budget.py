@@ -19,7 +19,7 @@ from ctxledger import (
     UsageTotals,
 )
 from ctxledger.events import BudgetExhausted, UsageReported
-from ctxledger.replay import verify
+from ctxledger.replay import verify, what_if
 from ctxledger.storage import LmdbEventLog
 
 
@@ -195,3 +195,28 @@ def test_cost_and_the_checkpoints_effect(tmp_path: Path) -> None:
         assert checkpoint.tokens_saved == checkpoint.tokens_before - checkpoint.tokens_after > 0
         with pytest.raises(TypeError):
             session.cost("anthropic-sonnet")  # type: ignore[arg-type]
+
+
+def test_what_if_reports_cost_with_and_without_caching(tmp_path: Path) -> None:
+    """what_if prices each policy's calls: caching serves the shared heads, the summariser pays."""
+    path = tmp_path / "log"
+    config = Config(context_window=3_000, min_retain_rounds=1)
+    with Host.open(path) as host:
+        session = host.session("s", config=config)
+        session.append(Message.system("You are terse. " * 40))
+        for n in range(12):
+            session.append(Message.user(f"question {n} " + "x" * 600))
+            session.prepare_step()
+            session.append(Message.assistant(f"answer {n} " + "y" * 600))
+        session.wait_background()
+    pricing = Pricing.preset("anthropic-sonnet")
+    report = what_if(path, "s", config)
+    assert report.compactions > 0 and not any(step.refused for step in report.steps)
+    assert 0 < report.cached_tokens < report.prompt_tokens
+    assert report.summarizer_input_tokens > 0
+    cached, uncached = report.cost(pricing), report.cost(pricing, caching=False)
+    assert cached < uncached
+    summariser = report.summarizer_input_tokens * pricing.input / 1e6
+    assert uncached == pytest.approx(report.prompt_tokens * pricing.input / 1e6 + summariser)
+    raw = what_if(path, "s", config.replace(summary_result_chars=0))
+    assert raw.summarizer_input_tokens >= report.summarizer_input_tokens

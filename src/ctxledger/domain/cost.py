@@ -74,9 +74,12 @@ class Pricing(msgspec.Struct, frozen=True, gc=False):
         """The same prices without a prompt cache: every input token at ``input``."""
         return Pricing(self.input, self.input, self.input, self.output)
 
-    def prompt_cost(self, prompt_tokens: int, cached_tokens: int) -> float:
-        """Cost of one prompt of which ``cached_tokens`` are read from the cache and the rest
-        written to it (as a provider with caching on bills a growing conversation)."""
+    def prompt_cost(self, prompt_tokens: int, cached_tokens: int, *, caching: bool = True) -> float:
+        """Cost of prompts of ``prompt_tokens`` of which ``cached_tokens`` were a prefix shared
+        with the call before: read from the cache, the rest written to it (as a provider with
+        caching bills a growing conversation); without ``caching``, all at ``input``."""
+        if not caching:
+            return prompt_tokens * self.input / 1_000_000
         written = prompt_tokens - cached_tokens
         return (cached_tokens * self.cached_input + written * self.cache_write) / 1_000_000
 
