@@ -7,7 +7,8 @@ dumps, test logs and repeated outputs that a summary reduces to a line or two. W
 * a tool result or an assistant text longer than the limit as its head and tail (the limit's
   characters in all) and, in place of the middle, the facts extracted from the middle (error
   lines, paths, commands, names; :func:`ctxledger.domain.facts.extract_facts`) that head and
-  tail do not already show; tool-call arguments longer than the limit as their head and tail;
+  tail do not already show; long strings in tool-call arguments (beyond
+  :data:`ARGUMENT_FACTOR` times the limit) as their head and tail;
 * a message whose content repeats one given earlier in the same compaction (a file read twice,
   the same test run again) as a reference to it, so no text reaches the summariser twice.
 
@@ -27,7 +28,11 @@ import msgspec
 from ctxledger.domain.facts import extract_facts, normalize
 from ctxledger.messages import Message
 
-__all__ = ["MIN_REPEAT_CHARS", "summary_input"]
+__all__ = ["ARGUMENT_FACTOR", "MIN_REPEAT_CHARS", "summary_input"]
+
+#: Strings in tool-call arguments are cut beyond this many times the limit (4 was measured: more
+#: input, no better retention on the traces).
+ARGUMENT_FACTOR = 1
 
 #: Contents shorter than this are never replaced by a reference (a reference is not shorter).
 MIN_REPEAT_CHARS = 200
@@ -35,6 +40,9 @@ MIN_REPEAT_CHARS = 200
 #: Whose long contents are cut: tool output and the assistant's own long text (reasoning, file
 #: contents it wrote); user messages, which carry the requests, are always given whole.
 _CUT_ROLES = frozenset({"tool", "assistant"})
+
+#: Which facts of a middle come first when they do not all fit (a stable sort keeps their order).
+_PRIORITY = {"error": 0, "command": 1, "request": 2, "identifier": 3, "number": 4, "path": 5}
 
 #: Fact kinds given as the line they were found as; the others are prefixed with their kind.
 _AS_IS = frozenset({"error", "command", "request"})
@@ -66,9 +74,11 @@ def summary_input(messages: Sequence[Message], limit: int) -> tuple[Message, ...
             seen[key] = message.seq or 0
         if message.role in _CUT_ROLES and len(content) > limit:
             message = msgspec.structs.replace(message, content=_cut(message, limit))
-        if any(len(call.arguments) > limit for call in message.tool_calls):
+        if any(len(call.arguments) > ARGUMENT_FACTOR * limit for call in message.tool_calls):
             calls = tuple(
-                msgspec.structs.replace(call, arguments=_cut_arguments(call.arguments, limit))
+                msgspec.structs.replace(
+                    call, arguments=_cut_arguments(call.arguments, ARGUMENT_FACTOR * limit)
+                )
                 for call in message.tool_calls
             )
             message = msgspec.structs.replace(message, tool_calls=calls)
@@ -107,13 +117,16 @@ def _cut(message: Message, limit: int) -> str:
         content[len(content) - tail_chars :],
     )
     shown = normalize(head + "\n" + tail)
-    facts = [
-        fact
-        for fact in extract_facts([msgspec.structs.replace(message, content=middle)])
-        if fact.text not in shown
-    ]
+    facts = sorted(
+        (
+            fact
+            for fact in extract_facts([msgspec.structs.replace(message, content=middle)])
+            if fact.text not in shown
+        ),
+        key=lambda fact: _PRIORITY.get(fact.kind, len(_PRIORITY)),
+    )
     lines = [f"[... {len(middle)} characters omitted; the lines and names they hold:"]
-    room = 2 * limit  # the facts take at most twice the room of head and tail
+    room = 3 * limit  # the facts take at most three times the room of head and tail
     for index, fact in enumerate(facts):
         # Each fact on a line of its own, as it stood (an error line stays an error line).
         line = fact.text if fact.kind in _AS_IS else f"{fact.kind}: {fact.text}"
