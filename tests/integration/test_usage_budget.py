@@ -18,8 +18,8 @@ from ctxledger import (
     Pricing,
     UsageTotals,
 )
-from ctxledger.events import BudgetExhausted, UsageReported
-from ctxledger.replay import verify, what_if
+from ctxledger.events import BudgetExhausted, TokenizerCalibrated, UsageReported, ViewServed
+from ctxledger.replay import verify, view_at, what_if
 from ctxledger.storage import LmdbEventLog
 
 
@@ -200,15 +200,15 @@ def test_cost_and_the_checkpoints_effect(tmp_path: Path) -> None:
 def test_what_if_reports_cost_with_and_without_caching(tmp_path: Path) -> None:
     """what_if prices each policy's calls: caching serves the shared heads, the summariser pays."""
     path = tmp_path / "log"
-    config = Config(context_window=3_000, min_retain_rounds=1)
+    # No background compaction: what what_if re-decides does not depend on the log's timing.
+    config = Config(context_window=3_000, min_retain_rounds=1, prepare_threshold=0.0)
     with Host.open(path) as host:
         session = host.session("s", config=config)
         session.append(Message.system("You are terse. " * 40))
         for n in range(12):
             session.append(Message.user(f"question {n} " + "x" * 600))
             session.prepare_step()
-            session.append(Message.assistant(f"answer {n} " + "y" * 600))
-        session.wait_background()
+            session.append(Message.assistant(f"answer {n} " + "y" * 1_500))
     pricing = Pricing.preset("anthropic-sonnet")
     report = what_if(path, "s", config)
     assert report.compactions > 0 and not any(step.refused for step in report.steps)
@@ -219,4 +219,42 @@ def test_what_if_reports_cost_with_and_without_caching(tmp_path: Path) -> None:
     summariser = report.summarizer_input_tokens * pricing.input / 1e6
     assert uncached == pytest.approx(report.prompt_tokens * pricing.input / 1e6 + summariser)
     raw = what_if(path, "s", config.replace(summary_result_chars=0))
-    assert raw.summarizer_input_tokens >= report.summarizer_input_tokens
+    assert raw.summarizer_input_tokens > report.summarizer_input_tokens  # long answers are cut
+
+
+def test_calibrated_estimates_replay_exactly_across_a_restart(tmp_path: Path) -> None:
+    """A host session calibrates from its reports; verify and time travel rebuild every served
+    view's hash and estimate after a restart, and the calibration survives it."""
+    path = tmp_path / "log"
+    config = Config(context_window=6_000, min_retain_rounds=1, calibrate_after_reports=2)
+    with Host.open(path) as host:
+        session = host.session("s", config=config)
+        session.append(Message.system("You are terse."))
+        for n in range(16):
+            session.append(Message.user(f"step {n}: " + "f(x) = [1, 2]; " * (20 + 15 * (n % 4))))
+            view = session.prepare_step()
+            chars = sum(len(m.content) for m in view.messages)
+            session.record_usage(chars * 2 // 5 + 120)  # 2.5 chars per token, 120 fixed
+            session.append(Message.assistant(f"ok {n}"))
+        session.wait_background()
+    with LmdbEventLog.open(path, readonly=True) as log:
+        events = [record.event for record in log.read("s")]
+    calibrations = [e for e in events if isinstance(e, TokenizerCalibrated)]
+    assert calibrations and calibrations[-1].chars_per_token == pytest.approx(2.5, abs=0.01)
+    assert verify(path).ok
+    last_at: dict[int, ViewServed] = {}
+    for event in events:
+        if isinstance(event, ViewServed):
+            last_at[event.through_seq] = event
+    for seq, served in last_at.items():
+        rebuilt = view_at(path, "s", seq)
+        assert (rebuilt.view_hash, rebuilt.estimated_tokens) == (
+            served.view_hash,
+            served.estimated_tokens,
+        ), seq
+    with Host.open(path) as host:
+        session = host.session("s")
+        session.append(Message.user("after the restart " + "z" * 300))
+        view = session.prepare_step()
+        milli = round(calibrations[-1].chars_per_token * 1000)
+        assert view.view_tokens == sum(len(m.content) for m in view.messages) * 1000 // milli

@@ -66,6 +66,9 @@ SNAPSHOT_VERSION = 5
 #: failure (capped at ``BACKGROUND_BACKOFF << 5``).
 BACKGROUND_BACKOFF = 4
 
+#: Characters of the mask placeholder besides the tool's name (``[Previous: used <name>]``).
+_MASK_OVERHEAD = len("[Previous: used ]")
+
 #: Messages per history chunk. A snapshot holds only the last, partial chunk; full chunks are
 #: read back from the log's append events when a seq in them is touched (consecutive missing
 #: chunks in one read). Chunks are not stored apart, so the size only sets the snapshot's tail
@@ -413,6 +416,7 @@ class _Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     cleared_through: int = 0
     cleared_checkpoints: int = 0
     accounting: Accounting = Accounting()
+    mask_count: int = 0
 
 
 class _Version(msgspec.Struct):
@@ -462,6 +466,10 @@ class SessionState:
             force after it (see :attr:`active_checkpoint`).
         accounting: Usage totals, the cap reached, the tokenizer calibration
             (:class:`~ctxledger.domain.usage.Accounting`).
+        mask_count: Under ``Config.min_compaction_gain_tokens``: how many of the oldest tool
+            results are masking candidates (the boundary moves only when the results it would
+            newly mask save at least that many tokens); see
+            :func:`ctxledger.domain.render_policy`.
     """
 
     __hash__ = None  # type: ignore[assignment]  # mutable: equal states must not share dict slots
@@ -495,6 +503,7 @@ class SessionState:
         self.cleared_through = 0
         self.cleared_checkpoints = 0
         self.accounting = Accounting()
+        self.mask_count = 0
         # The calibrated tokenizer for the calibration in force (see ctxledger.domain.calibration):
         # a cache, not state.
         self.tokenizer_memo: tuple[Any, Any] | None = None
@@ -626,6 +635,7 @@ class SessionState:
                 cleared_through=self.cleared_through,
                 cleared_checkpoints=self.cleared_checkpoints,
                 accounting=self.accounting,
+                mask_count=self.mask_count,
                 first_user_seq=self.first_user_seq,
                 head=self.head,
                 index_base=base,
@@ -722,6 +732,7 @@ class SessionState:
         state.cleared_through = snap.cleared_through
         state.cleared_checkpoints = snap.cleared_checkpoints
         state.accounting = snap.accounting
+        state.mask_count = snap.mask_count
         return state
 
     def __eq__(self, other: object) -> bool:
@@ -890,6 +901,8 @@ class SessionState:
         # and 25 %): test for them first, by exact type (event types are final).
         if kind is MessageAppended or kind is ToolResultSynthesized:
             self._append(event.message)  # type: ignore[union-attr]
+            if event.message.role == "tool":  # type: ignore[union-attr]
+                self._advance_mask()
         elif kind is ViewServed:
             self.last_view_seq = event.through_seq  # type: ignore[union-attr]
             self.last_view_hash = event.view_hash  # type: ignore[union-attr]
@@ -1031,6 +1044,40 @@ class SessionState:
                 self.first_user_seq = seq
         elif role == "system" and self.first_user_seq is None:
             self.head.append(message)
+
+    def mask_target(self) -> int:
+        """How many of the oldest tool results micro masking makes candidates, by batch.
+
+        Once more than ``micro_keep_recent`` results exist, the oldest
+        ``((n - keep) // batch) * batch`` (see :func:`ctxledger.domain.render_policy`).
+        """
+        config = self.config
+        aged = len(self.tool_seqs) - config.micro_keep_recent
+        return (aged // config.micro_batch) * config.micro_batch if aged > 0 else 0
+
+    def _advance_mask(self) -> None:
+        """Move the re-masking boundary under the gain rule (``min_compaction_gain_tokens``).
+
+        A re-mask rewrites the view from the first newly masked result on (the provider's
+        cached prefix ends there), so it waits until the results it would mask save at least
+        the gain: their characters beyond the placeholder, // 3.
+        """
+        target = self.mask_target()
+        current = min(self.mask_count, target)
+        gain = self.config.min_compaction_gain_tokens
+        if target <= current or gain <= 0:
+            self.mask_count = target
+            return
+        config = self.config
+        saved = 0
+        for seq in self.tool_seqs[current:target]:
+            message = self.history[seq - 1]
+            if len(message.content) <= config.micro_min_chars or seq in self.pins:
+                continue
+            name = self.tool_name(message)
+            if name not in config.micro_preserve_tools:
+                saved += max(0, len(message.content) - len(name) - _MASK_OVERHEAD)
+        self.mask_count = target if saved // 3 >= gain else current
 
     def _retract(self, seq: int) -> None:
         """Withdraw message ``seq`` (the newest shown): undo what :meth:`_index` entered."""
