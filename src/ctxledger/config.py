@@ -151,8 +151,12 @@ class Config(
         min_compaction_gain_tokens: A compaction at the threshold that would shrink the view by
             fewer estimated tokens than this is skipped with reason ``gain_too_small`` (it would
             break the provider's cached prompt prefix for little), unless the view would not fit
-            the window without it; likewise, old tool results are re-masked only when that
-            saves at least this many tokens (or the view would not fit). 0 turns the rule off.
+            the window without it; likewise, old tool results are re-masked only when the
+            results newly masked save at least this many tokens (compaction still guards the
+            window). Never more than a tenth of the base threshold is applied
+            (:func:`ctxledger.domain.min_gain_tokens`). 0 (the default) turns the rule off; on
+            the real traces at 32k, 2,560 lowered the Anthropic-style billed cost by 10.5 %
+            (``bench/quality.py``).
         floor_guard: Do not compact when the part of the view no compaction can shrink (system
             messages, pins, the summary reserve and the newest step) is above the threshold
             (reason ``floor_above_threshold``): such a compaction cannot bring the view under the

@@ -65,6 +65,7 @@ from ctxledger.domain.limits import (
     base_threshold_tokens,
     fact_index_chars,
     max_tool_result_chars,
+    min_gain_tokens,
     summary_chunk_chars,
     summary_max_chars,
 )
@@ -181,6 +182,7 @@ __all__ = [
     "mask_text",
     "max_tool_result_chars",
     "message_chars",
+    "min_gain_tokens",
     "over_budget",
     "parse_usage",
     "place_message",

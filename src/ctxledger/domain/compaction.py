@@ -24,6 +24,7 @@ from ctxledger.domain.facts import checkpoint_fact_block
 from ctxledger.domain.limits import (
     CHARS_PER_TOKEN,
     fact_index_chars,
+    min_gain_tokens,
     summary_chunk_chars,
     summary_max_chars,
 )
@@ -356,7 +357,7 @@ def plan_compaction(
     if not covered:
         return skip("no_progress")
     planned = cutter.exact(cut)
-    gain = config.min_compaction_gain_tokens
+    gain = min_gain_tokens(config)
     if automatic and gain > 0 and estimate - planned < gain and estimate < window:
         # Breaking the provider's cached prefix for so little costs more than it saves.
         return skip("gain_too_small", floor=floor, planned=planned)

@@ -11,7 +11,7 @@ import re
 
 import msgspec
 
-from ctxledger.domain.limits import max_tool_result_chars
+from ctxledger.domain.limits import max_tool_result_chars, min_gain_tokens
 from ctxledger.domain.state import SessionState
 from ctxledger.messages import Message
 
@@ -62,7 +62,7 @@ def render_policy(state: SessionState) -> RenderPolicy:
     """
     config = state.config
     masked = state.mask_target()
-    if config.min_compaction_gain_tokens > 0:
+    if min_gain_tokens(config) > 0:
         # The gain rule: the boundary moved only when a re-mask saved enough (the fold's).
         masked = min(masked, state.mask_count)
     return RenderPolicy(

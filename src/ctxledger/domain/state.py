@@ -18,6 +18,7 @@ import msgspec
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
 from ctxledger.domain.indices import HASH_SIZE, SeqList, SeqMap
+from ctxledger.domain.limits import min_gain_tokens
 from ctxledger.domain.usage import Accounting, Calibration, ReportedUsage
 from ctxledger.domain.validation import validate_append
 from ctxledger.errors import EventDecodeError, InvalidMessageError, InvalidSeqError
@@ -1064,7 +1065,7 @@ class SessionState:
         """
         target = self.mask_target()
         current = min(self.mask_count, target)
-        gain = self.config.min_compaction_gain_tokens
+        gain = min_gain_tokens(self.config)
         if target <= current or gain <= 0:
             self.mask_count = target
             return
