@@ -258,3 +258,17 @@ def test_calibrated_estimates_replay_exactly_across_a_restart(tmp_path: Path) ->
         view = session.prepare_step()
         milli = round(calibrations[-1].chars_per_token * 1000)
         assert view.view_tokens == sum(len(m.content) for m in view.messages) * 1000 // milli
+
+
+def test_the_cap_raises_on_an_event_loop_too(tmp_path: Path) -> None:
+    """aprepare_step raises BudgetExceededError at the cap, like prepare_step."""
+
+    async def run(host: Host) -> None:
+        session = await host.asession("a", config=Config(max_total_tokens=100))
+        await session.aappend(Message.user("hi"))
+        await session.arecord_usage(90, 10)
+        with pytest.raises(BudgetExceededError, match="max_total_tokens=100"):
+            await session.aprepare_step()
+
+    with Host.open(tmp_path / "log") as host:
+        asyncio.run(run(host))
