@@ -43,6 +43,7 @@ from typing import Any
 
 from quality_policies import POLICIES, PROTOTYPES, WINDOW, Replay, policy_config, replay
 
+from ctxledger import Pricing
 from ctxledger.config import DEFAULT_FACT_INDEX_CHARS
 from ctxledger.domain import (
     Fact,
@@ -286,6 +287,7 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     cached = sum(r["stability"]["cached_tokens"] for r in rows)
     summarized = sum(r["summarizer_input_tokens"] for r in rows)
     left = [c for r in rows for c in r["compaction_seqs"]]
+    summary_out = sum(c["summary_chars"] for c in left) // 3
     return {
         "traces": len(rows),
         "views": sum(r["views"] for r in rows),
@@ -295,6 +297,7 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "compactions": sum(r["compactions"] for r in rows),
         "summarizer_calls": sum(r["summarizer_calls"] for r in rows),
         "summarizer_input_tokens": sum(r["summarizer_input_tokens"] for r in rows),
+        "summary_output_tokens": summary_out,
         "summarizer_seconds": round(sum(r["summarizer_seconds"] for r in rows), 3),
         "seconds": round(sum(r["seconds"] for r in rows), 3),
         "retention": {
@@ -327,6 +330,89 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
             share(sum(c["newest_result_shown"] for c in left), len(left)) if left else None
         ),
     }
+
+
+# --- cost (issue 17) ----------------------------------------------------------------------------
+
+#: Provider-style prices for the cost tables: Anthropic (cache writes 1.25x, reads 0.1x) and
+#: OpenAI (no write surcharge, cached 0.25x); examples of ``ctxledger.Pricing`` presets.
+PRICINGS = {
+    "anthropic-style": Pricing.preset("anthropic-sonnet"),
+    "openai-style": Pricing.preset("openai-gpt-4.1"),
+}
+#: The defaults before issue 17, for a session with the fact block (what a new session got).
+BEFORE_ISSUE_17 = {"summary_result_chars": 0, "floor_guard": False, "min_compaction_gain_tokens": 0}
+
+
+def billed(total: dict[str, Any], pricing: Pricing, *, caching: bool) -> float:
+    """Dollars of one policy's input: the agent's prompts (a growing conversation: the prefix
+    shared with the previous view read from the cache, the rest written to it; or every token
+    at the input price without caching) plus the summariser (its input uncached, its summary
+    at the output price). The agent's own output is the same under every policy: left out."""
+    prompt, cached = total["prompt_tokens"], total["cached_tokens"]
+    agent = pricing.prompt_cost(prompt, cached, caching=caching)
+    summariser = (
+        total["summarizer_input_tokens"] * pricing.input
+        + total["summary_output_tokens"] * pricing.output
+    ) / 1_000_000
+    return agent + summariser
+
+
+def cost_rows(traces: dict[str, list[Message]], gains: list[int]) -> dict[str, Any]:
+    """The defaults before issue 17 against the new ones, over ``min_compaction_gain_tokens``."""
+    runs = {"before issue 17": totals(run_policy(traces, "ctxledger+facts", **BEFORE_ISSUE_17))}
+    for gain in gains:
+        log(f"  ctxledger+facts min_compaction_gain_tokens={gain} ...")
+        runs[f"new, gain {gain:,}"] = totals(
+            run_policy(traces, "ctxledger+facts", min_compaction_gain_tokens=gain)
+        )
+    out: dict[str, Any] = {}
+    for name, total in runs.items():
+        out[name] = {
+            **_slim_total(total),
+            "summary_output_tokens": total["summary_output_tokens"],
+            "cost": {
+                style: {
+                    "cached": round(billed(total, pricing, caching=True), 4),
+                    "uncached": round(billed(total, pricing, caching=False), 4),
+                }
+                for style, pricing in PRICINGS.items()
+            },
+        }
+    return out
+
+
+def _cost_markdown(rows: dict[str, Any]) -> list[str]:
+    base = rows["before issue 17"]
+    lines = [
+        "",
+        "## Cost (issue 17)",
+        "",
+        "Billed-equivalent dollars of the agent's prompts and the summariser over the 34 traces "
+        f"at {WINDOW:,} tokens, policy (a) + fact index; Anthropic-style "
+        f"{PRICINGS['anthropic-style']} and OpenAI-style {PRICINGS['openai-style']} per million "
+        "tokens, with the provider's prompt cache (the prefix shared with the previous view "
+        "read, the rest written) and without.",
+        "",
+        "| defaults | compactions | overflow views | summariser input tokens | prompt tokens | "
+        "cached share | Anthropic-style cached | uncached | OpenAI-style cached | uncached | "
+        "vs before (Anthropic cached) | errors kept | paths (all) kept |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, row in rows.items():
+        cost = row["cost"]
+        ratio = cost["anthropic-style"]["cached"] / base["cost"]["anthropic-style"]["cached"]
+        retention = row["retention"]
+        lines.append(
+            f"| {name} | {row['compactions']} | {row['overflow_views']} | "
+            f"{row['summarizer_input_tokens']:,} | {row['prompt_tokens']:,} | "
+            f"{_pct(row['cached_share'])} | ${cost['anthropic-style']['cached']:.2f} | "
+            f"${cost['anthropic-style']['uncached']:.2f} | ${cost['openai-style']['cached']:.2f} | "
+            f"${cost['openai-style']['uncached']:.2f} | {ratio - 1:+.1%} | "
+            f"{_pct(retention['errors']['next_share'])} | "
+            f"{_pct(retention['paths_all']['next_share'])} |"
+        )
+    return lines
 
 
 # --- report ------------------------------------------------------------------------------------
@@ -917,6 +1003,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="0,2000,4000,8000,12000,16000,24000",
         help="fact_index_chars values to sweep for (a) + fact index ('' to skip)",
     )
+    parser.add_argument(
+        "--gains",
+        default="0,1000,2000,4000,8000",
+        help="min_compaction_gain_tokens values for the cost table ('' to skip it)",
+    )
     parser.add_argument("--no-chart", action="store_true", help="skip the PNG")
     args = parser.parse_args(argv)
     if not args.traces.is_dir() or not any(args.traces.glob("*.jsonl")):
@@ -988,8 +1079,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["policies"]["ctxledger"]["total"],
         WINDOW,
     )
+    gains = [int(g) for g in args.gains.split(",") if g.strip()]
+    if gains:
+        results["cost"] = cost_rows(traces, gains)
     results["seconds"] = round(time.perf_counter() - started, 2)
     text = markdown(results)
+    if gains:
+        text += "\n".join(_cost_markdown(results["cost"])) + "\n"
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "quality.md").write_text(text)

@@ -15,7 +15,10 @@ from ctxledger.domain import (
     Tokenizer,
     is_prompt_too_long,
 )
+from ctxledger.domain.cost import Pricing
+from ctxledger.domain.usage import UsageTotals
 from ctxledger.errors import (
+    BudgetExceededError,
     ConfigError,
     ContextOverflowError,
     CorruptRecordError,
@@ -28,6 +31,7 @@ from ctxledger.errors import (
     InvalidSeqError,
     InvalidSessionIdError,
     InvalidToolCallError,
+    InvalidUsageError,
     LeaseHeldError,
     LeaseLostError,
     SessionExistsError,
@@ -52,6 +56,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AnthropicSummarizer",
+    "BudgetExceededError",
     "Checkpoint",
     "CompactionResult",
     "Config",
@@ -70,6 +75,7 @@ __all__ = [
     "InvalidSeqError",
     "InvalidSessionIdError",
     "InvalidToolCallError",
+    "InvalidUsageError",
     "LeaseHeldError",
     "LeaseLostError",
     "LossReport",
@@ -77,6 +83,7 @@ __all__ = [
     "ModelView",
     "OpenAIChatSummarizer",
     "Placement",
+    "Pricing",
     "RecallHit",
     "Session",
     "SessionExistsError",
@@ -88,6 +95,7 @@ __all__ = [
     "TraceFormatError",
     "UnknownEventTypeError",
     "UnknownSessionError",
+    "UsageTotals",
     "VersionConflictError",
     "__version__",
     "is_prompt_too_long",

@@ -41,6 +41,13 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         input_chars: Characters the summariser was given (covered messages, previous summary and
             focus); 0 when unknown.
         summarizer_calls: Summariser calls made (one per chunk); 0 when unknown.
+        prefix_kept_tokens: Estimated tokens at the head of the new view that the view before
+            it shared (system messages and pins, before the summary): the provider's prompt
+            cache still serves them on the next call, while the rest of the view is written to
+            the cache anew. With ``tokens_before`` and ``tokens_after`` it gives the
+            checkpoint's effect on the next calls' cost
+            (:meth:`ctxledger.Pricing.compaction_effect`). 0 when unknown (checkpoints recorded
+            before the field existed).
     """
 
     id: str
@@ -59,6 +66,12 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     summary_seconds: float = 0.0
     input_chars: int = 0
     summarizer_calls: int = 0
+    prefix_kept_tokens: int = 0
+
+    @property
+    def tokens_saved(self) -> int:
+        """Estimated tokens each later call sends fewer: ``tokens_before - tokens_after``."""
+        return self.tokens_before - self.tokens_after
 
     @property
     def output_chars(self) -> int:

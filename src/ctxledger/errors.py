@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 __all__ = [
+    "BudgetExceededError",
     "ConfigError",
     "ContextOverflowError",
     "CorruptRecordError",
@@ -22,6 +23,7 @@ __all__ = [
     "InvalidSeqError",
     "InvalidSessionIdError",
     "InvalidToolCallError",
+    "InvalidUsageError",
     "LeaseHeldError",
     "LeaseLostError",
     "SessionExistsError",
@@ -104,6 +106,14 @@ class InvalidToolCallError(CtxLedgerError, ValueError):
     """
 
 
+class InvalidUsageError(CtxLedgerError, ValueError):
+    """Raised when a usage figure given to ``record_usage`` is not a usage report.
+
+    A count is negative, not an integer, or the object has none of the fields of an OpenAI or
+    an Anthropic usage object. Nothing is recorded.
+    """
+
+
 class TraceFormatError(InvalidMessageError):
     """Raised when a line of a trace file (the ../shared/traces JSONL format) is malformed.
 
@@ -146,7 +156,30 @@ class HostClosedError(CtxLedgerError, RuntimeError):
 
 
 class ContextOverflowError(CtxLedgerError, RuntimeError):
-    """Raised when reactive compaction cannot shrink the view after ``max_reactive_retries``."""
+    """Raised when reactive compaction cannot shrink the view after ``max_reactive_retries``,
+    or when the part of the view no compaction can shrink is larger than the window."""
+
+
+class BudgetExceededError(CtxLedgerError, RuntimeError):
+    """Raised when a session's cumulative tokens reached ``Config.max_total_tokens``.
+
+    ``prepare_step`` raises it instead of serving a view; a new Config with a higher cap (or 0)
+    lets the session go on.
+
+    Attributes:
+        session_id: The session.
+        cap: The cap in force (``Config.max_total_tokens``).
+        total: The session's cumulative tokens (input and output) when it was reached.
+    """
+
+    def __init__(self, session_id: str, cap: int, total: int) -> None:
+        super().__init__(
+            f"session {session_id!r} has used {total:,} tokens, which reaches its cap "
+            f"max_total_tokens={cap:,}; record a Config with a higher cap to go on"
+        )
+        self.session_id = session_id
+        self.cap = cap
+        self.total = total
 
 
 # --- concurrency --------------------------------------------------------------------------------

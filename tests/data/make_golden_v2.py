@@ -4,7 +4,11 @@ Format 2 is what this release records on top of format 1 (``make_golden.py``): C
 fields added since (``prepare_threshold``, ``fact_index_chars``), background compaction
 (``summary_prepared``, background starts and failures, checkpoints activated from a prepared
 summary), checkpoints with a fact block and compaction metadata, ``checkpoint_reverted``, and
-the withdrawals ``message_retracted`` and ``history_cleared``.
+the withdrawals ``message_retracted`` and ``history_cleared``; cost-aware budgets: usage reports
+with cache figures, views with their characters, ``budget_exhausted``, ``tokenizer_calibrated``
+and the Config fields ``max_total_tokens``, ``calibrate_after_reports``,
+``min_compaction_gain_tokens``, ``floor_guard`` and ``summary_result_chars``, and checkpoints'
+``prefix_kept_tokens``.
 Run ONCE per released format; while format 2 is unreleased, ``--force`` rewrites it.
 
     .venv/bin/python tests/data/make_golden_v2.py            # refuses to overwrite
@@ -21,6 +25,7 @@ from make_golden import _CONFIG, _SUMMARY, _TRACEBACK, write_corpus
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
 from ctxledger.events.types import (
+    BudgetExhausted,
     CheckpointCreated,
     CheckpointReverted,
     CompactionFailed,
@@ -31,6 +36,9 @@ from ctxledger.events.types import (
     MessageRetracted,
     SessionOpened,
     SummaryPrepared,
+    TokenizerCalibrated,
+    UsageReported,
+    ViewServed,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -58,6 +66,61 @@ def golden_events() -> list[tuple[str, Event]]:
     """Every event type or field that format 2 added, small and, where natural, large."""
     config = _CONFIG.replace(prepare_threshold=0.7)
     return [
+        (
+            "usage_reported.anthropic_cache",
+            UsageReported(
+                prompt_tokens=48_213,
+                completion_tokens=912,
+                through_seq=140,
+                cached_tokens=41_000,
+                cache_write_tokens=7_100,
+            ),
+        ),
+        (
+            "usage_reported.openai_cache",
+            UsageReported(
+                prompt_tokens=30_500, completion_tokens=420, through_seq=141, cached_tokens=28_160
+            ),
+        ),
+        (
+            "view_served.chars",
+            ViewServed(
+                through_seq=141,
+                estimated_tokens=30_100,
+                view_hash="9e2f" * 16,
+                checkpoint_id="ckpt-0102",
+                message_count=57,
+                view_chars=108_377,
+            ),
+        ),
+        ("budget_exhausted", BudgetExhausted(cap=2_000_000, total=2_003_512)),
+        (
+            "tokenizer_calibrated",
+            TokenizerCalibrated(
+                samples=4,
+                mean_chars=81_234.25,
+                mean_tokens=24_901.5,
+                m2_chars=1.234e9,
+                m2_tokens=1.1e8,
+                co_moment=3.61e8,
+                chars_per_token=3.548,
+            ),
+        ),
+        (
+            "session_opened.cost",
+            SessionOpened(
+                session_id="sess-9d2f",
+                config=Config(
+                    context_window=200_000,
+                    max_total_tokens=5_000_000,
+                    calibrate_after_reports=5,
+                    min_compaction_gain_tokens=2_000,
+                    floor_guard=True,
+                    summary_result_chars=1_500,
+                ),
+                created_at=1796100000.0,
+            ),
+        ),
         ("message_retracted", MessageRetracted(seq=78)),
         ("history_cleared", HistoryCleared(through_seq=77)),
         (
@@ -88,6 +151,7 @@ def golden_events() -> list[tuple[str, Event]]:
                     summary_seconds=12.75,
                     input_chars=184_233,
                     summarizer_calls=2,
+                    prefix_kept_tokens=4_100,
                 ),
             ),
         ),

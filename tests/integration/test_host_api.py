@@ -132,6 +132,7 @@ def test_build_model_view_records_view_served(host: Host) -> None:
             view_hash=view.view_hash,
             checkpoint_id=None,
             message_count=len(view.messages),
+            view_chars=sum(len(message.content) for message in view.messages),
         )
     ]
     assert view.mode == "full_history"

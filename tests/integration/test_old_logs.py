@@ -2,6 +2,8 @@
 
 ``tests/data/log_v0`` was written once by ctxledger 0.1.0 before runtime v2
 (``tests/data/make_log_v0.py``); ``log_v0.json`` lists what that version served.
+``tests/data/log_v1`` was written once after runtime v2 (``tests/data/make_log_v1.py``): background
+compaction, fact blocks, a reverted checkpoint, usage reports, Config changes and withdrawals.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from ctxledger.runtime.loading import fold_session
 from ctxledger.storage import LmdbEventLog
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-LISTINGS = {"log_v0": json.loads((DATA / "log_v0.json").read_text(encoding="utf-8"))}
+LISTINGS = {
+    name: json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
+    for name in ("log_v0", "log_v1")
+}
 
 
 @pytest.fixture(params=sorted(LISTINGS))
@@ -69,6 +74,19 @@ def test_old_log_keeps_working_in_a_new_host(old_log: tuple[Path, dict[str, dict
             assert view.through_seq == before + 1
     assert verify(path).ok
 
+
+def test_log_v1_holds_the_recent_events() -> None:
+    """The v1 fixture exercises the events added since v0 (so the tests above cover them)."""
+    types = set().union(*(entry["types"] for entry in LISTINGS["log_v1"].values()))
+    assert {
+        "SummaryPrepared",
+        "CheckpointReverted",
+        "UsageReported",
+        "ConfigChanged",
+        "MessageRetracted",
+        "HistoryCleared",
+        "ToolResultSynthesized",
+    } <= types
 
 
 def test_old_snapshots_are_skipped_and_the_events_folded(

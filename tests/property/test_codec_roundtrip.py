@@ -14,6 +14,7 @@ from ctxledger.errors import CorruptRecordError
 from ctxledger.events.codec import Codec, decode_event, encode_event, encode_payload
 from ctxledger.events.types import (
     EVENT_TYPES,
+    BudgetExhausted,
     CheckpointCreated,
     CheckpointReverted,
     CompactionFailed,
@@ -27,6 +28,7 @@ from ctxledger.events.types import (
     SessionForked,
     SessionOpened,
     SummaryPrepared,
+    TokenizerCalibrated,
     ToolResultSynthesized,
     TranscriptExported,
     UsageReported,
@@ -114,7 +116,12 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
     SessionOpened: st.builds(SessionOpened, session_id=ids, config=configs, created_at=finite),
     MessageAppended: st.builds(MessageAppended, message=messages()),
     UsageReported: st.builds(
-        UsageReported, prompt_tokens=counts, completion_tokens=counts, through_seq=counts
+        UsageReported,
+        prompt_tokens=counts,
+        completion_tokens=counts,
+        through_seq=counts,
+        cached_tokens=counts,
+        cache_write_tokens=counts,
     ),
     CompactionStarted: st.builds(
         CompactionStarted,
@@ -151,6 +158,7 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
         view_hash=st.text("0123456789abcdef", min_size=64, max_size=64),
         checkpoint_id=st.none() | ids,
         message_count=counts,
+        view_chars=counts,
     ),
     SessionForked: st.builds(SessionForked, parent_id=ids, at_seq=counts, parent_event_seq=counts),
     TranscriptExported: st.builds(
@@ -163,6 +171,17 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
     ),
     MessageRetracted: st.builds(MessageRetracted, seq=seqs),
     HistoryCleared: st.builds(HistoryCleared, through_seq=counts),
+    BudgetExhausted: st.builds(BudgetExhausted, cap=counts, total=counts),
+    TokenizerCalibrated: st.builds(
+        TokenizerCalibrated,
+        samples=counts,
+        mean_chars=st.floats(0, 1e9),
+        mean_tokens=st.floats(0, 1e9),
+        m2_chars=st.floats(0, 1e18),
+        m2_tokens=st.floats(0, 1e18),
+        co_moment=st.floats(-1e18, 1e18),
+        chars_per_token=st.floats(0, 3),
+    ),
 }
 events: st.SearchStrategy[Event] = st.one_of(*EVENT_STRATEGIES.values())
 

@@ -50,6 +50,15 @@ ADDED_FIELDS: dict[str, dict[str, object]] = {
         "summary_seconds": 0.0,
         "input_chars": 0,
         "summarizer_calls": 0,
+        "max_total_tokens": 0,  # Config: no cap
+        "calibrate_after_reports": 0,  # Config: no calibration
+        "min_compaction_gain_tokens": 0,  # Config: no gain rule
+        "floor_guard": False,  # Config: no floor rule
+        "summary_result_chars": 0,  # Config: the summariser gets every message raw
+        "cached_tokens": 0,  # UsageReported
+        "cache_write_tokens": 0,
+        "view_chars": 0,  # ViewServed
+        "prefix_kept_tokens": 0,  # Checkpoint
     },
     "golden_v2": {},
 }

@@ -9,6 +9,7 @@ import ctxledger
 
 PUBLIC = {
     "AnthropicSummarizer",
+    "BudgetExceededError",
     "Checkpoint",
     "CompactionResult",
     "Config",
@@ -27,6 +28,7 @@ PUBLIC = {
     "InvalidSeqError",
     "InvalidSessionIdError",
     "InvalidToolCallError",
+    "InvalidUsageError",
     "LeaseHeldError",
     "LeaseLostError",
     "LossReport",
@@ -34,6 +36,7 @@ PUBLIC = {
     "ModelView",
     "OpenAIChatSummarizer",
     "Placement",
+    "Pricing",
     "RecallHit",
     "Session",
     "SessionExistsError",
@@ -45,6 +48,7 @@ PUBLIC = {
     "TraceFormatError",
     "UnknownEventTypeError",
     "UnknownSessionError",
+    "UsageTotals",
     "VersionConflictError",
     "__version__",
     "is_prompt_too_long",

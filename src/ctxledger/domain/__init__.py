@@ -15,6 +15,13 @@ from ctxledger.domain.budget import (
     looks_failed,
     threshold_for,
 )
+from ctxledger.domain.calibration import (
+    CalibratedTokenizer,
+    calibrate,
+    session_tokenizer,
+    usage_events,
+    view_chars,
+)
 from ctxledger.domain.compaction import (
     STEP_CUT_FILL,
     TRIGGERS,
@@ -28,6 +35,7 @@ from ctxledger.domain.compaction import (
     prepared_checkpoint,
     run_summarizer,
 )
+from ctxledger.domain.cost import PRICING_PRESETS, Pricing
 from ctxledger.domain.decide import (
     INTERRUPTED_RESULT,
     Adopt,
@@ -41,6 +49,7 @@ from ctxledger.domain.decide import (
     Summarized,
     background_estimate,
     decide,
+    over_budget,
     served,
     usable_prepared,
 )
@@ -56,6 +65,7 @@ from ctxledger.domain.limits import (
     base_threshold_tokens,
     fact_index_chars,
     max_tool_result_chars,
+    min_gain_tokens,
     summary_chunk_chars,
     summary_max_chars,
 )
@@ -80,6 +90,14 @@ from ctxledger.domain.summary import (
     is_async_summarizer,
 )
 from ctxledger.domain.tokenizer import CharTokenizer, Tokenizer, message_chars
+from ctxledger.domain.usage import (
+    Accounting,
+    Calibration,
+    ReportedUsage,
+    UsageTotals,
+    parse_usage,
+    usage_from_counts,
+)
 from ctxledger.domain.view import (
     COMPACT_CHECKPOINT,
     FULL_HISTORY,
@@ -99,13 +117,17 @@ __all__ = [
     "FULL_HISTORY",
     "INTERRUPTED_RESULT",
     "PLACEMENT_KINDS",
+    "PRICING_PRESETS",
     "SNAPSHOT_VERSION",
     "STEP_CUT_FILL",
     "TRIGGERS",
     "TRUNCATION_MARKER",
+    "Accounting",
     "Adopt",
     "AsyncSummarizer",
     "Background",
+    "CalibratedTokenizer",
+    "Calibration",
     "CharTokenizer",
     "Compact",
     "CompactionPlan",
@@ -122,8 +144,10 @@ __all__ = [
     "ModelView",
     "Placement",
     "PlacementKind",
+    "Pricing",
     "Recover",
     "RenderPolicy",
+    "ReportedUsage",
     "Request",
     "Serve",
     "SessionState",
@@ -134,12 +158,14 @@ __all__ = [
     "Tokenizer",
     "Trigger",
     "Usage",
+    "UsageTotals",
     "arun_summarizer",
     "assemble",
     "audit_checkpoint",
     "background_estimate",
     "base_threshold_tokens",
     "build_view",
+    "calibrate",
     "checkpoint_fact_block",
     "clear_event",
     "complete_compaction",
@@ -156,6 +182,9 @@ __all__ = [
     "mask_text",
     "max_tool_result_chars",
     "message_chars",
+    "min_gain_tokens",
+    "over_budget",
+    "parse_usage",
     "place_message",
     "plan_compaction",
     "prepared_checkpoint",
@@ -166,6 +195,7 @@ __all__ = [
     "revert_checkpoint",
     "run_summarizer",
     "served",
+    "session_tokenizer",
     "shown_messages",
     "shown_text",
     "summary_chunk_chars",
@@ -176,5 +206,8 @@ __all__ = [
     "to_openai",
     "truncate_text",
     "usable_prepared",
+    "usage_events",
+    "usage_from_counts",
+    "view_chars",
     "view_hash",
 ]

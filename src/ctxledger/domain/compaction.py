@@ -4,7 +4,8 @@ The host's flow per step: :func:`plan_compaction` (pure; a :class:`CompactionRes
 should run, else a :class:`CompactionPlan`), :func:`run_summarizer` (the only call out, made off
 the hot path), :func:`complete_compaction` (pure; the checkpoint to record). Outcome reasons are
 checked in DESIGN §2 order: ``messages_not_enough``, ``checkpoint_current``, ``below_threshold``,
-``rounds_not_enough``, ``no_progress``; then ``compacted`` or ``summary_unavailable``.
+``floor_above_threshold``, ``rounds_not_enough``, ``no_progress``, ``gain_too_small``; then
+``compacted`` or ``summary_unavailable``.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ import msgspec
 
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.domain.budget import threshold_for
+from ctxledger.domain.calibration import session_tokenizer
 from ctxledger.domain.cuts import STEP_CUT_FILL, CutMeasure
+from ctxledger.domain.digest import summary_input
 from ctxledger.domain.facts import checkpoint_fact_block
 from ctxledger.domain.limits import (
     CHARS_PER_TOKEN,
     fact_index_chars,
+    min_gain_tokens,
     summary_chunk_chars,
     summary_max_chars,
 )
@@ -60,9 +64,12 @@ class CompactionResult(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         compacted: Whether a new checkpoint was made.
-        reason: ``compacted``, ``summary_unavailable`` or why none was attempted
-            (``messages_not_enough``, ``checkpoint_current``, ``below_threshold``,
-            ``rounds_not_enough``, ``no_progress``).
+        reason: ``compacted``, ``summary_unavailable`` or why none was attempted, in the
+            order checked: ``messages_not_enough``, ``checkpoint_current``, ``below_threshold``,
+            ``floor_above_threshold`` (what no compaction can shrink is above the threshold and
+            the view still fits the window: ``Config.floor_guard``), ``rounds_not_enough``,
+            ``no_progress``, ``gain_too_small`` (the cut would save fewer tokens than
+            ``Config.min_compaction_gain_tokens`` and the view still fits the window).
         checkpoint_id: The new checkpoint's id, or the active one's when nothing was made.
         estimated_tokens: The estimate after the compaction (before, when nothing was made).
         threshold: The threshold in force.
@@ -73,6 +80,13 @@ class CompactionResult(msgspec.Struct, frozen=True, kw_only=True):
             ran for it in this call).
         waited_seconds: How long the caller waited on a summariser in this call (0 when the
             summary was prepared in time, or none was needed).
+        floor_tokens: The part of the view no compaction can shrink (system messages, pins,
+            the summary's reserved room, the newest step), when it was measured (the floor
+            guard); when even an empty summary leaves no room (the caller then raises
+            :class:`~ctxledger.errors.ContextOverflowError`), that part without the summary's
+            room; 0 otherwise.
+        planned_tokens: The view the planned cut would give (with the summary's room), when a
+            cut was planned; 0 otherwise.
     """
 
     compacted: bool
@@ -85,6 +99,8 @@ class CompactionResult(msgspec.Struct, frozen=True, kw_only=True):
     tokens_before: int = 0
     prepared: bool = False
     waited_seconds: float = 0.0
+    floor_tokens: int = 0
+    planned_tokens: int = 0
 
 
 class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -95,7 +111,9 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
         retain_from_seq: The cut: the first seq kept raw.
         covers_through_seq: The last seq the summary will cover (``retain_from_seq - 1``).
         messages: The newly covered messages: after the active checkpoint's coverage (or the
-            last clear) and before the cut, head system messages and retracted ones excluded.
+            last clear) and before the cut, head system messages and retracted ones excluded,
+            as the summariser is to see them (``Config.summary_result_chars``:
+            :func:`~ctxledger.domain.digest.summary_input`).
             Pinned messages and the kept first request (``Config.keep_first_request``) are
             included although the view still shows them: a summary must stand alone once the
             Config that keeps the request changes, and the kept request may be shown truncated.
@@ -234,6 +252,7 @@ def plan_compaction(
         raise ValueError(f"unknown compaction trigger {trigger!r}; expected one of {TRIGGERS}")
     if attempt < 0:
         raise ValueError(f"attempt must be >= 0, got {attempt}")
+    tokenizer = session_tokenizer(state, tokenizer)
     config = state.config
     active = state.active_checkpoint
     base_checkpoint = active if prepared is None else prepared_checkpoint(prepared)
@@ -243,7 +262,7 @@ def plan_compaction(
     estimate = draft.estimated_tokens
     threshold = threshold_for(state)
 
-    def skip(reason: str) -> CompactionResult:
+    def skip(reason: str, *, floor: int = 0, planned: int = 0) -> CompactionResult:
         return CompactionResult(
             compacted=False,
             reason=reason,
@@ -253,6 +272,8 @@ def plan_compaction(
             retain_from_seq=active.retain_from_seq if active else None,
             messages_compacted=0,
             tokens_before=estimate,
+            floor_tokens=floor,
+            planned_tokens=planned,
         )
 
     if state.last_seq < 3:
@@ -283,6 +304,34 @@ def plan_compaction(
     room = target - 1  # equality compacts, so the view must end strictly below the target
 
     base = base_checkpoint.retain_from_seq if base_checkpoint else state.cleared_through + 1
+    window = config.context_window
+    automatic = trigger == "threshold_exceeded"
+    floor = 0
+    if automatic and config.floor_guard:
+        # The view no cut can make smaller: everything before the newest step summarised.
+        newest = state.boundary_at_or_before(state.last_seq + 1)
+        newest = max(newest, base) if newest is not None else base
+        floor = cutter.exact(newest)
+        if floor > room:
+            # No compaction brings the view under the threshold: one at every step would pay
+            # for nothing. Compact only when the view would not fit the window, towards it.
+            if estimate < window:
+                return skip("floor_above_threshold", floor=floor)
+            bare = CutMeasure(state, tokenizer, trigger, 0, pending).exact(newest)
+            if bare >= window:
+                # Even with an empty summary nothing fits: the caller refuses to serve
+                # (ContextOverflowError) instead of sending a prompt the provider rejects.
+                return skip("floor_above_threshold", floor=bare)
+            target = window
+            room = target - 1
+            if floor > room:
+                # The summary's and the block's full rooms do not fit: give them what is left.
+                spare = (room - bare) * CHARS_PER_TOKEN
+                max_chars = max(1, min(max_chars, spare // 2))
+                fact_chars = min(fact_chars, spare // 4)
+                reserve = max_chars + (len(FACTS_SEPARATOR) + fact_chars if fact_chars else 0)
+                cutter = CutMeasure(state, tokenizer, trigger, reserve, pending)
+                floor = cutter.exact(newest)
     round_cut: int | None = None
     if keep_rounds == 0:
         round_cut = state.boundary_at_or_before(state.last_seq + 1)
@@ -312,13 +361,19 @@ def plan_compaction(
     )
     if not covered:
         return skip("no_progress")
+    planned = cutter.exact(cut)
+    gain = min_gain_tokens(config)
+    if automatic and gain > 0 and estimate - planned < gain and estimate < window:
+        # Breaking the provider's cached prefix for so little costs more than it saves.
+        return skip("gain_too_small", floor=floor, planned=planned)
 
+    given = summary_input(covered, config.summary_result_chars)
     previous = base_checkpoint.summary if base_checkpoint else None
     return CompactionPlan(
         reason=trigger,
         retain_from_seq=cut,
         covers_through_seq=cut - 1,
-        messages=covered,
+        messages=given,
         previous_summary=previous,
         previous_checkpoint_id=active.id if active else None,
         focus=focus,
@@ -327,10 +382,10 @@ def plan_compaction(
         estimated_tokens=estimate,
         threshold=threshold,
         target_tokens=target,
-        planned_tokens=cutter.exact(cut),
+        planned_tokens=planned,
         attempt=attempt,
         step_level=step_level,
-        input_hash=_input_hash(covered, previous, focus, max_chars),
+        input_hash=_input_hash(given, previous, focus, max_chars),
         fact_chars=fact_chars,
     )
 
@@ -504,7 +559,8 @@ def finish_checkpoint(
     allows) lists facts of every message the checkpoint newly covers, from the active
     checkpoint's cut to its own (a summary prepared in the background and the delta after it
     alike), with those the active checkpoint's block carried; ``tokens_after`` is the size of
-    the view it gives.
+    the view it gives, and ``prefix_kept_tokens`` the part of it before the summary (system
+    messages and pins), which the previous view shared.
 
     Args:
         state: The session, before the checkpoint is recorded.
@@ -522,8 +578,17 @@ def finish_checkpoint(
         ]
         facts = checkpoint_fact_block(state, checkpoint, covered, fact_chars)
         checkpoint = msgspec.structs.replace(checkpoint, facts=facts)
-    after = preview_view(state, checkpoint, tokenizer=tokenizer).estimated_tokens
-    return msgspec.structs.replace(checkpoint, tokens_after=after)
+    view = preview_view(state, checkpoint, tokenizer=tokenizer)
+    head = next(
+        (i for i, message in enumerate(view.messages) if message.role == "summary"),
+        len(view.messages),
+    )
+    # What the next call still shares with the last one (system messages, pins): the provider's
+    # prompt cache serves it; the rest of the new view is written to the cache anew.
+    kept = tokenizer.count_messages(list(view.messages[:head]))
+    return msgspec.structs.replace(
+        checkpoint, tokens_after=view.estimated_tokens, prefix_kept_tokens=kept
+    )
 
 
 def fail_compaction(plan: CompactionPlan, reason: str = "summary_unavailable") -> CompactionResult:

@@ -31,6 +31,7 @@ import msgspec
 
 from ctxledger.checkpoints import Checkpoint, CheckpointReason
 from ctxledger.domain.budget import threshold_for
+from ctxledger.domain.calibration import session_tokenizer, view_chars
 from ctxledger.domain.compaction import (
     CompactionPlan,
     CompactionResult,
@@ -44,7 +45,9 @@ from ctxledger.domain.compaction import (
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import Tokenizer
 from ctxledger.domain.view import Draft, ModelView, draft_view
+from ctxledger.errors import BudgetExceededError, ContextOverflowError, CtxLedgerError
 from ctxledger.events.types import (
+    BudgetExhausted,
     CheckpointCreated,
     CompactionFailed,
     CompactionStarted,
@@ -68,6 +71,7 @@ __all__ = [
     "Summarized",
     "background_estimate",
     "decide",
+    "over_budget",
     "served",
     "usable_prepared",
 ]
@@ -182,6 +186,10 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
         wait_for: The id of a background compaction that is running: wait until its outcome
             (``SummaryPrepared`` or ``CompactionFailed``) is folded, then decide the same
             request again. Nothing is to be recorded now.
+        error: The request fails: record ``events`` (if any), then raise this to the caller
+            (:class:`~ctxledger.errors.BudgetExceededError`, or
+            :class:`~ctxledger.errors.ContextOverflowError` when the floor of the view exceeds
+            the window).
     """
 
     events: tuple[Event, ...] = ()
@@ -189,6 +197,7 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     result: CompactionResult | None = None
     job: Job | None = None
     wait_for: str | None = None
+    error: CtxLedgerError | None = None
 
 
 def served(view: ModelView) -> ViewServed:
@@ -199,6 +208,7 @@ def served(view: ModelView) -> ViewServed:
         view_hash=view.view_hash,
         checkpoint_id=view.checkpoint_id,
         message_count=len(view.messages),
+        view_chars=view_chars(view.messages),
     )
 
 
@@ -227,7 +237,12 @@ def decide(
             :class:`Summarized` job is stale (another checkpoint became active since it began),
             or an adopted checkpoint does not extend the active one.
     """
+    tokenizer = session_tokenizer(state, tokenizer)
     if isinstance(request, Serve):
+        if request.view:
+            exhausted = over_budget(state)
+            if exhausted is not None:
+                return exhausted
         return _serve(state, request, tokenizer, new_id, now)
     if isinstance(request, Compact):
         prepared = usable_prepared(state) if request.trigger == "prompt_too_long" else None
@@ -255,6 +270,22 @@ def decide(
     if isinstance(request, Adopt):
         return _adopt(state, request)
     return _recover(state)
+
+
+def over_budget(state: SessionState) -> Decision | None:
+    """The refusal to serve once the session's tokens reached ``Config.max_total_tokens``.
+
+    ``BudgetExhausted`` is recorded the first time for a cap; a Config with a higher cap (or 0)
+    lets the session go on. None while the session is under its cap.
+    """
+    cap = state.config.max_total_tokens
+    total = state.accounting.totals.total_tokens
+    if cap <= 0 or total < cap:
+        return None
+    events: tuple[Event, ...] = ()
+    if state.accounting.exhausted_cap != cap:
+        events = (BudgetExhausted(cap=cap, total=total),)
+    return Decision(events=events, error=BudgetExceededError(state.session_id, cap, total))
 
 
 def background_estimate(state: SessionState, *, tokenizer: Tokenizer) -> int:
@@ -312,10 +343,30 @@ def _serve(
         if isinstance(outcome, CompactionPlan):
             return _start(outcome, request, new_id)
         result = outcome
+        overflow = _floor_overflow(state, result)
+        if overflow is not None and request.view:
+            return Decision(result=result, error=overflow)
     if not request.view:
         return Decision(result=result)
     view = draft.view()
     return Decision(events=(served(view),), view=view, result=result)
+
+
+def _floor_overflow(state: SessionState, result: CompactionResult) -> ContextOverflowError | None:
+    """The refusal to serve a view over the window that no compaction can shrink enough."""
+    window = state.config.context_window
+    if (
+        result.reason != "floor_above_threshold"
+        or result.floor_tokens < window
+        or result.estimated_tokens < window
+    ):
+        return None
+    return ContextOverflowError(
+        f"session {state.session_id!r}: the view needs {result.estimated_tokens:,} tokens and "
+        f"the part no compaction can shrink (system messages, pins, the newest step) alone "
+        f"needs {result.floor_tokens:,}, which does not fit the window of "
+        f"{window:,} tokens; shorten the system prompt or the pins, or use a larger window"
+    )
 
 
 def _use_background(

@@ -16,6 +16,7 @@ __all__ = [
     "base_threshold_tokens",
     "fact_index_chars",
     "max_tool_result_chars",
+    "min_gain_tokens",
     "summary_chunk_chars",
     "summary_max_chars",
 ]
@@ -38,6 +39,13 @@ def base_threshold_tokens(config: Config) -> int:
     if config.threshold_policy == "dynamic":
         return max(1, min(fixed, int(config.context_window * DYNAMIC_BASE_RATIO)))
     return max(1, fixed)
+
+
+def min_gain_tokens(config: Config) -> int:
+    """The gain rule's tokens in force: ``Config.min_compaction_gain_tokens``, never more than a
+    tenth of the base threshold (so that a gain chosen for large windows does not stop
+    compaction and masking in small ones); 0 when the rule is off."""
+    return min(config.min_compaction_gain_tokens, base_threshold_tokens(config) // 10)
 
 
 def max_tool_result_chars(config: Config) -> int:

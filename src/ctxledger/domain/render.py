@@ -11,7 +11,7 @@ import re
 
 import msgspec
 
-from ctxledger.domain.limits import max_tool_result_chars
+from ctxledger.domain.limits import max_tool_result_chars, min_gain_tokens
 from ctxledger.domain.state import SessionState
 from ctxledger.messages import Message
 
@@ -56,10 +56,15 @@ def render_policy(state: SessionState) -> RenderPolicy:
     The masking boundary moves in jumps of ``micro_batch`` results: once more than
     ``micro_keep_recent`` results exist, the oldest ``((n - keep) // batch) * batch`` results are
     candidates. ``micro_batch=1`` leaves exactly the last ``micro_keep_recent`` results unmasked.
+    Under ``Config.min_compaction_gain_tokens`` the boundary moves only when the results it
+    newly masks save at least that many tokens (:attr:`SessionState.mask_count`): a re-mask
+    breaks the provider's cached prefix, so a small one costs more than it saves.
     """
     config = state.config
-    aged = len(state.tool_seqs) - config.micro_keep_recent
-    masked = (aged // config.micro_batch) * config.micro_batch if aged > 0 else 0
+    masked = state.mask_target()
+    if min_gain_tokens(config) > 0:
+        # The gain rule: the boundary moved only when a re-mask saved enough (the fold's).
+        masked = min(masked, state.mask_count)
     return RenderPolicy(
         mask_before_seq=state.tool_seqs[masked - 1] + 1 if masked else 0,
         min_chars=config.micro_min_chars,

@@ -18,9 +18,12 @@ import msgspec
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
 from ctxledger.domain.indices import HASH_SIZE, SeqList, SeqMap
+from ctxledger.domain.limits import min_gain_tokens
+from ctxledger.domain.usage import Accounting, Calibration, ReportedUsage
 from ctxledger.domain.validation import validate_append
 from ctxledger.errors import EventDecodeError, InvalidMessageError, InvalidSeqError
 from ctxledger.events.types import (
+    BudgetExhausted,
     CheckpointCreated,
     CheckpointReverted,
     CompactionFailed,
@@ -34,6 +37,7 @@ from ctxledger.events.types import (
     SessionForked,
     SessionOpened,
     SummaryPrepared,
+    TokenizerCalibrated,
     ToolResultSynthesized,
     UsageReported,
     ViewServed,
@@ -55,12 +59,16 @@ __all__ = [
 #: Version of the :meth:`SessionState.to_snapshot` format; other versions are refused (the fold
 #: falls back to the events). 4 added background compaction, withdrawals and reverts, and its
 #: checkpoint digest covers the checkpoints' new fields, so a version-3 snapshot cannot resume
-#: to the same bytes: an old session's first activation folds its events once.
-SNAPSHOT_VERSION = 4
+#: to the same bytes: an old session's first activation folds its events once. 5 added the
+#: accounting (usage totals, the cap, the calibration), which a version-4 snapshot lacks.
+SNAPSHOT_VERSION = 5
 
 #: Appended messages before a failed background compaction is retried, doubled per consecutive
 #: failure (capped at ``BACKGROUND_BACKOFF << 5``).
 BACKGROUND_BACKOFF = 4
+
+#: Characters of the mask placeholder besides the tool's name (``[Previous: used <name>]``).
+_MASK_OVERHEAD = len("[Previous: used ]")
 
 #: Messages per history chunk. A snapshot holds only the last, partial chunk; full chunks are
 #: read back from the log's append events when a seq in them is touched (consecutive missing
@@ -408,6 +416,8 @@ class _Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     retracted: list[int] = []
     cleared_through: int = 0
     cleared_checkpoints: int = 0
+    accounting: Accounting = Accounting()
+    mask_count: int = 0
 
 
 class _Version(msgspec.Struct):
@@ -455,6 +465,12 @@ class SessionState:
             to it are shown in no later view.
         cleared_checkpoints: How many checkpoints existed at the last clear; those are not in
             force after it (see :attr:`active_checkpoint`).
+        accounting: Usage totals, the cap reached, the tokenizer calibration
+            (:class:`~ctxledger.domain.usage.Accounting`).
+        mask_count: Under ``Config.min_compaction_gain_tokens``: how many of the oldest tool
+            results are masking candidates (the boundary moves only when the results it would
+            newly mask save at least that many tokens); see
+            :func:`ctxledger.domain.render_policy`.
     """
 
     __hash__ = None  # type: ignore[assignment]  # mutable: equal states must not share dict slots
@@ -487,6 +503,11 @@ class SessionState:
         self.retracted: set[int] = set()
         self.cleared_through = 0
         self.cleared_checkpoints = 0
+        self.accounting = Accounting()
+        self.mask_count = 0
+        # The calibrated tokenizer for the calibration in force (see ctxledger.domain.calibration):
+        # a cache, not state.
+        self.tokenizer_memo: tuple[Any, Any] | None = None
         self._reset_indices()
 
     def _reset_indices(self) -> None:
@@ -614,6 +635,8 @@ class SessionState:
                 retracted=sorted(self.retracted),
                 cleared_through=self.cleared_through,
                 cleared_checkpoints=self.cleared_checkpoints,
+                accounting=self.accounting,
+                mask_count=self.mask_count,
                 first_user_seq=self.first_user_seq,
                 head=self.head,
                 index_base=base,
@@ -709,6 +732,8 @@ class SessionState:
         state.retracted = set(snap.retracted)
         state.cleared_through = snap.cleared_through
         state.cleared_checkpoints = snap.cleared_checkpoints
+        state.accounting = snap.accounting
+        state.mask_count = snap.mask_count
         return state
 
     def __eq__(self, other: object) -> bool:
@@ -877,9 +902,17 @@ class SessionState:
         # and 25 %): test for them first, by exact type (event types are final).
         if kind is MessageAppended or kind is ToolResultSynthesized:
             self._append(event.message)  # type: ignore[union-attr]
+            if event.message.role == "tool":  # type: ignore[union-attr]
+                self._advance_mask()
         elif kind is ViewServed:
             self.last_view_seq = event.through_seq  # type: ignore[union-attr]
             self.last_view_hash = event.view_hash  # type: ignore[union-attr]
+            if event.view_chars:  # type: ignore[union-attr]
+                self.accounting = msgspec.structs.replace(
+                    self.accounting,
+                    view_seq=event.through_seq,  # type: ignore[union-attr]
+                    view_chars=event.view_chars,  # type: ignore[union-attr]
+                )
         elif kind is UsageReported:
             last = len(self.history)
             through = event.through_seq or last  # type: ignore[union-attr]
@@ -888,6 +921,35 @@ class SessionState:
                 completion_tokens=event.completion_tokens,  # type: ignore[union-attr]
                 through_seq=min(through, last),
                 epoch=len(self.checkpoints),
+            )
+            reported = ReportedUsage(
+                prompt_tokens=event.prompt_tokens,  # type: ignore[union-attr]
+                completion_tokens=event.completion_tokens,  # type: ignore[union-attr]
+                cached_tokens=event.cached_tokens,  # type: ignore[union-attr]
+                cache_write_tokens=event.cache_write_tokens,  # type: ignore[union-attr]
+            )
+            accounting = self.accounting
+            self.accounting = msgspec.structs.replace(
+                accounting, totals=accounting.totals.add(reported)
+            )
+        elif kind is TokenizerCalibrated:
+            self.accounting = msgspec.structs.replace(
+                self.accounting,
+                paired_seq=self.accounting.view_seq,
+                calibration=Calibration(
+                    samples=event.samples,  # type: ignore[union-attr]
+                    mean_chars=event.mean_chars,  # type: ignore[union-attr]
+                    mean_tokens=event.mean_tokens,  # type: ignore[union-attr]
+                    m2_chars=event.m2_chars,  # type: ignore[union-attr]
+                    m2_tokens=event.m2_tokens,  # type: ignore[union-attr]
+                    co_moment=event.co_moment,  # type: ignore[union-attr]
+                    chars_per_token=event.chars_per_token,  # type: ignore[union-attr]
+                ),
+            )
+        elif kind is BudgetExhausted:
+            self.accounting = msgspec.structs.replace(
+                self.accounting,
+                exhausted_cap=event.cap,  # type: ignore[union-attr]
             )
         elif isinstance(event, CheckpointCreated):
             self.checkpoints.append(event.checkpoint)
@@ -983,6 +1045,40 @@ class SessionState:
                 self.first_user_seq = seq
         elif role == "system" and self.first_user_seq is None:
             self.head.append(message)
+
+    def mask_target(self) -> int:
+        """How many of the oldest tool results micro masking makes candidates, by batch.
+
+        Once more than ``micro_keep_recent`` results exist, the oldest
+        ``((n - keep) // batch) * batch`` (see :func:`ctxledger.domain.render_policy`).
+        """
+        config = self.config
+        aged = len(self.tool_seqs) - config.micro_keep_recent
+        return (aged // config.micro_batch) * config.micro_batch if aged > 0 else 0
+
+    def _advance_mask(self) -> None:
+        """Move the re-masking boundary under the gain rule (``min_compaction_gain_tokens``).
+
+        A re-mask rewrites the view from the first newly masked result on (the provider's
+        cached prefix ends there), so it waits until the results it would mask save at least
+        the gain: their characters beyond the placeholder, // 3.
+        """
+        target = self.mask_target()
+        current = min(self.mask_count, target)
+        gain = min_gain_tokens(self.config)
+        if target <= current or gain <= 0:
+            self.mask_count = target
+            return
+        config = self.config
+        saved = 0
+        for seq in self.tool_seqs[current:target]:
+            message = self.history[seq - 1]
+            if len(message.content) <= config.micro_min_chars or seq in self.pins:
+                continue
+            name = self.tool_name(message)
+            if name not in config.micro_preserve_tools:
+                saved += max(0, len(message.content) - len(name) - _MASK_OVERHEAD)
+        self.mask_count = target if saved // 3 >= gain else current
 
     def _retract(self, seq: int) -> None:
         """Withdraw message ``seq`` (the newest shown): undo what :meth:`_index` entered."""

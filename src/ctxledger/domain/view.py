@@ -10,6 +10,7 @@ import msgspec
 
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.domain.budget import estimate_tokens
+from ctxledger.domain.calibration import session_tokenizer
 from ctxledger.domain.projection import assemble
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import Tokenizer
@@ -127,8 +128,11 @@ def draft_view(
 
     Without ``checkpoint`` it is the current view (the active checkpoint's), whose estimate
     counts the provider's usage figure while it is current. With one, it is the view the state
-    will serve once that checkpoint is recorded, which makes the figure stale.
+    will serve once that checkpoint is recorded, which makes the figure stale. The default
+    tokenizer counts with the session's calibrated ratio where it has one
+    (:func:`~ctxledger.domain.calibration.session_tokenizer`).
     """
+    tokenizer = session_tokenizer(state, tokenizer)
     if checkpoint is None:
         # Planning and serving a step, and checking the budget after an append, all look at
         # the same state: the draft is kept until the state folds its next event.

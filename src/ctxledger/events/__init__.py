@@ -3,6 +3,7 @@
 from ctxledger.events.codec import Codec, decode_event, encode_event
 from ctxledger.events.types import (
     EVENT_TYPES,
+    BudgetExhausted,
     CheckpointCreated,
     CheckpointReverted,
     CompactionFailed,
@@ -17,6 +18,7 @@ from ctxledger.events.types import (
     SessionForked,
     SessionOpened,
     SummaryPrepared,
+    TokenizerCalibrated,
     ToolResultSynthesized,
     TranscriptExported,
     UsageReported,
@@ -26,6 +28,7 @@ from ctxledger.events.upcasters import register_upcaster
 
 __all__ = [
     "EVENT_TYPES",
+    "BudgetExhausted",
     "CheckpointCreated",
     "CheckpointReverted",
     "Codec",
@@ -41,6 +44,7 @@ __all__ = [
     "SessionForked",
     "SessionOpened",
     "SummaryPrepared",
+    "TokenizerCalibrated",
     "ToolResultSynthesized",
     "TranscriptExported",
     "UsageReported",

@@ -18,6 +18,7 @@ from ctxledger.messages import Message
 
 __all__ = [
     "EVENT_TYPES",
+    "BudgetExhausted",
     "CheckpointCreated",
     "CheckpointReverted",
     "CompactionFailed",
@@ -32,6 +33,7 @@ __all__ = [
     "SessionForked",
     "SessionOpened",
     "SummaryPrepared",
+    "TokenizerCalibrated",
     "ToolResultSynthesized",
     "TranscriptExported",
     "UsageReported",
@@ -60,11 +62,27 @@ class MessageAppended(EventBase, frozen=True, kw_only=True, tag="message_appende
 
 
 class UsageReported(EventBase, frozen=True, kw_only=True, tag="usage_reported"):
-    """The provider measured the prompt built when ``through_seq`` was the newest message."""
+    """The provider measured the prompt built when ``through_seq`` was the newest message.
+
+    Attributes:
+        prompt_tokens: Every input token of the call, cached or not (OpenAI's
+            ``prompt_tokens``; Anthropic's ``input_tokens + cache_read_input_tokens +
+            cache_creation_input_tokens``).
+        completion_tokens: Output tokens of the call.
+        through_seq: The newest message seq when the prompt was built.
+        cached_tokens: Of ``prompt_tokens``, those read from the provider's prompt cache
+            (OpenAI's ``prompt_tokens_details.cached_tokens``, Anthropic's
+            ``cache_read_input_tokens``); 0 when not reported, and in logs written before the
+            field existed.
+        cache_write_tokens: Of ``prompt_tokens``, those written to the prompt cache
+            (Anthropic's ``cache_creation_input_tokens``); 0 when not reported.
+    """
 
     prompt_tokens: int
     completion_tokens: int = 0
     through_seq: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 class CompactionStarted(EventBase, frozen=True, kw_only=True, tag="compaction_started"):
@@ -164,13 +182,60 @@ class ToolResultSynthesized(EventBase, frozen=True, kw_only=True, tag="tool_resu
 
 
 class ViewServed(EventBase, frozen=True, kw_only=True, tag="view_served"):
-    """A model view was served; replay must rebuild a view with the same ``view_hash``."""
+    """A model view was served; replay must rebuild a view with the same ``view_hash``.
+
+    ``view_chars`` are the characters the default tokenizer counts in the view (0 in logs
+    written before the field existed): a usage report for this view pairs them with the tokens
+    the provider counted (see :class:`TokenizerCalibrated`).
+    """
 
     through_seq: int
     estimated_tokens: int
     view_hash: str
     checkpoint_id: str | None = None
     message_count: int = 0
+    view_chars: int = 0
+
+
+class BudgetExhausted(EventBase, frozen=True, kw_only=True, tag="budget_exhausted"):
+    """The session's cumulative tokens reached ``cap`` (``Config.max_total_tokens``).
+
+    Recorded once per cap: ``prepare_step`` raises :class:`ctxledger.BudgetExceededError` from
+    then on, until a Config with a higher cap (or none) is recorded.
+    """
+
+    cap: int
+    total: int
+
+
+class TokenizerCalibrated(EventBase, frozen=True, kw_only=True, tag="tokenizer_calibrated"):
+    """A usage report was paired with the view it measured: the session's ratio was updated.
+
+    Each pair is one sample (the view's characters, the tokens the provider counted). The
+    running statistic is a least-squares line through the samples (tokens against characters),
+    so that a fixed part of every prompt (tool schemas, framing) does not read as a denser
+    text. The fold takes the figures as recorded, so replay reproduces every later estimate
+    exactly.
+
+    Attributes:
+        samples: Reports paired so far.
+        mean_chars: Running mean of the views' characters.
+        mean_tokens: Running mean of the reported prompt tokens.
+        m2_chars: Running sum of squared deviations of the characters (Welford).
+        m2_tokens: Running sum of squared deviations of the tokens.
+        co_moment: Running sum of the products of both deviations.
+        chars_per_token: The ratio the default tokenizer uses once enough reports were paired:
+            the reciprocal of the slope, rounded down to thousandths, within [1, 3]; 0.0 while
+            the samples do not determine it (too few, or views of nearly one size).
+    """
+
+    samples: int
+    mean_chars: float
+    mean_tokens: float
+    m2_chars: float
+    m2_tokens: float
+    co_moment: float
+    chars_per_token: float
 
 
 class SessionForked(EventBase, frozen=True, kw_only=True, tag="session_forked"):
@@ -245,6 +310,8 @@ Event: TypeAlias = (
     | CheckpointReverted
     | MessageRetracted
     | HistoryCleared
+    | BudgetExhausted
+    | TokenizerCalibrated
 )
 
 EVENT_TYPES: tuple[type[EventBase], ...] = (
@@ -264,4 +331,6 @@ EVENT_TYPES: tuple[type[EventBase], ...] = (
     CheckpointReverted,
     MessageRetracted,
     HistoryCleared,
+    BudgetExhausted,
+    TokenizerCalibrated,
 )

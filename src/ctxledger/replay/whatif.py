@@ -15,13 +15,16 @@ from ctxledger.domain import (
     Compact,
     Decision,
     Job,
+    Pricing,
     Request,
     Serve,
     SessionState,
     Summarized,
     Tokenizer,
     decide,
+    draft_view,
     run_summarizer,
+    session_tokenizer,
 )
 from ctxledger.errors import UnknownSessionError
 from ctxledger.events import (
@@ -38,6 +41,7 @@ from ctxledger.events import (
     UsageReported,
     ViewServed,
 )
+from ctxledger.messages import Message
 from ctxledger.replay.rebuild import LogSource, open_log
 from ctxledger.storage import EventLog, RecordedEvent
 from ctxledger.summarizers import ExtractiveSummarizer, Summarizer, SummaryRequest
@@ -58,6 +62,10 @@ class WhatIfStep(msgspec.Struct, frozen=True, kw_only=True):
             step came (its background start plus the summariser's time, against the step's
             time in the log); None otherwise.
         waited_seconds: How long the agent would have waited on a summariser at this step.
+        cached_tokens: Tokens at the head of the view that are the same messages as the
+            previous step's view (what a provider's prompt cache would serve).
+        refused: The policy would have refused to serve a view here (a token cap reached, or a
+            floor above the window); ``view_tokens`` is then the view it would not serve.
     """
 
     through_seq: int
@@ -67,6 +75,8 @@ class WhatIfStep(msgspec.Struct, frozen=True, kw_only=True):
     prepared: bool = False
     in_time: bool | None = None
     waited_seconds: float = 0.0
+    cached_tokens: int = 0
+    refused: bool = False
 
 
 class WhatIfReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -87,6 +97,9 @@ class WhatIfReport(msgspec.Struct, frozen=True, kw_only=True):
             background before it was needed (the agent waits 0 s).
         prepared_late: Those whose background summary would still have been running.
         waited_seconds: Seconds the agent would have waited on summarisers in all.
+        summarizer_input_tokens: Tokens (the tokenizer's count) the summariser is given for the
+            policy's compactions (the covered messages and the previous summary), whether the
+            summary was reused from the log or written anew: what the summaries cost.
     """
 
     session_id: str
@@ -101,6 +114,29 @@ class WhatIfReport(msgspec.Struct, frozen=True, kw_only=True):
     prepared_in_time: int = 0
     prepared_late: int = 0
     waited_seconds: float = 0.0
+    summarizer_input_tokens: int = 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Tokens of every view the policy would have served (one model call per step)."""
+        return sum(step.view_tokens for step in self.steps if not step.refused)
+
+    @property
+    def cached_tokens(self) -> int:
+        """Of :attr:`prompt_tokens`, those a provider's prompt cache would have served."""
+        return sum(step.cached_tokens for step in self.steps if not step.refused)
+
+    def cost(self, pricing: Pricing, *, caching: bool = True) -> float:
+        """Estimated input cost of the policy's model calls and summaries, in dollars.
+
+        With ``caching``, each call reads its head shared with the previous view from the
+        provider's cache and writes the rest (as a growing conversation is billed); without,
+        every prompt token is billed as input. The summariser's input is billed as input (its
+        output and the agent's output are left out: they do not depend on the views).
+        """
+        prompt, cached = self.prompt_tokens, self.cached_tokens
+        agent = pricing.prompt_cost(prompt, cached, caching=caching)
+        return agent + self.summarizer_input_tokens * pricing.input / 1_000_000
 
 
 class _CountingSummarizer:
@@ -168,9 +204,7 @@ def what_if(
     for index, record in enumerate(records):
         event = record.event
         now = record.timestamp
-        if isinstance(event, _FOLDED) or (
-            isinstance(event, UsageReported) and use_recorded_usage
-        ):
+        if isinstance(event, _FOLDED) or (isinstance(event, UsageReported) and use_recorded_usage):
             run.state.apply(event)
             if background and not own and _ends_batch(records, index):
                 run.decide(Background(), now)
@@ -195,6 +229,7 @@ def what_if(
         prepared_in_time=sum(1 for ok in in_time if ok),
         prepared_late=sum(1 for ok in in_time if not ok),
         waited_seconds=sum(step.waited_seconds for step in steps),
+        summarizer_input_tokens=run.summary_input_tokens,
     )
 
 
@@ -238,12 +273,23 @@ class _Run:
         self._now = 0.0
         self._activated: str | None = None  # the prepared summary the last decision activated
         self.last_seconds = 0.0  # the summariser time the last decision waited for
+        self._previous_view: tuple[Message, ...] = ()
+        self.summary_input_tokens = 0
 
     def step(self, served: ViewServed, now: float) -> WhatIfStep:
         before = self.compactions
         decision = self.decide(Serve(), now)
         view = decision.view
-        assert view is not None
+        if view is None:  # refused: a cap reached, or a floor above the window
+            refused = draft_view(self.state, tokenizer=self.tokenizer).estimated_tokens
+            return WhatIfStep(
+                through_seq=self.state.last_seq,
+                view_tokens=refused,
+                compacted=self.compactions > before,
+                original_tokens=served.estimated_tokens,
+                refused=True,
+            )
+        cached = self._shared_head(view.messages)
         prepared = False
         in_time: bool | None = None
         waited = 0.0
@@ -263,7 +309,18 @@ class _Run:
             prepared=prepared,
             in_time=in_time,
             waited_seconds=waited,
+            cached_tokens=cached,
         )
+
+    def _shared_head(self, messages: tuple[Message, ...]) -> int:
+        """Tokens of the messages at the head of ``messages`` equal to the previous view's."""
+        previous, self._previous_view = self._previous_view, messages
+        shared = 0
+        for old, new in zip(previous, messages, strict=False):
+            if old != new:
+                break
+            shared += 1
+        return session_tokenizer(self.state, self.tokenizer).count_messages(list(messages[:shared]))
 
     def decide(self, request: Request, now: float) -> Decision:
         self._now = now
@@ -272,6 +329,10 @@ class _Run:
         decision = self._step(request)
         while decision.job is not None:
             job = decision.job
+            plan = job.plan
+            tokenizer = session_tokenizer(self.state, self.tokenizer)
+            self.summary_input_tokens += tokenizer.count_messages(list(plan.messages))
+            self.summary_input_tokens += tokenizer.count_text(plan.previous_summary or "")
             summarized, seconds = self._summarize(job)
             if job.background:
                 self.ready_at[job.compaction_id] = now + seconds

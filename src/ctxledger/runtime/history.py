@@ -50,6 +50,7 @@ from ctxledger.domain import (
     decide,
     message_chars,
     threshold_for,
+    usage_events,
 )
 from ctxledger.errors import (
     ContextOverflowError,
@@ -387,8 +388,12 @@ class HistoryActor(_SimpleQueue):
                 prompt_tokens=command.prompt_tokens,
                 completion_tokens=command.completion_tokens,
                 through_seq=state.last_seq,
+                cached_tokens=command.cached_tokens,
+                cache_write_tokens=command.cache_write_tokens,
             )
-            self._write(live, [event], reply=command.reply, value=None, pressure=True)
+            self._write(
+                live, usage_events(state, event), reply=command.reply, value=None, pressure=True
+            )
         elif kind is Pin:
             assert isinstance(command, Pin)
             seq = command.seq
@@ -430,6 +435,9 @@ class HistoryActor(_SimpleQueue):
                 live, decision.events, on_done=lambda _r, _e: self._run_job(live, op, job), op=op
             )
             return
+        if decision.error is not None:
+            self._fail(live, op, decision)
+            return
         result = decision.result
         if result is not None and op.waited:
             result = msgspec.structs.replace(result, waited_seconds=op.waited)
@@ -461,6 +469,21 @@ class HistoryActor(_SimpleQueue):
         else:
             live.op = None
             command.reply.resolve(value)
+
+    def _fail(self, live: _Live, op: _Op, decision: Decision) -> None:
+        """Record the decision's events (if any), then answer the command with its error."""
+        error = decision.error
+        reply = op.command.reply
+
+        def done(_records: Any, write_error: Any) -> None:
+            live.op = None
+            reply.resolve(None, write_error or error)
+
+        if decision.events:
+            op.handed_off = True
+            self._write(live, decision.events, on_done=done, op=op)
+        else:
+            done(None, None)
 
     def _op_done(self, live: _Live) -> Callable[[Any, Any], None]:
         def done(_records: Any, _error: Any) -> None:

@@ -76,6 +76,8 @@ class RecordUsage(Command):
 
     prompt_tokens: int
     completion_tokens: int
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 @dataclass(slots=True)

@@ -29,9 +29,16 @@ from ctxledger.domain import (
     shown_messages,
 )
 from ctxledger.domain.audit import LossReport, audit_checkpoint
+from ctxledger.domain.cost import Pricing
 from ctxledger.domain.placement import Placement, place_message
 from ctxledger.domain.revert import revert_checkpoint
-from ctxledger.errors import InvalidMessageError, InvalidSeqError, InvalidSessionIdError
+from ctxledger.domain.usage import ReportedUsage, UsageTotals, parse_usage, usage_from_counts
+from ctxledger.errors import (
+    InvalidMessageError,
+    InvalidSeqError,
+    InvalidSessionIdError,
+    InvalidUsageError,
+)
 from ctxledger.events import Event
 from ctxledger.messages import Message
 from ctxledger.runtime.loading import fold_view_at, state_at_checkpoint
@@ -120,14 +127,55 @@ class Session:
         seqs: list[int] = self._call(Append(self.id, Waiter(), batch))
         return seqs
 
-    def record_usage(self, prompt_tokens: int, completion_tokens: int = 0) -> None:
+    def record_usage(
+        self,
+        prompt_tokens: int | object,
+        completion_tokens: int = 0,
+        *,
+        cached_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> None:
         """Record the provider's measured token usage for the prompt just sent.
 
+        Pass the counts, or the provider's usage object as it came back: an OpenAI response's
+        ``usage`` (``prompt_tokens``, ``completion_tokens``,
+        ``prompt_tokens_details.cached_tokens``) or an Anthropic response's (``input_tokens``,
+        ``output_tokens``, ``cache_read_input_tokens``, ``cache_creation_input_tokens``), as a
+        dict or as the SDK's object (see :func:`ctxledger.domain.parse_usage`).
+
+        Args:
+            prompt_tokens: Every input token of the call (cached ones included), or a usage
+                object (then pass nothing else).
+            completion_tokens: Output tokens.
+            cached_tokens: Of ``prompt_tokens``, those read from the prompt cache.
+            cache_write_tokens: Of ``prompt_tokens``, those written to the prompt cache.
+
         Raises:
-            ValueError: A count is negative or not an integer.
+            InvalidUsageError: A count is negative or not an integer, or the object is not a
+                usage report (a ``ValueError``; nothing is recorded).
         """
-        _check_usage(prompt_tokens, completion_tokens)
-        self._call(RecordUsage(self.id, Waiter(), prompt_tokens, completion_tokens))
+        usage = _usage(prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens)
+        self._call(_record_usage(self.id, Waiter(), usage))
+
+    def usage(self) -> UsageTotals:
+        """Return the session's cumulative usage as the provider reported it.
+
+        Input tokens (cached and cache writes included, and each broken out), output tokens and
+        the number of model calls, summed over every ``record_usage`` of the session (a fork's
+        include its parent's up to the fork point).
+        """
+        totals: UsageTotals = self._read(lambda state, _: state.accounting.totals)
+        return totals
+
+    def cost(self, pricing: Pricing) -> float:
+        """Return what the session's reported usage costs under ``pricing``, in dollars.
+
+        Cached input, cache writes, other input and output tokens each at their price (see
+        :class:`ctxledger.Pricing`; ``pricing.uncached()`` prices a provider without caching).
+        """
+        if not isinstance(pricing, Pricing):
+            raise TypeError(f"expected a Pricing, got {type(pricing).__name__}")
+        return pricing.cost(self.usage())
 
     def history(self) -> list[Message]:
         """Return every appended message with its seq, unaltered."""
@@ -249,10 +297,17 @@ class Session:
         seqs: list[int] = await self._acall(Append(self.id, _loop_reply(), batch))
         return seqs
 
-    async def arecord_usage(self, prompt_tokens: int, completion_tokens: int = 0) -> None:
+    async def arecord_usage(
+        self,
+        prompt_tokens: int | object,
+        completion_tokens: int = 0,
+        *,
+        cached_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> None:
         """Async twin of :meth:`record_usage`."""
-        _check_usage(prompt_tokens, completion_tokens)
-        await self._acall(RecordUsage(self.id, _loop_reply(), prompt_tokens, completion_tokens))
+        usage = _usage(prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens)
+        await self._acall(_record_usage(self.id, _loop_reply(), usage))
 
     async def aprepare_step(self, pending: str = "") -> ModelView:
         """Async twin of :meth:`prepare_step` (a coroutine summariser runs on this loop)."""
@@ -492,10 +547,25 @@ def _batch(messages: Sequence[Message]) -> tuple[Message, ...]:
     return batch
 
 
-def _check_usage(prompt_tokens: object, completion_tokens: object) -> None:
-    for name, value in (("prompt_tokens", prompt_tokens), ("completion_tokens", completion_tokens)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+def _usage(
+    prompt_tokens: object, completion_tokens: object, cached: object, written: object
+) -> ReportedUsage:
+    if isinstance(prompt_tokens, int):
+        return usage_from_counts(prompt_tokens, completion_tokens, cached, written)
+    if (completion_tokens, cached, written) != (0, 0, 0):
+        raise InvalidUsageError("pass either a usage object or counts, not both")
+    return parse_usage(prompt_tokens)
+
+
+def _record_usage(session_id: str, reply: Reply, usage: ReportedUsage) -> RecordUsage:
+    return RecordUsage(
+        session_id,
+        reply,
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        usage.cached_tokens,
+        usage.cache_write_tokens,
+    )
 
 
 def _check_reactive_error(error: object) -> None:

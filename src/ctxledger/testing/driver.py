@@ -11,6 +11,7 @@ import itertools
 from collections.abc import Callable, Iterable
 
 from ctxledger.config import Config
+from ctxledger.domain.calibration import usage_events
 from ctxledger.domain.compaction import CompactionResult, Trigger, run_summarizer
 from ctxledger.domain.decide import (
     Compact,
@@ -105,15 +106,25 @@ class DomainSession:
         """Append messages one at a time; return their seqs."""
         return [seq for message in messages for seq in self.append(message)]
 
-    def record_usage(self, prompt_tokens: int, completion_tokens: int = 0) -> None:
-        """Record the provider's usage for the prompt built at the current seq."""
-        self.record(
-            UsageReported(
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-                through_seq=self.state.last_seq,
-            )
+    def record_usage(
+        self,
+        prompt_tokens: int,
+        completion_tokens: int = 0,
+        *,
+        cached_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> None:
+        """Record the provider's usage for the prompt built at the current seq (and the
+        calibration step it brings, as the host does)."""
+        usage = UsageReported(
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            through_seq=self.state.last_seq,
+            cached_tokens=cached_tokens,
+            cache_write_tokens=cache_write_tokens,
         )
+        for event in usage_events(self.state, usage):
+            self.record(event)
 
     def pin(self, seq: int) -> None:
         """Pin message ``seq``."""
@@ -170,6 +181,8 @@ class DomainSession:
             decision = self._decide(self._summarize(decision.job))
         if decision.wait_for is not None:
             raise AssertionError("a DomainSession runs no background compaction to wait for")
+        if decision.error is not None:
+            raise decision.error
         return decision
 
     def _decide(self, request: Request) -> Decision:

@@ -171,19 +171,29 @@ def test_step_level_cut_leaves_room_to_grow() -> None:
 
 
 def test_retained_minimum_larger_than_budget_then_no_progress() -> None:
-    """A last step larger than the threshold: cut before it, then no_progress, not the same cut."""
+    """A last step larger than the threshold: cut before it, then no_progress, not the same cut.
+
+    As a Config recorded before the floor guard decodes (``floor_guard=False``); with the guard
+    (a Config built now) the same session is not compacted at all: ``floor_above_threshold``.
+    """
     huge = '{"text": "' + "x" * 3000 + '"}'
-    s = session(
+    messages = (
         Message.user("go"),
         Message.assistant("", [call("c1", "write", huge), call("c2")]),
         Message.tool("ok", "c1", "write"),
-        **SMALL,
     )
+    s = session(*messages, **SMALL, floor_guard=False)
     result = s.compact()
     assert result.compacted and result.retain_from_seq == 2
     assert result.estimated_tokens >= result.threshold
     s.append(Message.tool("ok", "c2"))
     assert _reason(s) == "no_progress"
+    guarded = session(*messages, **SMALL)
+    result = guarded.compact()
+    assert not result.compacted and result.reason == "floor_above_threshold"
+    assert result.floor_tokens >= result.threshold
+    guarded.append(Message.tool("ok", "c2"))
+    assert _reason(guarded) == "floor_above_threshold"
 
 
 def test_summary_room_is_reserved_and_passed_as_max_chars() -> None:

@@ -1,0 +1,90 @@
+"""What the summariser is given (Config.summary_result_chars): cut, facts kept, no repeats."""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+
+from ctxledger import Config, Message, ToolCall
+from ctxledger.domain import plan_compaction
+from ctxledger.domain.digest import summary_input
+from ctxledger.domain.facts import extract_facts
+
+from .builders import session
+
+
+def _numbered(*messages: Message) -> list[Message]:
+    """Give messages seqs 1.. as history does."""
+    return [msgspec.structs.replace(m, seq=n) for n, m in enumerate(messages, 1)]
+
+
+LOG = (
+    "collecting ...\n"
+    + "tests/test_a.py::test_ok PASSED\n" * 200
+    + "E   AssertionError: assert parse('P1D') == timedelta(days=1)\n"
+    + "see src/pkg/durations.py for the parser\n"
+    + "tests/test_b.py::test_ok PASSED\n" * 200
+)
+
+
+def test_zero_gives_every_message_raw() -> None:
+    """limit 0 (a recorded Config without the field): the input is the messages themselves."""
+    messages = _numbered(Message.user("go"), Message.tool(LOG, "c1", "bash"))
+    assert summary_input(messages, 0) == tuple(messages)
+
+
+def test_an_oversize_result_is_head_tail_and_the_facts_of_its_middle() -> None:
+    """The middle's error line and path survive as lines; the input shrinks to about the limit."""
+    call = ToolCall("c1", "bash", '{"command": "pytest -x"}')
+    messages = _numbered(Message.assistant("", [call]), Message.tool(LOG, "c1", "bash"))
+    given = summary_input(messages, 1000)
+    cut = given[1].content
+    assert len(cut) < 1000 + 400 < len(LOG)
+    assert cut.startswith(LOG[:500]) and cut.endswith(LOG[-500:])
+    # The error line stands on a line of its own (whitespace collapsed, as facts are).
+    assert "E AssertionError: assert parse('P1D') == timedelta(days=1)" in cut.splitlines()
+    assert "src/pkg/durations.py" in cut
+    original = {(f.kind, f.text) for f in extract_facts(messages) if f.kind in ("error", "path")}
+    kept = {(f.kind, f.text) for f in extract_facts(given) if f.kind in ("error", "path")}
+    assert original <= kept
+
+
+def test_no_text_is_given_twice() -> None:
+    """A repeated output is given as a reference to the first; user messages are never replaced."""
+    long = "x = 1\n" * 100
+    messages = _numbered(
+        Message.user("please " * 50),
+        Message.tool(long, "c1", "read"),
+        Message.tool(long, "c2", "read"),
+        Message.user("please " * 50),
+    )
+    given = summary_input(messages, 5000)
+    assert given[1].content == long
+    assert given[2].content == "[same content as message #2, not repeated]"
+    assert given[3].content == messages[3].content
+
+
+def test_long_call_arguments_keep_their_keys_and_stay_json() -> None:
+    """A long argument string is cut; the JSON keys (the command) stay."""
+    arguments = json.dumps({"command": "cat > a.py <<EOF\n" + "print(1)\n" * 500 + "EOF"})
+    messages = _numbered(Message.assistant("", [ToolCall("c1", "bash", arguments)]))
+    given = summary_input(messages, 600)
+    value = json.loads(given[0].tool_calls[0].arguments)
+    assert value["command"].startswith("cat > a.py <<EOF") and value["command"].endswith("EOF")
+    assert len(given[0].tool_calls[0].arguments) < 800
+
+
+def test_plans_give_the_cut_input_only_under_a_new_config() -> None:
+    """A Config built now cuts the summariser's input; one with the field at 0 does not."""
+    messages = [Message.user("fix it")]
+    for n in range(6):
+        call = ToolCall(f"c{n}", "bash", '{"command": "pytest"}')
+        messages += [Message.assistant(f"run {n}", [call]), Message.tool(LOG, f"c{n}", "bash")]
+    new = session(*messages, context_window=8_000, min_retain_rounds=0)
+    old = session(*messages, context_window=8_000, min_retain_rounds=0, summary_result_chars=0)
+    assert Config().summary_result_chars > 0
+    plans = [plan_compaction(s.state, tokenizer=s.tokenizer, trigger="manual") for s in (new, old)]
+    cut, raw = (plan.input_chars for plan in plans)  # type: ignore[union-attr]
+    assert cut < raw / 3
+    assert plans[1].messages == tuple(old.state.history[: len(plans[1].messages)])  # type: ignore[union-attr]

@@ -1,0 +1,57 @@
+"""Micro masking under the gain rule: a re-mask waits until it saves enough (issue 17)."""
+
+from __future__ import annotations
+
+from ctxledger import Message
+from ctxledger.domain import SessionState, min_gain_tokens, render_policy
+
+from .builders import session, step
+
+
+def _results(s, sizes: list[int]) -> None:  # type: ignore[no-untyped-def]
+    for n, size in enumerate(sizes):
+        s.append(*step(f"c{len(s.state.tool_seqs)}-{n}", "r" * size))
+
+
+def test_without_the_rule_masking_moves_by_batch() -> None:
+    """Gain 0: the oldest ((n - keep) // batch) * batch results are candidates, as before."""
+    s = session(Message.user("go"), context_window=100_000, micro_keep_recent=2, micro_batch=2)
+    _results(s, [300] * 6)
+    assert s.state.mask_target() == 4
+    assert render_policy(s.state).mask_before_seq == s.state.tool_seqs[3] + 1
+
+
+def test_a_small_re_mask_waits_until_it_saves_the_gain() -> None:
+    """Gain 500 tokens: each aged 300-char result would save 279 chars (93 tokens); the boundary
+    waits until the results it would newly mask save 500 tokens, then jumps over them all."""
+    config = {"context_window": 100_000, "micro_keep_recent": 2, "micro_batch": 2}
+    s = session(Message.user("go"), **config, min_compaction_gain_tokens=500)
+    assert min_gain_tokens(s.state.config) == 500
+    _results(s, [300] * 6)
+    assert (s.state.mask_target(), s.state.mask_count) == (4, 0)  # 4 * 279 // 3 = 372 < 500
+    assert render_policy(s.state).mask_before_seq == 0  # nothing masked yet
+    _results(s, [300] * 2)
+    assert (s.state.mask_target(), s.state.mask_count) == (6, 6)  # 558 >= 500: all at once
+    assert render_policy(s.state).mask_before_seq == s.state.tool_seqs[5] + 1
+    _results(s, [300] * 2)
+    assert (s.state.mask_target(), s.state.mask_count) == (8, 6)  # held again
+
+
+def test_the_gain_is_capped_by_a_tenth_of_the_threshold() -> None:
+    """A gain chosen for large windows does not stop masking in a small one."""
+    s = session(Message.user("go"), context_window=1_000, min_compaction_gain_tokens=3_000)
+    assert min_gain_tokens(s.state.config) == 80  # 800 // 10
+
+
+def test_the_boundary_is_folded_and_survives_snapshots() -> None:
+    """Replay and snapshot + tail rebuild the same boundary (it is part of the fold)."""
+    config = {"context_window": 100_000, "micro_keep_recent": 1, "micro_batch": 1}
+    s = session(Message.user("go"), **config, min_compaction_gain_tokens=150)
+    _results(s, [200, 900, 200, 200, 200, 1_200, 200])
+    assert s.replay() == s.state
+    for split in range(1, len(s.events)):
+        resumed = SessionState.from_snapshot(s.replay(s.events[:split]).to_snapshot())
+        for event in s.events[split:]:
+            resumed.apply(event)
+        assert resumed.mask_count == s.state.mask_count
+        assert resumed.to_snapshot() == s.state.to_snapshot()
