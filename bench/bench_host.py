@@ -49,6 +49,10 @@ from ctxledger.events import CompactionStarted
 from ctxledger.tooling.workload import iter_agent_steps, take_messages
 
 CONFIG = Config(context_window=32_000)
+#: ``Host(max_active_sessions=...)`` of the runs; 0: the default (1,024, or the run's sessions if
+#: more). ``--max-active`` sets it: the host splits it evenly over its history actors while ids
+#: hash unevenly, so at exactly 1,024 sessions one actor evicts and re-activates sessions.
+MAX_ACTIVE = [0]
 #: For the CPU figure: a window no step of the run fills, so that no compaction happens.
 NO_COMPACTION = Config(context_window=10_000_000)
 
@@ -105,7 +109,7 @@ def new_host(durability: str, sessions: int, config: Config = CONFIG) -> Iterato
             Path(tmp) / "db",
             config=config,
             durability=durability,  # type: ignore[arg-type]
-            max_active_sessions=max(1024, sessions),
+            max_active_sessions=MAX_ACTIVE[0] or max(1024, sessions),
         ) as host,
     ):
         yield host
@@ -451,11 +455,19 @@ def main() -> None:
         "--open-durability", default=None, help="open-loop durabilities (--durability)"
     )
     parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    parser.add_argument("--sizes", default=None, help="closed-loop sizes (1,16,128,1024)")
+    parser.add_argument(
+        "--max-active", type=int, default=0, help="Host(max_active_sessions=...) of the runs"
+    )
+    parser.add_argument("--skip", default="", help="parts to skip, comma-separated: reopen,cpu")
     args = parser.parse_args()
     durability = args.durability
     args.open_sessions = args.open_sessions or ("128" if args.quick else "1024")
     args.open_durability = args.open_durability or durability
+    MAX_ACTIVE[0] = args.max_active
     sizes = (1, 16, 128) if args.quick else (1, 16, 128, 1024)
+    if args.sizes:
+        sizes = tuple(int(n) for n in args.sizes.split(","))
     # Steps per session: enough for a few seconds per size, fewer per session as sizes grow.
     per_session = {1: 300, 16: 60, 128: 20, 1024: 4}
     if args.quick:
@@ -467,7 +479,7 @@ def main() -> None:
     }
     for sessions in sizes:
         for driver in args.drivers.split(","):
-            row = runners[driver](sessions, per_session[sessions], durability)
+            row = runners[driver](sessions, per_session.get(sessions, 4), durability)
             results["closed"].append(row)
             print(
                 f"closed {driver:>7} {sessions:>5} sessions: {row['steps_per_s']:,.0f} steps/s "
@@ -493,13 +505,15 @@ def main() -> None:
                 flush=True,
             )
     count, size = (100, 50) if args.quick else (1000, 200)
-    results["reopen"] = reopen(count, size)
+    results["reopen"] = [] if "reopen" in args.skip else reopen(count, size)
     for row in results["reopen"]:
         print(f"re-open, {row['driver']}: {row['per_session_ms']:.2f} ms/session", flush=True)
     cpu_sessions = 20 if args.quick else 100
-    results["cpu"] = [cpu_per_step(mode, cpu_sessions, 20) for mode in ("none", "sync")]
     marks = (0, 100) if args.quick else (0, 200, 400, 800)
-    results["cpu"] += cpu_by_view_size("none", marks, 50)
+    results["cpu"] = []
+    if "cpu" not in args.skip:
+        results["cpu"] = [cpu_per_step(mode, cpu_sessions, 20) for mode in ("none", "sync")]
+        results["cpu"] += cpu_by_view_size("none", marks, 50)
 
     _print_rows(
         f"closed loop (durability {durability})",
