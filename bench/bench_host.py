@@ -1,106 +1,443 @@
-"""Host benchmark (issue 4): steps per second and re-open time, with real durability.
+"""Host benchmark (issues 4 and 13): steps per second, latency under load, threads, re-open, CPU.
 
-1. Steps per second (append the messages of one agent step + ``prepare_step``) for 1, 16 and 128
-   concurrent sessions, each driven by its own thread, offline summariser, durability "sync".
-   Reports medians of per-step latency, total steps/s and the thread count while running.
-2. The time to re-open a host with 1,000 sessions of 200 messages each: ``Host.open`` plus the
-   first view of every session (which replays its log, from the newest snapshot).
+A *step* is what an agent does before each model call: append the messages of one agent step
+(:func:`ctxledger.tooling.workload.iter_agent_steps`) and ``prepare_step`` (compacting when due,
+with the offline extractive summariser). Durability "sync" unless told otherwise.
+
+1. Closed loop: 1, 16, 128 and 1,024 sessions stepping back to back. Reports steps/s, the p50 and
+   p99 of a step, and the threads of the host (threads the driver starts are not counted). Each
+   size runs with two drivers: ``threads`` (one thread per session, sync calls) and ``asyncio``
+   (one event loop, the native async twins ``aappend_many`` / ``aprepare_step``).
+2. Open loop, the way agents behave (they wait for the LLM between steps): 1,024 sessions each
+   stepping once a second at a random offset (~1,000 steps/s offered), driven from one event
+   loop with the async twins. Reports the p50 and p99 of a step measured from the moment it was
+   due (so a driver or host that falls behind shows up as latency), the achieved rate, threads.
+3. Re-open 1,000 sessions of 200 messages and serve the first view of each: ms per session,
+   one after the other, and all at once from one event loop (the time of all / 1,000).
+4. CPU per step: ``time.process_time`` (every thread of the process) per step, no compaction:
+   the first 20 steps of 100 sessions (durability "none" and "sync"), then one session as its
+   view grows (a step serves and hashes its whole view, so its cost grows with the view).
+
+Targets of issue 13: 128 sessions >= 2,800 steps/s; open loop p50 <= 2 ms, p99 <= 20 ms;
+threads <= 32; re-open <= 2 ms/session; CPU per step <= 0.3 ms.
 
 Usage::
 
-    .venv/bin/python bench/bench_host.py                 # full run
+    .venv/bin/python bench/bench_host.py                 # full run (a few minutes)
     .venv/bin/python bench/bench_host.py --quick         # a small smoke run
+    .venv/bin/python bench/bench_host.py --json out.json # also write the figures as JSON
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import os
+import random
 import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from ctxledger import Config, Host
+from ctxledger import Config, Host, Message
+from ctxledger.events import CompactionStarted
 from ctxledger.tooling.workload import iter_agent_steps, take_messages
 
 CONFIG = Config(context_window=32_000)
+#: ``Host(max_active_sessions=...)`` of the runs; 0: the default (1,024, or the run's sessions if
+#: more). ``--max-active`` sets it: the host splits it evenly over its history actors while ids
+#: hash unevenly, so at exactly 1,024 sessions one actor evicts and re-activates sessions.
+MAX_ACTIVE = [0]
+#: For the CPU figure: a window no step of the run fills, so that no compaction happens.
+NO_COMPACTION = Config(context_window=10_000_000)
 
 
-def quiet_logs() -> None:
-    """The application decides about logging: keep the benchmark's output clean."""
+def percentile(ordered: list[float], share: float) -> float:
+    """The ``share`` quantile of an ascending list (nearest rank)."""
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, max(0, round(share * len(ordered)) - 1))]
 
 
-def run_steps(sessions: int, steps: int, durability: str) -> dict[str, float]:
-    """Drive ``sessions`` threads for ``steps`` steps each; return throughput figures."""
+def workloads(sessions: int, steps: int, warmup: int) -> list[list[list[Message]]]:
+    """The steps of each session's seeded conversation (generated before anything is timed)."""
+    return [list(iter_agent_steps(seed=n, steps=warmup + steps)) for n in range(sessions)]
+
+
+class ThreadSampler:
+    """Samples the threads that are not the driver's while a run goes on; keeps the maximum."""
+
+    def __init__(self, exclude: set[threading.Thread]) -> None:
+        self.exclude = exclude
+        self.peak = 0
+        self.names: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-sampler", daemon=True)
+        self.exclude.add(self._thread)
+
+    def sample(self) -> None:
+        """Count the host's threads now."""
+        mine = [t for t in threading.enumerate() if t not in self.exclude]
+        if len(mine) > self.peak:
+            self.peak, self.names = len(mine), sorted(t.name for t in mine)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            self.sample()
+
+    def __enter__(self) -> ThreadSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sample()
+        self._stop.set()
+        self._thread.join()
+
+
+@contextmanager
+def new_host(durability: str, sessions: int, config: Config = CONFIG) -> Iterator[Host]:
+    """A host on a fresh LMDB folder that keeps every session of the run in memory."""
     with (
         tempfile.TemporaryDirectory() as tmp,
         Host.open(
             Path(tmp) / "db",
-            config=CONFIG,
-            durability=durability,
-            max_active_sessions=max(128, sessions),
+            config=config,
+            durability=durability,  # type: ignore[arg-type]
+            max_active_sessions=MAX_ACTIVE[0] or max(1024, sessions),
         ) as host,
     ):
+        yield host
+
+
+# --- 1. closed loop ----------------------------------------------------------------------------
+
+
+def closed_threads(sessions: int, steps: int, durability: str) -> dict[str, Any]:
+    """One thread per session, sync calls, back to back."""
+    work = workloads(sessions, steps, warmup=2)
+    before = set(threading.enumerate())
+    with new_host(durability, sessions) as host:
         latencies: list[list[float]] = [[] for _ in range(sessions)]
-        threads_seen: list[int] = []
         barrier = threading.Barrier(sessions + 1)
 
         def drive(index: int) -> None:
             session = host.session(f"agent-{index}")
-            work = list(iter_agent_steps(seed=index, steps=steps))
+            for step in work[index][:2]:  # activation and the first steps are not timed
+                session.append_many(step)
+                session.prepare_step()
             barrier.wait()
-            for step in work:
+            own = latencies[index]
+            for step in work[index][2:]:
                 started = time.perf_counter()
                 session.append_many(step)
                 session.prepare_step()
-                latencies[index].append(time.perf_counter() - started)
+                own.append(time.perf_counter() - started)
 
         workers = [threading.Thread(target=drive, args=(n,)) for n in range(sessions)]
-        for worker in workers:
-            worker.start()
-        barrier.wait()
-        began = time.perf_counter()
-        while any(worker.is_alive() for worker in workers):
-            threads_seen.append(threading.active_count())
-            time.sleep(0.05)
-        elapsed = time.perf_counter() - began
-        flat = sorted(lat for per in latencies for lat in per)
-        return {
-            "sessions": sessions,
-            "steps": len(flat),
-            "steps_per_s": len(flat) / elapsed,
-            "p50_ms": statistics.median(flat) * 1000,
-            "p99_ms": flat[int(len(flat) * 0.99) - 1] * 1000,
-            "threads": max(threads_seen, default=threading.active_count()) - sessions,
-        }
+        with ThreadSampler(before | set(workers)) as sampler:
+            for worker in workers:
+                worker.start()
+            barrier.wait()
+            began = time.perf_counter()
+            for worker in workers:
+                worker.join()
+            elapsed = time.perf_counter() - began
+    return _closed_row("threads", sessions, latencies, elapsed, sampler)
 
 
-def reopen(sessions: int, messages: int) -> dict[str, float]:
-    """Fill a host with ``sessions`` x ``messages``, then time re-opening and recovering all."""
+def closed_asyncio(sessions: int, steps: int, durability: str) -> dict[str, Any]:
+    """One event loop, the native async twins, every session back to back."""
+    work = workloads(sessions, steps, warmup=2)
+    before = set(threading.enumerate())
+    with new_host(durability, sessions) as host:
+        latencies: list[list[float]] = [[] for _ in range(sessions)]
+
+        async def main() -> float:
+            handles = [await host.asession(f"agent-{n}") for n in range(sessions)]
+
+            async def warm(index: int) -> None:
+                for step in work[index][:2]:
+                    await handles[index].aappend_many(step)
+                    await handles[index].aprepare_step()
+
+            await asyncio.gather(*(warm(n) for n in range(sessions)))
+
+            async def drive(index: int) -> None:
+                session, own = handles[index], latencies[index]
+                for step in work[index][2:]:
+                    started = time.perf_counter()
+                    await session.aappend_many(step)
+                    await session.aprepare_step()
+                    own.append(time.perf_counter() - started)
+
+            began = time.perf_counter()
+            await asyncio.gather(*(drive(n) for n in range(sessions)))
+            return time.perf_counter() - began
+
+        with ThreadSampler(before) as sampler:
+            elapsed = asyncio.run(main())
+    return _closed_row("asyncio", sessions, latencies, elapsed, sampler)
+
+
+def _closed_row(
+    driver: str,
+    sessions: int,
+    latencies: list[list[float]],
+    elapsed: float,
+    sampler: ThreadSampler,
+) -> dict[str, Any]:
+    flat = sorted(lat for per in latencies for lat in per)
+    return {
+        "driver": driver,
+        "sessions": sessions,
+        "steps": len(flat),
+        "steps_per_s": len(flat) / elapsed,
+        "p50_ms": statistics.median(flat) * 1000,
+        "p99_ms": percentile(flat, 0.99) * 1000,
+        "host_threads": sampler.peak,
+        "thread_names": sampler.names,
+    }
+
+
+# --- 2. open loop ------------------------------------------------------------------------------
+
+
+def open_loop(
+    sessions: int, seconds: float, durability: str, period: float = 1.0
+) -> dict[str, Any]:
+    """``sessions`` sessions each stepping once per ``period`` at a random offset."""
+    rounds = max(1, round(seconds / period))
+    work = workloads(sessions, rounds, warmup=2)
+    rng = random.Random(13)
+    offsets = [rng.random() * period for _ in range(sessions)]
+    before = set(threading.enumerate())
+    with new_host(durability, sessions) as host:
+        due_latency: list[float] = []
+        service: list[float] = []
+        compacted = 0
+
+        async def main() -> tuple[float, float]:
+            handles = [await host.asession(f"agent-{n}") for n in range(sessions)]
+
+            async def warm(index: int) -> None:
+                for step in work[index][:2]:
+                    await handles[index].aappend_many(step)
+                    await handles[index].aprepare_step()
+
+            await asyncio.gather(*(warm(n) for n in range(sessions)))
+            loop = asyncio.get_running_loop()
+            start = loop.time() + 0.2
+            start_wall = time.perf_counter() + 0.2
+
+            async def agent(index: int) -> None:
+                nonlocal compacted
+                session = handles[index]
+                checkpoint = None
+                for k, step in enumerate(work[index][2:]):
+                    due = start + offsets[index] + k * period
+                    await asyncio.sleep(max(0.0, due - loop.time()))
+                    began = loop.time()
+                    await session.aappend_many(step)
+                    view = await session.aprepare_step()
+                    ended = loop.time()
+                    compacted += k > 0 and view.checkpoint_id != checkpoint
+                    checkpoint = view.checkpoint_id
+                    due_latency.append(ended - due)
+                    service.append(ended - began)
+
+            await asyncio.gather(*(agent(n) for n in range(sessions)))
+            return start_wall, time.perf_counter()
+
+        with ThreadSampler(before) as sampler:
+            start_wall, end_wall = asyncio.run(main())
+    due_sorted, service_sorted = sorted(due_latency), sorted(service)
+    elapsed = end_wall - start_wall
+    return {
+        "durability": durability,
+        "sessions": sessions,
+        "offered_per_s": sessions / period,
+        "new_checkpoints": compacted,
+        "steps": len(due_sorted),
+        "seconds": elapsed,
+        "achieved_per_s": len(due_sorted) / elapsed,
+        "p50_ms": statistics.median(due_sorted) * 1000,
+        "p99_ms": percentile(due_sorted, 0.99) * 1000,
+        "max_ms": due_sorted[-1] * 1000,
+        "service_p50_ms": statistics.median(service_sorted) * 1000,
+        "service_p99_ms": percentile(service_sorted, 0.99) * 1000,
+        "host_threads": sampler.peak,
+        "thread_names": sampler.names,
+    }
+
+
+# --- 3. re-open --------------------------------------------------------------------------------
+
+
+async def _serve_all(host: Host, sessions: int, per_session: list[float]) -> None:
+    async def serve(index: int) -> None:
+        started = time.perf_counter()
+        session = await host.asession(f"s{index}")
+        await session.abuild_model_view()
+        per_session.append(time.perf_counter() - started)
+
+    await asyncio.gather(*(serve(n) for n in range(sessions)))
+
+
+def reopen(sessions: int, messages: int) -> list[dict[str, Any]]:
+    """Fill a host with ``sessions`` x ``messages``, then re-open it and serve a view of each:
+    one session after the other from one thread, then (re-opened again) all at once from one
+    event loop with ``asession`` / ``abuild_model_view``."""
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "db"
         with Host.open(path, config=CONFIG, durability="none", max_active_sessions=16) as host:
             for index in range(sessions):
                 session = host.session(f"s{index}")
-                batch = take_messages(seed=index, count=messages)
-                session.append_many(batch)
+                session.append_many(take_messages(seed=index, count=messages))
                 session.build_model_view()
-        began = time.perf_counter()
-        with Host.open(path, config=CONFIG, max_active_sessions=64) as host:
-            opened = time.perf_counter()
-            for index in range(sessions):
-                host.session(f"s{index}").build_model_view()
-            recovered = time.perf_counter()
-            threads = threading.active_count()
-        return {
-            "sessions": sessions,
-            "messages_each": messages,
-            "open_s": opened - began,
-            "open_and_recover_all_s": recovered - began,
-            "per_session_ms": (recovered - opened) / sessions * 1000,
-            "threads": threads,
-        }
+        for driver in ("sequential", "asyncio"):
+            before = set(threading.enumerate())
+            began = time.perf_counter()
+            with Host.open(path, config=CONFIG) as host:
+                opened = time.perf_counter()
+                per_session: list[float] = []
+                if driver == "sequential":
+                    for index in range(sessions):
+                        started = time.perf_counter()
+                        host.session(f"s{index}").build_model_view()
+                        per_session.append(time.perf_counter() - started)
+                else:
+                    asyncio.run(_serve_all(host, sessions, per_session))
+                recovered = time.perf_counter()
+                threads = len([t for t in threading.enumerate() if t not in before])
+            ordered = sorted(per_session)
+            rows.append(
+                {
+                    "driver": driver,
+                    "sessions": sessions,
+                    "messages_each": messages,
+                    "open_ms": (opened - began) * 1000,
+                    "open_and_serve_all_s": recovered - began,
+                    "per_session_ms": (recovered - opened) / sessions * 1000,
+                    "p50_ms": statistics.median(ordered) * 1000,
+                    "p99_ms": percentile(ordered, 0.99) * 1000,
+                    "host_threads": threads,
+                }
+            )
+    return rows
+
+
+# --- 4. CPU per step ---------------------------------------------------------------------------
+
+
+def cpu_per_step(durability: str, sessions: int, steps: int) -> dict[str, Any]:
+    """Process CPU time per step (append of one agent step + prepare_step), no compaction.
+
+    ``sessions`` sessions (the host's default window, 32,000 tokens) each take their first
+    ``steps`` steps one after the other, from one thread: short enough that none compacts.
+    """
+    work = workloads(sessions, steps, warmup=0)
+    with new_host(durability, sessions) as host:
+        handles = [host.session(f"cpu-{n}") for n in range(sessions)]
+        handles[0].append_many(work[0][0])  # the journal and its first transaction
+        handles[0].prepare_step()
+        cpu, wall = time.process_time(), time.perf_counter()
+        for n, session in enumerate(handles):
+            for step in work[n][1 if n == 0 else 0 :]:
+                session.append_many(step)
+                session.prepare_step()
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        compactions = sum(
+            type(record.event) is CompactionStarted
+            for n in range(sessions)
+            for record in host.log.read(f"cpu-{n}")
+        )
+        done = sessions * steps - 1
+    if compactions:
+        raise RuntimeError(f"the CPU run compacted {compactions} times; take fewer steps")
+    return {
+        "durability": durability,
+        "view": f"first {steps} steps",
+        "steps": done,
+        "cpu_us_per_step": cpu / done * 1e6,
+        "wall_us_per_step": wall / done * 1e6,
+    }
+
+
+def cpu_by_view_size(durability: str, marks: tuple[int, ...], span: int) -> list[dict[str, Any]]:
+    """CPU per step of one session as its view grows (a window it never fills: no compaction).
+
+    A step serves (and hashes) the whole view, so its cost grows with the view's size: each row
+    is the mean over ``span`` steps starting at the given step.
+    """
+    work = list(iter_agent_steps(seed=7, steps=max(marks) + span))
+    rows = []
+    with new_host(durability, 1, NO_COMPACTION) as host:
+        session = host.session("cpu")
+        done = 0
+        for mark in marks:
+            for step in work[done:mark]:
+                session.append_many(step)
+                session.prepare_step()
+            cpu, wall = time.process_time(), time.perf_counter()
+            for step in work[mark : mark + span]:
+                session.append_many(step)
+                view = session.prepare_step()
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            done = mark + span
+            rows.append(
+                {
+                    "durability": durability,
+                    "view": f"steps {mark}-{done}, ~{view.estimated_tokens:,} tokens",
+                    "steps": span,
+                    "cpu_us_per_step": cpu / span * 1e6,
+                    "wall_us_per_step": wall / span * 1e6,
+                }
+            )
+    return rows
+
+
+def fsync_probe(count: int = 300) -> dict[str, Any]:
+    """The disk's floor: p50 / p99 of appending 200 bytes to a file and fsync-ing it."""
+    times = []
+    with tempfile.TemporaryDirectory() as tmp:
+        fd = os.open(Path(tmp) / "probe", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
+            for _ in range(count):
+                started = time.perf_counter()
+                os.write(fd, b"x" * 200)
+                os.fsync(fd)
+                times.append(time.perf_counter() - started)
+        finally:
+            os.close(fd)
+    times.sort()
+    return {"p50_ms": statistics.median(times) * 1000, "p99_ms": percentile(times, 0.99) * 1000}
+
+
+# --- report ------------------------------------------------------------------------------------
+
+
+def _print_rows(title: str, rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> None:
+    print(f"\n{title}")
+    print("| " + " | ".join(label for label, _ in columns) + " |")
+    print("|" + "---|" * len(columns))
+    for row in rows:
+        cells = []
+        for _, key in columns:
+            value = row[key]
+            if isinstance(value, float):
+                cells.append(f"{value:,.2f}")
+            elif isinstance(value, int):
+                cells.append(f"{value:,}")
+            else:
+                cells.append(str(value))
+        print("| " + " | ".join(cells) + " |")
 
 
 def main() -> None:
@@ -109,25 +446,136 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="small smoke run")
     parser.add_argument("--durability", default="sync", choices=["sync", "group", "none"])
-    args = parser.parse_args()
-    quiet_logs()
-    steps = 20 if args.quick else 120
-    print(f"steps per second, durability={args.durability}, {steps} steps per session")
-    print(f"{'sessions':>8} {'steps':>7} {'steps/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'threads':>8}")
-    for sessions in (1, 16, 128):
-        row = run_steps(sessions, steps if sessions < 128 else steps // 2, args.durability)
-        print(
-            f"{row['sessions']:>8} {row['steps']:>7} {row['steps_per_s']:>9.0f} "
-            f"{row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} {row['threads']:>8}"
-        )
-    count, size = (100, 50) if args.quick else (1000, 200)
-    row = reopen(count, size)
-    print(
-        f"\nre-open {row['sessions']} sessions x {row['messages_each']} messages: "
-        f"Host.open {row['open_s'] * 1000:.1f} ms, open + recover every session "
-        f"{row['open_and_recover_all_s']:.2f} s ({row['per_session_ms']:.2f} ms/session, "
-        f"{row['threads']} threads)"
+    parser.add_argument("--drivers", default="threads,asyncio", help="closed-loop drivers")
+    parser.add_argument("--open-seconds", type=float, default=None, help="open-loop duration")
+    parser.add_argument(
+        "--open-sessions", default=None, help="open-loop sizes, comma-separated (1024)"
     )
+    parser.add_argument(
+        "--open-durability", default=None, help="open-loop durabilities (--durability)"
+    )
+    parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    parser.add_argument("--sizes", default=None, help="closed-loop sizes (1,16,128,1024)")
+    parser.add_argument(
+        "--max-active", type=int, default=0, help="Host(max_active_sessions=...) of the runs"
+    )
+    parser.add_argument("--skip", default="", help="parts to skip, comma-separated: reopen,cpu")
+    args = parser.parse_args()
+    durability = args.durability
+    args.open_sessions = args.open_sessions or ("128" if args.quick else "1024")
+    args.open_durability = args.open_durability or durability
+    MAX_ACTIVE[0] = args.max_active
+    sizes = (1, 16, 128) if args.quick else (1, 16, 128, 1024)
+    if args.sizes:
+        sizes = tuple(int(n) for n in args.sizes.split(","))
+    # Steps per session: enough for a few seconds per size, fewer per session as sizes grow.
+    per_session = {1: 300, 16: 60, 128: 20, 1024: 4}
+    if args.quick:
+        per_session = {1: 40, 16: 10, 128: 4}
+    results: dict[str, Any] = {"durability": durability, "closed": [], "open": None}
+    runners: dict[str, Callable[[int, int, str], dict[str, Any]]] = {
+        "threads": closed_threads,
+        "asyncio": closed_asyncio,
+    }
+    for sessions in sizes:
+        for driver in args.drivers.split(","):
+            row = runners[driver](sessions, per_session.get(sessions, 4), durability)
+            results["closed"].append(row)
+            print(
+                f"closed {driver:>7} {sessions:>5} sessions: {row['steps_per_s']:,.0f} steps/s "
+                f"p50 {row['p50_ms']:.2f} ms p99 {row['p99_ms']:.2f} ms "
+                f"threads {row['host_threads']}",
+                flush=True,
+            )
+    seconds = args.open_seconds or (5.0 if args.quick else 30.0)
+    results["open"] = []
+    for sessions in [int(n) for n in args.open_sessions.split(",")]:
+        for mode in args.open_durability.split(","):
+            before = fsync_probe()
+            row = open_loop(sessions, seconds, mode)
+            after = fsync_probe()
+            row["fsync_p50_ms"] = statistics.median([before["p50_ms"], after["p50_ms"]])
+            row["fsync_p99_ms"] = max(before["p99_ms"], after["p99_ms"])
+            row["fsync"] = f"{row['fsync_p50_ms']:.2f} / {row['fsync_p99_ms']:.2f}"
+            results["open"].append(row)
+            print(
+                f"open loop {sessions} sessions, {mode}: achieved {row['achieved_per_s']:,.0f}/s "
+                f"of {row['offered_per_s']:,.0f}/s, p50 {row['p50_ms']:.2f} ms p99 "
+                f"{row['p99_ms']:.2f} ms threads {row['host_threads']}",
+                flush=True,
+            )
+    count, size = (100, 50) if args.quick else (1000, 200)
+    results["reopen"] = [] if "reopen" in args.skip else reopen(count, size)
+    for row in results["reopen"]:
+        print(f"re-open, {row['driver']}: {row['per_session_ms']:.2f} ms/session", flush=True)
+    cpu_sessions = 20 if args.quick else 100
+    marks = (0, 100) if args.quick else (0, 200, 400, 800)
+    results["cpu"] = []
+    if "cpu" not in args.skip:
+        results["cpu"] = [cpu_per_step(mode, cpu_sessions, 20) for mode in ("none", "sync")]
+        results["cpu"] += cpu_by_view_size("none", marks, 50)
+
+    _print_rows(
+        f"closed loop (durability {durability})",
+        results["closed"],
+        [
+            ("driver", "driver"),
+            ("sessions", "sessions"),
+            ("steps", "steps"),
+            ("steps/s", "steps_per_s"),
+            ("p50 ms", "p50_ms"),
+            ("p99 ms", "p99_ms"),
+            ("host threads", "host_threads"),
+        ],
+    )
+    _print_rows(
+        "open loop, one step per session per second at random offsets (asyncio driver)",
+        results["open"],
+        [
+            ("durability", "durability"),
+            ("sessions", "sessions"),
+            ("offered/s", "offered_per_s"),
+            ("achieved/s", "achieved_per_s"),
+            ("p50 ms", "p50_ms"),
+            ("p99 ms", "p99_ms"),
+            ("max ms", "max_ms"),
+            ("new checkpoints", "new_checkpoints"),
+            ("service p50 ms", "service_p50_ms"),
+            ("service p99 ms", "service_p99_ms"),
+            ("fsync p50 / p99 ms (disk, around the run)", "fsync"),
+            ("host threads", "host_threads"),
+        ],
+    )
+    _print_rows(
+        "re-open, then the first view of every session (durability sync)",
+        results["reopen"],
+        [
+            ("driver", "driver"),
+            ("sessions", "sessions"),
+            ("messages each", "messages_each"),
+            ("Host.open ms", "open_ms"),
+            ("ms/session (total / sessions)", "per_session_ms"),
+            ("p50 ms", "p50_ms"),
+            ("p99 ms", "p99_ms"),
+            ("host threads", "host_threads"),
+        ],
+    )
+    _print_rows(
+        "CPU per step (append one agent step + prepare_step, no compaction; process_time)",
+        results["cpu"],
+        [
+            ("durability", "durability"),
+            ("steps measured", "view"),
+            ("steps", "steps"),
+            ("CPU µs/step", "cpu_us_per_step"),
+            ("wall µs/step", "wall_us_per_step"),
+        ],
+    )
+    rows = results["closed"] + results["open"]
+    largest = max(rows, key=lambda row: row["host_threads"])
+    print(f"\nhost threads, largest seen: {largest['host_threads']} ({largest['thread_names']})")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

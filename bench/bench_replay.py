@@ -38,11 +38,18 @@ Usage::
 
     .venv/bin/python bench/bench_replay.py               # 1M events (setup ~1-2 min)
     .venv/bin/python bench/bench_replay.py --quick       # 100k events, 1 repeat
+    .venv/bin/python bench/bench_replay.py --retention   # issue 13: snapshot retention at 1M
+
+``--retention`` (issue 13) writes one session with a snapshot every ``snapshot_interval`` events
+pruned as a host prunes them (dense within ten intervals of the newest, then one per doubling of
+age) and reports the snapshot bytes kept against the event bytes, the recovery time, and
+``view_at`` at seqs within the newest 10,000 events and older.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import gc
 import os
 import random
@@ -58,11 +65,11 @@ from pathlib import Path
 
 import msgspec
 
-from ctxledger import Config, replay
+from ctxledger import Config, Host, replay
 from ctxledger.domain import CharTokenizer, SessionState, build_view
 from ctxledger.events.codec import Codec
 from ctxledger.messages import Message, ToolCall
-from ctxledger.runtime.loading import fold_session, view_span_end
+from ctxledger.runtime.loading import fold_session, snapshots_to_drop, view_span_end
 from ctxledger.storage import LmdbEventLog
 from ctxledger.testing import DomainSession, digest_summarizer
 from ctxledger.tooling.workload import iter_agent_steps
@@ -114,6 +121,9 @@ class Built:
     snapshots: dict[int, int] = field(default_factory=dict)  # event seq -> stored bytes
     targets: list[int] = field(default_factory=list)  # message seqs to time view_at at
     snapshot_seconds: float = 0.0
+    stored: dict[int, int] = field(default_factory=dict)  # kept snapshot -> framed bytes
+    stored_ever: int = 0  # framed bytes of every snapshot written, kept or not
+    marks: list[tuple[int, int]] = field(default_factory=list)  # (event seq, message seq)
 
 
 def build_session(
@@ -126,6 +136,7 @@ def build_session(
     targets: list[tuple[int, int]] | None = None,
     rng: random.Random,
     samples: int,
+    prune: bool = False,
 ) -> Built:
     """Write a session of about ``events`` events; snapshots where ``snapshot_due(prev, now)``.
 
@@ -133,6 +144,9 @@ def build_session(
         targets: ``(snapshot point, offset)`` pairs: a snapshot is forced at the first step that
             crosses the point, and the message seq newest ``offset`` events later becomes a
             ``view_at`` target. Without them, ``samples`` targets are drawn uniformly.
+        prune: Keep a bounded set of snapshots the way a host does
+            (:func:`~ctxledger.runtime.loading.snapshots_to_drop` after each save), and record
+            the framed size of each and, per step, the event seq and message seq reached.
     """
     started = time.perf_counter()
     ticks = iter(range(1, 1 << 62))
@@ -172,8 +186,18 @@ def build_session(
             log.save_snapshot(session_id, written, data)
             built.snapshot_seconds += time.perf_counter() - began
             built.snapshots[written] = len(data)
+            if prune:
+                framed = len(Codec().frame(data))  # as the log frames it: zstd level 1, CRC
+                built.stored[written] = framed
+                built.stored_ever += framed
+                drop = snapshots_to_drop(list(built.stored), CONFIG.snapshot_interval)
+                log.delete_snapshots(session_id, drop)
+                for seq in drop:
+                    del built.stored[seq], built.snapshots[seq]
             if crossed:
                 waiting.append(written + offsets[forced.pop(0)])
+        if prune:
+            built.marks.append((now, session.state.last_seq))
         while waiting and now >= waiting[0]:
             built.targets.append(session.state.last_seq)
             waiting.pop(0)
@@ -367,6 +391,86 @@ def build_all(args: argparse.Namespace, folder: Path) -> dict[str, Built]:
     return {"small": small, "big": big}
 
 
+#: Ages (events before the newest) at which ``view_at`` is timed in the retention run.
+RECENT_AGES = (0, 1_000, 2_500, 5_000, 7_500, 9_900)
+OLDER_AGES = (20_000, 50_000, 100_000, 200_000, 500_000, 900_000)
+
+
+def retention_run(args: argparse.Namespace, folder: Path) -> Rows:
+    """Issue 13: one session of ``--events`` events written with a snapshot every
+    ``snapshot_interval`` events pruned as a host prunes them; snapshot disk against event
+    disk, recovery, and ``view_at`` in the newest 10,000 events against older seqs."""
+    interval = CONFIG.snapshot_interval
+    print(f"building the step pool ({POOL_SEEDS} x {POOL_STEPS} workload steps) ...", flush=True)
+    pool = step_pool()
+    path = folder / "retained"
+    log = LmdbEventLog.open(path, durability="none")
+    print(f"building a {args.events:,}-event session, snapshots pruned ...", flush=True)
+    built = build_session(
+        log, "big", args.events, pool,
+        snapshot_due=lambda a, b: b // interval > a // interval,
+        rng=random.Random(args.seed), samples=0, prune=True,
+    )  # fmt: skip
+    log.sync()
+    stats = log.stats()
+    kept = log.snapshot_seqs("big")
+    assert kept == sorted(built.stored), (kept, sorted(built.stored))
+    snapshot_bytes, event_bytes = sum(built.stored.values()), stats["stored_bytes"]
+    print(
+        f"built {built.events:,} events / {built.messages:,} messages in {built.seconds:.1f} s",
+        flush=True,
+    )
+    recovery = timed(lambda: fold_session(log, "big"), args.repeat)
+    log.close()
+
+    def first_view() -> None:
+        with Host.open(path, durability="none") as host:
+            host.session("big").build_model_view()
+
+    host_recovery = timed(first_view, args.repeat)
+    log = LmdbEventLog.open(path, durability="none")
+    events_at = [event for event, _ in built.marks]
+    rows: Rows = [
+        ("events / messages", f"{built.events:,} / {built.messages:,}"),
+        ("event bytes (framed records)", f"{event_bytes / 1e6:,.1f} MB"),
+        (
+            f"snapshots kept (interval {interval})",
+            f"{len(kept)}: {', '.join(f'{seq:,}' for seq in kept)}",
+        ),
+        (
+            "snapshot bytes kept (framed)",
+            f"{snapshot_bytes / 1e6:,.2f} MB = {100 * snapshot_bytes / event_bytes:.2f} % of the "
+            "event bytes (target <= 20 %)",
+        ),
+        (
+            "snapshot bytes if all were kept (as before)",
+            f"{built.stored_ever / 1e6:,.1f} MB = {100 * built.stored_ever / event_bytes:.1f} %",
+        ),
+        ("newest snapshot (framed)", f"{built.stored[kept[-1]] / 1e6:,.2f} MB"),
+        ("LMDB data file", f"{stats['file_bytes'] / 1e6:,.1f} MB"),
+        ("recovery = newest snapshot + tail (fold_session)", f"{recovery * 1000:.1f} ms"),
+        ("Host.open + first view of the session", f"{host_recovery * 1000:.1f} ms"),
+    ]
+    for label, ages in (("newest 10,000", RECENT_AGES), ("older", OLDER_AGES)):
+        for age in ages:
+            if age >= built.events:
+                continue
+            index = max(0, bisect.bisect_right(events_at, built.events - age) - 1)
+            seq = built.marks[index][1]
+            _, end = view_span_end(log, "big", seq)
+            found = log.load_snapshot("big", end)
+            folded = end - (found[0] if found is not None else 0)
+            took = timed(partial(replay.view_at, log, "big", seq), args.repeat)
+            rows.append(
+                (
+                    f"view_at, {label}: {age:,} events back (message {seq:,})",
+                    f"{took * 1000:7.1f} ms  (folds {folded:,} events after its snapshot)",
+                )
+            )
+    log.close()
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -384,11 +488,24 @@ def main() -> None:
         action="store_true",
         help="replay in the process that wrote the logs (session 1's method), not a fresh one",
     )
+    parser.add_argument(
+        "--retention",
+        action="store_true",
+        help="issue 13 instead: snapshot disk with pruning, recovery, view_at by age",
+    )
     parser.add_argument("--build-into", type=Path, help=argparse.SUPPRESS)  # the child's job
     args = parser.parse_args()
     if args.quick:
         args.events, args.coarse, args.repeat, args.samples = 100_000, 25_000, 1, 3
     quiet_logs()
+    if args.retention:
+        with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-replay-") as tmp:
+            rows = retention_run(args, Path(tmp))
+        width = max(len(name) for name, _ in rows)
+        print(f"\nsnapshot retention: medians of {args.repeat} run(s), {os.cpu_count()} CPUs")
+        for name, value in rows:
+            print(f"{name:<{width}}  {value}")
+        return
     if args.build_into is not None:
         built = build_all(args, args.build_into)
         (args.build_into / "built.msgpack").write_bytes(msgspec.msgpack.encode(built))

@@ -52,3 +52,33 @@ def test_retention_is_stable_as_the_session_grows() -> None:
         stored = [seq for seq in stored if seq not in drop]
     assert len(stored) <= DENSE_SNAPSHOTS + 9
     assert stored[-DENSE_SNAPSHOTS:] == [1000 * n for n in range(1991, 2001)]
+
+
+@given(st.lists(st.integers(1, 1000), min_size=12, max_size=200), st.integers(0, 999))
+def test_a_fold_within_the_dense_span_starts_at_most_one_interval_back(
+    gaps: list[int], lag: int
+) -> None:
+    """Snapshots taken at most one interval apart and pruned after each save: a fold to any
+    event within the newest ``DENSE_SNAPSHOTS`` intervals (recovery, ``view_at`` of recent seqs)
+    finds a snapshot at most one interval before it, wherever the snapshots fell."""
+    interval = 1000
+    stored: list[int] = []
+    seq = 0
+    for gap in gaps:
+        seq += gap
+        stored.append(seq)
+        drop = set(snapshots_to_drop(stored, interval))
+        stored = [s for s in stored if s not in drop]
+    newest = seq + lag  # events after the newest snapshot
+    for target in range(max(1, newest - DENSE_SNAPSHOTS * interval), newest + 1, 7):
+        start = max((s for s in stored if s <= target), default=0)
+        if target >= stored[0] + interval:  # (before the first snapshot: the log's start)
+            assert target - start <= interval, (target, start, stored)
+
+
+def test_a_snapshot_exactly_one_dense_span_old_is_not_dropped_from_under_it() -> None:
+    """The case the 1M-event benchmark hit: the snapshot at newest - span is the start of any
+    fold to the oldest events of the dense span, and must stay."""
+    seqs = [1000 * n for n in range(1, 1001)]
+    kept = _kept(seqs, 1000)
+    assert 1_000_000 - DENSE_SNAPSHOTS * 1000 in kept

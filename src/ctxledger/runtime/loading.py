@@ -67,17 +67,20 @@ def snapshots_to_drop(seqs: Sequence[int], interval: int) -> list[int]:
     Kept: every snapshot within :data:`DENSE_SNAPSHOTS` intervals of the newest, and beyond that
     one per doubling of age (ages ``[s, 2s)``, ``[2s, 4s)``, ... with ``s`` the dense span, the
     oldest of each), so the set grows with the logarithm of the session's length while a fold to
-    any older point still starts from a snapshot at most as far back as that point is old.
+    any older point still starts from a snapshot at most as far back as that point is old. The
+    newest snapshot beyond the dense span is kept too: a fold to the oldest events of the span
+    starts from it.
     """
     if not seqs:
         return []
     newest = max(seqs)
     span = DENSE_SNAPSHOTS * interval
+    edge = max((seq for seq in seqs if newest - seq >= span), default=None)
     kept_buckets: set[int] = set()
     drop: list[int] = []
     for seq in sorted(seqs):  # oldest first: the oldest of each bucket is the one kept
         age = newest - seq
-        if age < span:
+        if age < span or seq == edge:
             continue
         bucket = (age // span).bit_length()
         if bucket in kept_buckets:
