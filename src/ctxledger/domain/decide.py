@@ -419,6 +419,10 @@ def _use_background(
     )
     if isinstance(outcome, CompactionPlan):
         return _start(outcome, request, new_id)
+    if after.estimated_tokens >= state.config.context_window:
+        # The prepared view would not fit the window (its fact block included): the foreground
+        # path compacts from the active checkpoint towards the window instead.
+        return None
     # No further cut is possible: the prepared one is still the best there is.
     return _activate(state, request, prepared, checkpoint, draft, tokenizer, new_id, now)
 

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import msgspec
 from hypothesis import event, note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -46,6 +47,7 @@ from ctxledger.events import (
     CompactionStarted,
     SummaryPrepared,
     ToolResultSynthesized,
+    ViewServed,
 )
 from ctxledger.messages import Message, ToolCall
 from ctxledger.replay import fold_session, rebuild, verify, view_at
@@ -451,12 +453,47 @@ class SessionMachine(RuleBasedStateMachine):
         sid = data.draw(st.sampled_from(sorted(self.models)), label="session")
         view, records = self._compacting(sid, failure, lambda s: s.prepare_step(pending))
         model = self.models[sid]
+        if isinstance(view, ContextOverflowError):
+            self._check_floor_overflow(sid, view, records)
+            return
         assert view.through_seq == len(model.messages), f"{sid}: view through {view.through_seq}"
         rebuilt = rebuild(self.host.log, sid, tokenizer=self.tokenizer).view
         assert rebuilt.view_hash == view.view_hash, f"{sid}: served view does not rebuild"
         model.served = (view.through_seq, view.view_hash)
         model.fits = not any(isinstance(r.event, CompactionFailed) for r in records)
         event(f"prepare_step: {_outcome(records)}")
+
+    def _check_floor_overflow(
+        self, sid: str, error: ContextOverflowError, records: list[RecordedEvent]
+    ) -> None:
+        """A refused step: only when even the retained minimum of the view is over the window.
+
+        The view the session would serve uncompacted is checked with the window invariant: it
+        must be over the window and its retained minimum (system messages, pins, the summary,
+        the last step) too, which no compaction can shrink; nothing is served.
+        """
+        assert "does not fit the window" in str(error), f"{sid}: unexpected overflow {error}"
+        assert not any(isinstance(r.event, ViewServed) for r in records), f"{sid}: view served"
+        state, _ = fold_session(self.host.log, sid)
+        tokenizer = self.tokenizer
+        uncompacted = build_view(state, tokenizer=tokenizer)
+        window = state.config.context_window
+        assert tokenizer.count_messages(uncompacted.messages) > window, f"{sid}: view fits"
+        # The domain refuses once the floor reaches the window (a compacted view adds a summary
+        # to it), so the retained minimum must be at least the window: over window - 1.
+        at_least_window = msgspec.structs.replace(state.config, context_window=window - 1)
+        check_view_invariants(  # raises over_window when the retained minimum fits
+            state.history,
+            uncompacted,
+            at_least_window,
+            checkpoint=state.active_checkpoint,
+            pins=state.pins,
+            tokenizer=tokenizer,
+            retracted=state.retracted,
+            cleared_through=state.cleared_through,
+        )
+        self.models[sid].fits = False
+        event("prepare_step: floor over the window")
 
     @rule(
         data=st.data(),
