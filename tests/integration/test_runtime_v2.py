@@ -20,8 +20,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from ctxledger import Config, Host, Message, SummaryRequest, ToolCall
 from ctxledger.events import CheckpointCreated, CompactionFailed, CompactionStarted, Event
 from ctxledger.storage.lmdb import LmdbEventLog
@@ -370,11 +368,6 @@ def test_hung_summarizer_times_out_while_other_sessions_go_on(tmp_path: Path) ->
 # --- eviction ------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug (rt13 report): max_active_sessions is split evenly over the history "
-    "actors while ids hash unevenly, so an actor evicts below the host-wide limit",
-)
 def test_no_session_is_evicted_while_the_host_holds_at_most_max_active_sessions(
     tmp_path: Path,
 ) -> None:

@@ -75,6 +75,7 @@ from ctxledger.runtime.messages import (
     Command,
     Decide,
     Durable,
+    Evict,
     Load,
     Loaded,
     Open,
@@ -115,6 +116,10 @@ class Runtime:
         recovered: Sessions already recovered by this host (shared by its history actors).
         leases: On a log shared by several hosts, the host's leases
             (:class:`~ctxledger.runtime.leases.LeaseKeeper`); None otherwise.
+        max_live: Session states the host keeps in memory (``max_active_sessions``).
+        live_counts: Session states each history actor holds, by actor number; each actor
+            writes only its own entry, and all read the sum to enforce ``max_live`` host-wide.
+        history: The history actors' refs, by number (set once they are started).
     """
 
     log: EventLog
@@ -128,6 +133,9 @@ class Runtime:
     summarizer_name: str = ""
     recovered: set[str] = field(default_factory=set)
     leases: LeaseKeeper | None = None
+    max_live: int = 1024
+    live_counts: list[int] = field(default_factory=list)
+    history: list[Any] = field(default_factory=list)
 
 
 class _Write:
@@ -250,17 +258,16 @@ class HistoryActor(_SimpleQueue):
     """Owns a share of a host's sessions; see the module docstring.
 
     Args:
-        runtime: What the host's history actors share.
+        runtime: What the host's history actors share. While the host holds more than
+            ``runtime.max_live`` session states in all, an actor evicts its own least recently
+            used idle ones (re-activated from snapshot and tail when needed).
         number: This actor's number (sessions are routed to it by their id).
-        max_live: Session states it keeps in memory; the least recently used idle ones beyond
-            it are evicted (re-activated from snapshot and tail when needed).
     """
 
-    def __init__(self, runtime: Runtime, number: int, max_live: int) -> None:
+    def __init__(self, runtime: Runtime, number: int) -> None:
         super().__init__()
         self._rt = runtime
         self._number = number
-        self._max_live = max_live
         # Reactive attempts used since a session's last append or usage report; kept apart from
         # the session states so that an eviction does not give a session its attempts back.
         self._reactive: dict[str, int] = {}
@@ -281,6 +288,7 @@ class HistoryActor(_SimpleQueue):
             SummaryTimeout: self._on_timeout,
             Prepare: self._on_prepare,
             LeaseLost: self._on_lease_lost,
+            Evict: self._on_evict,
         }
 
     # --- pykka -----------------------------------------------------------------------------------
@@ -916,20 +924,35 @@ class HistoryActor(_SimpleQueue):
         if live.background is not None or live.pressure_sent or live.prepare_pending:
             rt.budget.tell(BackgroundEnded(live.id))
 
-    def _evict(self) -> None:
-        """Drop the least recently used idle states beyond ``max_live`` (their log stays)."""
+    def _on_evict(self, message: Evict) -> None:
+        self._evict(ask_others=False)
+
+    def _evict(self, *, ask_others: bool = True) -> None:
+        """While the host holds more than ``max_live`` states, drop this actor's least recently
+        used idle ones (their log stays); one pass at most over the states in use. If that is
+        not enough, the other history actors are asked to evict theirs (``Evict``)."""
+        rt = self._rt
         lives = self._lives
+        counts = rt.live_counts
+        counts[self._number] = len(lives)
+        excess = sum(counts) - rt.max_live
         busy = 0
-        while len(lives) > self._max_live and busy < len(lives):
+        while excess > 0 and lives and busy < len(lives):
             session_id = next(iter(lives))
             live = lives[session_id]
             if live.idle:
                 del lives[session_id]
-                if live.lease is not None and self._rt.leases is not None:
-                    self._rt.leases.release(live.lease)  # another host may take it at once
+                excess -= 1
+                if live.lease is not None and rt.leases is not None:
+                    rt.leases.release(live.lease)  # another host may take it at once
             else:
                 lives.move_to_end(session_id)  # in use: look at it again later
                 busy += 1
+        counts[self._number] = len(lives)
+        if excess > 0 and ask_others:
+            for number, ref in enumerate(rt.history):
+                if number != self._number and counts[number]:
+                    ref.tell(Evict())
 
 
 class HistoryActorProxy(ActorMemberMixin, pykka.ActorProxy[HistoryActor]):

@@ -96,8 +96,7 @@ class Host:
         clock: Returns the current unix time (injectable for deterministic tests).
         id_factory: Returns fresh ids for checkpoints and compactions.
         owns_log: Close ``log`` in :meth:`close`.
-        history_actors: History actors (writers); sessions are spread over them by id (never
-            more than ``max_active_sessions``).
+        history_actors: History actors (writers); sessions are spread over them by id.
         compaction_workers: Summariser calls that can run at once.
         projection_actors: Sessions that can be loaded from the log at once.
         background_compactions: Background compactions at once, host-wide.
@@ -208,16 +207,12 @@ class Host:
             leases=self._leases,
         )
         self._recovered = runtime.recovered
-        # Each history actor keeps its share of max_active_sessions (so never more than one
-        # actor per session state that may be kept).
-        count = min(history_actors, max_active_sessions)
-        shares = [
-            max_active_sessions // count + (number < max_active_sessions % count)
-            for number in range(count)
-        ]
-        self._history = [
-            HistoryActor.start(runtime, number, share) for number, share in enumerate(shares)
-        ]
+        # max_active_sessions holds host-wide: session ids do not spread evenly over the
+        # actors, so a fixed share per actor would evict below the limit.
+        runtime.max_live = max_active_sessions
+        runtime.live_counts = [0] * history_actors
+        self._history = [HistoryActor.start(runtime, number) for number in range(history_actors)]
+        runtime.history = list(self._history)
 
     @classmethod
     def open(

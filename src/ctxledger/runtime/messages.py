@@ -25,6 +25,7 @@ __all__ = [
     "Command",
     "Decide",
     "Durable",
+    "Evict",
     "Load",
     "Loaded",
     "Open",
@@ -205,6 +206,12 @@ class BackgroundEnded:
     """Budget actor: a session's background compaction ended (or never started)."""
 
     session_id: str
+
+
+@dataclass(slots=True)
+class Evict:
+    """To a history actor: the host holds more session states than ``max_active_sessions`` and
+    the actor that noticed could not evict enough of its own; evict idle ones here."""
 
 
 @dataclass(slots=True)
