@@ -65,7 +65,8 @@ class CompactionResult(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         compacted: Whether a new checkpoint was made.
         reason: ``compacted``, ``summary_unavailable`` or why none was attempted, in the
-            order checked: ``messages_not_enough``, ``checkpoint_current``, ``below_threshold``,
+            order checked: ``messages_not_enough`` (fewer than 3 messages and the view fits
+            the window), ``checkpoint_current``, ``below_threshold``,
             ``floor_above_threshold`` (what no compaction can shrink is above the threshold and
             the view still fits the window: ``Config.floor_guard``), ``rounds_not_enough``,
             ``no_progress``, ``gain_too_small`` (the cut would save fewer tokens than
@@ -276,7 +277,8 @@ def plan_compaction(
             planned_tokens=planned,
         )
 
-    if state.last_seq < 3:
+    if state.last_seq < 3 and estimate < state.config.context_window:
+        # Too short to be worth a summary, unless the view would not fit the window at all.
         return skip("messages_not_enough")
     if (
         active is not None

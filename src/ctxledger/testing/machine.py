@@ -812,6 +812,10 @@ class SessionMachine(RuleBasedStateMachine):
         thread.join(_HOLD_LIMIT)
         assert not thread.is_alive(), f"{sid}: prepare_step never returned"
         (view,) = outcome
+        if isinstance(view, ContextOverflowError):
+            session.wait_background()
+            self._check_floor_overflow(sid, view, self.host.log.read(sid, mark + 1))
+            return
         if isinstance(view, BaseException):
             raise view
         session.wait_background()
