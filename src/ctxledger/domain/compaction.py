@@ -3,7 +3,8 @@
 The host's flow per step: :func:`plan_compaction` (pure; a :class:`CompactionResult` when nothing
 should run, else a :class:`CompactionPlan`), :func:`run_summarizer` (the only call out, made off
 the hot path), :func:`complete_compaction` (pure; the checkpoint to record). Outcome reasons are
-checked in DESIGN §2 order: ``messages_not_enough``, ``checkpoint_current``, ``below_threshold``,
+checked in DESIGN §2 order: ``messages_not_enough``, ``checkpoint_current`` (nothing appended since the active checkpoint and the view
+            fits the window), ``below_threshold``,
 ``floor_above_threshold``, ``rounds_not_enough``, ``no_progress``, ``gain_too_small``; then
 ``compacted`` or ``summary_unavailable``.
 """
@@ -65,8 +66,9 @@ class CompactionResult(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         compacted: Whether a new checkpoint was made.
         reason: ``compacted``, ``summary_unavailable`` or why none was attempted, in the
-            order checked: ``messages_not_enough`` (fewer than 3 messages and the view fits
-            the window), ``checkpoint_current``, ``below_threshold``,
+            order checked: ``messages_not_enough`` (fewer than 3 messages),
+            ``checkpoint_current`` (nothing appended since the active checkpoint and the view
+            fits the window), ``below_threshold``,
             ``floor_above_threshold`` (what no compaction can shrink is above the threshold and
             the view still fits the window: ``Config.floor_guard``), ``rounds_not_enough``,
             ``no_progress``, ``gain_too_small`` (the cut would save fewer tokens than
@@ -277,14 +279,14 @@ def plan_compaction(
             planned_tokens=planned,
         )
 
-    if state.last_seq < 3 and estimate < state.config.context_window:
-        # Too short to be worth a summary, unless the view would not fit the window at all.
+    if state.last_seq < 3:
         return skip("messages_not_enough")
     if (
         active is not None
         and prepared is None
         and trigger != "prompt_too_long"
         and state.checkpoint_seq == state.last_seq
+        and estimate < state.config.context_window  # a smaller window since: compact again
     ):
         return skip("checkpoint_current")
     if trigger == "threshold_exceeded" and estimate < threshold and not force:
@@ -346,7 +348,11 @@ def plan_compaction(
     # Ahead of need (a background compaction below the threshold) the view still fits, so a
     # cut that makes progress is looked for at a step boundary when no round cut makes any.
     ahead = force and estimate < threshold and lower <= base
-    if cutter.exact(lower) <= room and not ahead:
+    # Over the window, a round cut that makes no progress is no answer: the measured cut may
+    # fit while the view with the summary actually written does not (a tokenizer counting the
+    # summary's words where the reserve counted one), so the cut is looked for at a step.
+    stuck = estimate >= window and lower <= base
+    if cutter.exact(lower) <= room and not ahead and not stuck:
         if round_cut is None:
             return skip("rounds_not_enough")
         cut = lower
