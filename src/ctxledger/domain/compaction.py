@@ -3,8 +3,7 @@
 The host's flow per step: :func:`plan_compaction` (pure; a :class:`CompactionResult` when nothing
 should run, else a :class:`CompactionPlan`), :func:`run_summarizer` (the only call out, made off
 the hot path), :func:`complete_compaction` (pure; the checkpoint to record). Outcome reasons are
-checked in DESIGN §2 order: ``messages_not_enough``, ``checkpoint_current`` (nothing appended since the active checkpoint and the view
-            fits the window), ``below_threshold``,
+checked in DESIGN §2 order: ``messages_not_enough``, ``checkpoint_current``, ``below_threshold``,
 ``floor_above_threshold``, ``rounds_not_enough``, ``no_progress``, ``gain_too_small``; then
 ``compacted`` or ``summary_unavailable``.
 """
@@ -67,8 +66,8 @@ class CompactionResult(msgspec.Struct, frozen=True, kw_only=True):
         compacted: Whether a new checkpoint was made.
         reason: ``compacted``, ``summary_unavailable`` or why none was attempted, in the
             order checked: ``messages_not_enough`` (fewer than 3 messages),
-            ``checkpoint_current`` (nothing appended since the active checkpoint and the view
-            fits the window), ``below_threshold``,
+            ``checkpoint_current`` (nothing appended since the active checkpoint and the view's
+            messages fit the window), ``below_threshold``,
             ``floor_above_threshold`` (what no compaction can shrink is above the threshold and
             the view still fits the window: ``Config.floor_guard``), ``rounds_not_enough``,
             ``no_progress``, ``gain_too_small`` (the cut would save fewer tokens than
@@ -286,7 +285,7 @@ def plan_compaction(
         and prepared is None
         and trigger != "prompt_too_long"
         and state.checkpoint_seq == state.last_seq
-        and estimate < state.config.context_window  # a smaller window since: compact again
+        and draft.view_tokens <= state.config.context_window  # else a smaller window since
     ):
         return skip("checkpoint_current")
     if trigger == "threshold_exceeded" and estimate < threshold and not force:
@@ -351,7 +350,7 @@ def plan_compaction(
     # Over the window, a round cut that makes no progress is no answer: the measured cut may
     # fit while the view with the summary actually written does not (a tokenizer counting the
     # summary's words where the reserve counted one), so the cut is looked for at a step.
-    stuck = estimate >= window and lower <= base
+    stuck = draft.view_tokens > window and lower <= base
     if cutter.exact(lower) <= room and not ahead and not stuck:
         if round_cut is None:
             return skip("rounds_not_enough")

@@ -6,7 +6,8 @@ from collections.abc import Collection, Sequence
 
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
-from ctxledger.domain.render import TRUNCATION_MARKER, mask_text
+from ctxledger.domain.limits import max_tool_result_chars
+from ctxledger.domain.render import TRUNCATION_MARKER, mask_text, truncate_message
 from ctxledger.domain.tokenizer import CharTokenizer, Tokenizer
 from ctxledger.domain.view import COMPACT_CHECKPOINT, FULL_HISTORY, ModelView
 from ctxledger.messages import Message
@@ -141,7 +142,8 @@ def check_view_invariants(
             "altered_message", seq, f"{message.role} content is not verbatim, masked or truncated"
         )
     if check_window:
-        _check_window(view, config, tokenizer or CharTokenizer(), pins)
+        kept_first = first_user if config.keep_first_request else None
+        _check_window(view, config, tokenizer or CharTokenizer(), pins, kept_first)
 
 
 def _check_history(history: Sequence[Message], expected: Sequence[Message] | None) -> None:
@@ -245,13 +247,19 @@ def _check_tool_pairing(messages: Sequence[Message]) -> None:
 
 
 def _check_window(
-    view: ModelView, config: Config, tokenizer: Tokenizer, pins: Collection[int]
+    view: ModelView,
+    config: Config,
+    tokenizer: Tokenizer,
+    pins: Collection[int],
+    kept_first: int | None,
 ) -> None:
     tokens = tokenizer.count_messages(view.messages)
     if tokens <= config.context_window:
         return
     # The retained minimum: system messages, the pinned slot (pinned exchanges and the kept
-    # first request: everything before the summary), the summary and the last step.
+    # first request: everything before the summary), the summary and the last step. The first
+    # user message (``kept_first``) belongs to it even while it is still in the tail: a deeper
+    # cut moves it into the slot, cut to the size of a tool result unless pinned.
     messages = view.messages
     slot_end = next((i for i, m in enumerate(messages) if m.role == "summary"), 0)
     last_boundary = max(
@@ -266,10 +274,13 @@ def _check_window(
             pinned_calls |= ids
     kept = [
         m
+        if i < slot_end or m.seq != kept_first or m.seq in pins
+        else truncate_message(m, max_tool_result_chars(config))
         for i, m in enumerate(messages[:last_boundary])
         if i < slot_end
         or m.role in ("system", "summary")
         or m.seq in pins
+        or m.seq == kept_first
         or m.tool_call_id in pinned_calls
         or any(call.id in pinned_calls for call in m.tool_calls)
     ]
