@@ -162,7 +162,9 @@ class Config(
             (reason ``floor_above_threshold``): such a compaction cannot bring the view under the
             threshold, so it would run at every step. It runs again only once the view would
             not fit the window, and then makes room below the window (giving the summary and
-            the fact block what room is left when their full rooms do not fit). When the floor
+            the fact block what room is left when their full rooms do not fit; a new checkpoint
+            whose texts count more tokens than their room, by a tokenizer that counts words, is
+            shortened, fact block first, until the view fits). When the floor
             exceeds the window even with an empty summary, ``prepare_step`` raises
             :class:`ctxledger.ContextOverflowError` naming the floor and the window instead of
             serving a view the provider will reject. New Configs get ``True``; recorded

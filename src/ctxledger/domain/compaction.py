@@ -318,7 +318,7 @@ def plan_compaction(
         if floor > room:
             # No compaction brings the view under the threshold: one at every step would pay
             # for nothing. Compact only when the view would not fit the window, towards it.
-            if estimate < window:
+            if estimate <= window:
                 return skip("floor_above_threshold", floor=floor)
             bare = CutMeasure(state, tokenizer, trigger, 0, pending).exact(newest)
             if bare >= window:
@@ -586,6 +586,9 @@ def finish_checkpoint(
         facts = checkpoint_fact_block(state, checkpoint, covered, fact_chars)
         checkpoint = msgspec.structs.replace(checkpoint, facts=facts)
     view = preview_view(state, checkpoint, tokenizer=tokenizer)
+    if state.config.floor_guard and view.view_tokens > state.config.context_window:
+        checkpoint = _fit_window(state, checkpoint, tokenizer)
+        view = preview_view(state, checkpoint, tokenizer=tokenizer)
     head = next(
         (i for i, message in enumerate(view.messages) if message.role == "summary"),
         len(view.messages),
@@ -596,6 +599,42 @@ def finish_checkpoint(
     return msgspec.structs.replace(
         checkpoint, tokens_after=view.estimated_tokens, prefix_kept_tokens=kept
     )
+
+
+def _fit_window(state: SessionState, checkpoint: Checkpoint, tokenizer: Tokenizer) -> Checkpoint:
+    """Shorten the fact block, then the summary, until the view fits the window, if it can.
+
+    The planner reserves the summary's and the block's room by their characters; a tokenizer
+    that counts more tokens for the text actually written (one per word of a terse summary,
+    say) could leave the new view over the window although a cut with a shorter summary fits.
+    Each text keeps its head, at the longest length that fits (binary search); when even empty
+    texts would not fit, both are kept whole.
+    """
+    window = state.config.context_window
+
+    def fits(candidate: Checkpoint) -> bool:
+        view = preview_view(state, candidate, tokenizer=tokenizer)
+        return view.view_tokens <= window
+
+    if not fits(msgspec.structs.replace(checkpoint, facts="", summary="")):
+        return checkpoint  # over the window whatever the texts: keep them whole
+    for field in ("facts", "summary"):
+        text: str = getattr(checkpoint, field)
+        if not text:
+            continue
+        shortest = msgspec.structs.replace(checkpoint, **{field: ""})
+        if not fits(shortest):
+            checkpoint = shortest
+            continue
+        good, bad = 0, len(text)  # text[:good] fits, text[:bad] does not
+        while bad - good > 1:
+            middle = (good + bad) // 2
+            if fits(msgspec.structs.replace(checkpoint, **{field: text[:middle]})):
+                good = middle
+            else:
+                bad = middle
+        return msgspec.structs.replace(checkpoint, **{field: text[:good]})
+    return checkpoint
 
 
 def fail_compaction(plan: CompactionPlan, reason: str = "summary_unavailable") -> CompactionResult:

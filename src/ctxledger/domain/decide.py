@@ -358,7 +358,7 @@ def _floor_overflow(state: SessionState, result: CompactionResult) -> ContextOve
     if (
         result.reason != "floor_above_threshold"
         or result.floor_tokens < window
-        or result.estimated_tokens < window
+        or result.estimated_tokens <= window  # the view fits as it is
     ):
         return None
     return ContextOverflowError(

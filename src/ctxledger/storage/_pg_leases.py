@@ -8,7 +8,10 @@ append is in the writer's transaction (:mod:`ctxledger.storage._pg_writer`), not
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psycopg
 
 from ctxledger.errors import LeaseHeldError, LeaseLostError
 from ctxledger.storage._pg_connect import Reader
@@ -18,6 +21,7 @@ from ctxledger.storage.leases import Lease
 __all__ = ["LeaseTable"]
 
 _POLL = 0.25  # seconds between attempts to take a lease another host holds
+LOCK_WAIT = "2s"  # longest wait for a row lock before looking for a stalled writer
 
 
 class LeaseTable:
@@ -26,11 +30,17 @@ class LeaseTable:
     Args:
         reader: The log's connections (each statement commits on its own).
         statements: The log's SQL.
+        reap: Ends the transactions of writers stalled inside a pipeline (which hold the lease
+            rows of their sessions); called when taking a lease waited :data:`LOCK_WAIT` for a
+            row lock.
     """
 
-    def __init__(self, reader: Reader, statements: Statements) -> None:
+    def __init__(
+        self, reader: Reader, statements: Statements, reap: Callable[[], int] = lambda: 0
+    ) -> None:
         self._reader = reader
         self._sql = statements
+        self._reap = reap
 
     def acquire(self, session_id: str, host_id: str, ttl: float, wait: float) -> Lease:
         """Take the lease if it is free, expired or the host's; else wait up to ``wait`` s.
@@ -40,7 +50,14 @@ class LeaseTable:
         """
         deadline = time.monotonic() + wait
         while True:
-            rows = self._reader.rows(self._sql.acquire_lease, [session_id, host_id, float(ttl)])
+            rows = self._reader.run(lambda cur: self._try_acquire(cur, session_id, host_id, ttl))
+            if rows is None:
+                # The lease row stayed locked: by a host paused inside a group transaction,
+                # if the wait was not just contention. End such transactions and try again.
+                self._reap()
+                if time.monotonic() < deadline:
+                    continue
+                rows = []
             if rows:
                 epoch, expires_at = rows[0]
                 return Lease(
@@ -54,6 +71,20 @@ class LeaseTable:
             if remaining <= 0:
                 raise LeaseHeldError(session_id, holder, epoch, left)
             time.sleep(max(0.001, min(left, remaining, _POLL)))
+
+    def _try_acquire(
+        self, cur: psycopg.Cursor[Any], session_id: str, host_id: str, ttl: float
+    ) -> list[Any] | None:
+        """Run the take-over statement, waiting at most :data:`LOCK_WAIT` for the row; None if
+        the wait ran out."""
+        try:
+            with cur.connection.transaction():
+                cur.execute(self._sql.lock_wait, [LOCK_WAIT])
+                return cur.execute(
+                    self._sql.acquire_lease, [session_id, host_id, float(ttl)]
+                ).fetchall()
+        except psycopg.errors.LockNotAvailable:
+            return None
 
     def renew(self, lease: Lease, ttl: float) -> Lease:
         """Extend ``lease`` to ``ttl`` seconds from now, at its epoch.

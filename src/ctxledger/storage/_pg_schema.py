@@ -308,6 +308,30 @@ class Statements:
         )
 
     @cached_property
+    def reap_stalled(self) -> str:
+        """End the backends of our connections (by application name) stalled in a pipeline.
+
+        A client paused between the statements of a pipeline leaves its backend waiting for the
+        rest (``active``, waiting on ``ClientRead``) inside the transaction, holding its locks;
+        ``idle_in_transaction_session_timeout`` does not apply there (PostgreSQL 17's
+        ``transaction_timeout`` would). Only a pipeline leaves a backend ``active`` and waiting
+        for its client inside a transaction: our readers run single statements. Returns how
+        many were ended.
+        """
+        return (
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = %s AND pid <> pg_backend_pid() "
+            "AND datname = current_database() AND state = 'active' "
+            "AND wait_event = 'ClientRead' AND xact_start IS NOT NULL "
+            "AND state_change < clock_timestamp() - make_interval(secs => %s::float8)"
+        )
+
+    @cached_property
+    def lock_wait(self) -> str:
+        """Bound the lock waits of the current transaction (``lock_timeout``)."""
+        return "SELECT set_config('lock_timeout', %s, true)"
+
+    @cached_property
     def acquire_lease(self) -> str:
         """Take a lease that is free, expired or already the host's; bumps the epoch."""
         return self._q(

@@ -112,6 +112,10 @@ class _Lost(Exception):
     """The connection broke and nothing of the group was committed: it may be tried again."""
 
 
+class _Blocked(Exception):
+    """A lock wait ran out (``lock_timeout``); nothing was committed: reap, then try again."""
+
+
 class PgWriter:
     """Writes groups of appends; the ``commit`` function of a group committer.
 
@@ -122,6 +126,8 @@ class PgWriter:
         clock: Returns the commit timestamp.
         channel: The ``NOTIFY`` channel of the log's tailing readers.
         connection: A connection made by ``connect`` to start with, if there is one.
+        reap: Ends the transactions of writers stalled inside a pipeline; called when a lock
+            wait of this writer ran out (its connection sets ``lock_timeout``).
     """
 
     def __init__(
@@ -133,8 +139,10 @@ class PgWriter:
         clock: Callable[[], float],
         channel: str,
         connection: psycopg.Connection[Any] | None = None,
+        reap: Callable[[], int] = lambda: 0,
     ) -> None:
         self._connect = connect
+        self._reap = reap
         self._sql = statements
         self._codec = codec
         self._clock = clock
@@ -160,14 +168,27 @@ class PgWriter:
                 commit answer that could not be checked, the message says the outcome is
                 unknown).
         """
-        try:
-            return self._commit_once(ops, wake_previous)
-        except _Lost as lost:
-            _log.info("connection lost before the commit; writing the group again", error=str(lost))
-        try:
-            return self._commit_once(ops, wake_previous)
-        except _Lost as lost:
-            raise StorageError(f"PostgreSQL failed the write transaction: {lost}") from lost
+        lost: _Lost | None = None
+        while True:
+            try:
+                return self._commit_once(ops, wake_previous)
+            except _Blocked as blocked:
+                # A row the group needs stayed locked past lock_timeout: by a host paused
+                # inside a pipeline (no server timeout ends that), or by plain contention.
+                reaped = self._reap()
+                _log.warning(
+                    "a lock wait ran out; writing the group again",
+                    reaped=reaped,
+                    error=str(blocked),
+                )
+            except _Lost as again:
+                if lost is not None:
+                    message = f"PostgreSQL failed the write transaction: {again}"
+                    raise StorageError(message) from again
+                lost = again
+                _log.info(
+                    "connection lost before the commit; writing the group again", error=str(again)
+                )
 
     def _commit_once(self, ops: list[Any], wake_previous: Callable[[], None]) -> list[Outcome]:
         """One attempt at a group; raises :class:`_Lost` when it may simply be tried again."""
@@ -184,6 +205,8 @@ class PgWriter:
                 group = self._write(conn, ops, now, isolate=True)
         except Exception as exc:
             self._abort(conn)
+            if isinstance(exc, psycopg.errors.LockNotAvailable):
+                raise _Blocked(str(exc)) from exc
             if is_server_error(exc):
                 raise _Lost(str(exc)) from exc  # no COMMIT was sent: nothing is committed
             raise StorageError(f"PostgreSQL failed the write transaction: {exc}") from exc
@@ -253,6 +276,8 @@ class PgWriter:
                 self._committed_anyway(group, exc)  # returns only if the group is durable
                 return True
             self._abort(conn)
+            if isinstance(exc, psycopg.errors.LockNotAvailable):
+                raise _Blocked(str(exc)) from exc
             return False
         return True
 

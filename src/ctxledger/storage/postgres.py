@@ -68,7 +68,7 @@ from ctxledger.events.types import Event
 from ctxledger.storage._checks import check_append, check_range, check_snapshot, recorded_batch
 from ctxledger.storage._group_commit import GroupCommitter
 from ctxledger.storage._pg_connect import Listener, Reader, connect, describe_dsn
-from ctxledger.storage._pg_leases import LeaseTable
+from ctxledger.storage._pg_leases import LOCK_WAIT, LeaseTable
 from ctxledger.storage._pg_schema import FORMAT_NAME, Statements, check_schema_name
 from ctxledger.storage._pg_writer import AppendOp, PgWriter
 from ctxledger.storage.leases import DEFAULT_LEASE_TTL, Lease, check_lease_request
@@ -94,6 +94,8 @@ _NO_SEQ = (1 << 63) - 1  # above every seq: a range without an end
 _MIN_SAMPLE = 64  # payloads smaller than this teach a dictionary nothing
 _POLL = 0.5  # seconds a waiter sleeps at most between re-reads of the last position
 _IDLE_IN_TRANSACTION = 5000  # ms a writer may stay silent inside a group transaction
+_APPLICATION = "ctxledger"  # application_name of every connection (see _pg_connect.connect)
+_STALLED_AFTER = 2.0  # s a writer may stay silent inside a pipeline before it is ended
 
 _T = TypeVar("_T")
 
@@ -147,7 +149,7 @@ class PostgresEventLog:
         self._reader = Reader(
             dsn, name=self.where, readonly=readonly, size=pool_size, timeout=timeout
         )
-        self._leases = LeaseTable(self._reader, self._sql)
+        self._leases = LeaseTable(self._reader, self._sql, reap=self._reap_stalled)
         self._writer: PgWriter | None = None
         self._committer: GroupCommitter | None = None
         if not readonly:
@@ -158,6 +160,7 @@ class PostgresEventLog:
                 clock=clock,
                 channel=self._channel,
                 connection=conn,
+                reap=self._reap_stalled,
             )
             # The server writes a group, not this process's GIL: wake its callers at once so
             # that they join the next group.
@@ -623,7 +626,29 @@ class PostgresEventLog:
             autocommit=False,
             synchronous_commit=synchronous,
             idle_in_transaction_session_timeout=str(_IDLE_IN_TRANSACTION),
+            # Between the statements of a pipeline no server timeout applies: a writer that
+            # waits longer than this for a lock looks for such a stalled writer and ends it.
+            lock_timeout=f"'{LOCK_WAIT}'",
         )
+
+    def _reap_stalled(self) -> int:
+        """End the transactions of writers paused inside a pipeline for ``_STALLED_AFTER`` s.
+
+        A host paused (SIGSTOP, a frozen VM) between the statements of its group's pipeline
+        holds the head row, and the lease rows of its fenced sessions, with no server timeout
+        to end it. The writers and lease takers that waited ``LOCK_WAIT`` for a lock call this;
+        the paused host's group is rolled back and, if it ever wakes, written again under its
+        fences (which another host may have taken over meanwhile).
+        """
+        try:
+            rows = self._reader.rows(self._sql.reap_stalled, [_APPLICATION, _STALLED_AFTER])
+        except StorageError as exc:
+            _log.warning("cannot look for stalled writers", error=str(exc))
+            return 0
+        ended = int(rows[0][0]) if rows else 0
+        if ended:
+            _log.warning("ended writers stalled inside a group transaction", count=ended)
+        return ended
 
     def _listening(self) -> Listener:
         self._check_open()

@@ -34,6 +34,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
 from ctxledger.domain import CharTokenizer, CompactionPlan, Tokenizer, build_view, plan_compaction
+from ctxledger.domain.limits import max_tool_result_chars
 from ctxledger.errors import (
     ContextOverflowError,
     HostClosedError,
@@ -481,7 +482,12 @@ class SessionMachine(RuleBasedStateMachine):
         assert tokenizer.count_messages(uncompacted.messages) > window, f"{sid}: view fits"
         # The domain refuses once the floor reaches the window (a compacted view adds a summary
         # to it), so the retained minimum must be at least the window: over window - 1.
-        at_least_window = msgspec.structs.replace(state.config, context_window=window - 1)
+        # The kept first request is measured cut to the tool-result limit of the real window.
+        at_least_window = msgspec.structs.replace(
+            state.config,
+            context_window=window - 1,
+            max_tool_result_chars=max_tool_result_chars(state.config),
+        )
         check_view_invariants(  # raises over_window when the retained minimum fits
             state.history,
             uncompacted,
