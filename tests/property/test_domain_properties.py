@@ -16,11 +16,14 @@ from ctxledger.domain import (
     CompactionPlan,
     SessionState,
     build_view,
+    draft_view,
     plan_compaction,
     preview_view,
     render_message,
     render_policy,
 )
+from ctxledger.domain.limits import max_tool_result_chars
+from ctxledger.errors import ContextOverflowError
 from ctxledger.testing import DomainSession, check_view_invariants, conversations
 
 TOKENS = CharTokenizer()
@@ -81,6 +84,33 @@ def _check_step(session: DomainSession, model: list[Message]) -> None:
     for message in view.messages:
         if message.seq is not None:
             assert render_message(state, policy, message) == message, "masking not idempotent"
+
+
+def _check_floor_overflow(session: DomainSession, error: ContextOverflowError) -> None:
+    """A refused step (``Config.floor_guard``): only when the view does not fit the window and
+    its retained minimum (system messages, pins, the kept first request, the last step) reaches
+    the window, which no compaction can shrink (a compacted view adds a summary to it)."""
+    assert "does not fit the window" in str(error), error
+    state = session.state
+    window = state.config.context_window
+    view = build_view(state, tokenizer=TOKENS)
+    estimate = draft_view(state, tokenizer=TOKENS).estimated_tokens
+    assert estimate > window, f"refused a view that fits ({estimate} tokens)"
+    at_least_window = msgspec.structs.replace(
+        state.config,
+        context_window=window - 1,
+        max_tool_result_chars=max_tool_result_chars(state.config),
+    )
+    check_view_invariants(  # raises over_window when the retained minimum fits
+        state.history,
+        view,
+        at_least_window,
+        checkpoint=state.active_checkpoint,
+        pins=state.pins,
+        tokenizer=TOKENS,
+        retracted=state.retracted,
+        cleared_through=state.cleared_through,
+    )
 
 
 def _check_compaction(session: DomainSession, boundaries: list[int]) -> None:
@@ -246,7 +276,11 @@ class DomainMachine(RuleBasedStateMachine):
     @precondition(lambda self: self._idle())
     @rule()
     def step(self) -> None:
-        self.session.step()
+        try:
+            self.session.step()
+        except ContextOverflowError as error:
+            _check_floor_overflow(self.session, error)
+            return
         _check_step(self.session, self.model)
 
     @rule(window=st.integers(150, 3000))

@@ -45,6 +45,7 @@ def check_view_invariants(
     check_window: bool = True,
     retracted: Collection[int] = (),
     cleared_through: int = 0,
+    pending: str = "",
 ) -> None:
     """Check a model view against the history it was built from.
 
@@ -77,6 +78,8 @@ def check_view_invariants(
             failed (the previous checkpoint stays active, so the view may not fit).
         retracted: Seqs of retracted messages (``SessionState.retracted``).
         cleared_through: The last clear's ``through_seq`` (``SessionState.cleared_through``).
+        pending: Text sent with the view (``prepare_step(pending)``): ``over_window`` counts
+            it in the view and in its retained minimum.
 
     Raises:
         AssertionError: An invariant is broken; the message names it and the seq.
@@ -143,7 +146,7 @@ def check_view_invariants(
         )
     if check_window:
         kept_first = first_user if config.keep_first_request else None
-        _check_window(view, config, tokenizer or CharTokenizer(), pins, kept_first)
+        _check_window(view, config, tokenizer or CharTokenizer(), pins, kept_first, pending)
 
 
 def _check_history(history: Sequence[Message], expected: Sequence[Message] | None) -> None:
@@ -252,8 +255,10 @@ def _check_window(
     tokenizer: Tokenizer,
     pins: Collection[int],
     kept_first: int | None,
+    pending: str,
 ) -> None:
-    tokens = tokenizer.count_messages(view.messages)
+    extra = [Message(role="user", content=pending)] if pending else []
+    tokens = tokenizer.count_messages([*view.messages, *extra])
     if tokens <= config.context_window:
         return
     # The retained minimum: system messages, the pinned slot (pinned exchanges and the kept
@@ -284,7 +289,7 @@ def _check_window(
         or m.tool_call_id in pinned_calls
         or any(call.id in pinned_calls for call in m.tool_calls)
     ]
-    minimum = tokenizer.count_messages([*kept, *messages[last_boundary:]])
+    minimum = tokenizer.count_messages([*kept, *messages[last_boundary:], *extra])
     if minimum <= config.context_window:
         raise _fail(
             "over_window",

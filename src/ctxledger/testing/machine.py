@@ -33,7 +33,14 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
-from ctxledger.domain import CharTokenizer, CompactionPlan, Tokenizer, build_view, plan_compaction
+from ctxledger.domain import (
+    CharTokenizer,
+    CompactionPlan,
+    Tokenizer,
+    build_view,
+    draft_view,
+    plan_compaction,
+)
 from ctxledger.domain.limits import max_tool_result_chars
 from ctxledger.errors import (
     ContextOverflowError,
@@ -455,7 +462,7 @@ class SessionMachine(RuleBasedStateMachine):
         view, records = self._compacting(sid, failure, lambda s: s.prepare_step(pending))
         model = self.models[sid]
         if isinstance(view, ContextOverflowError):
-            self._check_floor_overflow(sid, view, records)
+            self._check_floor_overflow(sid, view, records, pending)
             return
         assert view.through_seq == len(model.messages), f"{sid}: view through {view.through_seq}"
         rebuilt = rebuild(self.host.log, sid, tokenizer=self.tokenizer).view
@@ -465,7 +472,11 @@ class SessionMachine(RuleBasedStateMachine):
         event(f"prepare_step: {_outcome(records)}")
 
     def _check_floor_overflow(
-        self, sid: str, error: ContextOverflowError, records: list[RecordedEvent]
+        self,
+        sid: str,
+        error: ContextOverflowError,
+        records: list[RecordedEvent],
+        pending: str = "",
     ) -> None:
         """A refused step: only when even the retained minimum of the view is over the window.
 
@@ -479,7 +490,8 @@ class SessionMachine(RuleBasedStateMachine):
         tokenizer = self.tokenizer
         uncompacted = build_view(state, tokenizer=tokenizer)
         window = state.config.context_window
-        assert tokenizer.count_messages(uncompacted.messages) > window, f"{sid}: view fits"
+        estimate = draft_view(state, tokenizer=tokenizer, pending=pending).estimated_tokens
+        assert estimate > window, f"{sid}: view fits ({estimate} tokens)"
         # The domain refuses once the floor reaches the window (a compacted view adds a summary
         # to it), so the retained minimum must be at least the window: over window - 1.
         # The kept first request is measured cut to the tool-result limit of the real window.
@@ -497,6 +509,7 @@ class SessionMachine(RuleBasedStateMachine):
             tokenizer=tokenizer,
             retracted=state.retracted,
             cleared_through=state.cleared_through,
+            pending=pending,
         )
         self.models[sid].fits = False
         event("prepare_step: floor over the window")
