@@ -14,17 +14,21 @@ from ctxledger import Config, Message, ToolCall
 from ctxledger.domain import (
     CharTokenizer,
     CompactionPlan,
+    ModelView,
     SessionState,
     build_view,
-    draft_view,
     plan_compaction,
     preview_view,
     render_message,
     render_policy,
 )
-from ctxledger.domain.limits import max_tool_result_chars
 from ctxledger.errors import ContextOverflowError
-from ctxledger.testing import DomainSession, check_view_invariants, conversations
+from ctxledger.testing import (
+    DomainSession,
+    check_floor_refusal,
+    check_view_invariants,
+    conversations,
+)
 
 TOKENS = CharTokenizer()
 
@@ -86,31 +90,13 @@ def _check_step(session: DomainSession, model: list[Message]) -> None:
             assert render_message(state, policy, message) == message, "masking not idempotent"
 
 
-def _check_floor_overflow(session: DomainSession, error: ContextOverflowError) -> None:
-    """A refused step (``Config.floor_guard``): only when the view does not fit the window and
-    its retained minimum (system messages, pins, the kept first request, the last step) reaches
-    the window, which no compaction can shrink (a compacted view adds a summary to it)."""
-    assert "does not fit the window" in str(error), error
-    state = session.state
-    window = state.config.context_window
-    view = build_view(state, tokenizer=TOKENS)
-    estimate = draft_view(state, tokenizer=TOKENS).estimated_tokens
-    assert estimate > window, f"refused a view that fits ({estimate} tokens)"
-    at_least_window = msgspec.structs.replace(
-        state.config,
-        context_window=window - 1,
-        max_tool_result_chars=max_tool_result_chars(state.config),
-    )
-    check_view_invariants(  # raises over_window when the retained minimum fits
-        state.history,
-        view,
-        at_least_window,
-        checkpoint=state.active_checkpoint,
-        pins=state.pins,
-        tokenizer=TOKENS,
-        retracted=state.retracted,
-        cleared_through=state.cleared_through,
-    )
+def _step(session: DomainSession) -> ModelView | None:
+    """Serve a step; None when it is refused (checked: its retained minimum reaches the window)."""
+    try:
+        return session.step()
+    except ContextOverflowError as error:
+        check_floor_refusal(session.state, error, tokenizer=TOKENS)
+        return None
 
 
 def _check_compaction(session: DomainSession, boundaries: list[int]) -> None:
@@ -172,7 +158,7 @@ def test_replay_and_snapshots_rebuild_the_same_state(
     for message in conversation:
         session.append(message)
         if not session.state.open_tool_calls():
-            session.step()
+            _step(session)
     split = data.draw(st.integers(1, len(session.events)))
     resumed = SessionState.from_snapshot(session.replay(session.events[:split]).to_snapshot())
     for event in session.events[split:]:
@@ -276,12 +262,8 @@ class DomainMachine(RuleBasedStateMachine):
     @precondition(lambda self: self._idle())
     @rule()
     def step(self) -> None:
-        try:
-            self.session.step()
-        except ContextOverflowError as error:
-            _check_floor_overflow(self.session, error)
-            return
-        _check_step(self.session, self.model)
+        if _step(self.session) is not None:
+            _check_step(self.session, self.model)
 
     @rule(window=st.integers(150, 3000))
     def change_window(self, window: int) -> None:

@@ -1,7 +1,8 @@
 """Tools for property-testing what a model is shown, under your own policy.
 
 * :func:`check_view_invariants` raises ``AssertionError`` naming a broken view invariant and
-  the seq (split tool call, lost message, over-window view, altered history, ...).
+  the seq (split tool call, lost message, over-window view, altered history, ...);
+  :func:`check_floor_refusal` checks that a refused step (``ContextOverflowError``) had to be.
 * :func:`messages` and :func:`conversations` are Hypothesis strategies for valid, tool-paired
   conversations (they need the ``hypothesis`` test extra, imported on first use).
 * :class:`SessionMachine` is a Hypothesis state machine over a real LMDB host, checked against a
@@ -18,11 +19,16 @@ from __future__ import annotations
 from typing import Any
 
 from ctxledger.testing.driver import DomainSession, digest_summarizer
-from ctxledger.testing.invariants import check_view_invariants, is_truncation_of
+from ctxledger.testing.invariants import (
+    check_floor_refusal,
+    check_view_invariants,
+    is_truncation_of,
+)
 
 __all__ = [
     "DomainSession",
     "SessionMachine",
+    "check_floor_refusal",
     "check_view_invariants",
     "conversations",
     "digest_summarizer",

@@ -4,15 +4,25 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
+import msgspec
+
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
 from ctxledger.domain.limits import max_tool_result_chars
 from ctxledger.domain.render import TRUNCATION_MARKER, mask_text, truncate_message
+from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import CharTokenizer, Tokenizer
-from ctxledger.domain.view import COMPACT_CHECKPOINT, FULL_HISTORY, ModelView
+from ctxledger.domain.view import (
+    COMPACT_CHECKPOINT,
+    FULL_HISTORY,
+    ModelView,
+    build_view,
+    draft_view,
+)
+from ctxledger.errors import ContextOverflowError
 from ctxledger.messages import Message
 
-__all__ = ["check_view_invariants", "is_truncation_of"]
+__all__ = ["check_floor_refusal", "check_view_invariants", "is_truncation_of"]
 
 
 def _fail(invariant: str, seq: int | None, detail: str) -> AssertionError:
@@ -147,6 +157,54 @@ def check_view_invariants(
     if check_window:
         kept_first = first_user if config.keep_first_request else None
         _check_window(view, config, tokenizer or CharTokenizer(), pins, kept_first, pending)
+
+
+def check_floor_refusal(
+    state: SessionState,
+    error: ContextOverflowError,
+    *,
+    tokenizer: Tokenizer | None = None,
+    pending: str = "",
+) -> None:
+    """Check that a refused step (``ContextOverflowError`` under ``Config.floor_guard``) had to be.
+
+    A step may be refused only when its view does not fit the window and the view's retained
+    minimum (system messages, pins, the kept first request, the last step, the pending text)
+    reaches the window: a compacted view adds a summary to that minimum, so no compaction
+    could make it fit. ``state`` is the session after the refusal (nothing was recorded).
+
+    Args:
+        state: The session.
+        error: What the step raised.
+        tokenizer: The session's tokenizer (default :class:`CharTokenizer`).
+        pending: The text the step was to send with the view.
+
+    Raises:
+        AssertionError: The refusal was not needed (``over_window`` names the minimum).
+    """
+    tokenizer = tokenizer or CharTokenizer()
+    assert "does not fit the window" in str(error), f"unexpected overflow: {error}"
+    window = state.config.context_window
+    estimate = draft_view(state, tokenizer=tokenizer, pending=pending).estimated_tokens
+    assert estimate > window, f"refused a view that fits ({estimate} tokens)"
+    # "Reaches the window" is "over window - 1"; the kept first request is measured cut to the
+    # tool-result limit of the real window.
+    at_least_window = msgspec.structs.replace(
+        state.config,
+        context_window=window - 1,
+        max_tool_result_chars=max_tool_result_chars(state.config),
+    )
+    check_view_invariants(
+        state.history,
+        build_view(state, tokenizer=tokenizer),
+        at_least_window,
+        checkpoint=state.active_checkpoint,
+        pins=state.pins,
+        tokenizer=tokenizer,
+        retracted=state.retracted,
+        cleared_through=state.cleared_through,
+        pending=pending,
+    )
 
 
 def _check_history(history: Sequence[Message], expected: Sequence[Message] | None) -> None:

@@ -26,7 +26,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import msgspec
 from hypothesis import event, note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -38,10 +37,8 @@ from ctxledger.domain import (
     CompactionPlan,
     Tokenizer,
     build_view,
-    draft_view,
     plan_compaction,
 )
-from ctxledger.domain.limits import max_tool_result_chars
 from ctxledger.errors import (
     ContextOverflowError,
     HostClosedError,
@@ -63,7 +60,7 @@ from ctxledger.runtime.host import Host
 from ctxledger.runtime.session import INTERRUPTED_RESULT, Session
 from ctxledger.storage import Durability, RecordedEvent
 from ctxledger.summarizers import ExtractiveSummarizer, Summarizer, SummaryRequest
-from ctxledger.testing.invariants import check_view_invariants
+from ctxledger.testing.invariants import check_floor_refusal, check_view_invariants
 from ctxledger.testing.strategies import texts
 
 __all__ = ["FlakySummarizer", "SessionMachine"]
@@ -487,30 +484,7 @@ class SessionMachine(RuleBasedStateMachine):
         assert "does not fit the window" in str(error), f"{sid}: unexpected overflow {error}"
         assert not any(isinstance(r.event, ViewServed) for r in records), f"{sid}: view served"
         state, _ = fold_session(self.host.log, sid)
-        tokenizer = self.tokenizer
-        uncompacted = build_view(state, tokenizer=tokenizer)
-        window = state.config.context_window
-        estimate = draft_view(state, tokenizer=tokenizer, pending=pending).estimated_tokens
-        assert estimate > window, f"{sid}: view fits ({estimate} tokens)"
-        # The domain refuses once the floor reaches the window (a compacted view adds a summary
-        # to it), so the retained minimum must be at least the window: over window - 1.
-        # The kept first request is measured cut to the tool-result limit of the real window.
-        at_least_window = msgspec.structs.replace(
-            state.config,
-            context_window=window - 1,
-            max_tool_result_chars=max_tool_result_chars(state.config),
-        )
-        check_view_invariants(  # raises over_window when the retained minimum fits
-            state.history,
-            uncompacted,
-            at_least_window,
-            checkpoint=state.active_checkpoint,
-            pins=state.pins,
-            tokenizer=tokenizer,
-            retracted=state.retracted,
-            cleared_through=state.cleared_through,
-            pending=pending,
-        )
+        check_floor_refusal(state, error, tokenizer=self.tokenizer, pending=pending)
         self.models[sid].fits = False
         event("prepare_step: floor over the window")
 
