@@ -23,6 +23,8 @@ from ctxledger.storage import PostgresEventLog
 
 pytestmark = pytest.mark.postgres
 
+_LOCK_HEAD = "SELECT position FROM ctxledger.head WHERE id = 1 FOR UPDATE"
+
 
 def _usage(tokens: int) -> list[Any]:
     return [UsageReported(prompt_tokens=tokens)]
@@ -49,11 +51,10 @@ def test_a_writer_stalled_inside_a_pipeline_is_ended_by_the_takeover(pg_database
     pipeline = entered.__enter__()
     try:
         cur = stalled.cursor()
-        cur.execute("SELECT position FROM ctxledger.head WHERE id = 1 FOR UPDATE")
+        cur.execute(_LOCK_HEAD)
         cur.execute("SELECT epoch FROM ctxledger.leases WHERE session_id = 's' FOR SHARE")
         deadline = time.monotonic() + 10
-        head = "SELECT position FROM ctxledger.head WHERE id = 1 FOR UPDATE"
-        while not _row_locked(dsn, head):  # the server ran both statements: rows locked
+        while not _row_locked(dsn, _LOCK_HEAD):  # the server ran both statements: rows locked
             assert time.monotonic() < deadline, "the stalled pipeline never locked the head row"
             time.sleep(0.05)
 
@@ -88,4 +89,4 @@ def test_a_writer_stalled_inside_a_pipeline_is_ended_by_the_takeover(pg_database
         with contextlib.suppress(Exception):
             entered.__exit__(None, None, None)
         stalled.close()
-    assert not _row_locked(dsn, "SELECT position FROM ctxledger.head WHERE id = 1 FOR UPDATE")
+    assert not _row_locked(dsn, _LOCK_HEAD)

@@ -612,9 +612,9 @@ def _fit_window(state: SessionState, checkpoint: Checkpoint, tokenizer: Tokenize
     """
     window = state.config.context_window
 
-    def fits(candidate: Checkpoint) -> bool:
-        view = preview_view(state, candidate, tokenizer=tokenizer)
-        return view.view_tokens <= window
+    def fits(candidate: Checkpoint) -> bool:  # measured, not hashed: a draft, not a view
+        draft = draft_view(state, tokenizer=tokenizer, checkpoint=candidate)
+        return draft.view_tokens <= window
 
     if not fits(msgspec.structs.replace(checkpoint, facts="", summary="")):
         return checkpoint  # over the window whatever the texts: keep them whole
