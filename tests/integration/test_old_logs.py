@@ -4,6 +4,9 @@
 (``tests/data/make_log_v0.py``); ``log_v0.json`` lists what that version served.
 ``tests/data/log_v1`` was written once after runtime v2 (``tests/data/make_log_v1.py``): background
 compaction, fact blocks, a reverted checkpoint, usage reports, Config changes and withdrawals.
+``tests/data/log_v2`` was written once after issue 17 (``tests/data/make_log_v2.py``): usage with
+cache figures, calibration, a token cap reached and raised, the gain rule, the floor guard and
+digested summariser input.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from ctxledger.storage import LmdbEventLog
 DATA = Path(__file__).resolve().parents[1] / "data"
 LISTINGS = {
     name: json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
-    for name in ("log_v0", "log_v1")
+    for name in ("log_v0", "log_v1", "log_v2")
 }
 
 
@@ -87,6 +90,21 @@ def test_log_v1_holds_the_recent_events() -> None:
         "HistoryCleared",
         "ToolResultSynthesized",
     } <= types
+
+
+def test_log_v2_holds_the_issue_17_events() -> None:
+    """The v2 fixture exercises calibration and the cap (so the tests above cover them)."""
+    types = set().union(*(entry["types"] for entry in LISTINGS["log_v2"].values()))
+    assert {"TokenizerCalibrated", "BudgetExhausted", "SummaryPrepared", "ConfigChanged"} <= types
+    with LmdbEventLog.open(DATA / "log_v2", readonly=True) as log:
+        reports = [
+            record.event
+            for session_id in LISTINGS["log_v2"]
+            for record in log.read(session_id)
+            if type(record.event).__name__ == "UsageReported"
+        ]
+    assert any(report.cached_tokens and report.cache_write_tokens for report in reports)
+    assert any(report.cached_tokens and not report.cache_write_tokens for report in reports)
 
 
 def test_old_snapshots_are_skipped_and_the_events_folded(
