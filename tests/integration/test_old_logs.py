@@ -92,11 +92,12 @@ def test_log_v1_holds_the_recent_events() -> None:
     } <= types
 
 
-def test_log_v2_holds_the_issue_17_events() -> None:
+def test_log_v2_holds_the_issue_17_events(tmp_path: Path) -> None:
     """The v2 fixture exercises calibration and the cap (so the tests above cover them)."""
+    shutil.copytree(DATA / "log_v2", tmp_path / "log_v2")
     types = set().union(*(entry["types"] for entry in LISTINGS["log_v2"].values()))
     assert {"TokenizerCalibrated", "BudgetExhausted", "SummaryPrepared", "ConfigChanged"} <= types
-    with LmdbEventLog.open(DATA / "log_v2", readonly=True) as log:
+    with LmdbEventLog.open(tmp_path / "log_v2", readonly=True) as log:
         reports = [
             record.event
             for session_id in LISTINGS["log_v2"]
