@@ -44,12 +44,13 @@ from typing import Any
 from quality_policies import POLICIES, PROTOTYPES, WINDOW, Replay, policy_config, replay
 
 from ctxledger import Pricing
-from ctxledger.config import DEFAULT_FACT_INDEX_CHARS
+from ctxledger.config import DEFAULT_FACT_INDEX_CHARS, DEFAULT_MIN_COMPACTION_GAIN_TOKENS
 from ctxledger.domain import (
     Fact,
     ModelView,
     fact_index_chars,
     message_chars,
+    min_gain_tokens,
     shown_text,
     threshold_for,
 )
@@ -358,18 +359,25 @@ def billed(total: dict[str, Any], pricing: Pricing, *, caching: bool) -> float:
     return agent + summariser
 
 
-def cost_rows(traces: dict[str, list[Message]], gains: list[int]) -> dict[str, Any]:
-    """The defaults before issue 17 against the new ones, over ``min_compaction_gain_tokens``."""
-    runs = {"before issue 17": totals(run_policy(traces, "ctxledger+facts", **BEFORE_ISSUE_17))}
+def cost_rows(
+    traces: dict[str, list[Message]], gains: list[int], window: int = WINDOW
+) -> dict[str, Any]:
+    """The defaults before issue 17 against the new ones at ``window``, over
+    ``min_compaction_gain_tokens`` (the new defaults' own value is a row of its own)."""
+    variants: dict[str, dict[str, Any]] = {
+        "before issue 17": dict(BEFORE_ISSUE_17),
+        f"new defaults (gain {DEFAULT_MIN_COMPACTION_GAIN_TOKENS:,})": {},
+    }
     for gain in gains:
-        log(f"  ctxledger+facts min_compaction_gain_tokens={gain} ...")
-        runs[f"new, gain {gain:,}"] = totals(
-            run_policy(traces, "ctxledger+facts", min_compaction_gain_tokens=gain)
-        )
+        variants[f"new, gain {gain:,}"] = {"min_compaction_gain_tokens": gain}
     out: dict[str, Any] = {}
-    for name, total in runs.items():
+    for name, overrides in variants.items():
+        log(f"  cost at window {window:,}: {name} ...")
+        total = totals(run_policy(traces, "ctxledger+facts", context_window=window, **overrides))
+        config = policy_config("ctxledger+facts", context_window=window, **overrides)
         out[name] = {
             **_slim_total(total),
+            "gain_applied": min_gain_tokens(config),
             "summary_output_tokens": total["summary_output_tokens"],
             "cost": {
                 style: {
@@ -382,36 +390,47 @@ def cost_rows(traces: dict[str, list[Message]], gains: list[int]) -> dict[str, A
     return out
 
 
-def _cost_markdown(rows: dict[str, Any]) -> list[str]:
-    base = rows["before issue 17"]
+def _cost_markdown(by_window: dict[str, dict[str, Any]]) -> list[str]:
     lines = [
         "",
         "## Cost (issue 17)",
         "",
-        "Billed-equivalent dollars of the agent's prompts and the summariser over the 34 traces "
-        f"at {WINDOW:,} tokens, policy (a) + fact index; Anthropic-style "
+        "Billed-equivalent dollars of the agent's prompts and the summariser over the 34 traces, "
+        "policy (a) + fact index; Anthropic-style "
         f"{PRICINGS['anthropic-style']} and OpenAI-style {PRICINGS['openai-style']} per million "
         "tokens, with the provider's prompt cache (the prefix shared with the previous view "
-        "read, the rest written) and without.",
-        "",
-        "| defaults | compactions | overflow views | summariser input tokens | prompt tokens | "
-        "cached share | Anthropic-style cached | uncached | OpenAI-style cached | uncached | "
-        "vs before (Anthropic cached) | errors kept | paths (all) kept |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "read, the rest written) and without. `gain applied` is "
+        "`ctxledger.domain.min_gain_tokens` (the field, never above a tenth of the threshold).",
     ]
-    for name, row in rows.items():
-        cost = row["cost"]
-        ratio = cost["anthropic-style"]["cached"] / base["cost"]["anthropic-style"]["cached"]
-        retention = row["retention"]
-        lines.append(
-            f"| {name} | {row['compactions']} | {row['overflow_views']} | "
-            f"{row['summarizer_input_tokens']:,} | {row['prompt_tokens']:,} | "
-            f"{_pct(row['cached_share'])} | ${cost['anthropic-style']['cached']:.2f} | "
-            f"${cost['anthropic-style']['uncached']:.2f} | ${cost['openai-style']['cached']:.2f} | "
-            f"${cost['openai-style']['uncached']:.2f} | {ratio - 1:+.1%} | "
-            f"{_pct(retention['errors']['next_share'])} | "
-            f"{_pct(retention['paths_all']['next_share'])} |"
-        )
+    for window, rows in by_window.items():
+        base = rows["before issue 17"]
+        lines += [
+            "",
+            f"### Window {int(window):,}",
+            "",
+            "| defaults | gain applied | compactions | overflow views | summariser input tokens | "
+            "prompt tokens | cached share | Anthropic-style cached | uncached | "
+            "OpenAI-style cached | uncached | vs before (A / O cached) | errors kept | "
+            "paths (all) kept |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for name, row in rows.items():
+            cost = row["cost"]
+            ratio_a = cost["anthropic-style"]["cached"] / base["cost"]["anthropic-style"]["cached"]
+            ratio_o = cost["openai-style"]["cached"] / base["cost"]["openai-style"]["cached"]
+            retention = row["retention"]
+            lines.append(
+                f"| {name} | {row['gain_applied']:,} | {row['compactions']} | "
+                f"{row['overflow_views']} | "
+                f"{row['summarizer_input_tokens']:,} | {row['prompt_tokens']:,} | "
+                f"{_pct(row['cached_share'])} | ${cost['anthropic-style']['cached']:.2f} | "
+                f"${cost['anthropic-style']['uncached']:.2f} | "
+                f"${cost['openai-style']['cached']:.2f} | "
+                f"${cost['openai-style']['uncached']:.2f} | {ratio_a - 1:+.1%} / "
+                f"{ratio_o - 1:+.1%} | "
+                f"{_pct(retention['errors']['next_share'])} | "
+                f"{_pct(retention['paths_all']['next_share'])} |"
+            )
     return lines
 
 
@@ -1008,6 +1027,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="0,1000,2000,4000,8000",
         help="min_compaction_gain_tokens values for the cost table ('' to skip it)",
     )
+    parser.add_argument(
+        "--cost-windows",
+        default=f"{WINDOW},16000,128000",
+        help="context windows of the cost tables",
+    )
     parser.add_argument("--no-chart", action="store_true", help="skip the PNG")
     args = parser.parse_args(argv)
     if not args.traces.is_dir() or not any(args.traces.glob("*.jsonl")):
@@ -1081,7 +1105,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     gains = [int(g) for g in args.gains.split(",") if g.strip()]
     if gains:
-        results["cost"] = cost_rows(traces, gains)
+        results["cost"] = {
+            str(window): cost_rows(traces, gains, window)
+            for window in [int(w) for w in args.cost_windows.split(",") if w.strip()]
+        }
     results["seconds"] = round(time.perf_counter() - started, 2)
     text = markdown(results)
     if gains:

@@ -4,7 +4,7 @@ The public API is re-exported here and listed in ``__all__``; ``tests/unit/test_
 pins it so that the surface changes only on purpose.
 """
 
-from ctxledger.checkpoints import Checkpoint
+from ctxledger.checkpoints import Checkpoint, Remask
 from ctxledger.config import Config
 from ctxledger.domain import (
     CompactionResult,
@@ -85,6 +85,7 @@ __all__ = [
     "Placement",
     "Pricing",
     "RecallHit",
+    "Remask",
     "Session",
     "SessionExistsError",
     "StorageError",

@@ -1,4 +1,5 @@
-"""The :class:`Checkpoint`: a summary of old rounds plus where the raw tail of the view starts."""
+"""The :class:`Checkpoint`: a summary of old rounds plus where the raw tail of the view starts;
+and a :class:`Remask`: old tool results masked anew in a served view."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Literal
 
 import msgspec
 
-__all__ = ["Checkpoint", "CheckpointReason"]
+__all__ = ["Checkpoint", "CheckpointReason", "Remask"]
 
 #: Why a checkpoint was made.
 CheckpointReason = Literal["threshold_exceeded", "prompt_too_long", "manual"]
@@ -77,3 +78,37 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     def output_chars(self) -> int:
         """Characters of the summary (the summariser's output, as recorded)."""
         return len(self.summary)
+
+
+class Remask(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """Old tool results a served view masks that the session's previous view showed, and what
+    that costs or saves on the next calls.
+
+    Micro masking moves its boundary in batches (``Config.micro_batch``, and under
+    ``Config.min_compaction_gain_tokens`` only when the batch saves enough); when it moves, the
+    view is rewritten from the first newly masked result on, so the provider's prompt cache
+    serves only the part before it on the next call. Recorded on ``ViewServed.remask`` (None
+    when the boundary did not move since the previous view of the same checkpoint, and in logs
+    written before the field existed). With ``tokens_before``, ``tokens_after`` and
+    ``prefix_kept_tokens`` it prices like a checkpoint
+    (:meth:`ctxledger.Pricing.compaction_effect`).
+
+    Attributes:
+        results: Tool results newly shown masked.
+        first_seq: The seq of the first of them: the cached prefix ends before it.
+        tokens_before: Estimated tokens of the view had those results been shown as before.
+        tokens_after: Estimated tokens of the view served.
+        prefix_kept_tokens: Estimated tokens of the view before the first of them (the part the
+            prompt cache still serves).
+    """
+
+    results: int
+    first_seq: int
+    tokens_before: int
+    tokens_after: int
+    prefix_kept_tokens: int
+
+    @property
+    def tokens_saved(self) -> int:
+        """Estimated tokens each later call sends fewer: ``tokens_before - tokens_after``."""
+        return self.tokens_before - self.tokens_after

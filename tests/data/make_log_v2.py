@@ -58,7 +58,8 @@ def _turns(session: Session, turns: range) -> None:
             call = ToolCall(f"call-{turn}-{step}", "shell", command)
             # Long results: over summary_result_chars (digest) and max_tool_result_chars.
             body = "".join(
-                f"tests/test_{turn}.py::test_{step}_{n} PASSED ({n * 7 % 13} ms)\n" for n in range(30)
+                f"tests/test_{turn}.py::test_{step}_{n} PASSED ({n * 7 % 13} ms)\n"
+                for n in range(30)
             )
             session.append_many(
                 [

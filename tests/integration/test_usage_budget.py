@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,8 +17,11 @@ from ctxledger import (
     InvalidUsageError,
     Message,
     Pricing,
+    Remask,
+    ToolCall,
     UsageTotals,
 )
+from ctxledger.domain import CharTokenizer
 from ctxledger.events import BudgetExhausted, TokenizerCalibrated, UsageReported, ViewServed
 from ctxledger.replay import verify, view_at, what_if
 from ctxledger.storage import LmdbEventLog
@@ -195,6 +199,91 @@ def test_cost_and_the_checkpoints_effect(tmp_path: Path) -> None:
         assert checkpoint.tokens_saved == checkpoint.tokens_before - checkpoint.tokens_after > 0
         with pytest.raises(TypeError):
             session.cost("anthropic-sonnet")  # type: ignore[arg-type]
+
+
+def _tool_step(session: object, n: int, chars: int = 900) -> None:
+    call = ToolCall(f"c{n}", "read_file", f'{{"path": "f{n}.py"}}')
+    session.append_many(  # type: ignore[attr-defined]
+        [Message.assistant(f"reading f{n}.py", [call]), Message.tool(f"{n}" * chars, call.id)]
+    )
+    session.prepare_step()  # type: ignore[attr-defined]
+
+
+def test_a_remask_records_its_effect_on_the_next_calls(tmp_path: Path) -> None:
+    """A view that masks results the previous view showed records how many, where the cached
+    prefix ends and the tokens saved; replay derives the same figures, and Pricing weighs them."""
+    path = tmp_path / "log"
+    config = Config(
+        context_window=100_000, micro_keep_recent=2, micro_batch=2, min_compaction_gain_tokens=0
+    )
+    with Host.open(path) as host:
+        session = host.session("s", config=config)
+        session.append(Message.system("You read files."))
+        session.append(Message.user("Read the files."))
+        for n in range(6):
+            _tool_step(session, n)
+    served = [e for e in _events(path, "s") if isinstance(e, ViewServed)]
+    remasks = [(index, e.remask) for index, e in enumerate(served) if e.remask is not None]
+    # 6 results, 2 kept whole, masked by 2: the boundary moved at the 4th and the 6th result.
+    assert [index for index, _ in remasks] == [3, 5]
+    for index, remask in remasks:
+        assert isinstance(remask, Remask)
+        assert remask.results == 2
+        assert remask.tokens_after == served[index].estimated_tokens
+        # Two 900-character results became placeholders "[Previous: used read_file]".
+        per_result = 900 - len("[Previous: used read_file]")
+        assert remask.tokens_saved == pytest.approx(2 * per_result / 3, abs=2)
+    first = remasks[0][1]
+    assert first.first_seq == 4  # system 1, user 2, call 3, result 4
+    view = view_at(path, "s", served[remasks[0][0]].through_seq)
+    assert [m.seq for m in view.messages[:4]] == [1, 2, 3, 4]
+    assert first.prefix_kept_tokens == CharTokenizer().count_messages(view.messages[:3])
+    second = remasks[1][1]
+    assert second.first_seq == 8 and second.prefix_kept_tokens > first.prefix_kept_tokens
+    pricing = Pricing.preset("anthropic-sonnet")
+    assert pricing.compaction_effect(first, calls=1) > 0  # the rewrite costs more at first
+    assert pricing.compaction_effect(first, calls=50) < 0  # and pays over enough calls
+    report = verify(path)
+    assert report.ok and report.views_checked == len(served)
+
+
+def test_verify_reports_a_remask_that_does_not_rebuild(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recorded re-mask is derived again by verify; a different derivation is a mismatch."""
+    path = tmp_path / "log"
+    config = Config(context_window=100_000, micro_keep_recent=2, micro_batch=2)
+    with Host.open(path) as host:
+        session = host.session("s", config=config.replace(min_compaction_gain_tokens=0))
+        session.append(Message.user("Read the files."))
+        for n in range(6):
+            _tool_step(session, n)
+    assert verify(path).ok
+    verifying = importlib.import_module("ctxledger.replay.verify")  # the module, not the function
+    monkeypatch.setattr(verifying, "remask_of", lambda state, view, tokenizer: None)
+    report = verify(path)
+    assert [m.kind for m in report.mismatches] == ["remask", "remask"]
+    assert report.mismatches[0].expected.startswith("Remask(results=2")
+    assert report.mismatches[0].actual == "None"
+
+
+def test_under_the_gain_rule_each_recorded_remask_saves_the_gain(tmp_path: Path) -> None:
+    """Under the gain rule the boundary waits until a re-mask saves enough: every recorded
+    re-mask saves at least the gain, and the small batches it held back are masked together."""
+    path = tmp_path / "log"
+    config = Config(
+        context_window=100_000, micro_keep_recent=2, micro_batch=2, min_compaction_gain_tokens=700
+    )
+    with Host.open(path) as host:
+        session = host.session("s", config=config)
+        session.append(Message.user("Read the files."))
+        # Two 900-character results save about 580 tokens: held back until four save 1,160.
+        for n in range(10):
+            _tool_step(session, n)
+    remasks = [e.remask for e in _events(path, "s") if isinstance(e, ViewServed) and e.remask]
+    assert [remask.results for remask in remasks] == [4, 4]
+    assert all(remask.tokens_saved >= 700 for remask in remasks)
+    assert verify(path).ok
 
 
 def test_what_if_reports_cost_with_and_without_caching(tmp_path: Path) -> None:

@@ -59,8 +59,11 @@ ADDED_FIELDS: dict[str, dict[str, object]] = {
         "cache_write_tokens": 0,
         "view_chars": 0,  # ViewServed
         "prefix_kept_tokens": 0,  # Checkpoint
+        "remask": None,  # ViewServed: no re-mask recorded
     },
-    "golden_v2": {},
+    "golden_v2": {
+        "remask": None,  # ViewServed: no re-mask recorded
+    },
 }
 
 

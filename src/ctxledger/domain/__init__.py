@@ -78,6 +78,7 @@ from ctxledger.domain.render import (
     mask_text,
     render_message,
     render_policy,
+    render_unmasked,
     truncate_text,
 )
 from ctxledger.domain.revert import revert_checkpoint
@@ -106,6 +107,7 @@ from ctxledger.domain.view import (
     build_view,
     draft_view,
     preview_view,
+    remask_of,
     view_hash,
 )
 from ctxledger.domain.withdrawal import clear_event, retraction_events, shown_messages
@@ -189,8 +191,10 @@ __all__ = [
     "plan_compaction",
     "prepared_checkpoint",
     "preview_view",
+    "remask_of",
     "render_message",
     "render_policy",
+    "render_unmasked",
     "retraction_events",
     "revert_checkpoint",
     "run_summarizer",

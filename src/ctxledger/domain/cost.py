@@ -1,4 +1,5 @@
-"""What tokens cost: :class:`Pricing` per million tokens, a session's bill, a compaction's effect.
+"""What tokens cost: :class:`Pricing` per million tokens, a session's bill, a compaction's or a
+re-mask's effect.
 
 Prompt caching changes a bill more than compaction does: a cached input token costs a tenth to
 a half of an uncached one, and writing the cache may cost more than plain input (Anthropic). A
@@ -13,7 +14,7 @@ from types import MappingProxyType
 
 import msgspec
 
-from ctxledger.checkpoints import Checkpoint
+from ctxledger.checkpoints import Checkpoint, Remask
 from ctxledger.domain.usage import UsageTotals
 from ctxledger.errors import ConfigError
 
@@ -83,12 +84,13 @@ class Pricing(msgspec.Struct, frozen=True, gc=False):
         written = prompt_tokens - cached_tokens
         return (cached_tokens * self.cached_input + written * self.cache_write) / 1_000_000
 
-    def compaction_effect(self, checkpoint: Checkpoint, calls: int = 1) -> float:
-        """Estimated change of the next ``calls`` calls' input cost due to ``checkpoint``.
+    def compaction_effect(self, checkpoint: Checkpoint | Remask, calls: int = 1) -> float:
+        """Estimated change of the next ``calls`` calls' input cost due to ``checkpoint``, or
+        to a re-mask (``ViewServed.remask``, a :class:`~ctxledger.checkpoints.Remask`).
 
         Without it, each call would send ``tokens_before`` tokens, read from the cache. With it,
         the first call reads the kept prefix (``prefix_kept_tokens``) and writes the rest of
-        the smaller view; later calls read the smaller view. Negative: the checkpoint saves.
+        the smaller view; later calls read the smaller view. Negative: it saves.
         """
         if calls < 1:
             return 0.0

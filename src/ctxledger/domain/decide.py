@@ -44,7 +44,7 @@ from ctxledger.domain.compaction import (
 )
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import Tokenizer
-from ctxledger.domain.view import Draft, ModelView, draft_view
+from ctxledger.domain.view import Draft, ModelView, draft_view, remask_of
 from ctxledger.errors import BudgetExceededError, ContextOverflowError, CtxLedgerError
 from ctxledger.events.types import (
     BudgetExhausted,
@@ -200,8 +200,9 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     error: CtxLedgerError | None = None
 
 
-def served(view: ModelView) -> ViewServed:
-    """Return the event that records serving ``view``."""
+def served(view: ModelView, state: SessionState, tokenizer: Tokenizer) -> ViewServed:
+    """Return the event that records ``state`` serving ``view`` (with the re-mask it makes, if
+    any: :func:`~ctxledger.domain.remask_of`)."""
     return ViewServed(
         through_seq=view.through_seq,
         estimated_tokens=view.estimated_tokens,
@@ -209,6 +210,7 @@ def served(view: ModelView) -> ViewServed:
         checkpoint_id=view.checkpoint_id,
         message_count=len(view.messages),
         view_chars=view_chars(view.messages),
+        remask=remask_of(state, view, tokenizer=tokenizer),
     )
 
 
@@ -349,7 +351,7 @@ def _serve(
     if not request.view:
         return Decision(result=result)
     view = draft.view()
-    return Decision(events=(served(view),), view=view, result=result)
+    return Decision(events=(served(view, state, tokenizer),), view=view, result=result)
 
 
 def _floor_overflow(state: SessionState, result: CompactionResult) -> ContextOverflowError | None:
@@ -502,7 +504,7 @@ def _activate(
     if not request.view:
         return Decision(events=events, result=result)
     view = after.view()
-    return Decision(events=(*events, served(view)), view=view, result=result)
+    return Decision(events=(*events, served(view, state, tokenizer)), view=view, result=result)
 
 
 def _start(
@@ -559,7 +561,7 @@ def _summarized(
             return Decision(events=(failed,), result=result)
         # The failure changes no view: the one served is the current one.
         view = draft_view(state, tokenizer=tokenizer, pending=pending).view()
-        return Decision(events=(failed, served(view)), view=view, result=result)
+        return Decision(events=(failed, served(view, state, tokenizer)), view=view, result=result)
     checkpoint, result = complete_compaction(
         state,
         plan,
@@ -575,7 +577,7 @@ def _summarized(
     if not serve:
         return Decision(events=(created,), result=result)
     view = draft_view(state, tokenizer=tokenizer, pending=pending, checkpoint=checkpoint).view()
-    return Decision(events=(created, served(view)), view=view, result=result)
+    return Decision(events=(created, served(view, state, tokenizer)), view=view, result=result)
 
 
 def _background(

@@ -11,7 +11,7 @@ import re
 
 import msgspec
 
-from ctxledger.domain.limits import max_tool_result_chars, min_gain_tokens
+from ctxledger.domain.limits import max_tool_result_chars
 from ctxledger.domain.state import SessionState
 from ctxledger.messages import Message
 
@@ -21,6 +21,7 @@ __all__ = [
     "mask_text",
     "render_message",
     "render_policy",
+    "render_unmasked",
     "truncate_message",
     "truncate_text",
 ]
@@ -61,10 +62,8 @@ def render_policy(state: SessionState) -> RenderPolicy:
     breaks the provider's cached prefix, so a small one costs more than it saves.
     """
     config = state.config
-    masked = state.mask_target()
-    if min_gain_tokens(config) > 0:
-        # The gain rule: the boundary moved only when a re-mask saved enough (the fold's).
-        masked = min(masked, state.mask_count)
+    # Under the gain rule the boundary moved only when a re-mask saved enough (the fold's).
+    masked = state.masked_results()
     return RenderPolicy(
         mask_before_seq=state.tool_seqs[masked - 1] + 1 if masked else 0,
         min_chars=config.micro_min_chars,
@@ -121,6 +120,12 @@ def render_message(state: SessionState, policy: RenderPolicy, message: Message) 
     # cache is cleared when the Config changes), so a view re-renders only what changed.
     state.render_cache[seq] = (message, masked, shown)
     return shown
+
+
+def render_unmasked(state: SessionState, policy: RenderPolicy, message: Message) -> Message:
+    """Return tool result ``message`` as a view shows it when it is not masked (verbatim, or
+    truncated when oversize)."""
+    return _render_tool_result(state, policy, message, False)
 
 
 def _render_tool_result(

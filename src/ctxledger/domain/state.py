@@ -60,8 +60,10 @@ __all__ = [
 #: falls back to the events). 4 added background compaction, withdrawals and reverts, and its
 #: checkpoint digest covers the checkpoints' new fields, so a version-3 snapshot cannot resume
 #: to the same bytes: an old session's first activation folds its events once. 5 added the
-#: accounting (usage totals, the cap, the calibration), which a version-4 snapshot lacks.
-SNAPSHOT_VERSION = 5
+#: accounting (usage totals, the cap, the calibration), which a version-4 snapshot lacks. 6 added
+#: what the last served view masked (``served_masked``, ``served_checkpoint_id``), which a
+#: version-5 snapshot lacks.
+SNAPSHOT_VERSION = 6
 
 #: Appended messages before a failed background compaction is retried, doubled per consecutive
 #: failure (capped at ``BACKGROUND_BACKOFF << 5``).
@@ -418,6 +420,8 @@ class _Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     cleared_checkpoints: int = 0
     accounting: Accounting = Accounting()
     mask_count: int = 0
+    served_masked: int = 0
+    served_checkpoint_id: str | None = None
 
 
 class _Version(msgspec.Struct):
@@ -471,6 +475,9 @@ class SessionState:
             results are masking candidates (the boundary moves only when the results it would
             newly mask save at least that many tokens); see
             :func:`ctxledger.domain.render_policy`.
+        served_masked: :meth:`masked_results` when the last view was served (see
+            :func:`ctxledger.domain.remask_of`).
+        served_checkpoint_id: The checkpoint id of the last served view.
     """
 
     __hash__ = None  # type: ignore[assignment]  # mutable: equal states must not share dict slots
@@ -505,6 +512,8 @@ class SessionState:
         self.cleared_checkpoints = 0
         self.accounting = Accounting()
         self.mask_count = 0
+        self.served_masked = 0
+        self.served_checkpoint_id: str | None = None
         # The calibrated tokenizer for the calibration in force (see ctxledger.domain.calibration):
         # a cache, not state.
         self.tokenizer_memo: tuple[Any, Any] | None = None
@@ -637,6 +646,8 @@ class SessionState:
                 cleared_checkpoints=self.cleared_checkpoints,
                 accounting=self.accounting,
                 mask_count=self.mask_count,
+                served_masked=self.served_masked,
+                served_checkpoint_id=self.served_checkpoint_id,
                 first_user_seq=self.first_user_seq,
                 head=self.head,
                 index_base=base,
@@ -734,6 +745,8 @@ class SessionState:
         state.cleared_checkpoints = snap.cleared_checkpoints
         state.accounting = snap.accounting
         state.mask_count = snap.mask_count
+        state.served_masked = snap.served_masked
+        state.served_checkpoint_id = snap.served_checkpoint_id
         return state
 
     def __eq__(self, other: object) -> bool:
@@ -907,6 +920,8 @@ class SessionState:
         elif kind is ViewServed:
             self.last_view_seq = event.through_seq  # type: ignore[union-attr]
             self.last_view_hash = event.view_hash  # type: ignore[union-attr]
+            self.served_masked = self.masked_results()
+            self.served_checkpoint_id = event.checkpoint_id  # type: ignore[union-attr]
             if event.view_chars:  # type: ignore[union-attr]
                 self.accounting = msgspec.structs.replace(
                     self.accounting,
@@ -1055,6 +1070,17 @@ class SessionState:
         config = self.config
         aged = len(self.tool_seqs) - config.micro_keep_recent
         return (aged // config.micro_batch) * config.micro_batch if aged > 0 else 0
+
+    def masked_results(self) -> int:
+        """How many of the oldest tool results are masking candidates in a view served now.
+
+        :meth:`mask_target`, held back under the gain rule to :attr:`mask_count` (see
+        :func:`ctxledger.domain.render_policy`).
+        """
+        masked = self.mask_target()
+        if min_gain_tokens(self.config) > 0:
+            masked = min(masked, self.mask_count)
+        return masked
 
     def _advance_mask(self) -> None:
         """Move the re-masking boundary under the gain rule (``min_compaction_gain_tokens``).

@@ -8,10 +8,11 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from ctxledger.checkpoints import Checkpoint
+from ctxledger.checkpoints import Checkpoint, Remask
 from ctxledger.domain.budget import estimate_tokens
 from ctxledger.domain.calibration import session_tokenizer
 from ctxledger.domain.projection import assemble
+from ctxledger.domain.render import render_policy, render_unmasked
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import Tokenizer
 from ctxledger.messages import Message
@@ -24,6 +25,7 @@ __all__ = [
     "build_view",
     "draft_view",
     "preview_view",
+    "remask_of",
     "view_hash",
 ]
 
@@ -193,3 +195,48 @@ def preview_view(
     The provider's usage figure is ignored: the checkpoint makes it stale.
     """
     return draft_view(state, tokenizer=tokenizer, pending=pending, checkpoint=checkpoint).view()
+
+
+def remask_of(state: SessionState, view: ModelView, *, tokenizer: Tokenizer) -> Remask | None:
+    """Return what ``view`` masks anew against the last view ``state`` served, if anything.
+
+    ``view`` is the view ``state`` serves now, before its ``ViewServed`` is folded. A re-mask is
+    counted only against a served view of the same checkpoint (a new checkpoint rewrites the
+    view after its head anyway, and carries its own effect): the tool results the masking
+    boundary passed since then (:attr:`SessionState.served_masked`) that ``view`` shows masked.
+    Cheap when the boundary did not move (the common case).
+    """
+    start, stop = state.served_masked, state.masked_results()
+    if (
+        stop <= start
+        or state.last_view_hash is None
+        or view.checkpoint_id != state.served_checkpoint_id
+    ):
+        return None
+    # Results before the index's in-memory part precede the active checkpoint's tail: not shown.
+    candidates = set(state.tool_seqs[max(start, state.tool_seqs.before) : stop])
+    policy = render_policy(state)
+    shown_before = list(view.messages)
+    first: int | None = None
+    results = 0
+    for index, message in enumerate(view.messages):
+        seq = message.seq
+        if message.role != "tool" or seq not in candidates:
+            continue
+        unmasked = render_unmasked(state, policy, state.history[seq - 1])
+        if unmasked.content == message.content:
+            continue  # shown whole after all (short, pinned or of a preserved tool)
+        shown_before[index] = unmasked
+        results += 1
+        if first is None:
+            first = index
+    if first is None:
+        return None
+    tokenizer = session_tokenizer(state, tokenizer)
+    return Remask(
+        results=results,
+        first_seq=view.messages[first].seq or 0,
+        tokens_before=tokenizer.count_messages(shown_before),
+        tokens_after=view.view_tokens,
+        prefix_kept_tokens=tokenizer.count_messages(view.messages[:first]),
+    )

@@ -12,7 +12,7 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from ctxledger.checkpoints import Checkpoint
+from ctxledger.checkpoints import Checkpoint, Remask
 from ctxledger.config import Config
 from ctxledger.messages import Message
 
@@ -187,6 +187,10 @@ class ViewServed(EventBase, frozen=True, kw_only=True, tag="view_served"):
     ``view_chars`` are the characters the default tokenizer counts in the view (0 in logs
     written before the field existed): a usage report for this view pairs them with the tokens
     the provider counted (see :class:`TokenizerCalibrated`).
+
+    ``remask`` is set when the view masks old tool results that the previous view of the same
+    checkpoint showed (:class:`~ctxledger.checkpoints.Remask`: how many, where the cached prefix
+    ends, the tokens saved); None otherwise, and in logs written before the field existed.
     """
 
     through_seq: int
@@ -195,6 +199,7 @@ class ViewServed(EventBase, frozen=True, kw_only=True, tag="view_served"):
     checkpoint_id: str | None = None
     message_count: int = 0
     view_chars: int = 0
+    remask: Remask | None = None
 
 
 class BudgetExhausted(EventBase, frozen=True, kw_only=True, tag="budget_exhausted"):

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from ctxledger.domain import CharTokenizer, SessionState, Tokenizer, build_view
+from ctxledger.domain import CharTokenizer, SessionState, Tokenizer, build_view, remask_of
 from ctxledger.errors import CtxLedgerError, EventDecodeError, UnknownSessionError
 from ctxledger.events import (
     CheckpointCreated,
@@ -33,10 +33,11 @@ class Mismatch(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         session: The session.
         seq: The event seq where it was found.
-        kind: ``view_hash``, ``checkpoint``, ``seq_gap``, ``message_seq``, ``tool_pairing``,
-            ``corrupt`` (a record that cannot be read, at its exact seq; for a fork whose parent
-            is damaged before the fork point, at its ``SessionForked`` event) or
-            ``structure``.
+        kind: ``view_hash``, ``remask`` (a view's recorded re-mask, ``ViewServed.remask``, is
+            not the one replay derives), ``checkpoint``, ``seq_gap``, ``message_seq``,
+            ``tool_pairing``, ``corrupt`` (a record that cannot be read, at its exact seq; for a
+            fork whose parent is damaged before the fork point, at its ``SessionForked`` event)
+            or ``structure``.
         expected: What the log records (for ``view_hash``: the recorded hash).
         actual: What replay derives (for ``view_hash``: the rebuilt hash).
         detail: A sentence for people.
@@ -178,6 +179,18 @@ def _verify_session(log: EventLog, sid: str, tokenizer: Tokenizer, counts: _Coun
                         expected=event.view_hash,
                         actual=view.view_hash,
                     )
+                elif event.remask is not None:
+                    # Logs written before the field existed record None: nothing to compare.
+                    remask = remask_of(state, view, tokenizer=tokenizer)
+                    if remask != event.remask:
+                        report(
+                            seq,
+                            "remask",
+                            f"the re-mask recorded with the view at message seq "
+                            f"{event.through_seq} does not rebuild",
+                            expected=repr(event.remask),
+                            actual=repr(remask),
+                        )
             try:
                 state.apply(event)
             except CtxLedgerError as exc:
