@@ -146,12 +146,14 @@ def stability(replay_: Replay) -> dict[str, Any]:
     between: list[float] = []
     at_compaction: list[float] = []
     kept: list[float] = []
-    sent = cached = 0
+    sent = cached = growth = 0
     previous: list[str] | None = None
     for view, compacted in zip(replay_.views, replay_.compacted_before, strict=True):
         current = rendered(view)
         size = sum(map(len, current))
         sent += size // 3
+        # What even a perfect cache writes: the growth over the previous view.
+        growth += max(0, size - sum(map(len, previous or ()))) // 3
         if previous is not None:
             prefix = common_prefix(previous, current)
             cached += prefix // 3
@@ -168,6 +170,7 @@ def stability(replay_: Replay) -> dict[str, Any]:
         "previous_kept_median_between": statistics.median(kept) if kept else None,
         "prompt_tokens": sent,
         "cached_tokens": cached,
+        "growth_tokens": growth,
         "shares_between": between,
         "shares_all": every,
         "kept_between": kept,
@@ -286,6 +289,7 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     kept = [s for row in rows for s in row["stability"]["kept_between"]]
     sent = sum(r["stability"]["prompt_tokens"] for r in rows)
     cached = sum(r["stability"]["cached_tokens"] for r in rows)
+    growth = sum(r["stability"]["growth_tokens"] for r in rows)
     summarized = sum(r["summarizer_input_tokens"] for r in rows)
     left = [c for r in rows for c in r["compaction_seqs"]]
     summary_out = sum(c["summary_chars"] for c in left) // 3
@@ -316,6 +320,7 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "prompt_tokens": sent,
         "cached_tokens": cached,
         "cached_share": cached / sent if sent else None,
+        "growth_tokens": growth,
         "uncached_tokens": sent - cached,
         "mean_view_tokens": sent / max(sum(r["views"] for r in rows), 1),
         # Fresh input: prompt tokens no prefix cache serves, plus what the summariser reads.
@@ -359,6 +364,14 @@ def billed(total: dict[str, Any], pricing: Pricing, *, caching: bool) -> float:
     return agent + summariser
 
 
+def floor_cost(total: dict[str, Any], pricing: Pricing) -> float:
+    """The least the same views could cost with caching: a perfect cache (only each view's
+    growth over the previous one written, the rest read) and a free summariser. A policy that
+    serves views of these sizes cannot be billed less; to go lower it must send smaller views."""
+    prompt, growth = total["prompt_tokens"], total["growth_tokens"]
+    return pricing.prompt_cost(prompt, prompt - growth)
+
+
 def cost_rows(
     traces: dict[str, list[Message]], gains: list[int], window: int = WINDOW
 ) -> dict[str, Any]:
@@ -370,6 +383,11 @@ def cost_rows(
     }
     for gain in gains:
         variants[f"new, gain {gain:,}"] = {"min_compaction_gain_tokens": gain}
+    # Smaller views: the lever left under OpenAI-style prices, and what it costs in retention.
+    for threshold in (0.7, 0.6):
+        variants[f"new defaults, compression_threshold {threshold}"] = {
+            "compression_threshold": threshold
+        }
     out: dict[str, Any] = {}
     for name, overrides in variants.items():
         log(f"  cost at window {window:,}: {name} ...")
@@ -383,6 +401,7 @@ def cost_rows(
                 style: {
                     "cached": round(billed(total, pricing, caching=True), 4),
                     "uncached": round(billed(total, pricing, caching=False), 4),
+                    "floor": round(floor_cost(total, pricing), 4),
                 }
                 for style, pricing in PRICINGS.items()
             },
@@ -400,7 +419,9 @@ def _cost_markdown(by_window: dict[str, dict[str, Any]]) -> list[str]:
         f"{PRICINGS['anthropic-style']} and OpenAI-style {PRICINGS['openai-style']} per million "
         "tokens, with the provider's prompt cache (the prefix shared with the previous view "
         "read, the rest written) and without. `gain applied` is "
-        "`ctxledger.domain.min_gain_tokens` (the field, never above a tenth of the threshold).",
+        "`ctxledger.domain.min_gain_tokens` (the field, never above a tenth of the threshold). "
+        "The floor is the least the same views could be billed: a perfect cache (only each "
+        "view's growth over the previous one written) and a free summariser.",
     ]
     for window, rows in by_window.items():
         base = rows["before issue 17"]
@@ -410,14 +431,16 @@ def _cost_markdown(by_window: dict[str, dict[str, Any]]) -> list[str]:
             "",
             "| defaults | gain applied | compactions | overflow views | summariser input tokens | "
             "prompt tokens | cached share | Anthropic-style cached | uncached | "
-            "OpenAI-style cached | uncached | vs before (A / O cached) | errors kept | "
-            "paths (all) kept |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "OpenAI-style cached | uncached | vs before (A / O cached) | floor vs before (A / O) "
+            "| errors kept | paths (all) kept |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for name, row in rows.items():
             cost = row["cost"]
             ratio_a = cost["anthropic-style"]["cached"] / base["cost"]["anthropic-style"]["cached"]
             ratio_o = cost["openai-style"]["cached"] / base["cost"]["openai-style"]["cached"]
+            floor_a = cost["anthropic-style"]["floor"] / base["cost"]["anthropic-style"]["cached"]
+            floor_o = cost["openai-style"]["floor"] / base["cost"]["openai-style"]["cached"]
             retention = row["retention"]
             lines.append(
                 f"| {name} | {row['gain_applied']:,} | {row['compactions']} | "
@@ -427,7 +450,7 @@ def _cost_markdown(by_window: dict[str, dict[str, Any]]) -> list[str]:
                 f"${cost['anthropic-style']['uncached']:.2f} | "
                 f"${cost['openai-style']['cached']:.2f} | "
                 f"${cost['openai-style']['uncached']:.2f} | {ratio_a - 1:+.1%} / "
-                f"{ratio_o - 1:+.1%} | "
+                f"{ratio_o - 1:+.1%} | {floor_a - 1:+.1%} / {floor_o - 1:+.1%} | "
                 f"{_pct(retention['errors']['next_share'])} | "
                 f"{_pct(retention['paths_all']['next_share'])} |"
             )
@@ -876,7 +899,7 @@ def log(text: str) -> None:
 
 
 def run_policy(
-    traces: dict[str, list[Message]], policy: str, **overrides: int
+    traces: dict[str, list[Message]], policy: str, **overrides: Any
 ) -> list[dict[str, Any]]:
     """Replay every trace under ``policy`` (with Config ``overrides``); one row per trace."""
     config = policy_config(policy, **overrides)

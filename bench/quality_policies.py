@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ctxledger import Config
 from ctxledger.checkpoints import Checkpoint
@@ -116,7 +117,7 @@ class Replay:
     seconds: float = 0.0
 
 
-def policy_config(policy: str, **overrides: int) -> Config:
+def policy_config(policy: str, **overrides: Any) -> Config:
     """The Config a policy runs with (a 32,000-token window; masking off for the baselines).
 
     Every policy but ``ctxledger+facts`` runs without the fact block.

@@ -38,6 +38,7 @@ PUBLIC = {
     "Placement",
     "Pricing",
     "RecallHit",
+    "Remask",
     "Session",
     "SessionExistsError",
     "StorageError",
