@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from ctxledger import replay
+from ctxledger.events import UsageReported
+from ctxledger.storage import LmdbEventLog
 from fake_llm_server import FakeLLMServer
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -53,6 +55,9 @@ def test_quickstart_runs_an_agent_loop(tmp_path: Path, monkeypatch: pytest.Monke
     assert posts[1].json["messages"][-1] == {"role": "user", "content": "Add a regression test"}
     history = replay.rebuild(tmp_path / "agent-db", "agent-7").history
     assert [m.role for m in history] == ["system", "user", "assistant", "user", "assistant"]
+    with LmdbEventLog.open(tmp_path / "agent-db", readonly=True) as log:
+        reports = [r.event for r in log.read("agent-7") if isinstance(r.event, UsageReported)]
+    assert [(u.prompt_tokens, u.completion_tokens) for u in reports] == [(1, 1)] * 2
 
 
 def test_openai_agents_example_runs_two_turns(

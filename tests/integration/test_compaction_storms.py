@@ -67,8 +67,10 @@ def test_a_floor_above_the_threshold_does_not_compact_at_every_step(
 
 
 def test_without_the_floor_guard_it_storms(tmp_path: Path) -> None:
-    """The same session with the guard off (as recorded Configs decode) compacts at every step."""
-    counts = _drive(tmp_path / "log", ROOMY.replace(floor_guard=False, prepare_threshold=0.0))
+    """The same session with the guard off (as recorded Configs decode: the gain rule off too)
+    compacts at every step."""
+    config = ROOMY.replace(floor_guard=False, prepare_threshold=0.0, min_compaction_gain_tokens=0)
+    counts = _drive(tmp_path / "log", config)
     assert counts["compactions"] >= 50, counts
 
 

@@ -22,7 +22,14 @@ from .builders import call, session, step
 
 TOKENS = CharTokenizer()
 # threshold 800 tokens = 2400 chars; summary reserve 240 chars; masking off
-SMALL: dict[str, Any] = {"context_window": 1000, "min_retain_rounds": 2, "micro_keep_recent": 1000}
+# The gain rule (``min_compaction_gain_tokens``) is off: these tests are about the cut; the rule
+# has its own (test_remask_gain.py, test_decide_gain_rule).
+SMALL: dict[str, Any] = {
+    "context_window": 1000,
+    "min_retain_rounds": 2,
+    "micro_keep_recent": 1000,
+    "min_compaction_gain_tokens": 0,
+}
 
 
 def _rounds(count: int, size: int = 300) -> list[Message]:

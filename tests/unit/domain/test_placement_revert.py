@@ -25,6 +25,7 @@ CONFIG = Config(
     micro_batch=1,
     max_tool_result_chars=300,
     keep_first_request=True,
+    min_compaction_gain_tokens=0,  # every result is masked once it ages (a placement kind)
 )
 
 

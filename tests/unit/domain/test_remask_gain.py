@@ -15,7 +15,13 @@ def _results(s, sizes: list[int]) -> None:  # type: ignore[no-untyped-def]
 
 def test_without_the_rule_masking_moves_by_batch() -> None:
     """Gain 0: the oldest ((n - keep) // batch) * batch results are candidates, as before."""
-    s = session(Message.user("go"), context_window=100_000, micro_keep_recent=2, micro_batch=2)
+    s = session(
+        Message.user("go"),
+        context_window=100_000,
+        micro_keep_recent=2,
+        micro_batch=2,
+        min_compaction_gain_tokens=0,
+    )
     _results(s, [300] * 6)
     assert s.state.mask_target() == 4
     assert render_policy(s.state).mask_before_seq == s.state.tool_seqs[3] + 1

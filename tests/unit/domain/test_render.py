@@ -14,7 +14,14 @@ from ctxledger.domain import (
 )
 from ctxledger.testing import is_truncation_of
 
-from .builders import call, session, step
+from .builders import call, step
+from .builders import session as _session
+
+
+def session(*messages: Message, **config: object) -> object:
+    """A session with the gain rule off: these tests are about masking by batch (the rule has
+    its own, test_remask_gain.py)."""
+    return _session(*messages, **{"min_compaction_gain_tokens": 0, **config})
 
 LONG = "r" * 200
 
