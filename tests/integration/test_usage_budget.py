@@ -209,19 +209,26 @@ def _tool_step(session: object, n: int, chars: int = 900) -> None:
     session.prepare_step()  # type: ignore[attr-defined]
 
 
+def _read_files(path: Path, results: int, *, gain: int, system: str = "") -> None:
+    """A session that reads ``results`` files of 900 characters, a step each; 2 kept whole,
+    masked by 2."""
+    config = Config(
+        context_window=100_000, micro_keep_recent=2, micro_batch=2, min_compaction_gain_tokens=gain
+    )
+    with Host.open(path) as host:
+        session = host.session("s", config=config)
+        if system:
+            session.append(Message.system(system))
+        session.append(Message.user("Read the files."))
+        for n in range(results):
+            _tool_step(session, n)
+
+
 def test_a_remask_records_its_effect_on_the_next_calls(tmp_path: Path) -> None:
     """A view that masks results the previous view showed records how many, where the cached
     prefix ends and the tokens saved; replay derives the same figures, and Pricing weighs them."""
     path = tmp_path / "log"
-    config = Config(
-        context_window=100_000, micro_keep_recent=2, micro_batch=2, min_compaction_gain_tokens=0
-    )
-    with Host.open(path) as host:
-        session = host.session("s", config=config)
-        session.append(Message.system("You read files."))
-        session.append(Message.user("Read the files."))
-        for n in range(6):
-            _tool_step(session, n)
+    _read_files(path, 6, gain=0, system="You read files.")
     served = [e for e in _events(path, "s") if isinstance(e, ViewServed)]
     remasks = [(index, e.remask) for index, e in enumerate(served) if e.remask is not None]
     # 6 results, 2 kept whole, masked by 2: the boundary moved at the 4th and the 6th result.
@@ -252,12 +259,7 @@ def test_verify_reports_a_remask_that_does_not_rebuild(
 ) -> None:
     """A recorded re-mask is derived again by verify; a different derivation is a mismatch."""
     path = tmp_path / "log"
-    config = Config(context_window=100_000, micro_keep_recent=2, micro_batch=2)
-    with Host.open(path) as host:
-        session = host.session("s", config=config.replace(min_compaction_gain_tokens=0))
-        session.append(Message.user("Read the files."))
-        for n in range(6):
-            _tool_step(session, n)
+    _read_files(path, 6, gain=0)
     assert verify(path).ok
     verifying = importlib.import_module("ctxledger.replay.verify")  # the module, not the function
     monkeypatch.setattr(verifying, "remask_of", lambda state, view, tokenizer: None)
@@ -271,15 +273,8 @@ def test_under_the_gain_rule_each_recorded_remask_saves_the_gain(tmp_path: Path)
     """Under the gain rule the boundary waits until a re-mask saves enough: every recorded
     re-mask saves at least the gain, and the small batches it held back are masked together."""
     path = tmp_path / "log"
-    config = Config(
-        context_window=100_000, micro_keep_recent=2, micro_batch=2, min_compaction_gain_tokens=700
-    )
-    with Host.open(path) as host:
-        session = host.session("s", config=config)
-        session.append(Message.user("Read the files."))
-        # Two 900-character results save about 580 tokens: held back until four save 1,160.
-        for n in range(10):
-            _tool_step(session, n)
+    # Two 900-character results save about 580 tokens: held back until four save 1,160.
+    _read_files(path, 10, gain=700)
     remasks = [e.remask for e in _events(path, "s") if isinstance(e, ViewServed) and e.remask]
     assert [remask.results for remask in remasks] == [4, 4]
     assert all(remask.tokens_saved >= 700 for remask in remasks)

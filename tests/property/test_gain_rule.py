@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from ctxledger import Config, ContextOverflowError, Message
 from ctxledger.domain import CharTokenizer
+from ctxledger.events import ViewServed
 from ctxledger.summarizers.extractive import ExtractiveSummarizer
 from ctxledger.testing import DomainSession, conversations
 
@@ -64,6 +65,14 @@ def test_no_view_exceeds_the_window_with_the_gain_rule(
             assert result.estimated_tokens - result.planned_tokens < (
                 config.min_compaction_gain_tokens
             )
+    # Each recorded re-mask describes its view: results newly masked, the prefix before them.
+    for event in session.events:
+        if isinstance(event, ViewServed) and event.remask is not None:
+            remask = event.remask
+            assert remask.results >= 1
+            assert remask.tokens_after == event.view_chars // 3  # no usage: chars // 3
+            assert 0 <= remask.prefix_kept_tokens <= remask.tokens_after <= remask.tokens_before
+            assert 0 < remask.first_seq <= event.through_seq
 
 
 @pytest.mark.traces
