@@ -63,6 +63,7 @@ ADDED_FIELDS: dict[str, dict[str, object]] = {
     },
     "golden_v2": {
         "remask": None,  # ViewServed: no re-mask recorded
+        "mask_count": None,  # MessageRetracted: the masking boundary left as it is
     },
 }
 

@@ -420,6 +420,7 @@ class _Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     cleared_checkpoints: int = 0
     accounting: Accounting = Accounting()
     mask_count: int = 0
+    mask_undo: list[tuple[int, int]] = []
     served_masked: int = 0
     served_checkpoint_id: str | None = None
 
@@ -475,6 +476,9 @@ class SessionState:
             results are masking candidates (the boundary moves only when the results it would
             newly mask save at least that many tokens); see
             :func:`ctxledger.domain.render_policy`.
+        mask_undo: Under the gain rule, each move of :attr:`mask_count` since the checkpoint
+            before the active one: the tool results counted after it and the count before it,
+            so that retracting those results can restore it (:meth:`mask_after_retraction`).
         served_masked: :meth:`masked_results` when the last view was served (see
             :func:`ctxledger.domain.remask_of`).
         served_checkpoint_id: The checkpoint id of the last served view.
@@ -512,6 +516,7 @@ class SessionState:
         self.cleared_checkpoints = 0
         self.accounting = Accounting()
         self.mask_count = 0
+        self.mask_undo: list[tuple[int, int]] = []
         self.served_masked = 0
         self.served_checkpoint_id: str | None = None
         # The calibrated tokenizer for the calibration in force (see ctxledger.domain.calibration):
@@ -646,6 +651,7 @@ class SessionState:
                 cleared_checkpoints=self.cleared_checkpoints,
                 accounting=self.accounting,
                 mask_count=self.mask_count,
+                mask_undo=self.mask_undo,
                 served_masked=self.served_masked,
                 served_checkpoint_id=self.served_checkpoint_id,
                 first_user_seq=self.first_user_seq,
@@ -745,6 +751,7 @@ class SessionState:
         state.cleared_checkpoints = snap.cleared_checkpoints
         state.accounting = snap.accounting
         state.mask_count = snap.mask_count
+        state.mask_undo = [(count, before) for count, before in snap.mask_undo]
         state.served_masked = snap.served_masked
         state.served_checkpoint_id = snap.served_checkpoint_id
         return state
@@ -969,6 +976,10 @@ class SessionState:
         elif isinstance(event, CheckpointCreated):
             self.checkpoints.append(event.checkpoint)
             self.checkpoint_seq = self.last_seq
+            # No retraction reaches results before the checkpoint in force until now (a revert
+            # of the new one restores that one): their boundary moves cannot be undone.
+            floor = self.tool_seqs.before
+            self.mask_undo = [entry for entry in self.mask_undo if entry[0] > floor]
             self.active_restored = False
             self._advance_index_base(event.checkpoint)
             # A new checkpoint ends any prepared summary: it was activated, or it extends a
@@ -1008,6 +1019,8 @@ class SessionState:
                 self.pins.add(event.seq)
         elif isinstance(event, MessageRetracted):
             self._retract(event.seq)
+            if event.mask_count is not None:
+                self.mask_count = event.mask_count
         elif isinstance(event, HistoryCleared):
             self._clear(event.through_seq)
         elif isinstance(event, ConfigChanged):
@@ -1082,6 +1095,26 @@ class SessionState:
             masked = min(masked, self.mask_count)
         return masked
 
+    def mask_after_retraction(self) -> int | None:
+        """Under the gain rule: :attr:`mask_count` once the newest shown message is retracted,
+        when that moves it back (the message is a tool result whose append moved the boundary);
+        None otherwise. Recorded on ``MessageRetracted.mask_count``, so that an append retracted at
+        once leaves the view as it was.
+
+        Raises:
+            InvalidSeqError: Nothing can be retracted (see :meth:`retraction_target`).
+        """
+        seq = self.retraction_target()
+        if self.history[seq - 1].role != "tool":
+            return None
+        remaining = len(self.tool_seqs) - 1
+        restored = self.mask_count
+        for count, before in reversed(self.mask_undo):
+            if count <= remaining:
+                break
+            restored = before
+        return None if restored == self.mask_count else restored
+
     def _advance_mask(self) -> None:
         """Move the re-masking boundary under the gain rule (``min_compaction_gain_tokens``).
 
@@ -1104,7 +1137,12 @@ class SessionState:
             name = self.tool_name(message)
             if name not in config.micro_preserve_tools:
                 saved += max(0, len(message.content) - len(name) - _MASK_OVERHEAD)
-        self.mask_count = target if saved // 3 >= gain else current
+        if saved // 3 >= gain:
+            # Retracting these results can move the boundary back (mask_after_retraction).
+            self.mask_undo.append((len(self.tool_seqs), self.mask_count))
+            self.mask_count = target
+        else:
+            self.mask_count = current
 
     def _retract(self, seq: int) -> None:
         """Withdraw message ``seq`` (the newest shown): undo what :meth:`_index` entered."""
@@ -1121,6 +1159,9 @@ class SessionState:
         role = message.role
         if role == "tool":
             _drop_last(self.tool_seqs.items, seq)
+            undo = self.mask_undo
+            while undo and undo[-1][0] > len(self.tool_seqs):
+                undo.pop()
             call_id = message.tool_call_id or ""
             if self._answers.recent.get(call_id) == seq:
                 del self._answers.recent[call_id]
@@ -1166,6 +1207,7 @@ class SessionState:
         self.usage = None
         self._reset_indices()  # open calls closed, ids free again, no head, no rounds
         self.index_base = through_seq
+        self.mask_undo = []  # no retraction reaches back past a clear
 
     def recent_tool_results(self, count: int) -> Sequence[Message]:
         """Return the last ``count`` tool results, oldest first."""

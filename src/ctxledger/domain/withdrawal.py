@@ -37,7 +37,9 @@ def retraction_events(state: SessionState, replacement: Sequence[Message] = ()) 
         InvalidSeqError: Nothing can be retracted (see :meth:`SessionState.retraction_target`).
         InvalidMessageError: A replacement message does not fit after the retraction.
     """
-    retraction = MessageRetracted(seq=state.retraction_target())
+    retraction = MessageRetracted(
+        seq=state.retraction_target(), mask_count=state.mask_after_retraction()
+    )
     if not replacement:
         return [retraction]
     after = state.copy()

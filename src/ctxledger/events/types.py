@@ -282,9 +282,14 @@ class MessageRetracted(EventBase, frozen=True, kw_only=True, tag="message_retrac
     retracted, and never one the checkpoint in force covers (its summary already tells of it).
     A retracted tool result re-opens its call; a retracted assistant message withdraws its calls
     (their ids may be used again).
+
+    ``mask_count``: under ``Config.min_compaction_gain_tokens``, the masking boundary once the
+    result is withdrawn, when its append had moved it (what it was before); None leaves it as it
+    is (and in logs written before the field existed, which were served that way).
     """
 
     seq: int
+    mask_count: int | None = None
 
 
 class HistoryCleared(EventBase, frozen=True, kw_only=True, tag="history_cleared"):

@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 from ctxledger import Message
-from ctxledger.domain import SessionState, min_gain_tokens, render_policy
+from ctxledger.domain import (
+    CharTokenizer,
+    SessionState,
+    build_view,
+    min_gain_tokens,
+    render_policy,
+    retraction_events,
+)
+from ctxledger.events import MessageRetracted
 
 from .builders import session, step
+
+TOKENS = CharTokenizer()
 
 
 def _results(s, sizes: list[int]) -> None:  # type: ignore[no-untyped-def]
@@ -61,3 +71,50 @@ def test_the_boundary_is_folded_and_survives_snapshots() -> None:
             resumed.apply(event)
         assert resumed.mask_count == s.state.mask_count
         assert resumed.to_snapshot() == s.state.to_snapshot()
+
+
+def _gained(sizes: list[int]):  # type: ignore[no-untyped-def]
+    s = session(
+        Message.user("go"),
+        context_window=100_000,
+        micro_keep_recent=2,
+        micro_batch=2,
+        min_compaction_gain_tokens=500,
+    )
+    _results(s, sizes)
+    return s
+
+
+def test_retracting_the_result_that_moved_the_boundary_moves_it_back() -> None:
+    """The result whose append let the boundary jump is retracted: the boundary, and the view,
+    are as they were before the append (MessageRetracted records it)."""
+    s = _gained([300, 300, 2_000, 300, 300])  # 2 candidates save 186 tokens < 500: held at 0
+    assert (s.state.mask_target(), s.state.mask_count) == (2, 0)
+    before = build_view(s.state, tokenizer=TOKENS).view_hash
+    s.append(*step("next", "n" * 300))  # target 4: the 2,000-character result is a candidate
+    assert s.state.mask_count == 4
+    assert s.state.mask_after_retraction() == 0
+    events = retraction_events(s.state)
+    assert isinstance(events[0], MessageRetracted) and events[0].mask_count == 0
+    for event in events:
+        s.record(event)
+    assert s.state.mask_count == 0 and s.state.mask_undo == []
+    for event in retraction_events(s.state):  # and the call it answered
+        s.record(event)
+    assert build_view(s.state, tokenizer=TOKENS).view_hash == before
+
+
+def test_a_retraction_recorded_before_the_field_leaves_the_boundary() -> None:
+    """A MessageRetracted without ``mask_count`` (older logs) leaves the boundary where it is,
+    as the views of those logs were served."""
+    s = _gained([300, 300, 2_000, 300, 300])
+    s.append(*step("next", "n" * 300))
+    s.record(MessageRetracted(seq=s.state.retraction_target()))
+    assert s.state.mask_count == 4
+
+
+def test_a_retraction_that_did_not_move_the_boundary_records_nothing() -> None:
+    """Retracting a result whose append left the boundary alone records no boundary."""
+    s = _gained([300] * 5)
+    assert s.state.mask_after_retraction() is None
+    assert retraction_events(s.state)[0].mask_count is None  # type: ignore[attr-defined]
