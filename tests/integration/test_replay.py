@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from ctxledger.domain import SessionState
 from ctxledger.events import CheckpointCreated, Event, SummaryPrepared, ViewServed
 from ctxledger.runtime.loading import DENSE_SNAPSHOTS, fold_session
 from ctxledger.storage import EventLog, LmdbEventLog, MemoryEventLog, RecordedEvent
+from ctxledger.summarizers import ExtractiveSummarizer, SummaryRequest
 
 SMALL = Config(context_window=1500, compression_threshold=0.6, min_retain_rounds=1, micro_batch=2)
 
@@ -297,6 +299,43 @@ def test_what_if_under_own_config_reuses_every_summary(
     assert lower.peak_tokens < same.peak_tokens
     assert lower.summarizer_calls > 0
     assert replay.verify(db).ok  # the log is untouched
+
+
+def test_what_if_does_not_run_a_background_compaction_the_log_never_finished(
+    db: Path,
+) -> None:
+    """A background compaction still running when the host stopped has no outcome in the log:
+    under the log's own Config what_if holds it as the host did, and never runs it."""
+    started, release = threading.Event(), threading.Event()
+    offline = ExtractiveSummarizer()
+
+    def stuck(request: SummaryRequest) -> str:
+        started.set()
+        release.wait(10)  # still running when the host closes
+        return offline(request)
+
+    config = Config(context_window=2_000, min_retain_rounds=1)
+    try:
+        with Host.open(db, config=config, summarizer=stuck) as host:
+            session = host.session("t")
+            for n in range(7):  # past prepare_threshold, below the threshold
+                session.append(Message.user(f"question {n} " + "x" * 300))
+                session.prepare_step()
+                session.append(Message.assistant(f"answer {n} " + "y" * 300))
+            assert started.wait(10)  # the background compaction was started (and recorded)
+    finally:
+        release.set()
+    with LmdbEventLog.open(db, readonly=True) as log:
+        kinds = [type(record.event).__name__ for record in log.read("t")]
+    assert "CompactionStarted" in kinds and "SummaryPrepared" not in kinds
+
+    def refuse(request: SummaryRequest) -> str:
+        raise AssertionError("the summariser must not be called")
+
+    report = replay.what_if(db, "t", config, summarizer=refuse)
+    assert report.summarizer_calls == 0
+    assert report.compactions == report.original_compactions == 0
+    assert report.summarizer_input_tokens == 0
 
 
 def test_replay_accepts_an_open_log() -> None:

@@ -29,6 +29,7 @@ from ctxledger.domain import (
 from ctxledger.errors import UnknownSessionError
 from ctxledger.events import (
     CheckpointCreated,
+    CompactionFailed,
     CompactionStarted,
     HistoryCleared,
     MessageAppended,
@@ -171,7 +172,10 @@ def what_if(
     host would: where the log started one under its own Config, or else after each batch of
     appended messages and each usage report. The time a summary takes is the log's, for a
     summary taken from it, else ``summary_seconds`` (by default the call's measured time); it
-    decides whether each prepared compaction would have been ready in time.
+    decides whether each prepared compaction would have been ready in time. Under the log's own
+    Config a background summary becomes available where the log recorded it (its
+    ``SummaryPrepared`` or ``CompactionFailed``), or earlier where a step waited for it, as the
+    host did, so the compactions are the log's whatever the timing was.
 
     Args:
         source: An LMDB folder (opened read-only) or an open event log.
@@ -210,7 +214,10 @@ def what_if(
                 run.decide(Background(), now)
         elif isinstance(event, CompactionStarted) and event.background:
             if background and own:
-                run.decide(Background(), now)
+                run.decide(Background(), now, log_id=event.compaction_id)
+        elif isinstance(event, SummaryPrepared | CompactionFailed) and background and own:
+            failed = event if isinstance(event, CompactionFailed) else None
+            run.release(event.compaction_id, failed=failed)
         elif isinstance(event, CompactionStarted) and event.reason != "threshold_exceeded":
             run.decide(Compact(trigger=event.reason, focus=event.focus, attempt=event.attempt), now)
         elif isinstance(event, ViewServed):
@@ -275,6 +282,10 @@ class _Run:
         self.last_seconds = 0.0  # the summariser time the last decision waited for
         self._previous_view: tuple[Message, ...] = ()
         self.summary_input_tokens = 0
+        # Background compactions held until the log's outcome of the same compaction (own
+        # Config), with when they started: by the log's compaction id, and that id by the job's.
+        self._held: dict[str, tuple[Job, float]] = {}
+        self._log_ids: dict[str, str] = {}
 
     def step(self, served: ViewServed, now: float) -> WhatIfStep:
         before = self.compactions
@@ -322,24 +333,64 @@ class _Run:
             shared += 1
         return session_tokenizer(self.state, self.tokenizer).count_messages(list(messages[:shared]))
 
-    def decide(self, request: Request, now: float) -> Decision:
+    def decide(self, request: Request, now: float, log_id: str | None = None) -> Decision:
+        """Decide ``request`` at time ``now``, running summaries as the host would.
+
+        With ``log_id`` (a background compaction the log started), its summary is held until
+        :meth:`release` (the log's outcome of it) or until a step waits for it; one the log never
+        finished (the host stopped first) is never run.
+        """
         self._now = now
         self._activated = None
         self.last_seconds = 0.0
         decision = self._step(request)
-        while decision.job is not None:
+        while decision.job is not None or decision.wait_for is not None:
+            if decision.wait_for is not None:  # the host waits for the running summary
+                if not self.release(self._log_ids.get(decision.wait_for, ""), waiting=True):
+                    break  # nothing held to wait for: serve as decided
+                decision = self._step(request)
+                continue
             job = decision.job
-            plan = job.plan
-            tokenizer = session_tokenizer(self.state, self.tokenizer)
-            self.summary_input_tokens += tokenizer.count_messages(list(plan.messages))
-            self.summary_input_tokens += tokenizer.count_text(plan.previous_summary or "")
-            summarized, seconds = self._summarize(job)
+            assert job is not None
+            if job.background and log_id is not None:
+                self._held[log_id] = (job, now)
+                self._log_ids[job.compaction_id] = log_id
+                return decision
+            summarized, seconds = self._run(job)
             if job.background:
                 self.ready_at[job.compaction_id] = now + seconds
             else:
                 self.last_seconds += seconds
             decision = self._step(summarized)
         return decision
+
+    def release(
+        self, log_id: str, *, failed: CompactionFailed | None = None, waiting: bool = False
+    ) -> bool:
+        """Run and fold the held background compaction the log started as ``log_id`` (as failed,
+        where the log recorded its failure); whether one was held. ``waiting``: a step waits
+        for it now, so the time it still needed is counted as waited."""
+        held = self._held.pop(log_id, None)
+        if held is None:
+            return False
+        job, started = held
+        if failed is not None:
+            summarized = Summarized(job=job, summary=None, detail=failed.detail)
+        else:
+            summarized, seconds = self._run(job)
+            self.ready_at[job.compaction_id] = started + seconds
+            if waiting:
+                self.last_seconds += max(0.0, started + seconds - self._now)
+        self._step(summarized)
+        return True
+
+    def _run(self, job: Job) -> tuple[Summarized, float]:
+        """Summarise ``job`` (reusing the log's summary of the same input), counting its input."""
+        plan = job.plan
+        tokenizer = session_tokenizer(self.state, self.tokenizer)
+        self.summary_input_tokens += tokenizer.count_messages(list(plan.messages))
+        self.summary_input_tokens += tokenizer.count_text(plan.previous_summary or "")
+        return self._summarize(job)
 
     def _step(self, request: Request) -> Decision:
         decision = decide(
