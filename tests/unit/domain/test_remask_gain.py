@@ -23,16 +23,22 @@ def _results(s, sizes: list[int]) -> None:  # type: ignore[no-untyped-def]
         s.append(*step(f"c{len(s.state.tool_seqs)}-{n}", "r" * size))
 
 
-def test_without_the_rule_masking_moves_by_batch() -> None:
-    """Gain 0: the oldest ((n - keep) // batch) * batch results are candidates, as before."""
+def _gained(sizes: list[int], gain: int = 500):  # type: ignore[no-untyped-def]
+    """A session of results of ``sizes`` characters; 2 kept whole, masked by 2, under ``gain``."""
     s = session(
         Message.user("go"),
         context_window=100_000,
         micro_keep_recent=2,
         micro_batch=2,
-        min_compaction_gain_tokens=0,
+        min_compaction_gain_tokens=gain,
     )
-    _results(s, [300] * 6)
+    _results(s, sizes)
+    return s
+
+
+def test_without_the_rule_masking_moves_by_batch() -> None:
+    """Gain 0: the oldest ((n - keep) // batch) * batch results are candidates, as before."""
+    s = _gained([300] * 6, gain=0)
     assert s.state.mask_target() == 4
     assert render_policy(s.state).mask_before_seq == s.state.tool_seqs[3] + 1
 
@@ -71,18 +77,6 @@ def test_the_boundary_is_folded_and_survives_snapshots() -> None:
             resumed.apply(event)
         assert resumed.mask_count == s.state.mask_count
         assert resumed.to_snapshot() == s.state.to_snapshot()
-
-
-def _gained(sizes: list[int]):  # type: ignore[no-untyped-def]
-    s = session(
-        Message.user("go"),
-        context_window=100_000,
-        micro_keep_recent=2,
-        micro_batch=2,
-        min_compaction_gain_tokens=500,
-    )
-    _results(s, sizes)
-    return s
 
 
 def test_retracting_the_result_that_moved_the_boundary_moves_it_back() -> None:
