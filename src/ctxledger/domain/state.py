@@ -751,7 +751,7 @@ class SessionState:
         state.cleared_checkpoints = snap.cleared_checkpoints
         state.accounting = snap.accounting
         state.mask_count = snap.mask_count
-        state.mask_undo = [(count, before) for count, before in snap.mask_undo]
+        state.mask_undo = snap.mask_undo
         state.served_masked = snap.served_masked
         state.served_checkpoint_id = snap.served_checkpoint_id
         return state
