@@ -7,6 +7,10 @@ compaction, fact blocks, a reverted checkpoint, usage reports, Config changes an
 ``tests/data/log_v2`` was written once after issue 17 (``tests/data/make_log_v2.py``): usage with
 cache figures, calibration, a token cap reached and raised, the gain rule, the floor guard and
 digested summariser input.
+``tests/data/log_v3`` was written once on main 2cca20a, the last shape before the two-mark policy
+and the v3 actors (``tests/data/make_log_v3.py``): that day's defaults, recorded re-masks, a
+retraction that moved the masking boundary back, reactive compactions, a revert, a clear, a pin,
+a fork, the dynamic threshold and a tool call answered by recovery.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from ctxledger.storage import LmdbEventLog
 DATA = Path(__file__).resolve().parents[1] / "data"
 LISTINGS = {
     name: json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
-    for name in ("log_v0", "log_v1", "log_v2")
+    for name in ("log_v0", "log_v1", "log_v2", "log_v3")
 }
 
 
@@ -106,6 +110,29 @@ def test_log_v2_holds_the_issue_17_events(tmp_path: Path) -> None:
         ]
     assert any(report.cached_tokens and report.cache_write_tokens for report in reports)
     assert any(report.cached_tokens and not report.cache_write_tokens for report in reports)
+
+
+def test_log_v3_holds_re_masks_and_withdrawals(tmp_path: Path) -> None:
+    """The v3 fixture exercises re-masks, mask_count, reactive compaction and the rest."""
+    shutil.copytree(DATA / "log_v3", tmp_path / "log_v3")
+    listing = LISTINGS["log_v3"]
+    types = set().union(*(entry["types"] for entry in listing.values()))
+    assert {
+        "CheckpointReverted",
+        "HistoryCleared",
+        "MessagePinned",
+        "MessageRetracted",
+        "SessionForked",
+        "SummaryPrepared",
+        "ToolResultSynthesized",
+        "ConfigChanged",
+    } <= types
+    assert sum(entry["remasks"] for entry in listing.values()) > 0
+    with LmdbEventLog.open(tmp_path / "log_v3", readonly=True) as log:
+        events = [record.event for record in log.read("main")]
+    assert any(getattr(event, "mask_count", None) is not None for event in events)
+    reasons = {event.checkpoint.reason for event in events if hasattr(event, "checkpoint")}
+    assert "prompt_too_long" in reasons
 
 
 def test_old_snapshots_are_skipped_and_the_events_folded(
