@@ -41,16 +41,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from quality_marks import before_config, marks_config
 from quality_policies import POLICIES, PROTOTYPES, WINDOW, Replay, policy_config, replay
 
-from ctxledger import Pricing
-from ctxledger.config import DEFAULT_FACT_INDEX_CHARS, DEFAULT_MIN_COMPACTION_GAIN_TOKENS
+from ctxledger import Config, Pricing
 from ctxledger.domain import (
     Fact,
     ModelView,
     fact_index_chars,
     message_chars,
-    min_gain_tokens,
     shown_text,
     threshold_for,
 )
@@ -346,8 +345,6 @@ PRICINGS = {
     "anthropic-style": Pricing.preset("anthropic-sonnet"),
     "openai-style": Pricing.preset("openai-gpt-4.1"),
 }
-#: The defaults before issue 17, for a session with the fact block (what a new session got).
-BEFORE_ISSUE_17 = {"summary_result_chars": 0, "floor_guard": False, "min_compaction_gain_tokens": 0}
 
 
 def billed(total: dict[str, Any], pricing: Pricing, *, caching: bool) -> float:
@@ -373,29 +370,23 @@ def floor_cost(total: dict[str, Any], pricing: Pricing) -> float:
 
 
 def cost_rows(
-    traces: dict[str, list[Message]], gains: list[int], window: int = WINDOW
+    traces: dict[str, list[Message]], targets: list[float], window: int = WINDOW
 ) -> dict[str, Any]:
-    """The defaults before issue 17 against the new ones at ``window``, over
-    ``min_compaction_gain_tokens`` (the new defaults' own value is a row of its own)."""
-    variants: dict[str, dict[str, Any]] = {
-        "before issue 17": dict(BEFORE_ISSUE_17),
-        f"new defaults (gain {DEFAULT_MIN_COMPACTION_GAIN_TOKENS:,})": {},
+    """The one-mark defaults of main (before issue 26) against the two marks at ``window``,
+    over ``compaction_target`` (the default's own value is a row of its own)."""
+    variants: dict[str, Config] = {
+        "before: one mark (main)": before_config(window),
+        "two marks (defaults)": marks_config(window),
     }
-    for gain in gains:
-        variants[f"new, gain {gain:,}"] = {"min_compaction_gain_tokens": gain}
-    # Smaller views: the lever left under OpenAI-style prices, and what it costs in retention.
-    for threshold in (0.7, 0.6):
-        variants[f"new defaults, compression_threshold {threshold}"] = {
-            "compression_threshold": threshold
-        }
+    for target in targets:
+        variants[f"two marks, target {target}"] = marks_config(window, compaction_target=target)
     out: dict[str, Any] = {}
-    for name, overrides in variants.items():
+    for name, config in variants.items():
         log(f"  cost at window {window:,}: {name} ...")
-        total = totals(run_policy(traces, "ctxledger+facts", context_window=window, **overrides))
-        config = policy_config("ctxledger+facts", context_window=window, **overrides)
+        total = totals(run_config(traces, "ctxledger+facts", config))
         out[name] = {
             **_slim_total(total),
-            "gain_applied": min_gain_tokens(config),
+            "target_tokens": config.sizes().target_tokens,
             "summary_output_tokens": total["summary_output_tokens"],
             "cost": {
                 style: {
@@ -412,24 +403,23 @@ def cost_rows(
 def _cost_markdown(by_window: dict[str, dict[str, Any]]) -> list[str]:
     lines = [
         "",
-        "## Cost (issue 17)",
+        "## Cost (issues 17 and 26)",
         "",
         "Billed-equivalent dollars of the agent's prompts and the summariser over the 34 traces, "
         "policy (a) + fact index; Anthropic-style "
         f"{PRICINGS['anthropic-style']} and OpenAI-style {PRICINGS['openai-style']} per million "
         "tokens, with the provider's prompt cache (the prefix shared with the previous view "
-        "read, the rest written) and without. `gain applied` is "
-        "`ctxledger.domain.min_gain_tokens` (the field, never above a tenth of the threshold). "
-        "The floor is the least the same views could be billed: a perfect cache (only each "
-        "view's growth over the previous one written) and a free summariser.",
+        "read, the rest written) and without. `target` is the low mark in tokens (one mark: "
+        "the threshold). The floor is the least the same views could be billed: a perfect cache "
+        "(only each view's growth over the previous one written) and a free summariser.",
     ]
     for window, rows in by_window.items():
-        base = rows["before issue 17"]
+        base = rows["before: one mark (main)"]
         lines += [
             "",
             f"### Window {int(window):,}",
             "",
-            "| defaults | gain applied | compactions | overflow views | summariser input tokens | "
+            "| defaults | target | compactions | overflow views | summariser input tokens | "
             "prompt tokens | cached share | Anthropic-style cached | uncached | "
             "OpenAI-style cached | uncached | vs before (A / O cached) | floor vs before (A / O) "
             "| errors kept | paths (all) kept |",
@@ -443,7 +433,7 @@ def _cost_markdown(by_window: dict[str, dict[str, Any]]) -> list[str]:
             floor_o = cost["openai-style"]["floor"] / base["cost"]["openai-style"]["cached"]
             retention = row["retention"]
             lines.append(
-                f"| {name} | {row['gain_applied']:,} | {row['compactions']} | "
+                f"| {name} | {row['target_tokens']:,} | {row['compactions']} | "
                 f"{row['overflow_views']} | "
                 f"{row['summarizer_input_tokens']:,} | {row['prompt_tokens']:,} | "
                 f"{_pct(row['cached_share'])} | ${cost['anthropic-style']['cached']:.2f} | "
@@ -902,7 +892,13 @@ def run_policy(
     traces: dict[str, list[Message]], policy: str, **overrides: Any
 ) -> list[dict[str, Any]]:
     """Replay every trace under ``policy`` (with Config ``overrides``); one row per trace."""
-    config = policy_config(policy, **overrides)
+    return run_config(traces, policy, policy_config(policy, **overrides))
+
+
+def run_config(
+    traces: dict[str, list[Message]], policy: str, config: Config
+) -> list[dict[str, Any]]:
+    """Replay every trace under ``policy`` with ``config``; one row per trace."""
     rows = []
     for name, history in traces.items():
         result = replay(history, policy, config, ExtractiveSummarizer())
@@ -1042,14 +1038,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--fact-sizes",
-        default="0,2000,4000,8000,12000,16000,24000",
+        default="0,2000,4000,8000,12000,16000",
         help="fact_index_chars values to sweep for (a) + fact index ('' to skip)",
     )
     parser.add_argument(
-        "--gains",
-        default="0,1000,2000,4000,8000",
-        help="min_compaction_gain_tokens values for the cost table ('' to skip it)",
+        "--cost-targets",
+        default="0.4,0.6",
+        help="compaction_target values for the cost table besides the default ('' for none)",
     )
+    parser.add_argument("--no-cost", action="store_true", help="skip the cost tables")
     parser.add_argument(
         "--cost-windows",
         default=f"{WINDOW},16000,128000",
@@ -1111,12 +1108,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     for window in [int(w) for w in args.sweep_windows.split(",") if w.strip()]:
         log(f"  ctxledger window={window}, fact block off / default ...")
         sizes: dict[str, Any] = {}
-        for size in (0, DEFAULT_FACT_INDEX_CHARS):
+        for size in (0, None):
             config = policy_config("ctxledger+facts", fact_index_chars=size, context_window=window)
             t = totals(
                 run_policy(traces, "ctxledger+facts", fact_index_chars=size, context_window=window)
             )
-            sizes[str(size)] = {"room": fact_index_chars(config), "total": _slim_total(t)}
+            sizes["default" if size is None else str(size)] = {
+                "room": fact_index_chars(config),
+                "total": _slim_total(t),
+            }
         results["fact_index_windows"][str(window)] = sizes
     results["targets"] = targets(
         results["policies"]["ctxledger"]["total"], results["policies"]["naive"]["total"]
@@ -1126,15 +1126,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["policies"]["ctxledger"]["total"],
         WINDOW,
     )
-    gains = [int(g) for g in args.gains.split(",") if g.strip()]
-    if gains:
+    if not args.no_cost:
+        cost_targets = [float(t) for t in args.cost_targets.split(",") if t.strip()]
         results["cost"] = {
-            str(window): cost_rows(traces, gains, window)
+            str(window): cost_rows(traces, cost_targets, window)
             for window in [int(w) for w in args.cost_windows.split(",") if w.strip()]
         }
     results["seconds"] = round(time.perf_counter() - started, 2)
     text = markdown(results)
-    if gains:
+    if not args.no_cost:
         text += "\n".join(_cost_markdown(results["cost"])) + "\n"
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)

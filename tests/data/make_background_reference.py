@@ -34,6 +34,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from ctxledger import Config, Host, Message
 from ctxledger.tooling.traces import read_trace
 
@@ -58,17 +60,23 @@ CONFIGS: dict[str, tuple[dict[str, Any], int | None]] = {
 def config(settings: dict[str, Any]) -> Config:
     """The Config of ``settings`` as c4f78f5 built it, with background compaction off.
 
-    Fields added since c4f78f5 (``Config.NEW_DEFAULTS``: ``prepare_threshold`` and later ones
-    such as ``fact_index_chars``) take their declared default, the value that reproduces the
-    older behaviour (as a Config recorded by c4f78f5 decodes). ``prepare_threshold`` is set to 0
-    explicitly: that is the switch under test.
+    Fields added since c4f78f5 take the value that reproduces the older behaviour, as a Config
+    recorded by c4f78f5 decodes: through ``upcast_config`` (schema 3, one mark) where this
+    version has it, else their declared default (``Config.NEW_DEFAULTS`` lists them).
+    ``prepare_threshold`` is set to 0 explicitly: that is the switch under test.
     """
-    newer = dict(getattr(Config, "NEW_DEFAULTS", {}))
-    defaults = dict(zip(Config.__struct_fields__, Config.__struct_defaults__, strict=True))
-    extra = {name: defaults[name] for name in newer if name not in settings}
-    if "prepare_threshold" in newer:
-        extra["prepare_threshold"] = 0.0
-    return Config(**settings, **extra)
+    try:
+        from ctxledger.config import upcast_config
+    except ImportError:  # a version before the Config schema (the reference's own, c4f78f5)
+        newer = dict(getattr(Config, "NEW_DEFAULTS", {}))
+        defaults = dict(zip(Config.__struct_fields__, Config.__struct_defaults__, strict=True))
+        extra = {name: defaults[name] for name in newer if name not in settings}
+        if "prepare_threshold" in newer:
+            extra["prepare_threshold"] = 0.0
+        return Config(**settings, **extra)
+    raw = upcast_config({**settings, "prepare_threshold": 0.0})
+    recorded: Config = msgspec.convert(raw, Config)
+    return recorded
 
 
 def _digest(hashes: list[str]) -> dict[str, Any]:

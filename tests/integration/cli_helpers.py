@@ -7,17 +7,21 @@ import os
 from pathlib import Path
 
 import lmdb
+import msgspec
 from click.testing import CliRunner, Result
 
 from ctxledger import Config, Host
 from ctxledger.cli import main
+from ctxledger.config import upcast_config
 from ctxledger.tooling.workload import iter_agent_steps
 
 # The workload's newest step (parallel reads of long files) alone can exceed this small window:
-# without the floor guard (as before it existed) such a view is served anyway, which these
-# logs, made to exercise the command, keep doing; the guard is tested in test_compaction_storms.
-SMALL = Config(
-    context_window=4000, compression_threshold=0.8, min_retain_rounds=1, floor_guard=False
+# a Config of the one-mark releases without the floor guard (schema 3, as such a Config was
+# recorded) serves that view anyway, which these logs, made to exercise the command, keep
+# doing; a Config built now refuses it (ContextOverflowError, tested in test_compaction_storms).
+SMALL: Config = msgspec.convert(
+    upcast_config({"context_window": 4000, "compression_threshold": 0.8, "min_retain_rounds": 1}),
+    Config,
 )
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

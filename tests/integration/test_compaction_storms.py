@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from ctxledger import Config, ContextOverflowError, Host, Message, ToolCall
+from ctxledger.config import upcast_config
 from ctxledger.events import CompactionStarted, ViewServed
 from ctxledger.replay import verify
 from ctxledger.storage import LmdbEventLog
@@ -67,9 +69,12 @@ def test_a_floor_above_the_threshold_does_not_compact_at_every_step(
 
 
 def test_without_the_floor_guard_it_storms(tmp_path: Path) -> None:
-    """The same session with the guard off (as recorded Configs decode: the gain rule off too)
-    compacts at every step."""
-    config = ROOMY.replace(floor_guard=False, prepare_threshold=0.0, min_compaction_gain_tokens=0)
+    """The same session under a one-mark Config with the guard off (as Configs recorded before
+    the guard decode: the gain rule off too) compacts at every step."""
+    config = msgspec.convert(
+        upcast_config({"context_window": 16_000, "summary_max_chars": 900}), Config
+    )
+    assert config.legacy and not config.floor_guard
     counts = _drive(tmp_path / "log", config)
     assert counts["compactions"] >= 50, counts
 

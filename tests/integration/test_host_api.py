@@ -185,7 +185,9 @@ def test_manual_compact_passes_focus(tmp_path: Path) -> None:
     "behaviour", ["raises", "empty", "none"], ids=["raises", "returns-empty", "returns-none"]
 )
 def test_failing_summarizer_keeps_previous_view(tmp_path: Path, behaviour: str) -> None:
-    """A summariser that raises or returns nothing: summary_unavailable and CompactionFailed."""
+    """A summariser that raises or returns nothing: summary_unavailable and CompactionFailed;
+    the view stays the full history while it fits the window, and once it does not, no view is
+    served (ContextOverflowError: the provider would refuse it)."""
 
     def summarizer(request: SummaryRequest) -> str | None:
         if behaviour == "raises":
@@ -194,12 +196,16 @@ def test_failing_summarizer_keeps_previous_view(tmp_path: Path, behaviour: str) 
 
     with Host.open(tmp_path / "db", config=SMALL, summarizer=summarizer) as host:
         s = host.session("a")
-        fill_rounds(s, 6)
+        fill_rounds(s, 3)  # over the threshold, within the window
         result = s.compact_if_needed()
         assert (result.compacted, result.reason) == (False, "summary_unavailable")
         assert s.checkpoints() == []
         assert any(isinstance(e, CompactionFailed) for e in events_of(host, "a"))
         assert s.build_model_view().mode == "full_history"
+        s.append(Message.user("and now " + "m" * 3000))  # over the window now
+        with pytest.raises(ContextOverflowError, match="does not fit the window"):
+            s.prepare_step()
+        assert s.checkpoints() == []
 
 
 def test_slow_summarizer_times_out_promptly(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 from collections.abc import Iterator
@@ -11,7 +12,7 @@ from typing import Any
 import lmdb
 import pytest
 
-from ctxledger import Config, Host, InvalidSeqError, Message, ToolCall, replay
+from ctxledger import Config, ContextOverflowError, Host, InvalidSeqError, Message, ToolCall, replay
 from ctxledger.domain import SessionState
 from ctxledger.events import CheckpointCreated, Event, SummaryPrepared, ViewServed
 from ctxledger.runtime.loading import DENSE_SNAPSHOTS, fold_session
@@ -375,7 +376,10 @@ def test_full_replay_equals_snapshot_plus_tail_equals_live(
             s = host.session(name)
             for message in messages:
                 if message.role == "assistant":
-                    s.prepare_step()
+                    # A task statement larger than the 8k window makes its steps refused
+                    # (ContextOverflowError, nothing recorded): replay must agree all the same.
+                    with contextlib.suppress(ContextOverflowError):
+                        s.prepare_step()
                 s.append(message)
             s.wait_background()
             live: SessionState = s._live_state()

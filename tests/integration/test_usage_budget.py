@@ -7,6 +7,7 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from ctxledger import (
@@ -21,6 +22,7 @@ from ctxledger import (
     ToolCall,
     UsageTotals,
 )
+from ctxledger.config import upcast_config
 from ctxledger.domain import CharTokenizer
 from ctxledger.events import BudgetExhausted, TokenizerCalibrated, UsageReported, ViewServed
 from ctxledger.replay import verify, view_at, what_if
@@ -212,8 +214,12 @@ def _tool_step(session: object, n: int, chars: int = 900) -> None:
 def _read_files(path: Path, results: int, *, gain: int, system: str = "") -> None:
     """A session that reads ``results`` files of 900 characters, a step each; 2 kept whole,
     masked by 2."""
-    config = Config(
-        context_window=100_000, micro_keep_recent=2, micro_batch=2, min_compaction_gain_tokens=gain
+    fields = {"context_window": 100_000, "micro_keep_recent": 2, "micro_batch": 2}
+    # The gain rule is a one-mark Config's (schema 3, as recorded before the two marks).
+    config = (
+        msgspec.convert(upcast_config({**fields, "min_compaction_gain_tokens": gain}), Config)
+        if gain
+        else Config(**fields)
     )
     with Host.open(path) as host:
         session = host.session("s", config=config)

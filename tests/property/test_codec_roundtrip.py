@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import zstandard
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from ctxledger.checkpoints import Checkpoint
-from ctxledger.config import Config
-from ctxledger.errors import CorruptRecordError
+from ctxledger.config import Config, upcast_config
+from ctxledger.errors import ConfigError, CorruptRecordError
 from ctxledger.events.codec import Codec, decode_event, encode_event, encode_payload
 from ctxledger.events.types import (
     EVENT_TYPES,
@@ -76,20 +77,40 @@ def messages(draw: st.DrawFn) -> Message:
     )
 
 
-configs = st.builds(
-    Config,
-    context_window=st.integers(1, 2_000_000),
-    compression_threshold=st.floats(0.01, 1.0),
-    min_retain_rounds=st.integers(0, 50),
-    summary_timeout=st.floats(0.1, 3600),
-    micro_keep_recent=st.integers(0, 20),
-    micro_preserve_tools=st.lists(ids, max_size=3).map(tuple),
-    micro_batch=st.integers(1, 32),
-    snapshot_interval=st.integers(1, 10_000),
-    threshold_policy=st.sampled_from(["fixed", "dynamic"]),
-    prepare_threshold=st.sampled_from([0.0, 0.5, 0.85, 0.99]),
-    fact_index_chars=st.integers(0, 100_000),
+_config_fields = st.fixed_dictionaries(
+    {
+        "context_window": st.integers(1, 2_000_000),
+        "compression_threshold": st.floats(0.01, 1.0),
+        "min_retain_rounds": st.integers(0, 50),
+        "summary_timeout": st.floats(0.1, 3600),
+        "micro_keep_recent": st.integers(0, 20),
+        "micro_preserve_tools": st.lists(ids, max_size=3).map(tuple),
+        "micro_batch": st.integers(1, 32),
+        "snapshot_interval": st.integers(1, 10_000),
+        "threshold_policy": st.sampled_from(["fixed", "dynamic"]),
+        "prepare_threshold": st.sampled_from([0.0, 0.5, 0.85, 0.99]),
+        "fact_index_chars": st.integers(0, 100_000),
+    }
 )
+
+
+@st.composite
+def _configs(draw: st.DrawFn) -> Config:
+    """A Config built now (schema 4; values the schema refuses are not drawn), or one
+    recorded before the two marks (schema 3, upcast), which carries older values."""
+    fields = draw(_config_fields)
+    if draw(st.booleans()):
+        return msgspec.convert(upcast_config(fields), Config)
+    fields["compaction_target"] = draw(st.none() | st.floats(0.001, 0.999))
+    fields["fact_index_chars"] = draw(st.none() | st.just(0) | st.integers(1, 100_000))
+    try:
+        return Config(**fields)
+    except ConfigError:
+        assume(False)
+        raise  # unreachable: assume(False) rejects the example
+
+
+configs = _configs()
 reasons = st.sampled_from(["threshold_exceeded", "prompt_too_long", "manual"])
 checkpoints = st.builds(
     Checkpoint,
@@ -167,7 +188,7 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
     ConfigChanged: st.builds(ConfigChanged, config=configs),
     MessagePinned: st.builds(MessagePinned, seq=seqs),
     CheckpointReverted: st.builds(
-        CheckpointReverted, checkpoint_id=ids, restored=checkpoints, reason=texts
+        CheckpointReverted, checkpoint_id=ids, restored=st.none() | checkpoints, reason=texts
     ),
     MessageRetracted: st.builds(MessageRetracted, seq=seqs),
     HistoryCleared: st.builds(HistoryCleared, through_seq=counts),

@@ -1,25 +1,47 @@
 """The gain rule (``min_compaction_gain_tokens``) and the floor guard never let a view exceed the
-window: over generated sessions and over the real traces (issue 17)."""
+window: over generated sessions and over the real traces (issue 17).
+
+Both rules belong to the one-mark policy: a Config built now refuses them (schema 4), and
+Configs recorded before carry them and replay with them, so these properties run on such
+Configs (schema 3, as the one-mark releases built them).
+"""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
 from ctxledger import Config, ContextOverflowError, Message
+from ctxledger.config import upcast_config
 from ctxledger.domain import CharTokenizer
 from ctxledger.events import ViewServed
 from ctxledger.summarizers.extractive import ExtractiveSummarizer
 from ctxledger.testing import DomainSession, conversations
 
 TOKENS = CharTokenizer()
+#: What the one-mark releases set for fields added after 0.1.0 in a Config built by code.
+ONE_MARK_DEFAULTS = {
+    "prepare_threshold": 0.85,
+    "fact_index_chars": 16_000,
+    "calibrate_after_reports": 3,
+    "min_compaction_gain_tokens": 2_560,
+    "floor_guard": True,
+    "summary_result_chars": 1_000,
+}
+
+
+def one_mark(**fields: object) -> Config:
+    """A Config as the one-mark releases built it (schema 3)."""
+    config: Config = msgspec.convert(upcast_config({**ONE_MARK_DEFAULTS, **fields}), Config)
+    return config
 
 
 @st.composite
 def configs(draw: st.DrawFn) -> Config:
     """Small windows, so that generated conversations compact often; the gain rule on."""
-    return Config(
+    return one_mark(
         context_window=draw(st.integers(300, 4000)),
         compression_threshold=draw(st.sampled_from([0.5, 0.8, 1.0])),
         min_retain_rounds=draw(st.integers(0, 3)),
@@ -83,7 +105,7 @@ def test_the_gain_rule_keeps_views_in_the_window_on_the_traces(
     and the rule does hold back compactions or re-masks."""
     skipped = held = 0
     for window in (16_000, 32_000):
-        config = Config(context_window=window, min_compaction_gain_tokens=4_000)
+        config = one_mark(context_window=window, min_compaction_gain_tokens=4_000)
         for name, messages in sorted(traces.items()):
             session = DomainSession(config, summarizer=ExtractiveSummarizer())
             for message in [*messages, None]:

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from ctxledger.config import DEFAULT_PREPARE_THRESHOLD, Config
+from ctxledger.config import Config
 from ctxledger.events import ConfigChanged, SessionOpened
 from ctxledger.events.codec import Codec
 from ctxledger.events.upcasters import CURRENT_TAGS
@@ -60,10 +60,14 @@ ADDED_FIELDS: dict[str, dict[str, object]] = {
         "view_chars": 0,  # ViewServed
         "prefix_kept_tokens": 0,  # Checkpoint
         "remask": None,  # ViewServed: no re-mask recorded
+        "compaction_target": 0.0,  # Config: one mark (the schema before the two marks)
+        "schema_version": 3,  # Config: recorded before the schema version, upcast to 3
     },
     "golden_v2": {
         "remask": None,  # ViewServed: no re-mask recorded
         "mask_count": None,  # MessageRetracted: the masking boundary left as it is
+        "compaction_target": 0.0,  # Config: one mark (the schema before the two marks)
+        "schema_version": 3,  # Config: recorded before the schema version, upcast to 3
     },
 }
 
@@ -102,9 +106,11 @@ def test_old_configs_decode_with_the_old_behaviour() -> None:
         assert isinstance(event, SessionOpened | ConfigChanged)
         assert event.config.prepare_threshold == 0.0  # off, as it was recorded
         assert event.config.fact_index_chars == 0
+        assert event.config.legacy and event.config.compaction_target == 0.0  # one mark
     new = Config()
-    assert new.prepare_threshold == DEFAULT_PREPARE_THRESHOLD  # a new Config: on
-    assert new.fact_index_chars > 0
+    assert new.sizes().prepare_tokens > 0  # a new Config: on (the prepare point derived)
+    assert new.sizes().facts_chars > 0  # the fact block's room, derived from the window
+    assert not new.legacy and new.sizes().target_tokens < new.threshold_tokens
     event = CODECS["golden_v2"].decode(RECORDS["golden_v2"]["session_opened.v2"])
     assert isinstance(event, SessionOpened)
     assert event.config.prepare_threshold == 0.7

@@ -91,23 +91,24 @@ def test_replace_validates_and_rejects_unknown_fields() -> None:
 
 
 def test_a_new_config_has_the_fact_block_on_and_a_recorded_one_without_it_off() -> None:
-    """New fields: Config() gets NEW_DEFAULTS; a recorded Config lacking the field decodes off."""
+    """Config() has the fact block (its room derived from the window); a Config recorded before
+    the field existed (and before ``schema_version``) is upcast to the block off."""
     import msgspec
 
-    from ctxledger.config import DEFAULT_FACT_INDEX_CHARS
+    from ctxledger.config import upcast_config
 
-    assert Config().fact_index_chars == DEFAULT_FACT_INDEX_CHARS > 0
-    assert Config.from_env({}).fact_index_chars == DEFAULT_FACT_INDEX_CHARS
-    recorded = msgspec.to_builtins(Config(context_window=9000))
-    del recorded["fact_index_chars"]
+    assert Config().fact_index_chars is None and Config().sizes().facts_chars > 0
+    assert Config.from_env({}).sizes().facts_chars == Config().sizes().facts_chars
+    recorded = {"context_window": 9000, "compression_threshold": 0.8, "min_retain_rounds": 2}
     for decoded in (
-        msgspec.msgpack.decode(msgspec.msgpack.encode(recorded), type=Config),
-        msgspec.json.decode(msgspec.json.encode(recorded), type=Config),
-        msgspec.convert(recorded, Config),
+        msgspec.msgpack.decode(msgspec.msgpack.encode(upcast_config(recorded)), type=Config),
+        msgspec.json.decode(msgspec.json.encode(upcast_config(recorded)), type=Config),
+        msgspec.convert(upcast_config(recorded), Config),
     ):
         assert decoded.fact_index_chars == 0 and decoded.context_window == 9000
-    assert Config(fact_index_chars=0).fact_index_chars == 0
-    assert Config().replace(context_window=5000).fact_index_chars == DEFAULT_FACT_INDEX_CHARS
+        assert decoded.sizes().facts_chars == 0 and decoded.legacy
+    assert Config(fact_index_chars=0).sizes().facts_chars == 0
+    assert Config().replace(context_window=5000).sizes().facts_chars > 0
     assert Config(fact_index_chars=0).replace(context_window=5000).fact_index_chars == 0
 
 

@@ -199,6 +199,7 @@ def require_session(log: EventLog, session_id: str, db: LogTarget) -> None:
 CONFIG_FLAGS: dict[str, str] = {
     "window": "context_window",
     "threshold": "compression_threshold",
+    "target": "compaction_target",
     "min_retain_rounds": "min_retain_rounds",
     "micro_keep_recent": "micro_keep_recent",
     "micro_batch": "micro_batch",
@@ -213,6 +214,7 @@ def config_options(func: F) -> F:
     options = [
         click.option("--window", type=int, help="context_window: the model's window in tokens."),
         click.option("--threshold", type=float, help="compression_threshold: share of the window."),
+        click.option("--target", type=float, help="compaction_target: the low mark, a share."),
         click.option("--min-retain-rounds", type=int, help="Rounds kept verbatim after a cut."),
         click.option("--micro-keep-recent", type=int, help="Newest tool results never masked."),
         click.option("--micro-batch", type=int, help="Re-mask every this many aged results."),

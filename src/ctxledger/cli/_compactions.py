@@ -130,6 +130,12 @@ def revert(session_id: str, db: Path, checkpoint_id: str | None, reason: str) ->
         session = host.session(session_id)
         reverted = session.checkpoints()[-1].id if session.checkpoints() else None
         restored = session.revert_compaction(checkpoint_id, reason=reason)
+    if restored is None:
+        click.echo(
+            f"reverted checkpoint {reverted} of {session_id!r}, its first: the full history is "
+            "shown again (ctxledger compact --focus TEXT to redo it now)"
+        )
+        return
     click.echo(
         f"reverted checkpoint {reverted} of {session_id!r}: checkpoint {restored.id} is active "
         f"again (summarises through #{restored.covers_through_seq}); the next compaction "

@@ -451,7 +451,8 @@ def _event_detail(event: Event) -> str:
         return f"checkpoint {cp.id[:12]} ({cp.reason}) {tokens}{meta}{facts}{activated}"
     if isinstance(event, CheckpointReverted):
         reason = f": {clip(event.reason, 40)}" if event.reason else ""
-        return f"reverted {event.checkpoint_id[:12]}, {event.restored.id[:12]} active again{reason}"
+        again = "the full history" if event.restored is None else event.restored.id[:12]
+        return f"reverted {event.checkpoint_id[:12]}, {again} active again{reason}"
     if isinstance(event, CompactionFailed):
         return f"{event.reason}{_BACKGROUND if event.background else ''}: {clip(event.detail, 60)}"
     if isinstance(event, SessionOpened | ConfigChanged):

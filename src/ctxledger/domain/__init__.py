@@ -1,8 +1,9 @@
 """The pure heart of ctxledger: rounds, budget, compaction planning, masking and projection.
 
 No threads and no I/O: given a session's events (folded into a :class:`SessionState`), decide
-when to compact, plan the cut and build the model view. :func:`decide` is the one decision step
-that the runtime, the testing driver, what-if and transcript import all call.
+when to compact (the two-mark policy, :mod:`ctxledger.domain.policy`), plan the cut and build
+the model view. :func:`decide` is the one decision step that the runtime, the testing driver,
+what-if and transcript import all call.
 """
 
 from ctxledger.domain.adapters import to_anthropic, to_openai
@@ -31,11 +32,11 @@ from ctxledger.domain.compaction import (
     arun_summarizer,
     complete_compaction,
     fail_compaction,
-    plan_compaction,
     prepared_checkpoint,
     run_summarizer,
 )
 from ctxledger.domain.cost import PRICING_PRESETS, Pricing
+from ctxledger.domain.cuts import Marks
 from ctxledger.domain.decide import (
     INTERRUPTED_RESULT,
     Adopt,
@@ -71,6 +72,15 @@ from ctxledger.domain.limits import (
 )
 from ctxledger.domain.overflow import is_prompt_too_long
 from ctxledger.domain.placement import PLACEMENT_KINDS, Placement, PlacementKind, place_message
+from ctxledger.domain.policy import (
+    absorbs,
+    background_on,
+    marks,
+    overflow_error,
+    plan_compaction,
+    prepare_due,
+    should_compact,
+)
 from ctxledger.domain.projection import assemble, summary_message
 from ctxledger.domain.render import (
     TRUNCATION_MARKER,
@@ -143,6 +153,7 @@ __all__ = [
     "Job",
     "KindCount",
     "LossReport",
+    "Marks",
     "ModelView",
     "Placement",
     "PlacementKind",
@@ -161,10 +172,12 @@ __all__ = [
     "Trigger",
     "Usage",
     "UsageTotals",
+    "absorbs",
     "arun_summarizer",
     "assemble",
     "audit_checkpoint",
     "background_estimate",
+    "background_on",
     "base_threshold_tokens",
     "build_view",
     "calibrate",
@@ -181,14 +194,17 @@ __all__ = [
     "is_async_summarizer",
     "is_prompt_too_long",
     "looks_failed",
+    "marks",
     "mask_text",
     "max_tool_result_chars",
     "message_chars",
     "min_gain_tokens",
     "over_budget",
+    "overflow_error",
     "parse_usage",
     "place_message",
     "plan_compaction",
+    "prepare_due",
     "prepared_checkpoint",
     "preview_view",
     "remask_of",
@@ -200,6 +216,7 @@ __all__ = [
     "run_summarizer",
     "served",
     "session_tokenizer",
+    "should_compact",
     "shown_messages",
     "shown_text",
     "summary_chunk_chars",

@@ -1,39 +1,28 @@
-"""Compaction: decide whether and where to cut, run the summariser, build the checkpoint.
+"""Compaction: the plan, the summariser's run and the checkpoint it makes.
 
-The host's flow per step: :func:`plan_compaction` (pure; a :class:`CompactionResult` when nothing
-should run, else a :class:`CompactionPlan`), :func:`run_summarizer` (the only call out, made off
-the hot path), :func:`complete_compaction` (pure; the checkpoint to record). Outcome reasons are
-checked in DESIGN §2 order: ``messages_not_enough``, ``checkpoint_current``, ``below_threshold``,
-``floor_above_threshold``, ``rounds_not_enough``, ``no_progress``, ``gain_too_small``; then
-``compacted`` or ``summary_unavailable``.
+The host's flow per step: :func:`ctxledger.domain.policy.plan_compaction` (pure; a
+:class:`CompactionResult` when nothing should run, else a :class:`CompactionPlan`),
+:func:`run_summarizer` (the only call out, made off the hot path), :func:`complete_compaction`
+(pure; the checkpoint to record). Outcome reasons are checked in DESIGN §2 order:
+``messages_not_enough``, ``checkpoint_current``, ``below_threshold``,
+``floor_above_threshold``, ``rounds_not_enough``, ``no_progress``, ``gain_too_small`` (a
+one-mark Config only); then ``compacted`` or ``summary_unavailable``.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
 
 import msgspec
 
 from ctxledger.checkpoints import Checkpoint
-from ctxledger.domain.budget import threshold_for
-from ctxledger.domain.calibration import session_tokenizer
-from ctxledger.domain.cuts import STEP_CUT_FILL, CutMeasure
-from ctxledger.domain.digest import summary_input
+from ctxledger.domain.cuts import STEP_CUT_FILL, TRIGGERS, Trigger
 from ctxledger.domain.facts import checkpoint_fact_block
-from ctxledger.domain.limits import (
-    CHARS_PER_TOKEN,
-    fact_index_chars,
-    min_gain_tokens,
-    summary_chunk_chars,
-    summary_max_chars,
-)
-from ctxledger.domain.projection import FACTS_SEPARATOR
 from ctxledger.domain.render import truncate_text
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.summary import AsyncSummarizer, Summarizer, SummaryRequest
 from ctxledger.domain.tokenizer import Tokenizer, message_chars
-from ctxledger.domain.view import Draft, draft_view, preview_view
+from ctxledger.domain.view import draft_view, preview_view
 from ctxledger.events.types import CompactionStarted, SummaryPrepared
 from ctxledger.messages import Message
 
@@ -47,14 +36,10 @@ __all__ = [
     "complete_compaction",
     "fail_compaction",
     "finish_checkpoint",
-    "plan_compaction",
+    "input_hash",
     "prepared_checkpoint",
     "run_summarizer",
 ]
-
-Trigger = Literal["threshold_exceeded", "manual", "prompt_too_long"]
-#: The triggers :func:`plan_compaction` accepts.
-TRIGGERS: tuple[str, ...] = ("threshold_exceeded", "manual", "prompt_too_long")
 
 _hash_encoder = msgspec.msgpack.Encoder(order="deterministic")
 
@@ -204,199 +189,6 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
         return chunks
 
 
-def plan_compaction(
-    state: SessionState,
-    *,
-    tokenizer: Tokenizer,
-    trigger: Trigger = "threshold_exceeded",
-    pending: str = "",
-    focus: str | None = None,
-    attempt: int = 0,
-    draft: Draft | None = None,
-    prepared: SummaryPrepared | None = None,
-    force: bool = False,
-) -> CompactionPlan | CompactionResult:
-    """Decide whether to compact and where to cut.
-
-    Rounds: the cut keeps the last ``min_retain_rounds`` rounds raw. When those rounds alone do
-    not fit below the target (measured by the tokenizer over the view they would make, never by
-    the provider's usage figure), the cut moves to a step boundary inside them. ``manual`` and
-    ``prompt_too_long`` skip the threshold check. ``prompt_too_long`` also skips
-    ``checkpoint_current`` (the provider just rejected the current view) and cuts harder on each
-    ``attempt``: it keeps ``min_retain_rounds >> (attempt + 1)`` rounds and targets
-    ``min(threshold, view tokens) >> (attempt + 1)`` tokens.
-
-    Args:
-        state: The session.
-        tokenizer: Counts tokens.
-        trigger: Why compaction is considered.
-        pending: Text about to be sent with the view.
-        focus: What the summary should keep (manual compaction).
-        attempt: Reactive retry number, from 0.
-        draft: The current view (:func:`~ctxledger.domain.draft_view` with ``pending``), if
-            already made; without ``prepared`` it must be the active checkpoint's view.
-        prepared: Plan from a prepared summary instead of the active checkpoint: the summary
-            covers what precedes its cut, so only what lies between its cut and the new one is
-            summarised (with it as the previous summary); the new checkpoint still extends the
-            active one. ``draft`` is then the view under the prepared summary.
-        force: Skip the threshold check (``below_threshold``): plan the cut a compaction due now
-            would make, as a background compaction does ahead of need. Below the threshold,
-            when no round cut makes progress, the cut is looked for at a step boundary (aiming
-            at the same share of the threshold as a compaction at it).
-
-    Returns:
-        A plan, or a not-compacted result with the reason.
-
-    Raises:
-        ValueError: ``trigger`` is unknown or ``attempt`` is negative.
-    """
-    if trigger not in TRIGGERS:
-        raise ValueError(f"unknown compaction trigger {trigger!r}; expected one of {TRIGGERS}")
-    if attempt < 0:
-        raise ValueError(f"attempt must be >= 0, got {attempt}")
-    tokenizer = session_tokenizer(state, tokenizer)
-    config = state.config
-    active = state.active_checkpoint
-    base_checkpoint = active if prepared is None else prepared_checkpoint(prepared)
-    if draft is None:
-        checkpoint = None if prepared is None else base_checkpoint
-        draft = draft_view(state, tokenizer=tokenizer, pending=pending, checkpoint=checkpoint)
-    estimate = draft.estimated_tokens
-    threshold = threshold_for(state)
-
-    def skip(reason: str, *, floor: int = 0, planned: int = 0) -> CompactionResult:
-        return CompactionResult(
-            compacted=False,
-            reason=reason,
-            checkpoint_id=active.id if active else None,
-            estimated_tokens=estimate,
-            threshold=threshold,
-            retain_from_seq=active.retain_from_seq if active else None,
-            messages_compacted=0,
-            tokens_before=estimate,
-            floor_tokens=floor,
-            planned_tokens=planned,
-        )
-
-    if state.last_seq < 3:
-        return skip("messages_not_enough")
-    if (
-        active is not None
-        and prepared is None
-        and trigger != "prompt_too_long"
-        and state.checkpoint_seq == state.last_seq
-        and draft.view_tokens <= state.config.context_window  # else a smaller window since
-    ):
-        return skip("checkpoint_current")
-    if trigger == "threshold_exceeded" and estimate < threshold and not force:
-        return skip("below_threshold")
-
-    keep_rounds = config.min_retain_rounds
-    target = threshold
-    max_chars = summary_max_chars(config)
-    fact_chars = fact_index_chars(config)
-    if trigger == "prompt_too_long":
-        keep_rounds >>= attempt + 1
-        target = max(1, min(threshold, draft.view_tokens) >> (attempt + 1))
-        # The summary may take at most a quarter of a shrunken target, and its facts as much.
-        max_chars = max(1, min(max_chars, target * CHARS_PER_TOKEN // 4))
-        fact_chars = min(fact_chars, max_chars)
-    # The summary's room, and after it the fact block's: the view fits with both at full size.
-    reserve = max_chars + (len(FACTS_SEPARATOR) + fact_chars if fact_chars else 0)
-    cutter = CutMeasure(state, tokenizer, trigger, reserve, pending)
-    room = target - 1  # equality compacts, so the view must end strictly below the target
-
-    base = base_checkpoint.retain_from_seq if base_checkpoint else state.cleared_through + 1
-    window = config.context_window
-    automatic = trigger == "threshold_exceeded"
-    floor = 0
-    if automatic and config.floor_guard:
-        # The view no cut can make smaller: everything before the newest step summarised.
-        newest = state.boundary_at_or_before(state.last_seq + 1)
-        newest = max(newest, base) if newest is not None else base
-        floor = cutter.exact(newest)
-        if floor > room:
-            # No compaction brings the view under the threshold: one at every step would pay
-            # for nothing. Compact only when the view would not fit the window, towards it.
-            if estimate <= window:
-                return skip("floor_above_threshold", floor=floor)
-            bare = CutMeasure(state, tokenizer, trigger, 0, pending).exact(newest)
-            if bare >= window:
-                # Even with an empty summary nothing fits: the caller refuses to serve
-                # (ContextOverflowError) instead of sending a prompt the provider rejects.
-                return skip("floor_above_threshold", floor=bare)
-            target = window
-            room = target - 1
-            if floor > room:
-                # The summary's and the block's full rooms do not fit: give them what is left.
-                spare = (room - bare) * CHARS_PER_TOKEN
-                max_chars = max(1, min(max_chars, spare // 2))
-                fact_chars = min(fact_chars, spare // 4)
-                reserve = max_chars + (len(FACTS_SEPARATOR) + fact_chars if fact_chars else 0)
-                cutter = CutMeasure(state, tokenizer, trigger, reserve, pending)
-                floor = cutter.exact(newest)
-    round_cut: int | None = None
-    if keep_rounds == 0:
-        round_cut = state.boundary_at_or_before(state.last_seq + 1)
-    elif len(state.user_seqs) > keep_rounds:
-        round_cut = state.boundary_at_or_before(state.user_seqs[-keep_rounds])
-    lower = max(round_cut, base) if round_cut is not None else base
-
-    step_level = False
-    cut: int | None
-    # Ahead of need (a background compaction below the threshold) the view still fits, so a
-    # cut that makes progress is looked for at a step boundary when no round cut makes any.
-    ahead = force and estimate < threshold and lower <= base
-    # Over the window, a round cut that makes no progress is no answer: the measured cut may
-    # fit while the view with the summary actually written does not (a tokenizer counting the
-    # summary's words where the reserve counted one), so the cut is looked for at a step.
-    stuck = draft.view_tokens > window and lower <= base
-    if cutter.exact(lower) <= room and not ahead and not stuck:
-        if round_cut is None:
-            return skip("rounds_not_enough")
-        cut = lower
-    else:
-        fill = 1.0 if trigger == "prompt_too_long" else STEP_CUT_FILL
-        cut = cutter.step_cut(max(lower, base + 1), room, fill)
-        step_level = cut is not None and (round_cut is None or cut > round_cut)
-    if cut is None or cut <= base:
-        return skip("no_progress")
-    covered = tuple(
-        m
-        for m in state.history[base - 1 : cut - 1]
-        if not state.is_head(m) and m.seq not in state.retracted
-    )
-    if not covered:
-        return skip("no_progress")
-    planned = cutter.exact(cut)
-    gain = min_gain_tokens(config)
-    if automatic and gain > 0 and estimate - planned < gain and estimate < window:
-        # Breaking the provider's cached prefix for so little costs more than it saves.
-        return skip("gain_too_small", floor=floor, planned=planned)
-
-    given = summary_input(covered, config.summary_result_chars)
-    previous = base_checkpoint.summary if base_checkpoint else None
-    return CompactionPlan(
-        reason=trigger,
-        retain_from_seq=cut,
-        covers_through_seq=cut - 1,
-        messages=given,
-        previous_summary=previous,
-        previous_checkpoint_id=active.id if active else None,
-        focus=focus,
-        max_chars=max_chars,
-        chunk_chars=summary_chunk_chars(config),
-        estimated_tokens=estimate,
-        threshold=threshold,
-        target_tokens=target,
-        planned_tokens=planned,
-        attempt=attempt,
-        step_level=step_level,
-        input_hash=_input_hash(given, previous, focus, max_chars),
-        fact_chars=fact_chars,
-    )
-
-
 def prepared_checkpoint(prepared: SummaryPrepared) -> Checkpoint:
     """The checkpoint a prepared summary stands for, as planning and views measure it.
 
@@ -413,9 +205,10 @@ def prepared_checkpoint(prepared: SummaryPrepared) -> Checkpoint:
     )
 
 
-def _input_hash(
+def input_hash(
     messages: tuple[Message, ...], previous: str | None, focus: str | None, max_chars: int
 ) -> str:
+    """The content address of a summariser input (what a summary of it can be reused for)."""
     payload = _hash_encoder.encode((messages, previous, focus, max_chars))
     return hashlib.sha256(payload).hexdigest()
 
@@ -586,7 +379,10 @@ def finish_checkpoint(
         facts = checkpoint_fact_block(state, checkpoint, covered, fact_chars)
         checkpoint = msgspec.structs.replace(checkpoint, facts=facts)
     view = preview_view(state, checkpoint, tokenizer=tokenizer)
-    if state.config.floor_guard and view.view_tokens > state.config.context_window:
+    config = state.config
+    # A one-mark Config did this under its floor guard only; no view of this schema is over.
+    fits = config.floor_guard or not config.legacy
+    if fits and view.view_tokens > config.context_window:
         checkpoint = _fit_window(state, checkpoint, tokenizer)
         view = preview_view(state, checkpoint, tokenizer=tokenizer)
     head = next(

@@ -1,15 +1,34 @@
-"""Measuring cuts: the tokens of the view a candidate cut would make, and step-level cut search."""
+"""Measuring cuts: the tokens of the view a candidate cut would make, step-level cut search,
+and the small values the policy's steps pass each other (:mod:`ctxledger.domain.policy`)."""
 
 from __future__ import annotations
 
+from typing import Literal, NamedTuple
+
 from ctxledger.checkpoints import Checkpoint, CheckpointReason
-from ctxledger.domain.projection import assemble, slot_seqs
+from ctxledger.domain.projection import FACTS_SEPARATOR, assemble, slot_seqs
 from ctxledger.domain.render import render_message, render_policy
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import Tokenizer
+from ctxledger.domain.view import Draft
 from ctxledger.messages import Message
 
-__all__ = ["STEP_CUT_FILL", "CutMeasure"]
+__all__ = [
+    "STEP_CUT_FILL",
+    "TRIGGERS",
+    "Cut",
+    "CutMeasure",
+    "CutRequest",
+    "Marks",
+    "Rooms",
+    "Skip",
+    "Trigger",
+    "newest_cut",
+]
+
+Trigger = Literal["threshold_exceeded", "manual", "prompt_too_long"]
+#: The triggers a compaction is planned for.
+TRIGGERS: tuple[str, ...] = ("threshold_exceeded", "manual", "prompt_too_long")
 
 #: A step-level cut keeps the raw tail within this share of the room left after the system
 #: messages, the pinned slot and summary, so that the next compaction is not due on the very
@@ -81,3 +100,82 @@ class CutMeasure:
             if fixed + suffix[seq] <= budget and self.exact(seq) <= budget:
                 return seq
         return candidates[-1]
+
+
+class Marks(NamedTuple):
+    """The marks in force for a state, in tokens.
+
+    Attributes:
+        threshold: The high mark (fixed, or the dynamic policy's value now).
+        target: The low mark (the threshold itself for a one-mark Config).
+        prepare: Where a summary starts in the background (0: never).
+        one_mark: A Config recorded before the marks (schema 3): the target is the threshold.
+    """
+
+    threshold: int
+    target: int
+    prepare: int
+    one_mark: bool = False
+
+
+class Rooms(NamedTuple):
+    """Characters reserved for a checkpoint's summary and for its fact block (0: none)."""
+
+    summary: int
+    facts: int
+
+    @property
+    def reserve(self) -> int:
+        """Characters the summary message takes with both texts at full size."""
+        return self.summary + (len(FACTS_SEPARATOR) + self.facts if self.facts else 0)
+
+
+class CutRequest(NamedTuple):
+    """What a cut is planned for.
+
+    Attributes:
+        state: The session.
+        tokenizer: Counts tokens (the session's).
+        trigger: ``threshold_exceeded``, ``manual`` or ``prompt_too_long``.
+        pending: Text about to be sent with the view.
+        attempt: The reactive retry number.
+        draft: The view as it is (under the prepared summary, when planning from one).
+        marks: The marks in force.
+        base: The first seq the summary does not cover yet.
+        ahead: Planned ahead of need (a background summary below the threshold).
+    """
+
+    state: SessionState
+    tokenizer: Tokenizer
+    trigger: Trigger
+    pending: str
+    attempt: int
+    draft: Draft
+    marks: Marks
+    base: int
+    ahead: bool
+
+
+class Cut(NamedTuple):
+    """A planned cut: where, its rooms and what the view will be."""
+
+    seq: int
+    step_level: bool
+    rooms: Rooms
+    aim: int
+    planned: int
+    floor: int
+
+
+class Skip(NamedTuple):
+    """No cut: why (a ``CompactionResult.reason``), with what was measured."""
+
+    reason: str
+    floor: int = 0
+    planned: int = 0
+
+
+def newest_cut(state: SessionState, base: int) -> int:
+    """The deepest cut: everything before the newest step summarised."""
+    newest = state.boundary_at_or_before(state.last_seq + 1)
+    return max(newest, base) if newest is not None else base

@@ -30,7 +30,6 @@ from collections.abc import Callable
 import msgspec
 
 from ctxledger.checkpoints import Checkpoint, CheckpointReason
-from ctxledger.domain.budget import threshold_for
 from ctxledger.domain.calibration import session_tokenizer, view_chars
 from ctxledger.domain.compaction import (
     CompactionPlan,
@@ -39,8 +38,16 @@ from ctxledger.domain.compaction import (
     complete_compaction,
     fail_compaction,
     finish_checkpoint,
-    plan_compaction,
     prepared_checkpoint,
+)
+from ctxledger.domain.policy import (
+    absorbs,
+    background_on,
+    marks,
+    overflow_error,
+    plan_compaction,
+    prepare_due,
+    should_compact,
 )
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import Tokenizer
@@ -248,7 +255,7 @@ def decide(
         return _serve(state, request, tokenizer, new_id, now)
     if isinstance(request, Compact):
         prepared = usable_prepared(state) if request.trigger == "prompt_too_long" else None
-        if prepared is not None and state.config.prepare_threshold > 0:
+        if prepared is not None and background_on(state.config):
             # The provider rejected the prompt: what the background prepared comes first.
             draft = draft_view(state, tokenizer=tokenizer, pending=request.pending)
             serve = Serve(pending=request.pending, view=False)
@@ -333,8 +340,8 @@ def _serve(
     draft = draft_view(state, tokenizer=tokenizer, pending=request.pending)
     result: CompactionResult | None = None
     if request.compact:
-        due = draft.estimated_tokens >= threshold_for(state)
-        if due and state.config.prepare_threshold > 0 and state.last_seq >= 3:
+        due = should_compact(marks(state), draft.estimated_tokens)
+        if due and background_on(state.config) and state.last_seq >= 3:
             early = _use_background(state, request, draft, tokenizer, new_id, now)
             if early is not None:
                 return early
@@ -345,17 +352,24 @@ def _serve(
         if isinstance(outcome, CompactionPlan):
             return _start(outcome, request, new_id)
         result = outcome
-        overflow = _floor_overflow(state, result)
-        if overflow is not None and request.view:
-            return Decision(result=result, error=overflow)
+        if state.config.legacy:
+            overflow = _floor_overflow(state, result)
+            if overflow is not None and request.view:
+                return Decision(result=result, error=overflow)
     if not request.view:
         return Decision(result=result)
+    if not state.config.legacy:
+        floor = result.floor_tokens if result is not None else 0
+        refused = overflow_error(state, draft, floor)
+        if refused is not None:
+            return Decision(result=result, error=refused)
     view = draft.view()
     return Decision(events=(served(view, state, tokenizer),), view=view, result=result)
 
 
 def _floor_overflow(state: SessionState, result: CompactionResult) -> ContextOverflowError | None:
-    """The refusal to serve a view over the window that no compaction can shrink enough."""
+    """The refusal of a one-mark Config (schema 3) to serve a view over the window that no
+    compaction can shrink enough (only under its floor guard, as those releases did)."""
     window = state.config.context_window
     if (
         result.reason != "floor_above_threshold"
@@ -395,7 +409,7 @@ def _use_background(
         after = draft_view(
             state, tokenizer=tokenizer, pending=request.pending, checkpoint=checkpoint
         )
-        if after.estimated_tokens < threshold_for(state):
+        if absorbs(marks(state), after.estimated_tokens):
             return _activate(state, request, prepared, checkpoint, draft, tokenizer, new_id, now)
     running = state.background
     if running is not None and running_extends(state, running.compaction_id, active):
@@ -489,7 +503,7 @@ def _activate(
         reason="compacted",
         checkpoint_id=checkpoint.id,
         estimated_tokens=after.estimated_tokens,
-        threshold=threshold_for(state),
+        threshold=marks(state).threshold,
         retain_from_seq=checkpoint.retain_from_seq,
         messages_compacted=sum(
             1 for m in covered if not state.is_head(m) and not state.is_withdrawn(m.seq or 0)
@@ -559,8 +573,12 @@ def _summarized(
         )
         if not serve:
             return Decision(events=(failed,), result=result)
-        # The failure changes no view: the one served is the current one.
-        view = draft_view(state, tokenizer=tokenizer, pending=pending).view()
+        # The failure changes no view: the one served is the current one, if it fits.
+        draft = draft_view(state, tokenizer=tokenizer, pending=pending)
+        refused = None if state.config.legacy else overflow_error(state, draft)
+        if refused is not None:
+            return Decision(events=(failed,), result=result, error=refused)
+        view = draft.view()
         return Decision(events=(failed, served(view, state, tokenizer)), view=view, result=result)
     checkpoint, result = complete_compaction(
         state,
@@ -583,22 +601,21 @@ def _summarized(
 def _background(
     state: SessionState, request: Background, tokenizer: Tokenizer, new_id: Callable[[], str]
 ) -> Decision:
-    config = state.config
     if (
-        config.prepare_threshold <= 0
+        not background_on(state.config)
         or state.background is not None
         or state.last_seq < 3
         or state.last_seq < state.background_retry_seq
     ):
         return Decision()
-    prepare_at = int(threshold_for(state) * config.prepare_threshold)
+    in_force = marks(state)
     draft = draft_view(state, tokenizer=tokenizer)
-    if draft.estimated_tokens < prepare_at:
+    if not prepare_due(in_force, draft.estimated_tokens):
         return Decision()
     prepared = usable_prepared(state)
     if prepared is not None:
         under = draft_view(state, tokenizer=tokenizer, checkpoint=prepared_checkpoint(prepared))
-        if under.estimated_tokens < prepare_at:
+        if not prepare_due(in_force, under.estimated_tokens):
             return Decision()  # what is prepared still absorbs the growth
         outcome = plan_compaction(
             state, tokenizer=tokenizer, prepared=prepared, draft=under, force=True

@@ -1,13 +1,13 @@
-"""Automatic sizes derived from a :class:`Config`: truncation, summary room, summariser chunks.
+"""Sizes derived from a :class:`Config`: truncation, summary and fact-block rooms, chunks.
 
-Each ``0`` ("auto") value in :class:`~ctxledger.config.Config` resolves here, from the Config
+Every size comes from :meth:`Config.sizes` (the one place that derives them), from the Config
 alone (never from the session's state), so that a view's bytes do not shift as a session evolves
-and replay under the same Config reproduces them.
+and replay under the same Config reproduces them. These functions name one size each.
 """
 
 from __future__ import annotations
 
-from ctxledger.config import Config
+from ctxledger.config import CHARS_PER_TOKEN, DYNAMIC_BASE_RATIO, MIN_TOOL_RESULT_CHARS, Config
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -21,13 +21,6 @@ __all__ = [
     "summary_max_chars",
 ]
 
-#: Characters per token assumed when a token budget is turned into a character budget.
-CHARS_PER_TOKEN = 3
-#: The dynamic threshold policy's base share of the window (DESIGN §2 seed idea).
-DYNAMIC_BASE_RATIO = 0.3
-#: Smallest truncation limit: room for a head, a tail and the marker naming the seq.
-MIN_TOOL_RESULT_CHARS = 120
-
 
 def base_threshold_tokens(config: Config) -> int:
     """The threshold before any state-dependent adjustment.
@@ -35,39 +28,34 @@ def base_threshold_tokens(config: Config) -> int:
     ``window * compression_threshold`` for the fixed policy; for the dynamic policy its base,
     ``window * 0.3``, never above the fixed threshold.
     """
-    fixed = config.threshold_tokens
-    if config.threshold_policy == "dynamic":
-        return max(1, min(fixed, int(config.context_window * DYNAMIC_BASE_RATIO)))
-    return max(1, fixed)
+    return config.sizes().threshold_tokens
 
 
 def min_gain_tokens(config: Config) -> int:
-    """The gain rule's tokens in force: ``Config.min_compaction_gain_tokens``, never more than a
-    tenth of the base threshold (so that a gain chosen for large windows does not stop
-    compaction and masking in small ones); 0 when the rule is off."""
+    """The gain rule in force for a Config recorded before the two marks (schema 3):
+    ``min_compaction_gain_tokens``, never more than a tenth of the base threshold; 0 for a
+    Config of this schema (the rule is retired: masking depends on masking settings alone)."""
+    if not config.legacy:
+        return 0
     return min(config.min_compaction_gain_tokens, base_threshold_tokens(config) // 10)
 
 
 def max_tool_result_chars(config: Config) -> int:
-    """Longest tool result shown whole in a view; auto is a quarter of the base threshold."""
-    chars = config.max_tool_result_chars or base_threshold_tokens(config) * CHARS_PER_TOKEN // 4
-    return max(MIN_TOOL_RESULT_CHARS, chars)
+    """Longest tool result shown whole in a view (``PolicySizes.tool_result_chars``)."""
+    return config.sizes().tool_result_chars
 
 
 def summary_max_chars(config: Config) -> int:
-    """Room reserved for a summary; auto is a tenth of the base threshold, in characters."""
-    return max(1, config.summary_max_chars or base_threshold_tokens(config) * CHARS_PER_TOKEN // 10)
+    """Room reserved for a summary, in characters (``PolicySizes.summary_chars``)."""
+    return config.sizes().summary_chars
 
 
 def summary_chunk_chars(config: Config) -> int:
-    """Largest summariser input in one call; auto is half the window, in characters."""
-    return max(1, config.summary_chunk_chars or config.context_window * CHARS_PER_TOKEN // 2)
+    """Largest summariser input in one call (``PolicySizes.chunk_chars``)."""
+    return config.sizes().chunk_chars
 
 
 def fact_index_chars(config: Config) -> int:
-    """Room for a checkpoint's fact block: ``Config.fact_index_chars``, capped by the window.
-
-    At most a fifth of the base threshold, in characters (twice the summary's automatic room),
-    so that small windows keep most of their room for raw messages; 0 when the block is off.
-    """
-    return min(config.fact_index_chars, base_threshold_tokens(config) * CHARS_PER_TOKEN // 5)
+    """Room for a checkpoint's fact block, in characters; 0 when the block is off
+    (``PolicySizes.facts_chars``)."""
+    return config.sizes().facts_chars

@@ -100,7 +100,7 @@ def place_message(state: SessionState, seq: int) -> Placement:
         pinned_by = "first_request" if seq == kept and seq not in policy.pins else "pin"
         shown = render_message(state, policy, message)
         if pinned_by == "first_request":
-            shown = truncate_message(shown, policy.max_result_chars)  # as assemble shows it
+            shown = truncate_message(shown, policy.request_chars)  # as assemble shows it
         shown_chars = _shown(shown.content, total)
         why = "it is pinned" if pinned_by == "pin" else "it is the session's first request"
         cut_note = f" (cut to {shown_chars:,} of {total:,} chars)" if shown_chars < total else ""

@@ -122,8 +122,8 @@ def _tail(state: SessionState, cut: int, policy: RenderPolicy) -> list[Message]:
 def assemble(state: SessionState, checkpoint: Checkpoint | None) -> list[Message]:
     """Return the messages of the view of ``state`` under ``checkpoint`` (or none).
 
-    The kept first request is cut to ``max_tool_result_chars`` unless it is pinned explicitly
-    (an explicit pin is shown as every pin is).
+    The kept first request is cut to ``PolicySizes.request_chars`` unless it is pinned
+    explicitly (an explicit pin is shown as every pin is).
     """
     policy = render_policy(state)
     cut = checkpoint.retain_from_seq if checkpoint is not None else 1
@@ -135,7 +135,7 @@ def assemble(state: SessionState, checkpoint: Checkpoint | None) -> list[Message
         if seq == kept and seq not in policy.pins:
             # A user message, so render_message shows it whole; it stays in every later view,
             # so it is held to the size of a tool result.
-            message = truncate_message(message, policy.max_result_chars)
+            message = truncate_message(message, policy.request_chars)
         messages.append(message)
     if checkpoint is not None:
         messages.append(summary_message(checkpoint))

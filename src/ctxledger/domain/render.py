@@ -11,7 +11,6 @@ import re
 
 import msgspec
 
-from ctxledger.domain.limits import max_tool_result_chars
 from ctxledger.domain.state import SessionState
 from ctxledger.messages import Message
 
@@ -42,6 +41,7 @@ class RenderPolicy(msgspec.Struct, frozen=True, kw_only=True):
         preserve: Tools whose results are never masked.
         pins: Pinned seqs, shown verbatim (truncated only if oversize).
         max_result_chars: Longer tool results are truncated.
+        request_chars: The kept first request is truncated above this once covered.
     """
 
     mask_before_seq: int
@@ -49,6 +49,7 @@ class RenderPolicy(msgspec.Struct, frozen=True, kw_only=True):
     preserve: frozenset[str]
     pins: frozenset[int]
     max_result_chars: int
+    request_chars: int = 0
 
 
 def render_policy(state: SessionState) -> RenderPolicy:
@@ -62,6 +63,7 @@ def render_policy(state: SessionState) -> RenderPolicy:
     breaks the provider's cached prefix, so a small one costs more than it saves.
     """
     config = state.config
+    sizes = config.sizes()
     # Under the gain rule the boundary moved only when a re-mask saved enough (the fold's).
     masked = state.masked_results()
     return RenderPolicy(
@@ -69,7 +71,8 @@ def render_policy(state: SessionState) -> RenderPolicy:
         min_chars=config.micro_min_chars,
         preserve=frozenset(config.micro_preserve_tools),
         pins=frozenset(state.pins),
-        max_result_chars=max_tool_result_chars(config),
+        max_result_chars=sizes.tool_result_chars,
+        request_chars=sizes.request_chars,
     )
 
 

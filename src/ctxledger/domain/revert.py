@@ -1,10 +1,10 @@
 """Undoing a compaction: :func:`revert_checkpoint` decides the ``CheckpointReverted`` to record.
 
 History is never altered, so a bad summary is undone by making the checkpoint before it active
-again: the view becomes the one that checkpoint gives for the current history, and the next
-compaction (which may take a ``focus``) extends it. One revert undoes the newest compaction; the
-restored checkpoint cannot be reverted in turn (compact again instead), and the session's first
-checkpoint has nothing before it to restore.
+again: the view becomes the one that checkpoint gives for the current history (the full history
+when the reverted checkpoint was the first), and the next compaction (which may take a
+``focus``) extends it. One revert undoes the newest compaction; the restored checkpoint cannot
+be reverted in turn (compact again instead).
 """
 
 from __future__ import annotations
@@ -32,8 +32,7 @@ def revert_checkpoint(
 
     Raises:
         InvalidCheckpointError: No checkpoint is active; ``checkpoint_id`` is not the active one;
-            the active one was itself restored by a revert (reverting twice); or it is the
-            session's first checkpoint (nothing before it to restore).
+            or the active one was itself restored by a revert (reverting twice).
     """
     sid = state.session_id
     active = state.active_checkpoint
@@ -52,10 +51,8 @@ def revert_checkpoint(
             "cannot be reverted in turn; compact again (optionally with a focus) instead"
         )
     if active.previous_checkpoint_id is None:
-        raise InvalidCheckpointError(
-            f"session {sid!r}: checkpoint {active.id!r} is the first one; reverting it would go "
-            "past the first checkpoint (compact again, optionally with a focus, instead)"
-        )
+        # The first checkpoint (of the session, or since a clear): the full history returns.
+        return CheckpointReverted(checkpoint_id=active.id, restored=None, reason=reason)
     checkpoints = state.checkpoints
     restored = checkpoints[-2] if len(checkpoints) >= 2 else None
     if restored is None or restored.id != active.previous_checkpoint_id:

@@ -62,8 +62,11 @@ __all__ = [
 #: to the same bytes: an old session's first activation folds its events once. 5 added the
 #: accounting (usage totals, the cap, the calibration), which a version-4 snapshot lacks. 6 added
 #: what the last served view masked (``served_masked``, ``served_checkpoint_id``), which a
-#: version-5 snapshot lacks.
-SNAPSHOT_VERSION = 6
+#: version-5 snapshot lacks. 7 records Configs of schema 4 (the two marks: ``schema_version``,
+#: ``compaction_target``, derived sizes as None), which a version-6 snapshot's Config decodes
+#: without; and it holds the newest recorded checkpoint even when none is in force (after a
+#: clear, or the revert of the only one), which a version-6 snapshot could not resume from.
+SNAPSHOT_VERSION = 7
 
 #: Appended messages before a failed background compaction is retried, doubled per consecutive
 #: failure (capped at ``BACKGROUND_BACKOFF << 5``).
@@ -468,14 +471,16 @@ class SessionState:
         retracted: Seqs of retracted messages after the last clear (``MessageRetracted``).
         cleared_through: ``through_seq`` of the last ``HistoryCleared`` (0 if none): messages up
             to it are shown in no later view.
-        cleared_checkpoints: How many checkpoints existed at the last clear; those are not in
-            force after it (see :attr:`active_checkpoint`).
+        cleared_checkpoints: How many checkpoints existed at the last clear, or at the revert of
+            the only checkpoint in force; those are not in force after it (see
+            :attr:`active_checkpoint`).
         accounting: Usage totals, the cap reached, the tokenizer calibration
             (:class:`~ctxledger.domain.usage.Accounting`).
-        mask_count: Under ``Config.min_compaction_gain_tokens``: how many of the oldest tool
-            results are masking candidates (the boundary moves only when the results it would
-            newly mask save at least that many tokens); see
-            :func:`ctxledger.domain.render_policy`.
+        mask_count: Under the gain rule of a one-mark Config (``min_compaction_gain_tokens``,
+            schema 3 only): how many of the oldest tool results are masking candidates (the
+            boundary moves only when the results it would newly mask save at least that many
+            tokens); see :func:`ctxledger.domain.render_policy`. A Config of schema 4 masks by
+            its masking settings alone.
         mask_undo: Under the gain rule, each move of :attr:`mask_count` since the checkpoint
             before the active one: the tool results counted after it and the count before it,
             so that retracting those results can restore it (:meth:`mask_after_retraction`).
@@ -635,7 +640,8 @@ class SessionState:
                 history_tail=self.history.tail,
                 checkpoint_count=len(self.checkpoints),
                 checkpoints_digest=self.checkpoints.digest(),
-                active_checkpoint=self.active_checkpoint,
+                # The newest recorded, in force or not (cleared_checkpoints says which).
+                active_checkpoint=self.checkpoints[-1] if len(self.checkpoints) else None,
                 pins=sorted(self.pins),
                 usage=self.usage,
                 checkpoint_seq=self.checkpoint_seq,
@@ -986,11 +992,16 @@ class SessionState:
             # checkpoint that is no longer the active one.
             self.prepared = None
         elif isinstance(event, CheckpointReverted):
-            # The restored checkpoint is active again; index entries the reverted one moved out
-            # of memory are read back when touched. No checkpoint is current at this position,
-            # so a compaction (say, with a focus) may follow at once. A prepared summary
-            # extended the reverted checkpoint: it no longer applies.
-            self.checkpoints.append(event.restored)
+            # The restored checkpoint is active again (or, when the only one was reverted, none
+            # is: the full history is shown, as after a clear of the checkpoints only); index
+            # entries the reverted one moved out of memory are read back when touched. No
+            # checkpoint is current at this position, so a compaction (say, with a focus) may
+            # follow at once. A prepared summary extended the reverted checkpoint: it no longer
+            # applies.
+            if event.restored is None:
+                self.cleared_checkpoints = len(self.checkpoints)
+            else:
+                self.checkpoints.append(event.restored)
             self.checkpoint_seq = -1
             self.active_restored = True
             self.prepared = None

@@ -94,6 +94,8 @@ class Draft(NamedTuple):
         view_tokens: The tokenizer's count of ``messages`` alone.
         estimated_tokens: The budget estimate with the pending text (DESIGN §2).
         through_seq: The newest message seq.
+        prompt_tokens: The tokenizer's count of ``messages`` with the pending text: what the
+            view sends (the estimate may add the provider's usage figure).
     """
 
     checkpoint: Checkpoint | None
@@ -101,6 +103,7 @@ class Draft(NamedTuple):
     view_tokens: int
     estimated_tokens: int
     through_seq: int
+    prompt_tokens: int = 0
 
     def view(self) -> ModelView:
         """Return the finished view (hashing its messages)."""
@@ -173,7 +176,7 @@ def _draft(
         )
     else:
         estimated = with_pending
-    return Draft(active, messages, view_tokens, estimated, state.last_seq)
+    return Draft(active, messages, view_tokens, estimated, state.last_seq, with_pending)
 
 
 def build_view(state: SessionState, *, tokenizer: Tokenizer, pending: str = "") -> ModelView:

@@ -29,8 +29,9 @@ from typing import Any, Literal, overload
 import msgspec
 import zstandard
 
+from ctxledger.config import upcast_config
 from ctxledger.errors import CorruptRecordError, EventDecodeError
-from ctxledger.events.types import EVENT_TYPES, Event
+from ctxledger.events.types import EVENT_TYPES, ConfigChanged, Event, SessionOpened
 from ctxledger.events.upcasters import CURRENT_TAGS, upcast
 from ctxledger.messages import CHECKS
 
@@ -98,14 +99,34 @@ def decode_payload(
         EventDecodeError: An upcaster produced an invalid event.
     """
     try:
-        return _decoder.decode(payload)
+        event = _decoder.decode(payload)
     except msgspec.ValidationError as exc:
         error: msgspec.MsgspecError = exc
     except msgspec.DecodeError as exc:
         raise CorruptRecordError(
             f"payload is not msgpack: {exc}", session_id=session_id, seq=seq
         ) from None
+    else:
+        return _config_checked(event, payload)
     return _decode_slow(payload, error, session_id, seq)
+
+
+#: Tags of the events that carry a Config (see :func:`ctxledger.config.upcast_config`).
+_CONFIG_TAGS = frozenset(("session_opened", "config_changed"))
+
+
+def _config_checked(event: Event, payload: bytes | memoryview) -> Event:
+    """``event``, or, when it carries a Config recorded before ``Config.schema_version``
+    existed, the event decoded again with that Config upcast (rare: one per session)."""
+    if type(event) is not SessionOpened and type(event) is not ConfigChanged:
+        return event
+    raw = _raw_decoder.decode(payload)
+    config = raw.get("config") if isinstance(raw, dict) else None
+    if not isinstance(config, dict) or "schema_version" in config:
+        return event
+    raw["config"] = upcast_config(config)
+    upcast_event: Event = msgspec.convert(raw, Event)
+    return upcast_event
 
 
 def _decode_slow(
@@ -124,6 +145,18 @@ def _decode_slow(
         raise CorruptRecordError(
             f"payload is not an event map: {error}", session_id=session_id, seq=seq
         )
+    config = raw.get("config")
+    if tag in _CONFIG_TAGS and isinstance(config, dict) and "schema_version" not in config:
+        # A Config recorded before the schema version: its old values may not pass the
+        # current schema's checks until upcast (a retired floor guard, say).
+        raw["config"] = upcast_config(config)
+        try:
+            recorded: Event = msgspec.convert(raw, Event)
+        except msgspec.ValidationError as exc:
+            raise CorruptRecordError(
+                f"{tag!r} event does not match its schema: {exc}", session_id=session_id, seq=seq
+            ) from None
+        return recorded
     if tag in CURRENT_TAGS:
         raise CorruptRecordError(
             f"{tag!r} event does not match its schema: {error}", session_id=session_id, seq=seq
@@ -134,6 +167,9 @@ def _decode_slow(
         if session_id is not None:
             exc.add_note(f"stored at session {session_id!r} seq {seq}")
         raise
+    config = current.get("config")
+    if current.get("type") in _CONFIG_TAGS and isinstance(config, dict):
+        current["config"] = upcast_config(config)
     try:
         event: Event = msgspec.convert(current, Event)
     except msgspec.ValidationError as exc:
@@ -292,7 +328,7 @@ class Codec:
         checks = CHECKS  # inlined _decode_checked: this runs once per record of a replay
         checks.skip = True
         try:
-            return _decoder.decode(payload)
+            return _config_checked(_decoder.decode(payload), payload)
         except msgspec.MsgspecError:
             pass
         finally:
@@ -347,7 +383,7 @@ class Codec:
         checks, decode = CHECKS, _decoder.decode
         checks.skip = True  # as in _decode_checked, once for the whole list
         try:
-            return [decode(payload) for payload in payloads]
+            return [_config_checked(decode(payload), payload) for payload in payloads]
         except msgspec.MsgspecError:
             pass  # decode them one by one below, naming the record that fails
         finally:
@@ -461,7 +497,7 @@ def _decode_checked(payload: Any, session_id: str | None, seq: int | None) -> Ev
     checks = CHECKS
     checks.skip = True  # the messages were validated when they were appended
     try:
-        return _decoder.decode(payload)
+        return _config_checked(_decoder.decode(payload), payload)
     except msgspec.MsgspecError:
         pass
     finally:

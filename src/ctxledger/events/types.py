@@ -119,12 +119,14 @@ class CheckpointReverted(EventBase, frozen=True, kw_only=True, tag="checkpoint_r
     """The active checkpoint ``checkpoint_id`` was undone; ``restored`` is active again.
 
     ``restored`` is the checkpoint that was active when ``checkpoint_id`` was made (its
-    ``previous_checkpoint_id``), carried whole so that the fold needs no lookup. The next
-    compaction extends ``restored``; history and every recorded checkpoint stay as they were.
+    ``previous_checkpoint_id``), carried whole so that the fold needs no lookup; ``None`` when
+    ``checkpoint_id`` was the first (the view is the full history again; written since the two
+    marks, older records always carry one). The next compaction extends ``restored``; history
+    and every recorded checkpoint stay as they were.
     """
 
     checkpoint_id: str
-    restored: Checkpoint
+    restored: Checkpoint | None
     reason: str = ""
 
 

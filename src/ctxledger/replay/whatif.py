@@ -21,6 +21,7 @@ from ctxledger.domain import (
     SessionState,
     Summarized,
     Tokenizer,
+    background_on,
     decide,
     draft_view,
     run_summarizer,
@@ -168,7 +169,7 @@ def what_if(
     summariser's input is identical (content-addressed); the summariser is called only for new
     ranges. ``config`` applies throughout (later ``ConfigChanged`` events are ignored).
 
-    With ``config.prepare_threshold`` above 0, summaries are prepared in the background as a
+    Unless ``config.prepare_threshold`` is 0, summaries are prepared in the background as a
     host would: where the log started one under its own Config, or else after each batch of
     appended messages and each usage report. The time a summary takes is the log's, for a
     summary taken from it, else ``summary_seconds`` (by default the call's measured time); it
@@ -203,7 +204,7 @@ def what_if(
     if use_recorded_usage is None:
         use_recorded_usage = own
     run = _Run(SessionState.new(session_id, config), tokenizer, counting, records, summary_seconds)
-    background = config.prepare_threshold > 0
+    background = background_on(config)
     steps: list[WhatIfStep] = []
     for index, record in enumerate(records):
         event = record.event

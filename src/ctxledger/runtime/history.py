@@ -48,8 +48,8 @@ from ctxledger.domain import (
     Tokenizer,
     background_estimate,
     decide,
+    marks,
     message_chars,
-    threshold_for,
     usage_events,
 )
 from ctxledger.errors import (
@@ -652,9 +652,9 @@ class HistoryActor(_SimpleQueue):
         """
         state = live.state
         assert state is not None
-        config = state.config
+        in_force = marks(state)
         if (
-            config.prepare_threshold <= 0
+            not in_force.prepare
             or live.pressure_sent
             or live.background is not None
             or state.background is not None
@@ -668,8 +668,8 @@ class HistoryActor(_SimpleQueue):
             live.bound += added // tokenizer.chars_per_token + len(appended)
         else:
             live.bound = None  # a usage report, or a tokenizer whose counts cannot be bounded
-        threshold = threshold_for(state)
-        prepare_at = threshold * config.prepare_threshold
+        threshold = in_force.threshold
+        prepare_at = in_force.prepare  # the domain's prepare point (ctxledger.domain.policy)
         if live.bound is not None and live.bound < prepare_at:
             return
         estimate = background_estimate(state, tokenizer=tokenizer)

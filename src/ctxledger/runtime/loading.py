@@ -220,7 +220,7 @@ def read_checkpoints(log: EventLog, session_id: str, through_event_seq: int) -> 
             found = read_checkpoints(log, event.parent_id, event.parent_event_seq)
         elif isinstance(event, CheckpointCreated):
             found.append(event.checkpoint)
-        elif isinstance(event, CheckpointReverted):
+        elif isinstance(event, CheckpointReverted) and event.restored is not None:
             found.append(event.restored)  # an activation, as SessionState.apply records it
     return found
 

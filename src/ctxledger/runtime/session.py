@@ -404,30 +404,31 @@ class Session:
 
     def revert_compaction(
         self, checkpoint_id: str | None = None, *, reason: str = ""
-    ) -> Checkpoint:
+    ) -> Checkpoint | None:
         """Undo the active checkpoint: the checkpoint before it becomes active again.
 
         Records ``CheckpointReverted``; the view becomes the one the restored checkpoint gives
-        for the current history, and the next compaction (say, :meth:`compact` with a focus)
-        extends it. History and the reverted checkpoint stay in the log.
+        for the current history (the full history when the first checkpoint is reverted), and
+        the next compaction (say, :meth:`compact` with a focus) extends it. History and the
+        reverted checkpoint stay in the log.
 
         Args:
             checkpoint_id: The checkpoint to revert; it must be the active one (default).
             reason: Why, for the record.
 
         Returns:
-            The checkpoint that is active again.
+            The checkpoint that is active again, or None when the first one was reverted.
 
         Raises:
-            InvalidCheckpointError: Nothing to revert: no checkpoint, not the active one, the
-                active one was restored by a revert (reverting twice), or it is the first one.
+            InvalidCheckpointError: Nothing to revert: no checkpoint, not the active one, or the
+                active one was restored by a revert (reverting twice).
         """
 
         def build(state: SessionState) -> tuple[list[Event], Any]:
             event = revert_checkpoint(state, checkpoint_id, reason=reason)
             return [event], event.restored
 
-        restored: Checkpoint = self._call(Record(self.id, Waiter(), build))
+        restored: Checkpoint | None = self._call(Record(self.id, Waiter(), build))
         return restored
 
     def recall(self, query: str, *, limit: int = DEFAULT_RECALL_LIMIT) -> list[RecallHit]:

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-import msgspec
-
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
-from ctxledger.domain.limits import max_tool_result_chars
 from ctxledger.domain.render import TRUNCATION_MARKER, mask_text, truncate_message
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import CharTokenizer, Tokenizer
@@ -156,7 +153,15 @@ def check_view_invariants(
         )
     if check_window:
         kept_first = first_user if config.keep_first_request else None
-        _check_window(view, config, tokenizer or CharTokenizer(), pins, kept_first, pending)
+        _check_window(
+            view,
+            config.context_window,
+            config.sizes().request_chars,
+            tokenizer or CharTokenizer(),
+            pins,
+            kept_first,
+            pending,
+        )
 
 
 def check_floor_refusal(
@@ -166,7 +171,7 @@ def check_floor_refusal(
     tokenizer: Tokenizer | None = None,
     pending: str = "",
 ) -> None:
-    """Check that a refused step (``ContextOverflowError`` under ``Config.floor_guard``) had to be.
+    """Check that a refused step (``ContextOverflowError``: the view would not fit) had to be.
 
     A step may be refused only when its view does not fit the window and the view's retained
     minimum (system messages, pins, the kept first request, the last step, the pending text)
@@ -187,23 +192,34 @@ def check_floor_refusal(
     window = state.config.context_window
     estimate = draft_view(state, tokenizer=tokenizer, pending=pending).estimated_tokens
     assert estimate > window, f"refused a view that fits ({estimate} tokens)"
-    # "Reaches the window" is "over window - 1"; the kept first request is measured cut to the
-    # tool-result limit of the real window.
-    at_least_window = msgspec.structs.replace(
-        state.config,
-        context_window=window - 1,
-        max_tool_result_chars=max_tool_result_chars(state.config),
-    )
+    view = build_view(state, tokenizer=tokenizer)
+    config = state.config
     check_view_invariants(
         state.history,
-        build_view(state, tokenizer=tokenizer),
-        at_least_window,
+        view,
+        config,
         checkpoint=state.active_checkpoint,
         pins=state.pins,
         tokenizer=tokenizer,
         retracted=state.retracted,
         cleared_through=state.cleared_through,
         pending=pending,
+        check_window=False,
+    )
+    # "Reaches the window" is "over window - 1"; the kept first request is measured cut to the
+    # limit of the real window.
+    first_user = next(
+        (m.seq for m in state.history if m.role == "user" and not state.is_withdrawn(m.seq or 0)),
+        None,
+    )
+    _check_window(
+        view,
+        window - 1,
+        config.sizes().request_chars,
+        tokenizer,
+        state.pins,
+        first_user if config.keep_first_request else None,
+        pending,
     )
 
 
@@ -309,7 +325,8 @@ def _check_tool_pairing(messages: Sequence[Message]) -> None:
 
 def _check_window(
     view: ModelView,
-    config: Config,
+    window: int,
+    request_chars: int,
     tokenizer: Tokenizer,
     pins: Collection[int],
     kept_first: int | None,
@@ -317,7 +334,7 @@ def _check_window(
 ) -> None:
     extra = [Message(role="user", content=pending)] if pending else []
     tokens = tokenizer.count_messages([*view.messages, *extra])
-    if tokens <= config.context_window:
+    if tokens <= window:
         return
     # The retained minimum: system messages, the pinned slot (pinned exchanges and the kept
     # first request: everything before the summary), the summary and the last step. The first
@@ -338,7 +355,7 @@ def _check_window(
     kept = [
         m
         if i < slot_end or m.seq != kept_first or m.seq in pins
-        else truncate_message(m, max_tool_result_chars(config))
+        else truncate_message(m, request_chars)
         for i, m in enumerate(messages[:last_boundary])
         if i < slot_end
         or m.role in ("system", "summary")
@@ -348,9 +365,9 @@ def _check_window(
         or any(call.id in pinned_calls for call in m.tool_calls)
     ]
     minimum = tokenizer.count_messages([*kept, *messages[last_boundary:], *extra])
-    if minimum <= config.context_window:
+    if minimum <= window:
         raise _fail(
             "over_window",
             view.through_seq,
-            f"{tokens} tokens > window {config.context_window} (retained minimum {minimum})",
+            f"{tokens} tokens > window {window} (retained minimum {minimum})",
         )

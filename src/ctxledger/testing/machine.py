@@ -138,6 +138,14 @@ class _Model:
     pins: list[tuple[int, int]] = field(default_factory=list)  # (messages when pinned, seq)
     checkpoints: list[tuple[int, Checkpoint]] = field(default_factory=list)  # (messages, made)
     restorations: set[int] = field(default_factory=set)  # indices of checkpoints a revert made
+    none_active: bool = False  # the only checkpoint in force was reverted: the full history
+    none_changes: list[tuple[int, bool]] = field(default_factory=list)  # (messages, none_active)
+
+    def set_none_active(self, value: bool) -> None:
+        if value != self.none_active:
+            self.none_changes.append((len(self.messages), value))
+        self.none_active = value
+
     served: tuple[int, str] | None = None  # (through_seq, view_hash) of the last served view
     reactive_attempts: int = 0
     fits: bool = False  # the view was just served by a step whose compaction did not fail
@@ -343,12 +351,13 @@ class SessionMachine(RuleBasedStateMachine):
             )
             self._check_new_checkpoint(sid, made[0])
             model.checkpoints.append((len(model.messages), made[0]))
+            model.set_none_active(False)
         model.fits = False
         return outcome, records
 
     def _check_new_checkpoint(self, sid: str, checkpoint: Checkpoint) -> None:
         model = self.models[sid]
-        previous = model.checkpoints[-1][1] if model.checkpoints else None
+        previous = model.checkpoints[-1][1] if model.checkpoints and not model.none_active else None
         cut = checkpoint.retain_from_seq
         assert checkpoint.previous_checkpoint_id == (previous.id if previous else None)
         assert checkpoint.covers_through_seq == cut - 1, checkpoint
@@ -477,7 +486,17 @@ class SessionMachine(RuleBasedStateMachine):
         """
         assert not any(isinstance(r.event, ViewServed) for r in records), f"{sid}: view served"
         state, _ = fold_session(self.host.log, sid)
-        check_floor_refusal(state, error, tokenizer=self.tokenizer, pending=pending)
+        failed = any(
+            isinstance(r.event, CompactionFailed) and not r.event.background for r in records
+        )
+        if failed:
+            # The summariser failed: the view that stays is refused once it does not fit.
+            view = rebuild(self.host.log, sid, tokenizer=self.tokenizer).view
+            extra = [Message(role="user", content=pending)] if pending else []
+            count = self.tokenizer.count_messages([*view.messages, *extra])
+            assert count > state.config.context_window, f"{sid}: refused {count} tokens"
+        else:
+            check_floor_refusal(state, error, tokenizer=self.tokenizer, pending=pending)
         self.models[sid].fits = False
         event("prepare_step: floor over the window")
 
@@ -589,25 +608,31 @@ class SessionMachine(RuleBasedStateMachine):
         session.fork(new_id, at)
         cut = last if at is None else at
         inherited = [made for made in parent.checkpoints if made[0] <= cut]
+        changes = [change for change in parent.none_changes if change[0] <= cut]
         self.models[new_id] = _Model(
             messages=parent.messages[:cut],
             pins=[pin for pin in parent.pins if pin[0] <= cut],
             checkpoints=inherited,
             restorations={index for index in parent.restorations if index < len(inherited)},
+            none_active=changes[-1][1] if changes else False,
+            none_changes=changes,
         )
 
     @rule(data=st.data())
     def revert(self, data: st.DataObject) -> None:
-        """Revert the newest compaction: the checkpoint before it is active again. Refused
-        (InvalidCheckpointError, nothing written) without one, twice, or past the first."""
+        """Revert the newest compaction: the checkpoint before it is active again (none, and the
+        full history shown, when it was the first). Refused (InvalidCheckpointError, nothing
+        written) without one, or twice."""
         sid = data.draw(st.sampled_from(sorted(self.models)), label="session")
         session = self._use(sid)
         model = self.models[sid]
         made = model.checkpoints
+        first = bool(made) and made[-1][1].previous_checkpoint_id is None
         allowed = (
-            len(made) >= 2
+            bool(made)
+            and not model.none_active
             and len(made) - 1 not in model.restorations
-            and made[-1][1].previous_checkpoint_id == made[-2][1].id
+            and (first or (len(made) >= 2 and made[-1][1].previous_checkpoint_id == made[-2][1].id))
         )
         start = self.host.log.last_seq(sid)
         if not allowed:
@@ -616,12 +641,21 @@ class SessionMachine(RuleBasedStateMachine):
             except InvalidCheckpointError:
                 assert self.host.log.last_seq(sid) == start, f"{sid}: a refused revert wrote"
                 return
-            raise AssertionError(f"{sid}: a revert of {[c.id for _, c in made]} was accepted")
+            raise AssertionError(
+                f"{sid}: a revert of {[(c.id, c.previous_checkpoint_id) for _, c in made]} was "
+                f"accepted (restorations {sorted(model.restorations)}, "
+                f"none active {model.none_active})"
+            )
         restored = session.revert_compaction()
-        assert restored == made[-2][1], f"{sid}: restored {restored.id}"
+        model.fits = False
+        if first:
+            assert restored is None, f"{sid}: reverting the first restored {restored!r}"
+            model.set_none_active(True)
+            event("revert the first")
+            return
+        assert restored == made[-2][1], f"{sid}: restored {restored!r}"
         model.restorations.add(len(made))
         made.append((len(model.messages), restored))
-        model.fits = False
         event("revert")
 
     def _restart(self) -> None:
@@ -721,7 +755,15 @@ class SessionMachine(RuleBasedStateMachine):
                 if action == "append":
                     self._append_now(sid, [Message.user(self._text(data, "user", self.text_sizes))])
                 elif action == "view":
-                    view = session.build_model_view()
+                    try:
+                        view = session.build_model_view()
+                    except ContextOverflowError:
+                        # No view over the window is served (nothing is recorded).
+                        over = rebuild(self.host.log, sid, tokenizer=self.tokenizer).view
+                        count = self.tokenizer.count_messages(over.messages)
+                        window = session.config.context_window
+                        assert count > window, f"{sid}: refused {count} of {window}"
+                        continue
                     assert view.checkpoint_id == (active.id if active else None), view
                     assert served is None or view.view_hash == served, f"{sid}: the view changed"
                     rebuilt = rebuild(self.host.log, sid, tokenizer=self.tokenizer).view
@@ -825,6 +867,7 @@ class SessionMachine(RuleBasedStateMachine):
         if created:
             self._check_new_checkpoint(sid, created[0].checkpoint)
             model.checkpoints.append((len(model.messages), created[0].checkpoint))
+            model.set_none_active(False)
         assert view.through_seq == len(model.messages), f"{sid}: view through {view.through_seq}"
         model.served = (view.through_seq, view.view_hash)
         prepared = bool(created) and created[0].prepared
@@ -878,7 +921,9 @@ class SessionMachine(RuleBasedStateMachine):
             state.history,
             state.view,
             state.config,
-            checkpoint=state.checkpoints[-1] if state.checkpoints else None,
+            checkpoint=state.checkpoints[-1]
+            if state.checkpoints and not model.none_active
+            else None,
             pins=state.pins,
             tokenizer=tokenizer,
             expected_history=expected,

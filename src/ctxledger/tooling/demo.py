@@ -480,7 +480,7 @@ def _summary(result: DemoResult, plan: Plan) -> str:
         (
             "waited",
             f"{sum(result.waited.values()):.2f} s in all by the agents on summaries "
-            f"(background compaction: prepare_threshold {config.prepare_threshold})",
+            f"(background compaction from {config.sizes().prepare_tokens:,} tokens)",
         ),
         ("plot", str(result.plot) if result.plot else "skipped (matplotlib is not installed)"),
         ("time", f"{result.seconds:.1f} s"),

@@ -32,7 +32,7 @@ import zstandard
 
 import ctxledger
 from ctxledger.checkpoints import Checkpoint
-from ctxledger.config import Config
+from ctxledger.config import Config, upcast_config
 from ctxledger.domain import Adopt, CharTokenizer, SessionState, decide
 from ctxledger.errors import InvalidMessageError, SessionExistsError, TraceFormatError
 from ctxledger.events import (
@@ -97,6 +97,15 @@ class _CheckpointLine(msgspec.Struct, kw_only=True, tag="checkpoint", tag_field=
 _Line: TypeAlias = _Header | _MessageLine | _CheckpointLine
 _encoder = msgspec.json.Encoder(order="deterministic")
 _decoder = msgspec.json.Decoder(_Line)
+
+
+def _header_line(raw: bytes) -> _Line:
+    """The first line, its Config upcast when written before ``Config.schema_version``."""
+    value = msgspec.json.decode(raw)
+    if isinstance(value, dict) and isinstance(value.get("config"), dict):
+        value["config"] = upcast_config(value["config"])
+    line: _Line = msgspec.convert(value, _Line)
+    return line
 
 
 @dataclass(frozen=True)
@@ -225,7 +234,7 @@ def read_transcript(path: str | os.PathLike[str]) -> Transcript:
     number = 0
     for number, raw in _decompressed_lines(source):
         try:
-            line = _decoder.decode(raw)
+            line = _decoder.decode(raw) if number > 1 else _header_line(raw)
         except msgspec.DecodeError as exc:
             raise TraceFormatError(source, number, f"not a transcript line: {exc}") from None
         if number == 1:

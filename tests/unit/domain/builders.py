@@ -4,13 +4,30 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from ctxledger import Config, Message, ToolCall
+from ctxledger.config import upcast_config
 from ctxledger.testing import DomainSession
 
 
 def session(*messages: Message, summarizer: Any = None, **config: Any) -> DomainSession:
     """A DomainSession with ``config`` holding ``messages``."""
     built = DomainSession(Config(**config), summarizer=summarizer)
+    built.extend(messages)
+    return built
+
+
+def recorded(**fields: Any) -> Config:
+    """A Config as a release before the two marks recorded it: schema 3, one mark, the floor
+    guard and the gain rule as given (the fields it lacks take the values it meant)."""
+    fields.pop("compaction_target", None)
+    return msgspec.convert(upcast_config(fields), Config)
+
+
+def recorded_session(*messages: Message, summarizer: Any = None, **config: Any) -> DomainSession:
+    """A DomainSession under :func:`recorded` ``(**config)`` holding ``messages``."""
+    built = DomainSession(recorded(**config), summarizer=summarizer)
     built.extend(messages)
     return built
 

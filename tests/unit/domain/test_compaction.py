@@ -18,17 +18,18 @@ from ctxledger.domain import (
 )
 from ctxledger.events import CheckpointCreated
 
-from .builders import call, session, step
+from .builders import call, recorded_session, session, step
 
 TOKENS = CharTokenizer()
-# threshold 800 tokens = 2400 chars; summary reserve 240 chars; masking off
-# The gain rule (``min_compaction_gain_tokens``) is off: these tests are about the cut; the rule
-# has its own (test_remask_gain.py, test_decide_gain_rule).
+# Threshold 800 tokens = 2400 chars, target 600; summary room 15 % of the target (270 chars);
+# no fact block, masking off, no kept first request: these tests are about the cut.
 SMALL: dict[str, Any] = {
     "context_window": 1000,
+    "compaction_target": 0.6,
     "min_retain_rounds": 2,
     "micro_keep_recent": 1000,
-    "min_compaction_gain_tokens": 0,
+    "fact_index_chars": 0,
+    "keep_first_request": False,
 }
 
 
@@ -180,8 +181,10 @@ def test_step_level_cut_leaves_room_to_grow() -> None:
 def test_retained_minimum_larger_than_budget_then_no_progress() -> None:
     """A last step larger than the threshold: cut before it, then no_progress, not the same cut.
 
-    As a Config recorded before the floor guard decodes (``floor_guard=False``); with the guard
-    (a Config built now) the same session is not compacted at all: ``floor_above_threshold``.
+    As a Config recorded before the floor guard decodes (``floor_guard=False``, schema 3); with
+    the guard, and with every Config built now (the two marks never compact when that cannot
+    bring the view under the threshold), the same session is not compacted at all:
+    ``floor_above_threshold``.
     """
     huge = '{"text": "' + "x" * 3000 + '"}'
     messages = (
@@ -189,7 +192,7 @@ def test_retained_minimum_larger_than_budget_then_no_progress() -> None:
         Message.assistant("", [call("c1", "write", huge), call("c2")]),
         Message.tool("ok", "c1", "write"),
     )
-    s = session(*messages, **SMALL, floor_guard=False)
+    s = recorded_session(*messages, **SMALL, floor_guard=False)
     result = s.compact()
     assert result.compacted and result.retain_from_seq == 2
     assert result.estimated_tokens >= result.threshold
@@ -204,12 +207,13 @@ def test_retained_minimum_larger_than_budget_then_no_progress() -> None:
 
 
 def test_summary_room_is_reserved_and_passed_as_max_chars() -> None:
-    """Auto reserve: a tenth of the threshold in chars (800 * 3 // 10 = 240)."""
+    """Derived room: 15 % of the target in chars (600 * 0.15 * 3 = 270; before the two marks
+    it was a tenth of the threshold). The planned view ends at or below the target."""
     s = session(*_rounds(4), **SMALL)
-    assert summary_max_chars(s.state.config) == 240
+    assert summary_max_chars(s.state.config) == 270
     plan = _plan(s)
-    assert plan.max_chars == 240
-    assert plan.planned_tokens < plan.threshold
+    assert plan.max_chars == 270
+    assert plan.planned_tokens <= plan.target_tokens == 600
 
 
 def test_configured_summary_room_is_used() -> None:
@@ -218,11 +222,11 @@ def test_configured_summary_room_is_used() -> None:
 
 
 def test_a_full_size_summary_still_fits() -> None:
-    """With a summary of exactly max_chars the view is below the threshold."""
+    """With a summary of exactly max_chars the view is at most the target."""
     s = session(*_rounds(4), summarizer=lambda r: "S" * 10_000, **SMALL)
     result = s.compact()
-    assert len(s.state.active_checkpoint.summary) == 240
-    assert result.estimated_tokens < 800
+    assert len(s.state.active_checkpoint.summary) == 270
+    assert result.estimated_tokens <= 600
 
 
 def test_pending_text_counts_towards_the_threshold() -> None:
@@ -297,7 +301,7 @@ def test_complete_compaction_builds_the_checkpoint() -> None:
         12.5,
         None,
     )
-    assert checkpoint.summary == "S" * 240
+    assert checkpoint.summary == "S" * 270
     assert (checkpoint.tokens_before, checkpoint.tokens_after) == (800, result.estimated_tokens)
     assert checkpoint.input_hash == plan.input_hash
     assert (result.compacted, result.reason, result.messages_compacted) == (True, "compacted", 4)

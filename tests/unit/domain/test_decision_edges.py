@@ -29,7 +29,7 @@ from ctxledger.events import (
 )
 from ctxledger.testing import DomainSession
 
-from .builders import session
+from .builders import recorded_session, session
 
 TOKENS = CharTokenizer()
 # Threshold 800 tokens; nothing masked, nothing kept in the pinned slot, no fact block.
@@ -135,7 +135,7 @@ def _prepared_at(cut: int, s: DomainSession) -> None:
 def test_a_prepared_summary_retaining_from_the_next_seq_is_used(offset: int) -> None:
     """A prepared summary whose retained part starts at ``last_seq + 1`` (it covers every
     message) is still activated at the threshold; one that starts later is not."""
-    s = padded_to(900, prepare_threshold=0.5)
+    s = padded_to(900, prepare_threshold=0.7)
     _prepared_at(s.state.last_seq + 1 + offset, s)
     s.step()
     result = s.results[-1]
@@ -153,7 +153,7 @@ def _failing(request: Any) -> str | None:
 def test_a_failed_background_summary_is_retried_after_the_backoff_which_doubles() -> None:
     """After a failed background summary no new one starts until ``BACKGROUND_BACKOFF``
     messages were appended; after a second failure, twice as many."""
-    s = padded_to(700, prepare_threshold=0.5)
+    s = padded_to(700, prepare_threshold=0.7)
     s.summarizer = _failing
 
     def started() -> int:
@@ -175,7 +175,7 @@ def test_a_failed_background_summary_is_retried_after_the_backoff_which_doubles(
 def test_recovery_fails_a_background_compaction_the_crash_interrupted() -> None:
     """A background compaction started but never finished (the process died) is recorded as
     failed (``interrupted``) on recovery, and the next check starts a new one at once."""
-    s = padded_to(700, prepare_threshold=0.5)
+    s = padded_to(700, prepare_threshold=0.7)
     s.record(
         CompactionStarted(
             compaction_id="lost",
@@ -214,16 +214,17 @@ def test_a_checkpoint_is_recorded_for_the_equality_case_only_once() -> None:
 
 
 def test_a_planned_round_cut_exactly_at_the_threshold_is_not_taken() -> None:
-    """The round cut would give a view of exactly the threshold (the summary's reserved room
-    plus the last two rounds: 240 + 2 x 1080 characters, 800 tokens): equality compacts, so
-    the compaction cuts further and the view it serves is strictly below the threshold."""
+    """One mark (a Config recorded before the two marks): the round cut would give a view of
+    exactly the threshold (the summary's reserved room plus the last two rounds: 240 + 2 x 1080
+    characters, 800 tokens): equality compacts, so the compaction cuts further and the view it
+    serves is strictly below the threshold."""
     config = {**SMALL, "context_window": 2000, "compression_threshold": 0.4, "min_retain_rounds": 2}
     messages = [
         message
         for index in range(4)
         for message in (Message.user(f"{index}" + "u" * 539), Message.assistant("a" * 540))
     ]
-    s = session(*messages, **config)
+    s = recorded_session(*messages, **config)
     round_cut = s.state.user_seqs[-2]
     assert threshold_for(s.state) == 800
     assert CutMeasure(s.state, TOKENS, "threshold_exceeded", 240, "").exact(round_cut) == 800
@@ -231,3 +232,37 @@ def test_a_planned_round_cut_exactly_at_the_threshold_is_not_taken() -> None:
     checkpoint = s.state.active_checkpoint
     assert checkpoint is not None and checkpoint.retain_from_seq > round_cut
     assert view.estimated_tokens < 800
+
+
+@pytest.mark.parametrize(("extra", "taken"), [(0, True), (3, False)])
+def test_a_round_cut_whose_view_is_exactly_the_target_is_taken(extra: int, taken: bool) -> None:
+    """Two marks: the view after an automatic compaction may be at most the target. Five rounds
+    of 1,020 characters pass the threshold (1,600 tokens); the
+    summary's room (15 % of the 800-token target: 360 characters) and the last two rounds make
+    exactly the target, so the round cut is taken; one token more and the cut moves inside the
+    rounds."""
+    config = {
+        **SMALL,
+        "context_window": 2000,
+        "compaction_target": 0.4,
+        "min_retain_rounds": 2,
+        "prepare_threshold": 0.0,
+    }
+    messages = [
+        message
+        for index in range(5)
+        for message in (Message.user(f"{index}" + "u" * 509), Message.assistant("a" * 510))
+    ]
+    messages[-1] = Message.assistant("a" * (510 + extra))
+    s = session(*messages, **config)
+    round_cut = s.state.user_seqs[-2]
+    sizes = s.state.config.sizes()
+    assert (sizes.target_tokens, sizes.summary_chars) == (800, 360)
+    assert tokens_of(s) >= 1600  # at the threshold: an automatic compaction is due
+    measured = CutMeasure(s.state, TOKENS, "threshold_exceeded", 360, "").exact(round_cut)
+    assert measured == 800 + extra // 3
+    view = s.step()
+    checkpoint = s.state.active_checkpoint
+    assert checkpoint is not None
+    assert (checkpoint.retain_from_seq == round_cut) is taken
+    assert view.estimated_tokens <= 800

@@ -27,7 +27,7 @@ from ctxledger.domain.cuts import CutMeasure
 from ctxledger.domain.view import FULL_HISTORY, view_hash
 from ctxledger.events import UsageReported
 
-from .builders import session, step
+from .builders import recorded_session, session, step
 
 TOKENS = CharTokenizer()
 # threshold 800 tokens; summary reserve 240 chars; masking off; no kept first request
@@ -53,8 +53,10 @@ def test_a_planned_view_stays_strictly_below_the_threshold_at_equality() -> None
 
     Four rounds of 1080 characters; the summary reserve (240) plus the last two rounds is 2400
     characters, 800 tokens: the threshold. Equality compacts, so that view must not be planned.
+    The one-mark planner of a recorded Config (schema 3; the two marks aim at the target, see
+    test_two_marks.py).
     """
-    s = session(
+    s = recorded_session(
         *[
             message
             for index in range(4)
@@ -102,7 +104,8 @@ class OverheadTokenizer:
 def test_a_step_cut_that_fills_the_budget_exactly_is_chosen(overhead: int, measure: str) -> None:
     """One oversized round of 30 tool steps; the assistant message of one step is padded so
     that the tail from it measures exactly the fill budget. That step is where the cut goes:
-    the earliest boundary whose tail fits, and fitting includes equality."""
+    the earliest boundary whose tail fits, and fitting includes equality. The one-mark
+    planner's fill (``STEP_CUT_FILL``) of a recorded Config (schema 3)."""
     tokens = OverheadTokenizer(overhead)
     # Threshold 2400, summary reserve 720 chars, no fact block (its room would join the reserve).
     config = {**SMALL, "context_window": 3000, "fact_index_chars": 0}
@@ -114,7 +117,7 @@ def test_a_step_cut_that_fills_the_budget_exactly_is_chosen(overhead: int, measu
             if index == 21:  # 9 steps from the end: the tail that fits
                 assistant = Message.assistant("p" * padding, assistant.tool_calls)
             messages += [assistant, result]
-        return session(*messages, **config)
+        return recorded_session(*messages, **config)
 
     chosen_seq = 2 + 2 * 21
     base = build(0)

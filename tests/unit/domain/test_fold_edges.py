@@ -17,7 +17,7 @@ from ctxledger.domain import (
 from ctxledger.events import CompactionStarted, SummaryPrepared
 from ctxledger.testing import DomainSession
 
-from .builders import session, step
+from .builders import recorded, recorded_session, session, step
 
 TOKENS = CharTokenizer()
 
@@ -45,8 +45,10 @@ def test_a_tool_result_is_masked_only_when_longer_than_micro_min_chars(
 
 def _gain_session() -> DomainSession:
     """Under the gain rule every aged 300-character result moves the masking boundary, one
-    result at a time, so each append of a result leaves an undo entry counting the results."""
-    return session(
+    result at a time, so each append of a result leaves an undo entry counting the results.
+    The gain rule is a recorded Config's (schema 3): a Config built now masks by its masking
+    settings alone and keeps no undo entries."""
+    return recorded_session(
         Message.user("round 1"),
         context_window=1_000_000,
         min_retain_rounds=1,
@@ -134,8 +136,12 @@ def test_the_dynamic_thresholds_base_is_never_above_the_fixed_threshold(
     threshold: float, base: int
 ) -> None:
     """Under the dynamic policy the base is 0.3 of the window, or the fixed threshold when that
-    is lower; the sizes derived from it follow."""
+    is lower; the sizes derived from it follow (a recorded one-mark Config: a tenth of it for
+    the summary; a Config built now: its marks' sizes)."""
     config: dict[str, Any] = {"context_window": 10_000, "threshold_policy": "dynamic"}
     built = Config(**config, compression_threshold=threshold)
-    assert base_threshold_tokens(built) == base
-    assert summary_max_chars(built) == base * 3 // 10
+    assert base_threshold_tokens(built) == built.sizes().threshold_tokens == base
+    assert built.sizes().target_tokens < base
+    old = recorded(**config, compression_threshold=threshold)
+    assert base_threshold_tokens(old) == base
+    assert summary_max_chars(old) == base * 3 // 10

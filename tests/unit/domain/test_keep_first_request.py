@@ -23,10 +23,12 @@ from ctxledger.testing import DomainSession, check_view_invariants
 from .builders import session, step
 
 TOKENS = CharTokenizer()
-# threshold 800 tokens; tool results and the kept request are cut to 600 chars; masking off; no
-# fact block (its reserve would move the cuts these tests size)
+# threshold 800 tokens, target 600; tool results are cut to 750 chars (a quarter of the window),
+# the kept request too (half the target, at most a tool result); masking off; no fact block (its
+# reserve would move the cuts these tests size)
 SMALL: dict[str, Any] = {
     "context_window": 1000,
+    "compaction_target": 0.6,
     "min_retain_rounds": 2,
     "micro_keep_recent": 1000,
     "fact_index_chars": 0,
@@ -96,11 +98,13 @@ def test_first_request_stays_through_later_compactions() -> None:
 
 
 def test_huge_first_request_is_truncated_with_a_marker_naming_its_seq() -> None:
-    """Longer than max_tool_result_chars: head, marker, tail, like an oversize tool result."""
+    """Longer than its limit (half the target, at most ``max_tool_result_chars``): head,
+    marker, tail, like an oversize tool result."""
     task = "HEAD " + "x" * 5000 + " TAIL"
     s = _one_round(task)
     s.compact()
-    limit = max_tool_result_chars(s.state.config)
+    limit = s.state.config.sizes().request_chars
+    assert limit == 750 == max_tool_result_chars(s.state.config)
     shown = build_view(s.state, tokenizer=TOKENS).messages[1]
     assert shown.seq == 2
     assert shown.content == truncate_text(task, limit, 2)

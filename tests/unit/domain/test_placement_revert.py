@@ -136,16 +136,43 @@ def test_the_next_compaction_extends_the_restored_checkpoint_and_may_take_a_focu
     assert made.focus == "keep the file names" and not session.state.active_restored
 
 
-def test_reverting_twice_or_past_the_first_checkpoint_raises() -> None:
-    """Only the newest compaction is undone, once; the first has nothing before it."""
+def test_reverting_twice_or_without_a_checkpoint_raises() -> None:
+    """Only the newest compaction is undone, once; with no checkpoint nothing is."""
     session = _compacted(2)
     session.record(revert_checkpoint(session.state))
     with pytest.raises(InvalidCheckpointError, match="cannot be reverted in turn"):
         revert_checkpoint(session.state)
-    with pytest.raises(InvalidCheckpointError, match="past the first checkpoint"):
-        revert_checkpoint(_compacted(1).state)
     with pytest.raises(InvalidCheckpointError, match="no checkpoint"):
         revert_checkpoint(_session().state)
+
+
+def test_reverting_the_only_checkpoint_serves_the_view_before_it() -> None:
+    """The first compaction is undone too (it used to raise): the view is the full history
+    again, byte for byte the view the same history gives with no compaction; replay and a
+    snapshot rebuild it; reverting again raises, and a compaction may follow at once."""
+    session = _compacted(1)
+    only = session.state.active_checkpoint
+    assert only is not None
+    uncompacted = _session()
+    uncompacted.extend(session.state.history[uncompacted.state.last_seq :])
+    event = revert_checkpoint(session.state)
+    assert (event.checkpoint_id, event.restored) == (only.id, None)
+    session.record(event)
+    assert session.state.active_checkpoint is None and session.state.active_restored
+    view = build_view(session.state, tokenizer=TOKENS)
+    assert view.view_hash == build_view(uncompacted.state, tokenizer=TOKENS).view_hash
+    assert view.checkpoint_id is None and view.retain_from_seq == 1
+    assert session.replay().to_snapshot() == session.state.to_snapshot()
+    resumed = SessionState.from_snapshot(
+        session.state.to_snapshot(), checkpoints=lambda: list(session.state.checkpoints)
+    )
+    assert build_view(resumed, tokenizer=TOKENS) == view
+    with pytest.raises(InvalidCheckpointError, match="no checkpoint"):
+        revert_checkpoint(session.state)
+    result = session.compact("manual")
+    assert result.compacted
+    made = session.state.active_checkpoint
+    assert made is not None and made.previous_checkpoint_id is None
 
 
 def test_only_the_active_checkpoint_can_be_named() -> None:

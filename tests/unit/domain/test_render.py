@@ -23,6 +23,7 @@ def session(*messages: Message, **config: object) -> object:
     its own, test_remask_gain.py)."""
     return _session(*messages, **{"min_compaction_gain_tokens": 0, **config})
 
+
 LONG = "r" * 200
 
 
@@ -99,16 +100,18 @@ def test_oversize_result_is_truncated_with_a_marker_naming_its_seq() -> None:
     s = session(Message.user("go"), *step("c1", "h" * 5000 + "t" * 5000), context_window=1000)
     limit = max_tool_result_chars(s.state.config)
     shown = _tool_contents(s)[0]
-    assert len(shown) <= limit == 600
+    assert len(shown) <= limit == 750
     assert "message seq 3" in shown
     assert shown.startswith("h") and shown.endswith("t")
     assert is_truncation_of(shown, "h" * 5000 + "t" * 5000, 3)
 
 
 def test_result_at_the_limit_is_not_truncated() -> None:
-    """Exactly max_tool_result_chars characters stays whole."""
-    s = session(Message.user("go"), *step("c1", "x" * 600), context_window=1000)
-    assert _tool_contents(s) == ["x" * 600]
+    """Exactly max_tool_result_chars characters stays whole; one more is truncated."""
+    s = session(Message.user("go"), *step("c1", "x" * 750), context_window=1000)
+    assert _tool_contents(s) == ["x" * 750]
+    s = session(Message.user("go"), *step("c1", "x" * 751), context_window=1000)
+    assert is_truncation_of(_tool_contents(s)[0], "x" * 751, 3)
 
 
 def test_explicit_truncation_limit_is_used() -> None:
@@ -117,10 +120,15 @@ def test_explicit_truncation_limit_is_used() -> None:
     assert len(_tool_contents(s)[0]) <= 300
 
 
-def test_auto_truncation_limit_is_a_quarter_of_the_threshold_in_chars() -> None:
-    """window 32000 -> threshold 25600 tokens -> 25600 * 3 // 4 characters."""
+def test_derived_truncation_limit_is_half_the_target_in_chars() -> None:
+    """A tool result is cut only when it alone would take more than half the target: window
+    32000 -> target 16000 tokens -> 8000 tokens, 24,000 characters (before the two marks: a
+    quarter of the threshold, 19,200); at 3,000 tokens a 2,000-character result stays whole."""
     s = session(context_window=32_000)
-    assert max_tool_result_chars(s.state.config) == 19_200
+    assert max_tool_result_chars(s.state.config) == 24_000
+    small = session(Message.user("go"), *step("c1", "x" * 2000), context_window=3_000)
+    assert max_tool_result_chars(small.state.config) == 2_250
+    assert _tool_contents(small) == ["x" * 2000]
 
 
 def test_masking_wins_over_truncation_for_old_results() -> None:

@@ -244,7 +244,7 @@ def test_snapshots_carry_retractions_and_clears() -> None:
         for event in s.events[split:]:
             resumed.apply(event)
         assert resumed.to_snapshot() == s.state.to_snapshot()
-    assert SNAPSHOT_VERSION == 6
+    assert SNAPSHOT_VERSION == 7
 
 
 def test_shown_messages_with_a_limit_returns_the_newest() -> None:

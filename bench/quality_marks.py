@@ -1,0 +1,96 @@
+"""The two-mark policy on the real traces (issue 26): before/after, and the sweep of the target.
+
+Two measurements per Config and window, both on the 34 traces of ../shared/traces:
+
+* **quality replay** (:func:`quality_policies.replay`, policy "(a) + fact index"): a step is
+  prepared before each assistant message through :class:`~ctxledger.testing.DomainSession`
+  (synchronous compactions, the offline extractive summariser); it gives compactions, summariser
+  input, facts kept (the loss audit of each compaction: all paths, errors, commands), the
+  cache-stable prefix between compactions, the share of prompt tokens a prefix cache serves and
+  the peak view.
+* **what-if** (:func:`ctxledger.replay.what_if`), as the issue measured it: each trace recorded
+  once under a 1,000,000-token window (an agent step every 0.25 s, a view after each, no
+  compaction), then re-projected under the Config, background summaries included as a host
+  would run them (``summary_seconds`` 2): compactions, peak view, views at or over the threshold.
+
+"Before" is the Config main built before the two marks (commit 2cca20a: one mark, the floor
+guard, the gain rule of 2,560 tokens capped at a tenth of the threshold, the fact block of
+16,000 characters capped at a fifth of it), decoded as a recorded Config of then decodes
+(schema 3), so it runs exactly the one-mark code of main.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ctxledger import Config
+from ctxledger.config import upcast_config
+from ctxledger.messages import Message
+from ctxledger.replay import what_if
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_background import trace_log
+
+__all__ = ["BEFORE", "before_config", "marks_config", "what_if_row"]
+
+#: The fields main's ``Config()`` set besides the declared defaults (its ``NEW_DEFAULTS``).
+BEFORE: dict[str, Any] = {
+    "prepare_threshold": 0.85,
+    "fact_index_chars": 16_000,
+    "max_total_tokens": 0,
+    "calibrate_after_reports": 3,
+    "min_compaction_gain_tokens": 2_560,
+    "floor_guard": True,
+    "summary_result_chars": 1_000,
+}
+#: The window the traces are recorded under for what-if (nothing compacts there).
+RECORD_WINDOW = 1_000_000
+SUMMARY_SECONDS = 2.0
+
+
+def before_config(window: int, **overrides: Any) -> Config:
+    """``Config(context_window=window)`` as main built it before the two marks (schema 3)."""
+    raw = {"context_window": window, **BEFORE, **overrides}
+    config: Config = msgspec.convert(upcast_config(raw), Config)
+    return config
+
+
+def marks_config(window: int, **overrides: Any) -> Config:
+    """A Config built now (the two marks) at ``window``."""
+    return Config(context_window=window, **overrides)
+
+
+_LOGS: dict[str, Any] = {}
+
+
+def what_if_row(traces: dict[str, list[Message]], config: Config) -> dict[str, Any]:
+    """What-if figures of ``config`` over every trace (each recorded once, cached)."""
+    compactions = peak = at_threshold = over_window = late = in_time = 0
+    worst = ("", 0)
+    threshold = config.threshold_tokens
+    for name, messages in sorted(traces.items()):
+        log = _LOGS.get(name)
+        if log is None:
+            log = _LOGS[name] = trace_log(name, messages, Config(context_window=RECORD_WINDOW))
+        report = what_if(log, name, config, summary_seconds=SUMMARY_SECONDS)
+        compactions += report.compactions
+        worst = max(worst, (name, report.compactions), key=lambda item: item[1])
+        peak = max(peak, report.peak_tokens)
+        served = [step for step in report.steps if not step.refused]
+        at_threshold += sum(1 for step in served if step.view_tokens >= threshold)
+        over_window += sum(1 for step in report.steps if step.view_tokens > config.context_window)
+        in_time += report.prepared_in_time
+        late += report.prepared_late
+    return {
+        "compactions": compactions,
+        "worst_trace": {"trace": worst[0], "compactions": worst[1]},
+        "peak_tokens": peak,
+        "views_at_or_over_threshold": at_threshold,
+        "views_over_window": over_window,
+        "prepared_in_time": in_time,
+        "prepared_late": late,
+    }
