@@ -360,7 +360,8 @@ def _base_threshold(config: Config) -> int:
 
 def derived_target(threshold: float) -> float:
     """The low mark ``compaction_target=None`` gives for a threshold (a share of the window)."""
-    return min(DEFAULT_COMPACTION_TARGET, max(threshold - TARGET_GAP, threshold / 2))
+    # Rounded: 0.7 - 0.2 is 0.49999999999999994 in floats, and a mark must not lose a token.
+    return round(min(DEFAULT_COMPACTION_TARGET, max(threshold - TARGET_GAP, threshold / 2)), 9)
 
 
 @functools.lru_cache(maxsize=256)

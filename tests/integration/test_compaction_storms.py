@@ -52,19 +52,50 @@ def _drive(path: Path, config: Config, steps: int = 60, system: int = 45_000) ->
             "compactions": sum(isinstance(e, CompactionStarted) for e in events),
             "views": len(views),
             "over_window": sum(v.estimated_tokens > config.context_window for v in views),
+            "peak": max(v.estimated_tokens for v in views),
         }
     )
 
 
-@pytest.mark.parametrize("config", [WINDOW, ROOMY], ids=["default-rooms", "small-rooms"])
+def _one_mark(**fields: object) -> Config:
+    """A Config as the one-mark releases built it (schema 3), with their floor guard."""
+    defaults = {"prepare_threshold": 0.85, "fact_index_chars": 16_000, "floor_guard": True}
+    config: Config = msgspec.convert(upcast_config({**defaults, **fields}), Config)
+    return config
+
+
+@pytest.mark.parametrize(
+    "config",
+    [_one_mark(context_window=16_000), _one_mark(context_window=16_000, summary_max_chars=900)],
+    ids=["default-rooms", "small-rooms"],
+)
 def test_a_floor_above_the_threshold_does_not_compact_at_every_step(
     tmp_path: Path, config: Config
 ) -> None:
-    """60 steps: a handful of compactions, never a view over the window; the log verifies."""
+    """Under the floor guard of a one-mark Config (as recorded by the releases before the two
+    marks): 60 steps, a handful of compactions, never a view over the window; the log
+    verifies."""
     counts = _drive(tmp_path / "log", config)
     assert counts["views"] == 60
     assert 1 <= counts["compactions"] <= 6, counts
     assert counts["over_window"] == 0
+    assert verify(tmp_path / "log").ok
+
+
+@pytest.mark.parametrize("config", [WINDOW, ROOMY], ids=["default-rooms", "small-rooms"])
+def test_under_two_marks_a_floor_above_the_threshold_keeps_views_near_it(
+    tmp_path: Path, config: Config
+) -> None:
+    """Two marks, the same session: the part no cut shrinks (15,000 tokens of system prompt)
+    is over the 12,800-token threshold, so views stay over it; a compaction runs whenever it
+    frees half a percent of the window (a lower threshold must never peak higher), never at
+    every step, and the view stays within that of what no cut shrinks, never over the window;
+    the log verifies."""
+    counts = _drive(tmp_path / "log", config)
+    assert counts["views"] == 60
+    assert 1 <= counts["compactions"] <= 30, counts
+    assert counts["over_window"] == 0
+    assert counts["peak"] <= 15_000 + 2 * 80 + 400, counts  # system, slack, a summary and a step
     assert verify(tmp_path / "log").ok
 
 

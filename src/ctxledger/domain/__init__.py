@@ -80,6 +80,7 @@ from ctxledger.domain.policy import (
     plan_compaction,
     prepare_due,
     should_compact,
+    unshrinkable_tokens,
 )
 from ctxledger.domain.projection import assemble, summary_message
 from ctxledger.domain.render import (
@@ -226,6 +227,7 @@ __all__ = [
     "to_anthropic",
     "to_openai",
     "truncate_text",
+    "unshrinkable_tokens",
     "usable_prepared",
     "usage_events",
     "usage_from_counts",

@@ -38,6 +38,7 @@ from ctxledger.domain.cuts import (
 )
 from ctxledger.domain.digest import summary_input
 from ctxledger.domain.limits import CHARS_PER_TOKEN
+from ctxledger.domain.projection import FACTS_SEPARATOR
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import Tokenizer, message_chars
 from ctxledger.domain.view import Draft, draft_view
@@ -45,6 +46,7 @@ from ctxledger.errors import ContextOverflowError
 from ctxledger.events.types import SummaryPrepared
 
 __all__ = [
+    "FLOOR_GAIN",
     "absorbs",
     "aim",
     "background_on",
@@ -55,7 +57,15 @@ __all__ = [
     "prepare_due",
     "should_compact",
     "size_summary",
+    "smallest_summary",
+    "unshrinkable_tokens",
 ]
+
+
+#: When no compaction brings the view under the threshold, one runs only when it frees at least
+#: this share of the window: the slack of the promise that a lower threshold never gives a
+#: higher peak (DESIGN §2 "Two marks").
+FLOOR_GAIN = 0.005
 
 
 def marks(state: SessionState) -> Marks:
@@ -133,7 +143,7 @@ def plan_cut(request: CutRequest) -> Cut | Skip:
     summary's room) decides the rest. When it lies at most half the gap between the marks above
     the target, the rooms shrink if need be so that the view ends there too (the next
     compaction is then at least half the gap away); when it lies higher but below the
-    threshold, so that the view ends below the threshold. At or over the threshold (no
+    threshold, they shrink to the smallest summary and no fact block. At or over the threshold (no
     compaction brings the view under it), an automatic compaction runs only when it frees at
     least half the gap between the marks or the view does not fit the window
     (``floor_above_threshold`` otherwise), and then makes room below the window.
@@ -154,21 +164,25 @@ def plan_cut(request: CutRequest) -> Cut | Skip:
     limit = window
     if request.trigger == "threshold_exceeded":
         marks_ = request.marks
-        floor = measure(max(1, rooms.summary // 4)).exact(newest)
+        floor = measure(smallest_summary(rooms.summary)).exact(newest)
         midpoint = marks_.target + (marks_.threshold - marks_.target) // 2
         if floor <= midpoint:
             # The next compaction stays at least half the gap away, even when what no cut
             # shrinks (a huge newest step, say) leaves the full rooms no space below it.
             limit = midpoint
         elif not should_compact(marks_, floor):
+            # Even so the view lands more than half the gap above the target: keep it as small
+            # as it can be (the smallest summary, no fact block), as a lower threshold would.
             limit = marks_.threshold - 1
+            rooms = Rooms(smallest_summary(rooms.summary), 0)
+            cutter = measure(*rooms)
         else:
-            # No cut brings the view under the threshold. Compacting anyway pays only when it
-            # frees half the gap between the marks (else the next step would compact again)
-            # or the view does not fit the window; it then keeps the view as small as it can.
+            # No cut brings the view under the threshold: compact whenever that frees at least
+            # FLOOR_GAIN of the window (a higher threshold would serve no larger view; for
+            # less, the summary is not worth it), keeping the view as small as it can.
             gain = request.draft.estimated_tokens - floor
             fits = request.draft.estimated_tokens <= window
-            if fits and gain < (marks_.threshold - marks_.target) // 2:
+            if fits and gain < FLOOR_GAIN * window:
                 return Skip("floor_above_threshold", floor=floor)
             rooms = Rooms(max(1, rooms.summary // 4), 0)
             cutter = measure(*rooms)
@@ -176,9 +190,12 @@ def plan_cut(request: CutRequest) -> Cut | Skip:
         bare = measure(0).exact(newest)
         if bare >= limit:
             return Skip("floor_above_threshold", floor=bare)
-        # The full rooms do not fit at the deepest cut: give the texts what is left.
+        # The full rooms do not fit at the deepest cut: give the texts what is left, the
+        # summary never less than the smallest summary (what no cut shrinks counts it).
         spare = (limit - bare) * CHARS_PER_TOKEN
-        rooms = Rooms(max(1, min(rooms.summary, spare // 2)), min(rooms.facts, spare // 4))
+        summary = max(smallest_summary(rooms.summary), min(rooms.summary, spare // 2))
+        left = max(0, spare - summary - len(FACTS_SEPARATOR))
+        rooms = Rooms(summary, min(rooms.facts, spare // 4, left))
         cutter = measure(*rooms)
     keep = config.min_retain_rounds
     if request.trigger == "prompt_too_long":
@@ -203,6 +220,27 @@ def plan_cut(request: CutRequest) -> Cut | Skip:
     if cut is None or cut <= base:
         return Skip("no_progress", floor=floor)
     return Cut(cut, step_level, rooms, target, cutter.exact(cut), floor)
+
+
+def smallest_summary(summary_chars: int) -> int:
+    """The least room a summary is given: a quarter of its full room (at least 1 character)."""
+    return max(1, summary_chars // 4)
+
+
+def unshrinkable_tokens(state: SessionState, tokenizer: Tokenizer, pending: str = "") -> int:
+    """The part of the view no compaction can shrink: system messages, pins (and the kept first
+    request), the newest step and the smallest summary (DESIGN §2 "Two marks").
+
+    A view at or over the threshold is served only when this is itself at or over it.
+    """
+    tokenizer = session_tokenizer(state, tokenizer)
+    active = state.active_checkpoint
+    base = active.retain_from_seq if active else state.cleared_through + 1
+    rooms = state.config.sizes()
+    cutter = CutMeasure(
+        state, tokenizer, "threshold_exceeded", smallest_summary(rooms.summary_chars), pending
+    )
+    return cutter.exact(newest_cut(state, base))
 
 
 def overflow_error(

@@ -67,7 +67,8 @@ class WhatIfStep(msgspec.Struct, frozen=True, kw_only=True):
         cached_tokens: Tokens at the head of the view that are the same messages as the
             previous step's view (what a provider's prompt cache would serve).
         refused: The policy would have refused to serve a view here (a token cap reached, or a
-            floor above the window); ``view_tokens`` is then the view it would not serve.
+            view over the window); ``view_tokens`` is then the view it would not serve.
+        view_hash: The hash of the view the policy would have served ("" when refused).
     """
 
     through_seq: int
@@ -79,6 +80,7 @@ class WhatIfStep(msgspec.Struct, frozen=True, kw_only=True):
     waited_seconds: float = 0.0
     cached_tokens: int = 0
     refused: bool = False
+    view_hash: str = ""
 
 
 class WhatIfReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -322,6 +324,7 @@ class _Run:
             in_time=in_time,
             waited_seconds=waited,
             cached_tokens=cached,
+            view_hash=view.view_hash,
         )
 
     def _shared_head(self, messages: tuple[Message, ...]) -> int:

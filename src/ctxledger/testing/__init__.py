@@ -10,6 +10,11 @@
   returns a machine whose ``.TestCase`` pytest collects (needs ``hypothesis`` too).
 * :class:`DomainSession` drives a session through the pure domain with an in-memory event list,
   and :func:`digest_summarizer` is a small deterministic summariser for tests.
+* The promises of the two-mark policy (DESIGN §2): :func:`run_policy` replays a conversation
+  under a Config, :func:`check_policy_run`, :func:`check_lower_threshold` and
+  :func:`check_unreached` check them, and :class:`PolicyMachine` (needs ``hypothesis``) checks
+  them over generated sessions under a family of marks
+  (``PolicyMachine.configured(window=..., settings=...)``).
 
 ``import ctxledger`` never imports this module.
 """
@@ -24,16 +29,33 @@ from ctxledger.testing.invariants import (
     check_view_invariants,
     is_truncation_of,
 )
+from ctxledger.testing.policy import (
+    PolicyRun,
+    PolicyStep,
+    check_lower_threshold,
+    check_policy_run,
+    check_unreached,
+    family,
+    run_policy,
+)
 
 __all__ = [
     "DomainSession",
+    "PolicyMachine",
+    "PolicyRun",
+    "PolicyStep",
     "SessionMachine",
     "check_floor_refusal",
+    "check_lower_threshold",
+    "check_policy_run",
+    "check_unreached",
     "check_view_invariants",
     "conversations",
     "digest_summarizer",
+    "family",
     "is_truncation_of",
     "messages",
+    "run_policy",
     "texts",
 ]
 
@@ -50,4 +72,8 @@ def __getattr__(name: str) -> Any:
         from ctxledger.testing.machine import SessionMachine
 
         return SessionMachine
+    if name == "PolicyMachine":
+        from ctxledger.testing.policy_machine import PolicyMachine
+
+        return PolicyMachine
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
