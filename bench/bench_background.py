@@ -4,8 +4,9 @@
    "sync"), each a thread that appends an agent step of the synthetic workload, compacts if
    needed, serves the view and then "calls the model" (sleeps 0.25 s). A summary takes 2 s (a
    sleep, then the offline extractive summary; one call per compaction: no chunking). The
-   same run is made with background compaction on (``prepare_threshold=0.85``, the default)
-   and off (``0``), side by side.
+   same run is made with background compaction on (``prepare_threshold`` at its default: the
+   prepare point a quarter of the way from the target up to the threshold) and off (``0``),
+   side by side, at each window of ``--windows`` (4k, 16k and 32k by default).
    Reported per system: automatic compactions, how many waited 0 s, the seconds agents waited
    on summaries in all and per compaction (``CompactionResult.waited_seconds``), and the
    median and worst step latency. Target: >= 90 % of automatic compactions wait 0 s.
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctxledger import Config, Host, Message
+from ctxledger import Config, ContextOverflowError, Host, Message
 from ctxledger.events import MessageAppended, SessionOpened, ViewServed
 from ctxledger.replay import what_if
 from ctxledger.storage import MemoryEventLog
@@ -81,18 +82,21 @@ def request_chars(request: SummaryRequest) -> int:
 class LiveRun:
     """What one live run measured."""
 
-    prepare_threshold: float
+    prepare_threshold: float | None
+    window: int = WINDOW
     waits: list[float] = field(default_factory=list)  # per automatic compaction
     prepared: int = 0
     latencies: list[float] = field(default_factory=list)
     summarizer_calls: int = 0
     summarizer_chars: int = 0
     seconds: float = 0.0
+    refused: int = 0
 
     def row(self) -> dict[str, Any]:
         n = len(self.waits)
         zero = sum(1 for w in self.waits if w == 0.0)
         return {
+            "window": self.window,
             "prepare_threshold": self.prepare_threshold,
             "compactions": n,
             "prepared": self.prepared,
@@ -107,14 +111,17 @@ class LiveRun:
             "summarizer_calls": self.summarizer_calls,
             "summarizer_chars": self.summarizer_chars,
             "seconds": self.seconds,
+            "refused": self.refused,
         }
 
 
-def live_run(prepare_threshold: float, sessions: int, steps: int, window: int = WINDOW) -> LiveRun:
+def live_run(
+    prepare_threshold: float | None, sessions: int, steps: int, window: int = WINDOW
+) -> LiveRun:
     """Drive ``sessions`` agents for ``steps`` steps each on one host; see the module doc."""
     config = LIVE_CONFIG.replace(context_window=window, prepare_threshold=prepare_threshold)
     summarizer = SlowSummarizer(SUMMARY_SECONDS)
-    run = LiveRun(prepare_threshold)
+    run = LiveRun(prepare_threshold, window)
     lock = threading.Lock()
     failures: list[BaseException] = []
     started = time.perf_counter()
@@ -133,7 +140,13 @@ def live_run(prepare_threshold: float, sessions: int, steps: int, window: int = 
                     begun = time.perf_counter()
                     session.append_many(step)
                     result = session.compact_if_needed()
-                    session.prepare_step()
+                    try:
+                        session.prepare_step()
+                    except ContextOverflowError:
+                        # The newest step alone does not fit this window (a few parallel reads
+                        # of long files at 4k): refused, nothing served; the agent goes on.
+                        with lock:
+                            run.refused += 1
                     took = time.perf_counter() - begun
                     with lock:
                         run.latencies.append(took)
@@ -217,7 +230,7 @@ class _Counting:
 def trace_input(traces: dict[str, list[Message]], window: int = WINDOW) -> dict[str, Any]:
     """Summariser input (chars, calls) on every trace, synchronous vs background policy."""
     sync = Config(context_window=window, prepare_threshold=0.0)
-    background = Config(context_window=window)  # prepare_threshold: the default, 0.85
+    background = Config(context_window=window)  # prepare_threshold: the default (derived)
     totals: dict[str, dict[str, float]] = {}
     per_trace: dict[str, dict[str, int]] = {}
     for label, config in (("synchronous", sync), ("background", background)):
@@ -254,24 +267,25 @@ def trace_input(traces: dict[str, list[Message]], window: int = WINDOW) -> dict[
 # --- output ------------------------------------------------------------------------------------
 
 
-def live_markdown(rows: list[dict[str, Any]], sessions: int, steps: int, window: int) -> str:
+def live_markdown(rows: list[dict[str, Any]], sessions: int, steps: int) -> str:
     out = [
         f"### Live: {sessions} agents x {steps} steps, summariser {SUMMARY_SECONDS:.0f} s, "
-        f"a step every {STEP_SECONDS} s, window {window:,}, LMDB sync",
+        f"a step every {STEP_SECONDS} s, LMDB sync",
         "",
-        "| prepare_threshold | auto compactions | prepared | waited 0 s | waited total | "
+        "| window | prepare_threshold | auto compactions | prepared | waited 0 s | waited total | "
         "per compaction (mean / median / max) | step latency median / max | summariser calls | "
-        "summariser input chars |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "summariser input chars | refused steps |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         share = f"{r['zero_wait_share']:.0%}" if r["zero_wait_share"] is not None else "-"
+        prepare = "default" if r["prepare_threshold"] is None else r["prepare_threshold"]
         out.append(
-            f"| {r['prepare_threshold']} | {r['compactions']} | {r['prepared']} | "
+            f"| {r['window']:,} | {prepare} | {r['compactions']} | {r['prepared']} | "
             f"{r['zero_wait']} ({share}) | {r['waited_total']:.2f} s | "
             f"{r['waited_mean']:.3f} / {r['waited_median']:.3f} / {r['waited_max']:.3f} s | "
             f"{r['step_median'] * 1000:.1f} / {r['step_max'] * 1000:.0f} ms | "
-            f"{r['summarizer_calls']} | {r['summarizer_chars']:,} |"
+            f"{r['summarizer_calls']} | {r['summarizer_chars']:,} | {r['refused']} |"
         )
     return "\n".join(out)
 
@@ -307,11 +321,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
     parser.add_argument("--sessions", type=int, default=8)
     parser.add_argument("--steps", type=int, default=320)
-    parser.add_argument("--window", type=int, default=WINDOW, help="live part's window")
+    parser.add_argument(
+        "--windows", default="4000,16000,32000", help="the live part's windows, comma-separated"
+    )
     parser.add_argument(
         "--thresholds",
-        default="0.85,0",
-        help="prepare_threshold values of the live part, comma-separated (0: synchronous)",
+        default="default,0",
+        help="prepare_threshold values of the live part, comma-separated ('default': the "
+        "derived prepare point; 0: synchronous)",
     )
     parser.add_argument("--skip-live", action="store_true")
     parser.add_argument("--skip-traces", action="store_true")
@@ -319,11 +336,13 @@ def main(argv: list[str] | None = None) -> int:
     sessions, steps = (2, 60) if args.quick else (args.sessions, args.steps)
     if not args.skip_live:
         rows = []
-        for threshold in (float(value) for value in args.thresholds.split(",")):
-            run = live_run(threshold, sessions, steps, args.window)
-            rows.append(run.row())
-            print(f"live prepare_threshold={threshold}: {rows[-1]}", file=sys.stderr)
-        print(live_markdown(rows, sessions, steps, args.window))
+        for window in (int(value) for value in args.windows.split(",") if value.strip()):
+            for value in args.thresholds.split(","):
+                threshold = None if value.strip() == "default" else float(value)
+                run = live_run(threshold, sessions, steps, window)
+                rows.append(run.row())
+                print(f"live window={window} prepare={threshold}: {rows[-1]}", file=sys.stderr)
+        print(live_markdown(rows, sessions, steps))
         print()
     if not args.skip_traces:
         files = sorted(TRACES.glob("*.jsonl")) if TRACES.is_dir() else []

@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from quality_marks import before_config, marks_config
+from quality_marks import before_config, marks_config, marks_markdown, marks_section
 from quality_policies import POLICIES, PROTOTYPES, WINDOW, Replay, policy_config, replay
 
 from ctxledger import Config, Pricing
@@ -1048,6 +1048,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--no-cost", action="store_true", help="skip the cost tables")
     parser.add_argument(
+        "--marks-windows",
+        default="16000,32000",
+        help="windows of the two-mark tables (before/after, target sweep; '' to skip)",
+    )
+    parser.add_argument(
+        "--targets",
+        default="0.4,0.45,0.5,0.55,0.6",
+        help="compaction_target values of the two-mark sweep",
+    )
+    parser.add_argument(
+        "--marks-only", action="store_true", help="only the two-mark tables (quicker)"
+    )
+    parser.add_argument(
         "--cost-windows",
         default=f"{WINDOW},16000,128000",
         help="context windows of the cost tables",
@@ -1066,6 +1079,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         "code": code_state(),
         "policies": {},
     }
+    marks_windows = [int(w) for w in args.marks_windows.split(",") if w.strip()]
+    if marks_windows:
+        results["two_marks"] = marks_section(
+            traces,
+            marks_windows,
+            [float(t) for t in args.targets.split(",") if t.strip()],
+            run_config,
+            totals,
+            log,
+        )
+    if args.marks_only:
+        text = "\n".join(marks_markdown(results.get("two_marks", {}))) + "\n"
+        print(text)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "quality_marks.md").write_text(text)
+        (args.out / "quality_marks.json").write_text(
+            json.dumps({k: results[k] for k in ("machine", "code", "two_marks")}, indent=1) + "\n"
+        )
+        log(f"quality: wrote {args.out}/quality_marks.{{md,json}}")
+        return 0
     threshold = threshold_for(_state_of(policy_config("ctxledger")))
     results["threshold"] = threshold
     for policy in POLICIES:
@@ -1136,6 +1169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = markdown(results)
     if not args.no_cost:
         text += "\n".join(_cost_markdown(results["cost"])) + "\n"
+    if "two_marks" in results:
+        text += "\n".join(marks_markdown(results["two_marks"])) + "\n"
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "quality.md").write_text(text)

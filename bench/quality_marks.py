@@ -94,3 +94,104 @@ def what_if_row(traces: dict[str, list[Message]], config: Config) -> dict[str, A
         "prepared_in_time": in_time,
         "prepared_late": late,
     }
+
+
+# --- the section of bench/quality.py -------------------------------------------------------------
+
+#: The columns of the two-mark tables: (title, key in a row, format).
+COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("target", "target_tokens", "{:,}"),
+    ("compactions (replay)", "compactions", "{:,}"),
+    ("compactions (what-if)", "what_if_compactions", "{:,}"),
+    ("most in one trace", "what_if_worst", "{:,}"),
+    ("summariser input tokens", "summarizer_input_tokens", "{:,}"),
+    ("paths (all) kept", "paths_all", "{:.1%}"),
+    ("errors kept", "errors", "{:.1%}"),
+    ("commands kept", "commands", "{:.1%}"),
+    ("stable prefix, median between compactions", "stability", "{:.1%}"),
+    ("prompt tokens a prefix cache serves", "cached_share", "{:.1%}"),
+    ("peak view (what-if)", "what_if_peak", "{:,}"),
+    ("views at/over threshold (what-if)", "what_if_at_threshold", "{:,}"),
+)
+
+
+def marks_row(
+    traces: dict[str, list[Message]],
+    config: Config,
+    run: Any,
+    totals: Any,
+) -> dict[str, Any]:
+    """One row: the quality replay's totals (``totals(run(traces, policy, config))``) and
+    what-if's figures of ``config``."""
+    total = totals(run(traces, "ctxledger+facts", config))
+    retention = total["retention"]
+    wi = what_if_row(traces, config)
+    return {
+        "target_tokens": config.sizes().target_tokens,
+        "compactions": total["compactions"],
+        "what_if_compactions": wi["compactions"],
+        "what_if_worst": wi["worst_trace"]["compactions"],
+        "summarizer_input_tokens": total["summarizer_input_tokens"],
+        "paths_all": retention["paths_all"]["next_share"] or 0.0,
+        "errors": retention["errors"]["next_share"] or 0.0,
+        "commands": retention["commands"]["next_share"] or 0.0,
+        "stability": total["stability_median_between"] or 0.0,
+        "cached_share": total["cached_share"] or 0.0,
+        "what_if_peak": wi["peak_tokens"],
+        "what_if_at_threshold": wi["views_at_or_over_threshold"],
+        "what_if_prepared_in_time": wi["prepared_in_time"],
+        "what_if_prepared_late": wi["prepared_late"],
+    }
+
+
+def marks_section(
+    traces: dict[str, list[Message]],
+    windows: list[int],
+    targets: list[float],
+    run: Any,
+    totals: Any,
+    log: Any,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Before (one mark, main) against the two marks (the defaults, then each target of the
+    sweep), per window."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for window in windows:
+        rows: dict[str, Any] = {}
+        variants = {
+            "before: one mark (main)": before_config(window),
+            "two marks (defaults)": marks_config(window),
+        }
+        for target in targets:
+            variants[f"two marks, target {target}"] = marks_config(window, compaction_target=target)
+        for name, config in variants.items():
+            log(f"  two marks at window {window:,}: {name} ...")
+            rows[name] = marks_row(traces, config, run, totals)
+        out[str(window)] = rows
+    return out
+
+
+def marks_markdown(section: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """The tables of :func:`marks_section`, one per window."""
+    lines = [
+        "",
+        "## Two marks (issue 26)",
+        "",
+        "Policy (a) + fact index on the 34 traces. *replay*: a step before each assistant "
+        "message through DomainSession (synchronous compactions); *what-if*: each trace "
+        "recorded once under a 1,000,000-token window and re-projected, background summaries "
+        "included (2 s each, a step every 0.25 s). Facts kept: the loss audit of each "
+        "compaction (the share of the covered messages' facts found in the next view). "
+        "*before*: the one-mark Config main built (floor guard, gain rule, its clamp).",
+    ]
+    for window, rows in section.items():
+        lines += [
+            "",
+            f"### Window {int(window):,} (threshold 0.8)",
+            "",
+            "| Config | " + " | ".join(title for title, _, _ in COLUMNS) + " |",
+            "|---|" + "---:|" * len(COLUMNS),
+        ]
+        for name, row in rows.items():
+            cells = [fmt.format(row[key]) for _, key, fmt in COLUMNS]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
