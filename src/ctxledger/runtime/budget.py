@@ -18,12 +18,13 @@ from typing import Any
 
 import pykka
 
+from ctxledger.runtime.failures import LoggedFailures
 from ctxledger.runtime.messages import BackgroundEnded, Prepare, Pressure
 
 __all__ = ["BudgetActor"]
 
 
-class BudgetActor(pykka.ThreadingActor):
+class BudgetActor(LoggedFailures, pykka.ThreadingActor):
     """Schedules background compactions across a host's sessions (see the module docstring).
 
     Args:

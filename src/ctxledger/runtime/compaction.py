@@ -28,6 +28,7 @@ import pykka
 from ctxledger._logging import get_logger
 from ctxledger.domain import Job, Summarizer, arun_summarizer, run_summarizer
 from ctxledger.domain.summary import is_async_summarizer
+from ctxledger.runtime.failures import LoggedFailures
 from ctxledger.runtime.messages import SummaryDone
 
 __all__ = ["CompactionActor", "CompactionPool"]
@@ -47,7 +48,7 @@ class _Run:
     owner: Any
 
 
-class CompactionActor(pykka.ThreadingActor):
+class CompactionActor(LoggedFailures, pykka.ThreadingActor):
     """Runs the summariser for one job at a time (a daemon thread; see the module docstring)."""
 
     use_daemon_thread = True

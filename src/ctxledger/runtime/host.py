@@ -29,7 +29,7 @@ import socket
 import threading
 import time
 import uuid
-import zlib
+import warnings
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, cast
@@ -39,18 +39,34 @@ import pykka
 from ctxledger._logging import get_logger
 from ctxledger.config import Config
 from ctxledger.domain import CharTokenizer, Tokenizer
-from ctxledger.errors import CtxLedgerError, HostClosedError, SessionExistsError
+from ctxledger.errors import (
+    CtxLedgerError,
+    HostClosedError,
+    InvalidArgumentError,
+    SessionExistsError,
+)
 from ctxledger.events import Event, SessionForked, SessionOpened
+from ctxledger.runtime import lifecycle
+from ctxledger.runtime.arguments import (
+    check_callable,
+    check_config,
+    check_count,
+    check_flag,
+    check_seconds,
+)
 from ctxledger.runtime.budget import BudgetActor
 from ctxledger.runtime.compaction import CompactionPool
+from ctxledger.runtime.failures import Restarting
 from ctxledger.runtime.history import HistoryActor, HistoryActorProxy, Runtime
 from ctxledger.runtime.leases import LeaseKeeper
 from ctxledger.runtime.loading import event_seq_before_message, fold_session
 from ctxledger.runtime.messages import Command, Open
 from ctxledger.runtime.projection import ProjectionPool
+from ctxledger.runtime.recordable import check_recordable
+from ctxledger.runtime.router import HistoryRouter
 from ctxledger.runtime.session import Session, check_session_id
 from ctxledger.runtime.timer import Timer
-from ctxledger.runtime.waiters import LoopWaiter, Waiter
+from ctxledger.runtime.waiters import LoopWaiter, Reply, Waiter
 from ctxledger.storage import (
     DEFAULT_LEASE_TTL,
     Durability,
@@ -71,10 +87,69 @@ def default_host_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
-def _check_seconds(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
-    return float(value)
+class _HostLoop:
+    """The host's own event loop, started on first use, for coroutine summarisers asked for by
+    threads (kept apart from the Host so that the threads never hold the Host itself)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def get(self) -> asyncio.AbstractEventLoop:
+        """Return the loop, starting it (on a daemon thread) if need be."""
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name="ctxledger-loop", daemon=True
+                )
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def stop(self) -> None:
+        """Stop the loop if it was started (waiting at most 5 s for it)."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        if not thread.is_alive():
+            loop.close()
+
+
+def _check_options(
+    *,
+    config: object,
+    summarizer: object,
+    tokenizer: object,
+    clock: object,
+    id_factory: object,
+    counts: dict[str, object],
+    host_id: object,
+    lease_ttl: object,
+    lease_wait: object,
+) -> None:
+    """Check the arguments ``Host`` and ``Host.open`` share (before a log is opened)."""
+    check_config(config)
+    if config is not None:
+        check_recordable([SessionOpened(session_id="-", config=config)])  # type: ignore[arg-type]
+    check_callable("summarizer", summarizer, optional=True)
+    if tokenizer is not None and not isinstance(tokenizer, Tokenizer):
+        raise InvalidArgumentError(
+            "tokenizer", f"expected a ctxledger Tokenizer, got {type(tokenizer).__name__}"
+        )
+    check_callable("clock", clock)
+    check_callable("id_factory", id_factory, optional=True)
+    for name, value in counts.items():
+        check_count(name, value)
+    if host_id is not None and (not isinstance(host_id, str) or not host_id):
+        raise InvalidArgumentError("host_id", f"must be a non-empty string, got {host_id!r}")
+    check_seconds("lease_ttl", lease_ttl)
+    if lease_wait is not None:
+        check_seconds("lease_wait", lease_wait)
 
 
 class Host:
@@ -136,32 +211,43 @@ class Host:
         """Wrap ``log``; see the class docstring for the arguments.
 
         Raises:
-            ValueError: A count is not a positive integer, ``lease_ttl`` or ``lease_wait`` is
-                not a positive number, or ``leases=True`` with a log that is no LeaseStore.
-            TypeError: ``host_id`` is not a string.
+            InvalidArgumentError: An argument has the wrong type or value (a count that is not
+                a positive integer, ``lease_ttl`` or ``lease_wait`` not a positive number,
+                ``leases=True`` with a log that is no LeaseStore, ...); a ``TypeError`` and a
+                ``ValueError``.
+            ConfigError: ``config`` is not a Config, or one that cannot be recorded.
         """
-        for name, value in (
-            ("max_active_sessions", max_active_sessions),
-            ("history_actors", history_actors),
-            ("compaction_workers", compaction_workers),
-            ("projection_actors", projection_actors),
-            ("background_compactions", background_compactions),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        self._router: HistoryRouter | None = None  # set last: the host is then complete
+        if not isinstance(log, EventLog):
+            raise InvalidArgumentError("log", f"expected an EventLog, got {type(log).__name__}")
+        _check_options(
+            config=config,
+            summarizer=summarizer,
+            tokenizer=tokenizer,
+            clock=clock,
+            id_factory=id_factory,
+            counts={
+                "max_active_sessions": max_active_sessions,
+                "history_actors": history_actors,
+                "compaction_workers": compaction_workers,
+                "projection_actors": projection_actors,
+                "background_compactions": background_compactions,
+            },
+            host_id=host_id,
+            lease_ttl=lease_ttl,
+            lease_wait=lease_wait,
+        )
+        check_flag("owns_log", owns_log)
+        check_flag("leases", leases, optional=True)
         if host_id is None:
             host_id = default_host_id()
-        if not isinstance(host_id, str):
-            raise TypeError(f"host_id must be a string, got {type(host_id).__name__}")
-        if not host_id:
-            raise ValueError("host_id must not be empty")
-        lease_ttl = _check_seconds("lease_ttl", lease_ttl)
-        lease_wait = (
-            2 * lease_ttl + 1.0 if lease_wait is None else _check_seconds("lease_wait", lease_wait)
-        )
+        lease_ttl = float(lease_ttl)
+        lease_wait = 2 * lease_ttl + 1.0 if lease_wait is None else float(lease_wait)
         is_store = isinstance(log, LeaseStore)
         if leases and not is_store:
-            raise ValueError(f"leases=True needs a LeaseStore log, not {type(log).__name__}")
+            raise InvalidArgumentError(
+                "leases", f"leases=True needs a LeaseStore log, not {type(log).__name__}"
+            )
         if leases is None:
             leases = is_store and not isinstance(log, MemoryEventLog)
         #: This host's id (on a shared log, the holder named by its leases).
@@ -183,17 +269,16 @@ class Host:
         self._lock = threading.Lock()
         self._sessions: dict[str, Session] = {}
         self._closed = False
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_thread: threading.Thread | None = None
+        self._loop = _HostLoop()
         self._timer = Timer()
         self._leases = (
             LeaseKeeper(cast(LeaseStore, log), host_id, lease_ttl, lease_wait, self._timer)
             if leases
             else None
         )
-        self._compaction = CompactionPool(self.summarizer, compaction_workers, self._host_loop)
+        self._compaction = CompactionPool(self.summarizer, compaction_workers, self._loop.get)
         self._projection = ProjectionPool(log, clock, projection_actors, self._leases)
-        self._budget = BudgetActor.start(background_compactions)
+        self._budget = Restarting(lambda: BudgetActor.start(background_compactions), "budget")
         runtime = Runtime(
             log=log,
             tokenizer=self.tokenizer,
@@ -211,8 +296,14 @@ class Host:
         # actors, so a fixed share per actor would evict below the limit.
         runtime.max_live = max_active_sessions
         runtime.live_counts = [0] * history_actors
-        self._history = [HistoryActor.start(runtime, number) for number in range(history_actors)]
-        runtime.history = list(self._history)
+        router = HistoryRouter(
+            lambda number: HistoryActor.start(runtime, number), history_actors, runtime.history
+        )
+        runtime.restart = router.restart
+        #: The history actors' refs, by number (replaced in place when one is restarted).
+        self._history = router.actors
+        self._router = router
+        lifecycle.track(self)
 
     @classmethod
     def open(
@@ -257,9 +348,33 @@ class Host:
             lease_wait: Seconds an activation waits at most for another host's lease.
 
         Raises:
-            ConfigError: ``durability`` is not one of the three modes.
+            ConfigError: ``durability`` is not one of the three modes, or ``config`` is not a
+                Config (or one that cannot be recorded).
+            InvalidArgumentError: Another argument has the wrong type or value (nothing is
+                opened or created then).
             StorageError: The folder or database cannot be opened as an event log.
         """
+        if not isinstance(path, str | os.PathLike):
+            raise InvalidArgumentError(
+                "path", f"expected a folder or a postgresql:// URI, got {type(path).__name__}"
+            )
+        _check_options(
+            config=config,
+            summarizer=summarizer,
+            tokenizer=tokenizer,
+            clock=clock,
+            id_factory=id_factory,
+            counts={
+                "max_active_sessions": max_active_sessions,
+                "history_actors": history_actors,
+                "compaction_workers": compaction_workers,
+                "projection_actors": projection_actors,
+                "background_compactions": background_compactions,
+            },
+            host_id=host_id,
+            lease_ttl=lease_ttl,
+            lease_wait=lease_wait,
+        )
         log = open_log(path, durability=durability)
         try:
             return cls(
@@ -299,6 +414,8 @@ class Host:
         Raises:
             HostClosedError: The host is closed.
             InvalidSessionIdError: The id is not a valid session id.
+            ConfigError: ``config`` is not None or a :class:`~ctxledger.Config`, or is one that
+                cannot be recorded; nothing is written.
             CorruptRecordError: The session's log is damaged (other sessions keep working).
             LeaseHeldError: On a shared log, another host still held the session's lease
                 after ``lease_wait`` seconds.
@@ -306,20 +423,24 @@ class Host:
                 one was activating it (any later call of the session may raise it too, then
                 writing nothing; the call after that activates the session again).
         """
-        handle = self._handle(session_id)
-        self._call(handle.id, Open(handle.id, Waiter(), config, config or self.config))
+        handle = self._handle(session_id, config)
+        self._call(handle.id, self._open(handle.id, Waiter(), config))
         return handle
 
     async def asession(self, session_id: str, *, config: Config | None = None) -> Session:
         """:meth:`session` for a caller on an event loop: awaits activation, blocking no thread."""
-        handle = self._handle(session_id)
+        handle = self._handle(session_id, config)
         reply = LoopWaiter(asyncio.get_running_loop())
-        self._tell(handle.id, Open(handle.id, reply, config, config or self.config))
+        self._tell(handle.id, self._open(handle.id, reply, config))
         await reply.wait()
         return handle
 
-    def _handle(self, session_id: str) -> Session:
+    def _open(self, session_id: str, reply: Reply, config: Config | None) -> Open:
+        return Open(session_id, reply, config, config if config is not None else self.config)
+
+    def _handle(self, session_id: str, config: object = None) -> Session:
         check_session_id(session_id)
+        check_config(config)
         with self._lock:
             self._check_open()
             handle = self._sessions.get(session_id)
@@ -344,6 +465,7 @@ class Host:
             SessionOpened(session_id=new_id, config=prefix.config, created_at=self.clock()),
             SessionForked(parent_id=owner, at_seq=at, parent_event_seq=parent_event_seq),
         ]
+        check_recordable(events)
         try:
             self.log.append(new_id, events, expected_seq=0)
         except CtxLedgerError as exc:
@@ -356,44 +478,29 @@ class Host:
     def active_sessions(self) -> list[str]:
         """Return the ids of the session states in memory (by history actor, least recent first)."""
         self._check_open()
-        proxies = [cast(HistoryActorProxy, actor.proxy()) for actor in self._history]
-        futures = [proxy.live_sessions() for proxy in proxies]
-        try:
-            return [session_id for future in futures for session_id in future.get()]
-        except pykka.ActorDeadError:
-            raise HostClosedError("the host is closed") from None
+        ids: list[str] = []
+        for actor in list(self._history):
+            with contextlib.suppress(pykka.ActorDeadError):  # a dead actor holds no state
+                ids.extend(cast(HistoryActorProxy, actor.proxy()).live_sessions().get())
+        return ids
 
     # --- routing -------------------------------------------------------------------------------
 
     def _owner(self, session_id: str) -> pykka.ActorRef[Any]:
-        number = zlib.crc32(session_id.encode("utf-8", "surrogatepass")) % len(self._history)
-        return self._history[number]
+        assert self._router is not None
+        return self._router.owner(session_id)
 
     def _tell(self, session_id: str, command: Command) -> None:
         if self._closed:
             raise HostClosedError("the host is closed")
-        try:
-            self._owner(session_id).tell(command)
-        except pykka.ActorDeadError:
-            raise HostClosedError("the host is closed") from None
+        assert self._router is not None
+        self._router.tell(session_id, command)
 
     def _call(self, session_id: str, command: Command) -> Any:
         self._tell(session_id, command)
         reply = command.reply
         assert isinstance(reply, Waiter)
         return reply.wait()
-
-    def _host_loop(self) -> asyncio.AbstractEventLoop:
-        """The host's own event loop, for coroutine summarisers asked for by threads."""
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=loop.run_forever, name="ctxledger-loop", daemon=True
-                )
-                thread.start()
-                self._loop, self._loop_thread = loop, thread
-            return self._loop
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -413,30 +520,33 @@ class Host:
         handed to the log are committed and answered.
         """
         with self._lock:
-            if self._closed:
+            if self._closed or self._router is None:
                 return
             self._closed = True
-        for actor in self._history:
-            with contextlib.suppress(pykka.ActorDeadError):
-                actor.stop(block=True, timeout=30)
+        self._router.close(timeout=30)
         self._compaction.stop()
         self._projection.stop()
         if self._leases is not None:
             self._leases.close()  # after the writers: another host may take them over at once
-        with contextlib.suppress(pykka.ActorDeadError):
-            self._budget.stop(block=True, timeout=5)
+        self._budget.stop(timeout=5)
         self._timer.stop()
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            assert self._loop_thread is not None
-            self._loop_thread.join(timeout=5)
-            if not self._loop_thread.is_alive():
-                self._loop.close()
+        self._loop.stop()
         if self._owns_log:
             try:
                 self.log.close()
             except CtxLedgerError:  # closing twice or a dead env must not mask the caller's error
                 _logger.warning("log_close_failed", exc_info=True)
+
+    def __repr__(self) -> str:
+        where = getattr(getattr(self, "log", None), "path", None)
+        return f"<Host {where or type(getattr(self, 'log', None)).__name__!s} {self.host_id!r}>"
+
+    def __del__(self) -> None:
+        # As Python does for files: warn about (and close) a host dropped without close().
+        if getattr(self, "_router", None) is None or self._closed:
+            return
+        lifecycle.close_in_background(self.close, repr(self))  # first: the warning may raise
+        warnings.warn(f"unclosed {self!r}", ResourceWarning, source=self, stacklevel=2)
 
     def __enter__(self) -> Host:
         return self
