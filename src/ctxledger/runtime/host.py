@@ -47,15 +47,9 @@ from ctxledger.errors import (
 )
 from ctxledger.events import Event, SessionForked, SessionOpened
 from ctxledger.runtime import lifecycle
-from ctxledger.runtime.arguments import (
-    check_callable,
-    check_config,
-    check_count,
-    check_flag,
-    check_seconds,
-)
+from ctxledger.runtime.arguments import check_config, check_flag, check_host_options
 from ctxledger.runtime.budget import BudgetActor
-from ctxledger.runtime.compaction import CompactionPool
+from ctxledger.runtime.compaction import CompactionPool, HostLoop
 from ctxledger.runtime.failures import Restarting
 from ctxledger.runtime.history import HistoryActor, HistoryActorProxy, Runtime
 from ctxledger.runtime.leases import LeaseKeeper
@@ -85,71 +79,6 @@ _logger = get_logger(__name__)
 def default_host_id() -> str:
     """A host id unique to this process: ``<hostname>-<pid>-<random hex>``."""
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
-
-
-class _HostLoop:
-    """The host's own event loop, started on first use, for coroutine summarisers asked for by
-    threads (kept apart from the Host so that the threads never hold the Host itself)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    def get(self) -> asyncio.AbstractEventLoop:
-        """Return the loop, starting it (on a daemon thread) if need be."""
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=loop.run_forever, name="ctxledger-loop", daemon=True
-                )
-                thread.start()
-                self._loop, self._thread = loop, thread
-            return self._loop
-
-    def stop(self) -> None:
-        """Stop the loop if it was started (waiting at most 5 s for it)."""
-        with self._lock:
-            loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
-            return
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=5)
-        if not thread.is_alive():
-            loop.close()
-
-
-def _check_options(
-    *,
-    config: object,
-    summarizer: object,
-    tokenizer: object,
-    clock: object,
-    id_factory: object,
-    counts: dict[str, object],
-    host_id: object,
-    lease_ttl: object,
-    lease_wait: object,
-) -> None:
-    """Check the arguments ``Host`` and ``Host.open`` share (before a log is opened)."""
-    check_config(config)
-    if config is not None:
-        check_recordable([SessionOpened(session_id="-", config=config)])  # type: ignore[arg-type]
-    check_callable("summarizer", summarizer, optional=True)
-    if tokenizer is not None and not isinstance(tokenizer, Tokenizer):
-        raise InvalidArgumentError(
-            "tokenizer", f"expected a ctxledger Tokenizer, got {type(tokenizer).__name__}"
-        )
-    check_callable("clock", clock)
-    check_callable("id_factory", id_factory, optional=True)
-    for name, value in counts.items():
-        check_count(name, value)
-    if host_id is not None and (not isinstance(host_id, str) or not host_id):
-        raise InvalidArgumentError("host_id", f"must be a non-empty string, got {host_id!r}")
-    check_seconds("lease_ttl", lease_ttl)
-    if lease_wait is not None:
-        check_seconds("lease_wait", lease_wait)
 
 
 class Host:
@@ -220,22 +149,22 @@ class Host:
         self._router: HistoryRouter | None = None  # set last: the host is then complete
         if not isinstance(log, EventLog):
             raise InvalidArgumentError("log", f"expected an EventLog, got {type(log).__name__}")
-        _check_options(
-            config=config,
-            summarizer=summarizer,
-            tokenizer=tokenizer,
-            clock=clock,
-            id_factory=id_factory,
-            counts={
+        check_host_options(
+            {
+                "config": config,
+                "summarizer": summarizer,
+                "tokenizer": tokenizer,
+                "clock": clock,
+                "id_factory": id_factory,
                 "max_active_sessions": max_active_sessions,
                 "history_actors": history_actors,
                 "compaction_workers": compaction_workers,
                 "projection_actors": projection_actors,
                 "background_compactions": background_compactions,
-            },
-            host_id=host_id,
-            lease_ttl=lease_ttl,
-            lease_wait=lease_wait,
+                "host_id": host_id,
+                "lease_ttl": lease_ttl,
+                "lease_wait": lease_wait,
+            }
         )
         check_flag("owns_log", owns_log)
         check_flag("leases", leases, optional=True)
@@ -269,7 +198,7 @@ class Host:
         self._lock = threading.Lock()
         self._sessions: dict[str, Session] = {}
         self._closed = False
-        self._loop = _HostLoop()
+        self._loop = HostLoop()
         self._timer = Timer()
         self._leases = (
             LeaseKeeper(cast(LeaseStore, log), host_id, lease_ttl, lease_wait, self._timer)
@@ -358,41 +287,25 @@ class Host:
             raise InvalidArgumentError(
                 "path", f"expected a folder or a postgresql:// URI, got {type(path).__name__}"
             )
-        _check_options(
-            config=config,
-            summarizer=summarizer,
-            tokenizer=tokenizer,
-            clock=clock,
-            id_factory=id_factory,
-            counts={
-                "max_active_sessions": max_active_sessions,
-                "history_actors": history_actors,
-                "compaction_workers": compaction_workers,
-                "projection_actors": projection_actors,
-                "background_compactions": background_compactions,
-            },
-            host_id=host_id,
-            lease_ttl=lease_ttl,
-            lease_wait=lease_wait,
-        )
+        options: dict[str, Any] = {
+            "config": config,
+            "summarizer": summarizer,
+            "tokenizer": tokenizer,
+            "max_active_sessions": max_active_sessions,
+            "clock": clock,
+            "id_factory": id_factory,
+            "history_actors": history_actors,
+            "compaction_workers": compaction_workers,
+            "projection_actors": projection_actors,
+            "background_compactions": background_compactions,
+            "host_id": host_id,
+            "lease_ttl": lease_ttl,
+            "lease_wait": lease_wait,
+        }
+        check_host_options(options)  # before the folder is opened (or created)
         log = open_log(path, durability=durability)
         try:
-            return cls(
-                log,
-                config=config,
-                summarizer=summarizer,
-                tokenizer=tokenizer,
-                max_active_sessions=max_active_sessions,
-                clock=clock,
-                id_factory=id_factory,
-                history_actors=history_actors,
-                compaction_workers=compaction_workers,
-                projection_actors=projection_actors,
-                background_compactions=background_compactions,
-                host_id=host_id,
-                lease_ttl=lease_ttl,
-                lease_wait=lease_wait,
-            )
+            return cls(log, **options)
         except BaseException:
             log.close()
             raise
