@@ -324,3 +324,29 @@ def test_a_caller_of_a_closed_host_gets_host_closed(tmp_path: Path) -> None:
 
 def _events(host: Host, session_id: str) -> list[object]:
     return [record.event for record in host.log.read(session_id)]
+
+
+def test_a_dead_budget_actor_is_logged_and_started_again_on_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The budget actor dies on its first message (a stand-in defect): the death is logged at
+    ERROR under ctxledger.*, the next message starts a fresh one, and no request fails (the
+    agent is compacted in the foreground instead)."""
+    from ctxledger.runtime.budget import BudgetActor
+
+    monkeypatch.setattr(BudgetActor, "on_receive", _raise_once(BudgetActor.on_receive))
+    config = Config(
+        context_window=2000, compression_threshold=0.5, min_retain_rounds=1, prepare_threshold=0.5
+    )
+    with capture_logs() as logs, Host.open(tmp_path / "db", config=config) as host:
+        session = host.session("s")
+        compacted = False
+        for n in range(40):
+            session.append_many(
+                [Message.user(f"q{n} " + "q" * 200), Message.assistant(f"a{n} " + "a" * 200)]
+            )
+            compacted = compacted or session.prepare_step().checkpoint_id is not None
+        assert compacted
+    events = {e["event"]: e["log_level"] for e in logs}
+    assert events.get("actor_failed") == "error"
+    assert events.get("actor_restarted") == "error"

@@ -76,12 +76,13 @@ def log_failure(event: str, exc: BaseException, **bound: Any) -> None:
 
 
 def stranded_commands(ref: pykka.ActorRef[Any]) -> list[Command]:
-    """Take the commands left in the inbox of an actor that died or stopped.
+    """Empty the inbox of an actor that died or stopped; return the commands found there.
 
     pykka drops the messages a stopped actor never handled; callers waiting on one of these
-    would wait forever. Other messages (reports of the actor's own work) are dropped: the work
-    they report ended with the actor. Safe to call from several threads at once: each message is
-    taken once.
+    commands would wait forever. A message someone waits on through pykka (a proxy call) gets
+    ``ActorDeadError``, as pykka would give it; the other messages (reports of the actor's own
+    work) are dropped: that work ended with the actor. Safe to call from several threads at
+    once: each message is taken once.
     """
     inbox = ref.actor_inbox
     commands: list[Command] = []
@@ -91,17 +92,16 @@ def stranded_commands(ref: pykka.ActorRef[Any]) -> list[Command]:
         except queue.Empty:
             return commands
         message = getattr(envelope, "message", None)
+        reply_to = getattr(envelope, "reply_to", None)
         if isinstance(message, Command):
             commands.append(message)
+        elif reply_to is not None:
+            dead = pykka.ActorDeadError(f"{ref} stopped before handling the message")
+            reply_to.set_exception(exc_info=(type(dead), dead, None))
 
 
 class LoggedFailures:
-    """Mixin for a pykka actor: log its death at ERROR under ``ctxledger.*``.
-
-    ``failure_context`` (an attribute) adds bound values, say the actor's number.
-    """
-
-    failure_context: dict[str, Any] = {}  # noqa: RUF012 (read-only class default)
+    """Mixin for a pykka actor: log its death at ERROR under ``ctxledger.*``."""
 
     def on_failure(
         self,
@@ -111,9 +111,7 @@ class LoggedFailures:
     ) -> None:
         """Log the exception that ended the actor."""
         if exception_value is not None:
-            log_failure(
-                "actor_failed", exception_value, actor=type(self).__name__, **self.failure_context
-            )
+            log_failure("actor_failed", exception_value, actor=type(self).__name__)
 
 
 class Restarting:

@@ -297,15 +297,26 @@ class HistoryActor(_SimpleQueue):
                 log_failure("hand_over_failed", exc, session_id=live.id)
         self._lives.clear()
         rt.live_counts[self._number] = 0
-        queued.extend(stranded_commands(self.actor_ref))
-        for command in queued:
+        self._route(queued)
+
+    def _actor_loop_teardown(self) -> None:
+        # pykka drops what is left in a stopped actor's inbox; a caller waits on each command.
+        self._route(stranded_commands(self.actor_ref))
+
+    def _route(self, commands: list[Command]) -> None:
+        """Hand ``commands`` (none of them started) to this actor's successor, or fail them
+        once the host is closed."""
+        if not commands:
+            return
+        successor = self._rt.restart(self._number, self.actor_ref)
+        for command in commands:
             if successor is None:
                 fail(command.reply, HostClosedError("the host is closed"))
-            else:
-                try:
-                    successor.tell(command)
-                except pykka.ActorDeadError:
-                    fail(command.reply, error)
+                continue
+            try:
+                successor.tell(command)
+            except pykka.ActorDeadError:
+                fail(command.reply, internal(f"history actor {self._number} died at its start"))
 
     def live_sessions(self) -> list[str]:
         """Return the ids of the session states in memory, least recently used first."""
