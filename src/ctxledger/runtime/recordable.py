@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import msgspec
+
 from ctxledger.config import Config
 from ctxledger.errors import ConfigError, CtxLedgerError, InvalidMessageError
 from ctxledger.events import (
@@ -62,9 +64,17 @@ def _unreadable(event: Event, reason: str) -> CtxLedgerError:
             return ConfigError(
                 "config", f"expected a ctxledger.Config, got {type(config).__name__}"
             )
-        return ConfigError("config", f"this Config cannot be recorded ({reason})")
+        if not _reads_back(config):
+            return ConfigError("config", f"this Config cannot be recorded ({reason})")
     return InvalidMessageError(
         f"a {tag!r} event cannot be recorded: {reason}; nothing was written",
         field=str(tag),
         limit="reads back with the current codec",
     )
+
+
+def _reads_back(config: Config) -> bool:
+    try:
+        return bool(msgspec.msgpack.decode(msgspec.msgpack.encode(config), type=Config) == config)
+    except (msgspec.MsgspecError, TypeError, ValueError, OverflowError, RecursionError):
+        return False
