@@ -12,6 +12,12 @@ On a log shared by several hosts every batch of a session is fenced with the hos
 (:class:`~ctxledger.errors.LeaseLostError`) drops the session's state, failing its waiting
 callers, so that its next use takes the lease again and recovers from the log.
 
+Supervision, per request (:mod:`ctxledger.runtime.failures`): an exception while a message is
+handled fails the request(s) it belongs to with a ``ctxledger`` error, is logged at ERROR, and
+reloads that session's state from its log; the actor goes on. A batch the log refuses at once
+fails like a batch that failed to commit. If the actor dies anyway, its queued commands go to a
+successor (:mod:`ctxledger.runtime.router`) and its requests in progress fail.
+
 The journal answers a caller directly when a request's last batch is durable (after telling this
 actor, so the caller's next request always finds the batch folded): an append costs one hand-off
 to the actor, one to the journal, and the journal's wake-up of the caller.

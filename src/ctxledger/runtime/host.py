@@ -17,6 +17,12 @@ eviction and :meth:`Host.close` give them back. A host that lost a session's lea
 paused or cut off while another host took over) fails that session's next write with
 :class:`~ctxledger.errors.LeaseLostError`, writes nothing, and re-activates the session on its
 next use. A second host taking a session over recovers it exactly as after a crash.
+
+**Bad calls fail alone.** Every argument is checked on the caller's thread before anything is
+queued (:mod:`ctxledger.runtime.arguments`), every control event reads back before it is
+written (:mod:`ctxledger.runtime.recordable`), and a request that fails inside the actors fails
+alone (:mod:`ctxledger.runtime.failures`, :mod:`ctxledger.runtime.router`). A host left open
+is closed at interpreter exit (:mod:`ctxledger.runtime.lifecycle`).
 """
 
 from __future__ import annotations
