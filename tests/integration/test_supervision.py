@@ -27,47 +27,15 @@ from ctxledger.replay import verify
 from ctxledger.runtime import history as history_module
 from ctxledger.runtime.history import HistoryActor
 from ctxledger.runtime.messages import SummaryTimeout
+from guards import GUARD, call_in_thread, deep_list
 from log_capture import capture_logs
-
-#: A deadlock guard for calls that must return, never a timing assertion.
-GUARD = 60.0
-
-
-def _deep(levels: int) -> list[Any]:
-    root: list[Any] = []
-    node = root
-    for _ in range(levels):
-        child: list[Any] = []
-        node.append(child)
-        node = child
-    return root
-
 
 UNSTORABLE_METADATA = {
     "an object": {"x": object()},
     "an int key": {1: "one"},
     "a lone surrogate": {"x": "\ud800"},
-    "100k-deep nesting": {"x": _deep(100_000)},
+    "100k-deep nesting": {"x": deep_list(100_000)},
 }
-
-
-def call_in_thread(call: Callable[[], Any]) -> Any:
-    """Run ``call`` on a thread; return its value or raise its error (fail if it hangs)."""
-    outcome: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            outcome["value"] = call()
-        except BaseException as exc:
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(GUARD)
-    assert not thread.is_alive(), "the call hung"
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome.get("value")
 
 
 @pytest.fixture

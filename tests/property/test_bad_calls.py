@@ -32,8 +32,8 @@ from ctxledger import (
     ToolCall,
 )
 from ctxledger.replay import verify
+from guards import GUARD, deep_list, outcome_of
 
-GUARD = 120.0
 AGENTS = 16
 CONFIG = Config(context_window=4000, compression_threshold=0.5, min_retain_rounds=1)
 
@@ -42,16 +42,6 @@ class _ConfigWithAnExtra(Config, frozen=True, kw_only=True):
     """A Config that would not read back as itself (the codec drops ``extra``)."""
 
     extra: int = 1
-
-
-def _deep(levels: int) -> list[Any]:
-    root: list[Any] = []
-    node = root
-    for _ in range(levels):
-        child: list[Any] = []
-        node.append(child)
-        node = child
-    return root
 
 
 # --- bad values, by the kind of argument they are wrong for -------------------------------------
@@ -95,7 +85,7 @@ UNSTORABLE_METADATA = st.sampled_from(
         {1: "an int key"},
         {"x": "\ud800"},
         {"x": 2**70},
-        {"x": _deep(100_000)},
+        {"x": deep_list(100_000)},
     ]
 )
 BAD_MESSAGES = st.one_of(
@@ -221,23 +211,6 @@ def bad_calls(draw: st.DrawFn) -> tuple[str, Any, int]:
     return name, value, target
 
 
-def guarded(call: Callable[[], Any], name: str) -> dict[str, Any]:
-    """Run ``call`` on a thread; return its value or error (fail if it hangs)."""
-    outcome: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            outcome["value"] = call()
-        except BaseException as exc:
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(GUARD)
-    assert not thread.is_alive(), f"{name} hung"
-    return outcome
-
-
 class Agent:
     """A well-behaved agent stepping on its own thread until told to stop."""
 
@@ -300,7 +273,7 @@ def test_bad_calls_fail_alone_while_agents_step(tmp_path: Path) -> None:
             for name, value, target in drawn:
                 note(f"{name} with {value!r:.200} on session {target}")
                 call = functools.partial(calls[name], sessions[target], host, value)
-                outcome = guarded(call, name)
+                outcome = outcome_of(call, name)
                 error = outcome.get("error")
                 assert isinstance(error, CtxLedgerError), (
                     f"{name} with {value!r:.200}: expected a ctxledger error, got "

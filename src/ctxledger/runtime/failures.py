@@ -22,12 +22,18 @@ from typing import Any
 import pykka
 
 from ctxledger._logging import get_logger
-from ctxledger.errors import CtxLedgerError, InternalError, InvalidMessageError
+from ctxledger.errors import (
+    CtxLedgerError,
+    HostClosedError,
+    InternalError,
+    InvalidMessageError,
+)
 from ctxledger.runtime.messages import Command
 
 __all__ = [
     "LoggedFailures",
     "Restarting",
+    "hand_to",
     "internal",
     "log_failure",
     "refused",
@@ -98,6 +104,19 @@ def stranded_commands(ref: pykka.ActorRef[Any]) -> list[Command]:
         elif reply_to is not None:
             dead = pykka.ActorDeadError(f"{ref} stopped before handling the message")
             reply_to.set_exception(exc_info=(type(dead), dead, None))
+
+
+def hand_to(successor: pykka.ActorRef[Any] | None, commands: list[Command], name: str) -> None:
+    """Hand ``commands`` (none of them started) to ``successor``, the actor that replaced
+    ``name``; with no successor (the host is closed) they fail with ``HostClosedError``."""
+    for command in commands:
+        if successor is None:
+            command.reply.resolve(None, HostClosedError("the host is closed"))
+            continue
+        try:
+            successor.tell(command)
+        except pykka.ActorDeadError:
+            command.reply.resolve(None, internal(f"the successor of {name} died at its start"))
 
 
 class LoggedFailures:

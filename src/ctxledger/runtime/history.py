@@ -73,7 +73,13 @@ from ctxledger.events import (
     UsageReported,
     ViewServed,
 )
-from ctxledger.runtime.failures import internal, log_failure, refused, stranded_commands
+from ctxledger.runtime.failures import (
+    hand_to,
+    internal,
+    log_failure,
+    refused,
+    stranded_commands,
+)
 from ctxledger.runtime.leases import LeaseKeeper, LeaseLost
 from ctxledger.runtime.live import Live, Op, Write, fail, fail_work
 from ctxledger.runtime.loading import snapshot_due
@@ -310,19 +316,10 @@ class HistoryActor(_SimpleQueue):
         self._route(stranded_commands(self.actor_ref))
 
     def _route(self, commands: list[Command]) -> None:
-        """Hand ``commands`` (none of them started) to this actor's successor, or fail them
-        once the host is closed."""
-        if not commands:
-            return
-        successor = self._rt.restart(self._number, self.actor_ref)
-        for command in commands:
-            if successor is None:
-                fail(command.reply, HostClosedError("the host is closed"))
-                continue
-            try:
-                successor.tell(command)
-            except pykka.ActorDeadError:
-                fail(command.reply, internal(f"history actor {self._number} died at its start"))
+        """Hand ``commands`` to this actor's successor (or fail them: the host is closed)."""
+        if commands:
+            successor = self._rt.restart(self._number, self.actor_ref)
+            hand_to(successor, commands, f"history actor {self._number}")
 
     def live_sessions(self) -> list[str]:
         """Return the ids of the session states in memory, least recently used first."""

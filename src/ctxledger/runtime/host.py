@@ -152,26 +152,10 @@ class Host:
                 ``ValueError``.
             ConfigError: ``config`` is not a Config, or one that cannot be recorded.
         """
+        check_host_options(locals())  # the parameters, by name (nothing else is bound yet)
         self._router: HistoryRouter | None = None  # set last: the host is then complete
         if not isinstance(log, EventLog):
             raise InvalidArgumentError("log", f"expected an EventLog, got {type(log).__name__}")
-        check_host_options(
-            {
-                "config": config,
-                "summarizer": summarizer,
-                "tokenizer": tokenizer,
-                "clock": clock,
-                "id_factory": id_factory,
-                "max_active_sessions": max_active_sessions,
-                "history_actors": history_actors,
-                "compaction_workers": compaction_workers,
-                "projection_actors": projection_actors,
-                "background_compactions": background_compactions,
-                "host_id": host_id,
-                "lease_ttl": lease_ttl,
-                "lease_wait": lease_wait,
-            }
-        )
         check_flag("owns_log", owns_log)
         check_flag("leases", leases, optional=True)
         if host_id is None:

@@ -24,8 +24,7 @@ import pykka
 
 from ctxledger._logging import get_logger
 from ctxledger.errors import HostClosedError
-from ctxledger.runtime.failures import internal, stranded_commands
-from ctxledger.runtime.live import fail
+from ctxledger.runtime.failures import hand_to, internal, stranded_commands
 from ctxledger.runtime.messages import Command
 
 __all__ = ["HistoryRouter"]
@@ -95,17 +94,8 @@ class HistoryRouter:
         """Hand the commands stranded in the inbox of ``dead`` to its successor (or fail them
         once the host is closed)."""
         commands = stranded_commands(dead)
-        if not commands:
-            return
-        successor = self.restart(number, dead)
-        for command in commands:
-            if successor is None:
-                fail(command.reply, HostClosedError("the host is closed"))
-                continue
-            try:
-                successor.tell(command)
-            except pykka.ActorDeadError:
-                fail(command.reply, internal(f"history actor {number} died at its start"))
+        if commands:
+            hand_to(self.restart(number, dead), commands, f"history actor {number}")
 
     def close(self, timeout: float) -> None:
         """Stop the actors, failing every command they had not started; no restart after this."""
