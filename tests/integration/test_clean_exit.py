@@ -33,6 +33,24 @@ session.append(Message.user("acknowledged"))
 print("appended", flush=True)
 """
 
+WORKER = """
+import sys, threading
+from ctxledger import Host, Message
+host = Host.open(sys.argv[1])
+session = host.session("s")
+ready = threading.Event()
+
+def worker():
+    ready.wait()
+    for n in range(50):
+        session.append(Message.user(f"from the worker {n}"))
+    print("worker done", flush=True)
+
+threading.Thread(target=worker).start()  # not a daemon: the interpreter waits for it
+ready.set()
+print("main done", flush=True)
+"""
+
 BACKGROUND = """
 import sys, threading
 from ctxledger import Config, Host, Message
@@ -110,6 +128,15 @@ def test_a_script_that_raises_without_close_exits_with_its_append_durable(
     assert "RuntimeError: the agent crashed" in done.stderr
     assert "Exception ignored" not in done.stderr
     assert contents(tmp_path / "db") == ["acknowledged"]
+
+
+def test_the_host_serves_the_programs_own_threads_until_they_end(tmp_path: Path) -> None:
+    """The main thread ends while a (non-daemon) worker still appends: the host is closed only
+    after the worker is done, and every one of its appends is in the log."""
+    done = run_child(WORKER, tmp_path / "db")
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.splitlines()) == ["main done", "worker done"]
+    assert contents(tmp_path / "db") == [f"from the worker {n}" for n in range(50)]
 
 
 def test_a_background_summary_running_at_exit_is_abandoned_cleanly(tmp_path: Path) -> None:

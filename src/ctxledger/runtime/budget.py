@@ -31,6 +31,8 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
         max_running: Background compactions at once, host-wide.
     """
 
+    use_daemon_thread = True  # never keeps the interpreter alive (see runtime.lifecycle)
+
     def __init__(self, max_running: int) -> None:
         super().__init__()
         self._max_running = max_running

@@ -135,8 +135,9 @@ class Runtime:
         live_counts: Session states each history actor holds, by actor number; each actor
             writes only its own entry, and all read the sum to enforce ``max_live`` host-wide.
         history: The history actors' refs, by number (set once they are started).
-        restart: Called by a history actor that dies or stops with its number and ref: starts
-            and returns its successor, or None once the host is closed.
+        restart: Called by a history actor that dies with its number and ref: starts and
+            returns its successor, or None once the host is closed.
+        closed: Whether the host is closed (no actor is restarted any more).
     """
 
     log: EventLog
@@ -154,10 +155,13 @@ class Runtime:
     live_counts: list[int] = field(default_factory=list)
     history: list[Any] = field(default_factory=list)
     restart: Callable[[int, Any], Any] = field(default=lambda _number, _ref: None)
+    closed: Callable[[], bool] = field(default=lambda: False)
 
 
 class _SimpleQueue(pykka.ThreadingActor):
     """A pykka actor whose inbox is a ``queue.SimpleQueue`` (lock-free put, C implementation)."""
+
+    use_daemon_thread = True  # never keeps the interpreter alive (see runtime.lifecycle)
 
     @staticmethod
     def _create_actor_inbox() -> Any:
@@ -278,8 +282,8 @@ class HistoryActor(_SimpleQueue):
         live.bound = None
 
     def on_stop(self) -> None:
-        """Fail every caller still waiting (the host is closing), or hand them to a successor
-        (the actor was stopped while its host is open)."""
+        """Fail every caller still waiting: the host is closing (or, outside ``close()``, the
+        actor was stopped; the host starts a fresh one on the next command)."""
         self._hand_over(None)
 
     def on_failure(self, *exc_info: Any) -> None:
@@ -288,17 +292,13 @@ class HistoryActor(_SimpleQueue):
         exc = exc_info[1] if len(exc_info) > 1 else None
         if isinstance(exc, BaseException):
             log_failure("history_actor_failed", exc, actor=self._number)
+        self._rt.restart(self._number, self.actor_ref)
         self._hand_over(internal(f"history actor {self._number} failed: {exc!r}", exc))
 
     def _hand_over(self, error: BaseException | None) -> None:
         rt = self._rt
-        successor = rt.restart(self._number, self.actor_ref)  # None once the host is closed
         if error is None:
-            error = (
-                HostClosedError("the host is closed")
-                if successor is None
-                else internal(f"history actor {self._number} was stopped while its host is open")
-            )
+            error = self._stopped_error()
         queued: list[Command] = []
         for live in self._lives.values():
             queued.extend(live.queue)
@@ -316,10 +316,21 @@ class HistoryActor(_SimpleQueue):
         self._route(stranded_commands(self.actor_ref))
 
     def _route(self, commands: list[Command]) -> None:
-        """Hand ``commands`` to this actor's successor (or fail them: the host is closed)."""
-        if commands:
-            successor = self._rt.restart(self._number, self.actor_ref)
-            hand_to(successor, commands, f"history actor {self._number}")
+        """Hand ``commands`` (none of them started) to this actor's successor if it has one;
+        else fail them."""
+        if not commands:
+            return
+        successor = self._rt.history[self._number]
+        if successor is self.actor_ref:  # stopped, not replaced
+            for command in commands:
+                fail(command.reply, self._stopped_error())
+            return
+        hand_to(successor, commands, f"history actor {self._number}")
+
+    def _stopped_error(self) -> CtxLedgerError:
+        if self._rt.closed():
+            return HostClosedError("the host is closed")
+        return internal(f"history actor {self._number} was stopped while its host is open")
 
     def live_sessions(self) -> list[str]:
         """Return the ids of the session states in memory, least recently used first."""

@@ -219,6 +219,7 @@ class Host:
             lambda number: HistoryActor.start(runtime, number), history_actors, runtime.history
         )
         runtime.restart = router.restart
+        runtime.closed = lambda: router.closed
         #: The history actors' refs, by number (replaced in place when one is restarted).
         self._history = router.actors
         self._router = router

@@ -1,14 +1,13 @@
 """A host's life: closed at interpreter exit if the program did not, and warned about if dropped.
 
 A program that opens a :class:`~ctxledger.runtime.host.Host` and ends (or raises) without
-``close()`` must still exit, with its acknowledged appends on disk. Python joins every
-non-daemon thread before it runs ``atexit`` handlers, so those are too late: the hosts still
-open are closed from a hook registered with ``threading._register_atexit`` (the hook
-``concurrent.futures`` uses for the same reason), which runs first, while every thread still
-works. Closing is what ``close()`` does: batches already handed to the log are committed and
-answered, waiting requests fail with :class:`~ctxledger.errors.HostClosedError`, and a summary
-being written in the background is abandoned (its ``CompactionStarted`` is recovered as
-interrupted on the next open, exactly as after a crash).
+``close()`` must still exit, with its acknowledged appends on disk. So every thread of a host is
+a daemon thread: the interpreter never waits for one. It does wait, as always, for the
+program's own (non-daemon) threads, which may still be using the host; once they have ended,
+an ``atexit`` handler closes the hosts still open. Closing is what ``close()`` does: batches
+already handed to the log are committed and answered, and a summary being written in the
+background is abandoned (its ``CompactionStarted`` is recovered as interrupted on the next open,
+exactly as after a crash).
 
 A host that is garbage-collected unclosed is closed (on a thread of its own, since the collector
 may run on any thread, one of the host's own included) and named in a ``ResourceWarning``, as
@@ -18,7 +17,6 @@ Python does for files.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import threading
 import weakref
 from collections.abc import Callable
@@ -30,7 +28,7 @@ __all__ = ["close_in_background", "track"]
 
 _log = get_logger(__name__)
 
-#: Seconds the exit hook waits for hosts being closed in the background.
+#: Seconds the exit handler waits for hosts being closed in the background.
 EXIT_WAIT = 30.0
 
 
@@ -41,26 +39,16 @@ class _Closable(Protocol):
 _open: weakref.WeakSet[Any] = weakref.WeakSet()
 _closing: set[threading.Thread] = set()
 _lock = threading.Lock()
-_registered = False
 
 
 def track(host: _Closable) -> None:
     """Close ``host`` at interpreter exit unless it is closed (or collected) before."""
-    global _registered
     with _lock:
         _open.add(host)
-        if _registered:
-            return
-        _registered = True
-    register: Callable[[Callable[[], None]], Any] = getattr(
-        threading, "_register_atexit", atexit.register
-    )
-    with contextlib.suppress(RuntimeError):  # the interpreter is already shutting down
-        register(_close_all)
 
 
 def close_in_background(close: Callable[[], None], name: str) -> None:
-    """Run ``close`` on a daemon thread of its own (the exit hook waits for it)."""
+    """Run ``close`` on a daemon thread of its own (the exit handler waits for it)."""
 
     def run() -> None:
         try:
@@ -76,7 +64,7 @@ def close_in_background(close: Callable[[], None], name: str) -> None:
         _closing.add(thread)
     try:
         thread.start()
-    except RuntimeError:  # no new threads at interpreter shutdown; the exit hook ran already
+    except RuntimeError:  # no new threads at interpreter shutdown; the exit handler ran already
         with _lock:
             _closing.discard(thread)
 
@@ -92,3 +80,6 @@ def _close_all() -> None:
             _log.exception("host_close_failed", host=repr(host))
     for thread in closing:
         thread.join(EXIT_WAIT)
+
+
+atexit.register(_close_all)

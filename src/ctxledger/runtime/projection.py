@@ -45,6 +45,8 @@ _RETRY = 0.25  # seconds between attempts to take a lease another host holds
 class ProjectionActor(LoggedFailures, pykka.ThreadingActor):
     """Loads (or creates) sessions for history actors and stores their snapshots."""
 
+    use_daemon_thread = True  # never keeps the interpreter alive (see runtime.lifecycle)
+
     def __init__(
         self, log: EventLog, clock: Callable[[], float], leases: LeaseKeeper | None = None
     ) -> None:
