@@ -173,6 +173,10 @@ BAD_CALLS: list[BadCall] = [
     ("aprepare_step(pending)", NOT_TEXT, lambda s, h, v: _run(s.aprepare_step(v))),
     ("build_model_view(pending)", NOT_TEXT, lambda s, h, v: s.build_model_view(v)),
     ("compact_if_needed(pending)", NOT_TEXT, lambda s, h, v: s.compact_if_needed(v)),
+    ("abuild_model_view(pending)", NOT_TEXT, lambda s, h, v: _run(s.abuild_model_view(v))),
+    ("acompact_if_needed(pending)", NOT_TEXT, lambda s, h, v: _run(s.acompact_if_needed(v))),
+    ("aretract_last(replacement)", BAD_BATCHES, lambda s, h, v: _run(s.aretract_last(v))),
+    ("aappend_many(messages)", BAD_BATCHES, lambda s, h, v: _run(s.aappend_many(v))),
     ("retract_last(replacement)", BAD_BATCHES, lambda s, h, v: s.retract_last(v)),
     (
         "revert_compaction(checkpoint_id)",
@@ -197,6 +201,11 @@ BAD_CALLS: list[BadCall] = [
         "current_messages(limit)",
         st.integers(max_value=-1) | st.booleans() | st.floats() | st.text(max_size=2),
         lambda s, h, v: s.current_messages(v),
+    ),
+    (
+        "acurrent_messages(limit)",
+        st.integers(max_value=-1) | st.booleans() | st.text(max_size=2),
+        lambda s, h, v: _run(s.acurrent_messages(v)),
     ),
     ("cost(pricing)", NOT_TEXT | st.text(max_size=3), lambda s, h, v: s.cost(v)),
 ]
