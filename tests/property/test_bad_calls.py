@@ -44,6 +44,13 @@ class _ConfigWithAnExtra(Config, frozen=True, kw_only=True):
     extra: int = 1
 
 
+class _DeepMetadata(dict[str, Any]):
+    """Metadata nested 100k deep, with a repr short enough for a report of the example."""
+
+    def __repr__(self) -> str:
+        return "{'x': <a list nested 100,000 deep>}"
+
+
 # --- bad values, by the kind of argument they are wrong for -------------------------------------
 
 WRONG_TYPES = st.one_of(
@@ -85,7 +92,7 @@ UNSTORABLE_METADATA = st.sampled_from(
         {1: "an int key"},
         {"x": "\ud800"},
         {"x": 2**70},
-        {"x": deep_list(100_000)},
+        _DeepMetadata(x=deep_list(100_000)),
     ]
 )
 BAD_MESSAGES = st.one_of(
@@ -123,6 +130,14 @@ BAD_TOOL_ARGUMENTS = st.one_of(
     st.just({"query": "x", "nope": 1, 2: 3}),
     st.just({"query": "x", "limit": 0}),
 )
+
+
+def _short(value: object) -> str:
+    try:
+        text = repr(value)
+    except RecursionError:
+        text = f"<a {type(value).__name__} too deep to print>"
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def _usage_object() -> object:
@@ -280,12 +295,12 @@ def test_bad_calls_fail_alone_while_agents_step(tmp_path: Path) -> None:
         @given(st.lists(bad_calls(), min_size=1, max_size=6))
         def bad_callers(drawn: list[tuple[str, Any, int]]) -> None:
             for name, value, target in drawn:
-                note(f"{name} with {value!r:.200} on session {target}")
+                note(f"{name} with {_short(value)} on session {target}")
                 call = functools.partial(calls[name], sessions[target], host, value)
                 outcome = outcome_of(call, name)
                 error = outcome.get("error")
                 assert isinstance(error, CtxLedgerError), (
-                    f"{name} with {value!r:.200}: expected a ctxledger error, got "
+                    f"{name} with {_short(value)}: expected a ctxledger error, got "
                     f"{error!r} (returned {outcome.get('value')!r:.100})"
                 )
 
