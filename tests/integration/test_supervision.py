@@ -35,6 +35,8 @@ UNSTORABLE_METADATA = {
     "an int key": {1: "one"},
     "a lone surrogate": {"x": "\ud800"},
     "100k-deep nesting": {"x": deep_list(100_000)},
+    "None": None,
+    "an empty list": [],
 }
 
 

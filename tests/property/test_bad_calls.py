@@ -93,6 +93,10 @@ UNSTORABLE_METADATA = st.sampled_from(
         {"x": "\ud800"},
         {"x": 2**70},
         _DeepMetadata(x=deep_list(100_000)),
+        None,  # falsy, not a dict: once stored, then unreadable
+        [],
+        "",
+        0,
     ]
 )
 BAD_MESSAGES = st.one_of(

@@ -42,7 +42,8 @@ def validate_append(
 ) -> list[Message]:
     """Check a batch against a session's tool-call bookkeeping; return it with seqs assigned.
 
-    Rules: only appendable roles (never ``summary``); every tool result answers a call that is
+    Rules: only appendable roles (never ``summary``); metadata is a dict (what it holds is
+    checked by the log, where it is encoded); every tool result answers a call that is
     open (in the session or earlier in the batch) and carries that call's tool name if any;
     tool-call ids are unique across the session; nothing but results may follow unanswered calls
     (providers need a call's results right after it; the last step may stay pending). A preset
@@ -68,6 +69,12 @@ def validate_append(
             raise InvalidMessageError(f"{where} is a {type(message).__name__}, not a Message")
         if message.role not in APPENDABLE_ROLES:
             raise InvalidMessageError(f"{where}: role {message.role!r} cannot be appended")
+        if not isinstance(message.metadata, dict):  # None or [] would be stored, then unreadable
+            raise InvalidMessageError(
+                f"{where}: metadata must be a dict, got {type(message.metadata).__name__}",
+                field="metadata",
+                limit="a dict with string keys",
+            )
         if message.role == "tool":
             call_id = message.tool_call_id or ""
             call = pending.pop(call_id, None)
