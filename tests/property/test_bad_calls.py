@@ -144,6 +144,13 @@ def _short(value: object) -> str:
     return text if len(text) <= 200 else text[:200] + "..."
 
 
+class _Unreadable:
+    """A usage object whose every field raises when read."""
+
+    def __getattr__(self, name: str) -> object:
+        raise RuntimeError(f"no {name}")
+
+
 def _usage_object() -> object:
     return {"unrelated": 1}
 
@@ -164,7 +171,11 @@ BAD_CALLS: list[BadCall] = [
     ("aappend(message)", BAD_MESSAGES, lambda s, h, v: _run(s.aappend(v))),
     ("append_many(messages)", BAD_BATCHES, lambda s, h, v: s.append_many(v)),
     ("record_usage(prompt_tokens)", BAD_COUNTS, lambda s, h, v: s.record_usage(v, 1)),
-    ("record_usage(object)", st.builds(_usage_object), lambda s, h, v: s.record_usage(v)),
+    (
+        "record_usage(object)",
+        st.builds(_usage_object) | st.builds(_Unreadable),
+        lambda s, h, v: s.record_usage(v),
+    ),
     ("record_usage(completion_tokens)", BAD_COUNTS, lambda s, h, v: s.record_usage(10, v)),
     (
         "record_usage(cached_tokens)",

@@ -590,7 +590,13 @@ def _usage(
         )
     if any(not isinstance(count, int) or count for count in (completion_tokens, cached, written)):
         raise InvalidUsageError("pass either a usage object or counts, not both")
-    return check_usage_counts(parse_usage(prompt_tokens))
+    try:
+        usage = parse_usage(prompt_tokens)
+    except InvalidUsageError:
+        raise
+    except Exception as exc:  # reading the object's fields raised: it is no usage report
+        raise InvalidUsageError(f"cannot read the usage object: {exc!r}") from exc
+    return check_usage_counts(usage)
 
 
 def _record_usage(session_id: str, reply: Reply, usage: ReportedUsage) -> RecordUsage:
