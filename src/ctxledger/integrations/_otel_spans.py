@@ -248,7 +248,9 @@ class Telemetry:
         elif isinstance(event, CheckpointCreated | CompactionFailed):
             began = cursor.started.pop(event.compaction_id, None)
             foreground = began is not None and not began[1]
-            begin = began[0] if foreground and began is not None else max(started_ns, cursor.last_agent_ns)
+            begin = max(started_ns, cursor.last_agent_ns)
+            if foreground and began is not None:
+                begin = began[0]
             ready = cursor.prepared.pop(event.compaction_id, (0, None))
             if waited is None:
                 if foreground:
@@ -285,7 +287,8 @@ class Telemetry:
         attributes: dict[str, Any] = {CONVERSATION_ID: session_id}
         if isinstance(event, CheckpointCreated):
             checkpoint = event.checkpoint
-            reason, prepared, outcome = checkpoint.reason, event.prepared, "compacted"
+            reason: str = checkpoint.reason
+            prepared, outcome = event.prepared, "compacted"
             attributes.update(
                 {
                     _PREFIX + "reason": checkpoint.reason,
@@ -319,10 +322,8 @@ class Telemetry:
         for call in calls:
             self._llm_call(session_id, call, context)
         span.end(end_time=max(begin, end))
-        self.compactions.add(
-            1,
-            {_PREFIX + "reason": reason, _PREFIX + "prepared": prepared, _PREFIX + "outcome": outcome},
-        )
+        labels = {_PREFIX + "reason": reason, _PREFIX + "prepared": prepared}
+        self.compactions.add(1, {**labels, _PREFIX + "outcome": outcome})
         self.wait.record(waited, {_PREFIX + "reason": reason})
 
     def _prepared(

@@ -1,4 +1,4 @@
-"""OpenTelemetry traces and metrics of what the context layer did (``pip install 'ctxledger[otel]'``).
+"""OpenTelemetry traces and metrics of what the context layer did (extra ``otel``).
 
 :class:`CtxledgerInstrumentor` follows the OpenTelemetry instrumentor convention
 (``CtxledgerInstrumentor().instrument(tracer_provider=..., meter_provider=...)``,

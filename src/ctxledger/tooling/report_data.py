@@ -40,11 +40,9 @@ from ctxledger.events import (
     CheckpointReverted,
     CompactionFailed,
     CompactionStarted,
-    MessageAppended,
     SessionForked,
     SessionOpened,
     SummaryPrepared,
-    ToolResultSynthesized,
     ViewServed,
 )
 from ctxledger.messages import Message
@@ -348,7 +346,8 @@ class ReportBuilder:
             ready = self._prepared_at.get(event.compaction_id)
             if ready is None or ready <= self._agent_at:
                 return 0.0, "prepared in the background before the step"
-            return max(0.0, timestamp - self._agent_at), "waited for the background summary (at most)"
+            waited = max(0.0, timestamp - self._agent_at)
+            return waited, "waited for the background summary (at most)"
         return event.checkpoint.summary_seconds, "summariser's wall time"
 
     def data(self) -> dict[str, Any]:
@@ -363,7 +362,9 @@ class ReportBuilder:
         assert state is not None
         tables = self._tables
         history = [tables.message(message, state) for message in state.history]
-        withdrawn = [m.seq for m in state.history if m.seq is not None and state.is_withdrawn(m.seq)]
+        withdrawn = [
+            m.seq for m in state.history if m.seq is not None and state.is_withdrawn(m.seq)
+        ]
         totals = state.accounting.totals
         usage = None
         if totals.calls:

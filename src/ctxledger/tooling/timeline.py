@@ -152,9 +152,8 @@ class Timeline:
         """
         marks = [(step.index, "micro") for step in self.steps if step.masking_advanced]
         marks += [(c.step, c.layer) for c in self.compactions]
-        notes = [
-            (c.step, human_seconds(c.summary_seconds)) for c in self.compactions if c.summary_seconds
-        ]
+        timed = [c for c in self.compactions if c.summary_seconds]
+        notes = [(c.step, human_seconds(c.summary_seconds)) for c in timed]
         thresholds = [step.threshold for step in self.steps]
         fixed = len(set(thresholds)) <= 1
         return TokenSeries(

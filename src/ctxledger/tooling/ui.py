@@ -298,5 +298,5 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):  # the client hung up: nothing to do
             self.close_connection = True
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+    def log_message(self, format: str, *args: Any) -> None:
         _log.debug("ui_request", client=self.client_address[0], line=format % args)
