@@ -322,7 +322,7 @@ class Telemetry:
         for call in calls:
             self._llm_call(session_id, call, context)
         span.end(end_time=max(begin, end))
-        labels = {_PREFIX + "reason": reason, _PREFIX + "prepared": prepared}
+        labels: dict[str, str | bool] = {_PREFIX + "reason": reason, _PREFIX + "prepared": prepared}
         self.compactions.add(1, {**labels, _PREFIX + "outcome": outcome})
         self.wait.record(waited, {_PREFIX + "reason": reason})
 
