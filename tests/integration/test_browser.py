@@ -12,11 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from ctxledger.replay import view_at
-from ctxledger.storage import open_log
-from ctxledger.tooling.report import write_report
-from ctxledger.tooling.ui import UiServer
 from report_helpers import (
     HOSTILE,
     SESSION,
@@ -25,6 +20,11 @@ from report_helpers import (
     report_data,
     view_entries,
 )
+
+from ctxledger.replay import view_at
+from ctxledger.storage import open_log
+from ctxledger.tooling.report import write_report
+from ctxledger.tooling.ui import UiServer
 
 _CHILD = Path(__file__).with_name("ui_writer_child.py")
 

@@ -13,25 +13,25 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk", reason="the otel test dependencies are not installed")
 
-from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
 
-from ctxledger import (  # noqa: E402
+from ctxledger import (
     AnthropicSummarizer,
     Config,
     Host,
     OpenAIChatSummarizer,
     Session,
 )
-from ctxledger.events import CheckpointCreated  # noqa: E402
-from ctxledger.integrations.otel import CtxledgerInstrumentor  # noqa: E402
-from ctxledger.tooling.workload import iter_agent_steps  # noqa: E402
-from fake_llm_server import CannedResponse, FakeLLMServer  # noqa: E402
+from ctxledger.events import CheckpointCreated
+from ctxledger.integrations.otel import CtxledgerInstrumentor
+from ctxledger.tooling.workload import iter_agent_steps
+from fake_llm_server import CannedResponse, FakeLLMServer
 
 CONFIG = Config(context_window=8000, compression_threshold=0.8, min_retain_rounds=1)
 
@@ -179,7 +179,8 @@ def test_llm_summariser_calls_are_genai_client_spans(
         assert attributes["gen_ai.conversation.id"] == "llm"
         assert attributes["server.address"] == "127.0.0.1"
         assert span.parent is not None
-        assert parents[span.parent.span_id].name in ("ctxledger.compaction", "ctxledger.summary.prepare")
+        parent = parents[span.parent.span_id].name
+        assert parent in ("ctxledger.compaction", "ctxledger.summary.prepare")
 
 
 def test_a_failed_llm_call_is_an_error_span_under_a_failed_compaction(
@@ -187,13 +188,15 @@ def test_a_failed_llm_call_is_an_error_span_under_a_failed_compaction(
 ) -> None:
     """The server answers 500: the call span and its compaction span are errors."""
     exporter, _ = telemetry
-    with FakeLLMServer(status=500, body="boom") as server:
-        with OpenAIChatSummarizer(server.openai_base_url, "fake-gpt") as summarizer:
-            with Host.open(tmp_path / "db", config=CONFIG, summarizer=summarizer) as host:
-                session = host.session("fails")
-                for step in iter_agent_steps(2, steps=6):
-                    session.append_many(step)
-                result = session.compact()
+    with (
+        FakeLLMServer(status=500, body="boom") as server,
+        OpenAIChatSummarizer(server.openai_base_url, "fake-gpt") as summarizer,
+        Host.open(tmp_path / "db", config=CONFIG, summarizer=summarizer) as host,
+    ):
+        session = host.session("fails")
+        for step in iter_agent_steps(2, steps=6):
+            session.append_many(step)
+        result = session.compact()
     assert not result.compacted
     spans = exporter.get_finished_spans()
     (failed,) = _named(spans, "ctxledger.compaction")

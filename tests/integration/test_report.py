@@ -9,8 +9,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
 from cli_helpers import assert_one_line_error, run
+from report_helpers import CONFIG, HOSTILE, SESSION, build_log, report_data, view_entries
+
 from ctxledger import Config, Host, Pricing
 from ctxledger.events import CheckpointCreated
 from ctxledger.replay import audit, view_at
@@ -18,7 +19,6 @@ from ctxledger.storage import open_log
 from ctxledger.tooling.report import write_report
 from ctxledger.tooling.report_data import CLIP_CHARS, target_tokens
 from ctxledger.tooling.workload import iter_agent_steps
-from report_helpers import CONFIG, HOSTILE, SESSION, build_log, report_data, view_entries
 
 
 @pytest.fixture(scope="module")

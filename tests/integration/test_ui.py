@@ -7,6 +7,7 @@ import http.client
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -15,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from report_helpers import CONFIG, SESSION, build_log
 
 from ctxledger import Host, Message
 from ctxledger.storage import open_log
 from ctxledger.tooling.ui import UiServer
-from report_helpers import CONFIG, SESSION, build_log
 
 _HOSTILE_ID = "<b>x</b>&'\"/ ..%2F"
 _CHILD = Path(__file__).with_name("ui_writer_child.py")
@@ -169,8 +170,10 @@ def test_a_client_that_hangs_up_costs_the_server_nothing(server: UiServer) -> No
     """Disconnects mid-answer are absorbed; the next request is answered."""
     for _ in range(5):
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-            sock.sendall(f"GET /api/sessions/{SESSION} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            request = f"GET /api/sessions/{SESSION} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+            sock.sendall(request.encode())
+            # Linger on, zero seconds: the close resets the connection mid-answer.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     assert _json(server, "/api/sessions")
 
 
@@ -210,30 +213,29 @@ def test_the_ui_follows_writes_of_another_process(tmp_path: Path) -> None:
     assert child.stdin is not None and child.stdout is not None
     try:
         assert child.stdout.readline().strip() == "ready"
-        with open_log(db, readonly=True) as log:
-            with UiServer(log, "127.0.0.1", 0) as ui:
-                ui.start()
-                before = _json(ui, f"/api/sessions/{SESSION}")
-                child.stdin.write(f"step {SESSION}\n")
-                child.stdin.flush()
-                seq = int(child.stdout.readline().split()[1])
-                grown = _wait_for(
-                    lambda: (v := _json(ui, f"/api/sessions/{SESSION}/version"))["event_seq"]
-                    > before["last_seq"] and v,
-                    "the version to move",
-                )
-                report = _json(ui, f"/api/sessions/{SESSION}")["report"]
-                assert report["event_seq"] == grown["event_seq"]
-                assert report["steps"]["seq"][-1] == seq
-                assert len(report["steps"]["seq"]) == len(before["report"]["steps"]["seq"]) + 1
-                child.stdin.write("step newcomer\n")
-                child.stdin.flush()
-                child.stdout.readline()
-                rows = _wait_for(
-                    lambda: [r for r in _json(ui, "/api/sessions") if r["session_id"] == "newcomer"],
-                    "the new session in the index",
-                )
-                assert rows[0]["view_tokens"] > 0
+        with open_log(db, readonly=True) as log, UiServer(log, "127.0.0.1", 0) as ui:
+            ui.start()
+            before = _json(ui, f"/api/sessions/{SESSION}")
+            child.stdin.write(f"step {SESSION}\n")
+            child.stdin.flush()
+            seq = int(child.stdout.readline().split()[1])
+            grown = _wait_for(
+                lambda: (v := _json(ui, f"/api/sessions/{SESSION}/version"))["event_seq"]
+                > before["last_seq"] and v,
+                "the version to move",
+            )
+            report = _json(ui, f"/api/sessions/{SESSION}")["report"]
+            assert report["event_seq"] == grown["event_seq"]
+            assert report["steps"]["seq"][-1] == seq
+            assert len(report["steps"]["seq"]) == len(before["report"]["steps"]["seq"]) + 1
+            child.stdin.write("step newcomer\n")
+            child.stdin.flush()
+            child.stdout.readline()
+            rows = _wait_for(
+                lambda: [r for r in _json(ui, "/api/sessions") if r["session_id"] == "newcomer"],
+                "the new session in the index",
+            )
+            assert rows[0]["view_tokens"] > 0
         child.stdin.write("quit\n")
         child.stdin.flush()
         assert child.wait(timeout=60) == 0

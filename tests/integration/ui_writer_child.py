@@ -13,9 +13,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from ctxledger import Host  # noqa: E402
-from ctxledger.tooling.workload import iter_agent_steps  # noqa: E402
-from report_helpers import CONFIG  # noqa: E402
+from report_helpers import CONFIG
+
+from ctxledger import Host
+from ctxledger.tooling.workload import iter_agent_steps
 
 
 def main() -> None:
