@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import struct
 import subprocess
 import sys
@@ -143,7 +144,7 @@ def test_duration_labels_never_crowd_each_other() -> None:
     placed = placed_notes(series)
     assert [step for step, _, _ in placed] == [1, 10, 60, 100]
     gap = 99 / 14
-    for (a, _, level_a), (b, _, level_b) in zip(placed, placed[1:], strict=False):
+    for (a, _, level_a), (b, _, level_b) in itertools.pairwise(placed):
         assert b - a >= gap
         if b - a < 2 * gap:
             assert level_a != level_b
