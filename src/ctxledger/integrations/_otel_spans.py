@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,110 +23,20 @@ from ctxledger.events import (
     CompactionFailed,
     CompactionStarted,
     SummaryPrepared,
+    ViewServed,
 )
+from ctxledger.integrations._otel_calls import SummaryCall, SummaryCalls
 from ctxledger.storage import EventLog, RecordedEvent
 
-__all__ = ["CONVERSATION_ID", "SummaryCalls", "Telemetry"]
+__all__ = ["CONVERSATION_ID", "Telemetry"]
 
 #: The GenAI attribute that names the conversation: the session id on every span.
 CONVERSATION_ID = "gen_ai.conversation.id"
 _PREFIX = "ctxledger.compaction."
-_KEPT_CALLS = 512  # LLM summariser calls waiting to be matched with the compaction they served
-_LOOKBACK = 64  # events read back on the first call seen for a session
+_LOOKBACK = 512  # the most events read back after one call
+_PAGE = 8  # events read per page, backwards
 _SKEW_NS = 3_600 * 10**9  # log timestamps further than this from the call are not trusted
-
-
-@dataclass
-class _Call:
-    """One LLM summariser call, as seen when it was made."""
-
-    start_ns: int
-    provider: str
-    model: str
-    url: str
-    previous: str | None
-    end_ns: int = 0
-    output: str | None = None
-    error: str | None = None
-    usage: Any = None
-    response: dict[str, Any] = field(default_factory=dict)
-
-
-class SummaryCalls:
-    """Records the LLM summariser calls (any thread) until the log says which compaction each
-    served; the session is not known where the summariser runs."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._done: OrderedDict[int, _Call] = OrderedDict()
-        self._local = threading.local()
-        self._number = 0
-
-    def wrap_call(self, wrapped: Callable[..., Any], instance: Any, args: Any, kw: Any) -> Any:
-        """Wraps ``HttpSummarizer.__call__``: times the call, keeps its outcome."""
-        request = args[0] if args else kw.get("request")
-        call = _Call(
-            start_ns=time.time_ns(),
-            provider=str(getattr(instance, "provider", "")),
-            model=str(getattr(instance, "model", "")),
-            url=str(getattr(instance, "url", "")),
-            previous=getattr(request, "previous_summary", None),
-        )
-        self._local.call = call
-        try:
-            result = wrapped(*args, **kw)
-        except BaseException as exc:
-            call.error = type(exc).__qualname__
-            raise
-        finally:
-            self._local.call = None
-            call.end_ns = time.time_ns()
-            with self._lock:
-                self._number += 1
-                self._done[self._number] = call
-                while len(self._done) > _KEPT_CALLS:
-                    self._done.popitem(last=False)
-        call.output = result if isinstance(result, str) else None
-        if not result and call.error is None:
-            call.error = "summary_unavailable"
-        return result
-
-    def wrap_answer(self, wrapped: Callable[..., Any], instance: Any, args: Any, kw: Any) -> Any:
-        """Wraps the summarisers' ``answer(body)``: keeps the response's usage and model."""
-        call: _Call | None = getattr(self._local, "call", None)
-        body = args[0] if args else kw.get("body")
-        if call is not None and isinstance(body, dict):
-            call.usage = body.get("usage")
-            call.response = {key: body.get(key) for key in ("model", "id", "stop_reason")}
-            choices = body.get("choices")
-            if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-                call.response["stop_reason"] = choices[0].get("finish_reason")
-        return wrapped(*args, **kw)
-
-    def take_chain(self, summary: str, calls: int) -> list[_Call]:
-        """The calls that wrote ``summary``: the last one returned it, each earlier one returned
-        the previous summary of the next (chunked summaries), oldest first."""
-        chain: list[_Call] = []
-        wanted: str | None = summary
-        with self._lock:
-            while wanted and len(chain) < max(calls, 1):
-                found = next((k for k, c in self._done.items() if c.output == wanted), None)
-                if found is None:
-                    break
-                call = self._done.pop(found)
-                chain.append(call)
-                wanted = call.previous
-        return chain[::-1]
-
-    def take_failed(self, start_ns: int, end_ns: int) -> list[_Call]:
-        """Failed calls that ended in ``[start_ns, end_ns]``."""
-        with self._lock:
-            keys = [
-                k
-                for k, c in self._done.items()
-                if c.error and c.output is None and start_ns <= c.end_ns <= end_ns
-            ]
-            return [self._done.pop(k) for k in keys]
+_SLOW_NS = 20 * 10**6  # a step this long may have waited on a summariser: read what it recorded
 
 
 @dataclass
@@ -135,6 +44,7 @@ class _Cursor:
     """What has been read of one session's events, and what it taught."""
 
     event_seq: int | None = None
+    checkpoint_id: str | None = None
     started: dict[str, tuple[int, bool]] = field(default_factory=dict)
     prepared: dict[str, tuple[int, SpanContext | None]] = field(default_factory=dict)
     last_agent_ns: int = 0
@@ -163,15 +73,47 @@ class Telemetry:
 
     @contextmanager
     def call_span(self, name: str, session_id: str) -> Iterator[Span]:
-        """A span around one Session call; exceptions are recorded on it."""
-        with self.tracer.start_as_current_span(
+        """A span around one Session call (a child of the caller's current span); an exception
+        is recorded on it and sets its status. It is not made current: nothing runs under it on
+        this thread, and attaching a context costs as much as the rest of the span."""
+        span = self.tracer.start_span(
             name, kind=SpanKind.INTERNAL, attributes={CONVERSATION_ID: session_id}
-        ) as span:
+        )
+        try:
             yield span
+        except BaseException as exc:
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__qualname__}: {exc}"))
+            raise
+        finally:
+            span.end()
+
+    def flush(self, log: EventLog) -> None:
+        """Make the spans of what the sessions of ``log`` recorded since they were last read
+        (background summaries that finished after their session's last step); called as the
+        host closes."""
+        with self._lock:
+            cursors = [(key[1], c) for key, c in self._cursors.items() if key[0] == id(log)]
+        now = time.time_ns()
+        for session_id, cursor in cursors:
+            if cursor.event_seq is None:
+                continue
+            try:
+                # Back to the last event read (at most _LOOKBACK), not only to the last step.
+                for record in _recent(log, session_id, cursor.event_seq, 0):
+                    self._event(cursor, session_id, record, trace.INVALID_SPAN, now, now, None)
+            except CtxLedgerError:  # the host is closing: what cannot be read is left
+                continue
+        with self._lock:
+            for session_id, _ in cursors:
+                self._cursors.pop((id(log), session_id), None)
 
     def finish_call(self, session: Any, span: Span, started_ns: int, result: object) -> None:
         """Describe the call's result on its span, then make spans of what it recorded."""
         waited: float | None = None
+        log = self.log_of(session)
+        cursor = self._cursor(log, session.id) if log is not None else None
+        read = True
         if isinstance(result, ModelView):
             span.set_attributes(
                 {
@@ -183,6 +125,15 @@ class Telemetry:
                 }
             )
             self.view_tokens.record(result.estimated_tokens)
+            if cursor is not None:
+                # Reading the log back costs more than the span: only when something may have
+                # happened in this call (a new checkpoint, or long enough for a summariser).
+                read = (
+                    cursor.event_seq is None
+                    or result.checkpoint_id != cursor.checkpoint_id
+                    or time.time_ns() - started_ns > _SLOW_NS
+                )
+                cursor.checkpoint_id = result.checkpoint_id
         elif isinstance(result, CompactionResult):
             waited = result.waited_seconds
             span.set_attributes(
@@ -195,34 +146,31 @@ class Telemetry:
                     _PREFIX + "tokens_after": result.estimated_tokens,
                 }
             )
-        log = self.log_of(session)
-        if log is None:
+        if log is None or cursor is None or not read:
             return
         try:
-            self._recorded(log, session.id, span, started_ns, waited)
+            self._recorded(log, cursor, session.id, span, started_ns, waited)
         except CtxLedgerError as exc:  # never fail the agent's call for its telemetry
             span.add_event("ctxledger.telemetry_unavailable", {"error": str(exc)})
 
-    def _recorded(
-        self, log: EventLog, session_id: str, span: Span, started_ns: int, waited: float | None
-    ) -> None:
+    def _cursor(self, log: EventLog, session_id: str) -> _Cursor:
         with self._lock:
-            cursor = self._cursors.setdefault((id(log), session_id), _Cursor())
-        if cursor.event_seq is None:  # first call seen: only what it recorded is of interest
-            last = log.last_seq(session_id)
-            records = [
-                r
-                for r in log.read(session_id, max(1, last - _LOOKBACK + 1), last or None)
-                if _ns(r.timestamp) >= started_ns
-            ] if last else []
-        else:
-            records = list(log.iter_events(session_id, cursor.event_seq + 1))
+            return self._cursors.setdefault((id(log), session_id), _Cursor())
+
+    def _recorded(
+        self,
+        log: EventLog,
+        cursor: _Cursor,
+        session_id: str,
+        span: Span,
+        started_ns: int,
+        waited: float | None,
+    ) -> None:
+        records = _recent(log, session_id, cursor.event_seq or 0, started_ns)
         now = time.time_ns()
         for record in records:
             self._event(cursor, session_id, record, span, started_ns, now, waited)
-            cursor.event_seq = record.seq
-        if cursor.event_seq is None:
-            cursor.event_seq = log.last_seq(session_id)
+        cursor.event_seq = records[-1].seq if records else max(cursor.event_seq or 0, 0)
 
     def _event(
         self,
@@ -348,7 +296,7 @@ class Telemetry:
         span.end(end_time=max(begin, end))
         return span.get_span_context()
 
-    def _llm_call(self, session_id: str, call: _Call, parent: Any) -> None:
+    def _llm_call(self, session_id: str, call: SummaryCall, parent: Any) -> None:
         """The GenAI client span of one summariser call, under the span it served."""
         where = urlsplit(call.url)
         attributes: dict[str, Any] = {
@@ -382,6 +330,35 @@ class Telemetry:
             span.set_attribute("error.type", call.error)
             span.set_status(Status(StatusCode.ERROR, call.error))
         span.end(end_time=max(call.start_ns, call.end_ns))
+
+
+def _recent(log: EventLog, session_id: str, floor: int, started_ns: int) -> list[RecordedEvent]:
+    """The session's newest events after seq ``floor``, read backwards in small pages: back to
+    the view served before ``started_ns`` (the previous step), and further back to the
+    ``SummaryPrepared`` (and background start) of each prepared summary activated since, at
+    most :data:`_LOOKBACK` events. Decoding every event (the messages, mostly) would cost more
+    than the spans themselves."""
+    high = log.last_seq(session_id)
+    records: list[RecordedEvent] = []
+    wanted: set[str] = set()
+    bottom = max(floor, high - _LOOKBACK)
+    while high > bottom:
+        low = max(bottom + 1, high - _PAGE + 1)
+        page = log.read(session_id, low, high)
+        records[:0] = page
+        high = low - 1
+        boundary = False
+        for record in reversed(page):
+            event = record.event
+            if isinstance(event, CheckpointCreated) and event.prepared:
+                wanted.add(event.compaction_id)
+            elif isinstance(event, CompactionStarted) and event.background:
+                wanted.discard(event.compaction_id)
+            elif isinstance(event, ViewServed) and _ns(record.timestamp) < started_ns:
+                boundary = True
+        if boundary and not wanted:
+            break
+    return records
 
 
 def _ns(timestamp: float) -> int:

@@ -13,7 +13,8 @@ framework's own spans in Langfuse, Phoenix or any OTLP backend):
   view's estimate, token count, message count, newest seq and checkpoint; ``ctxledger.compact``,
   ``ctxledger.reactive_compact`` and ``ctxledger.compact_if_needed`` around those calls.
 - ``ctxledger.compaction`` for each compaction, made from the events the session recorded
-  (read back from the log after the call, so nothing of the runtime is hooked): attributes
+  (read back from the log, newest first, after a call that compacted, whose view shows a new
+  checkpoint, or that took 20 ms or more, so nothing of the runtime is hooked): attributes
   ``ctxledger.compaction.reason``, ``.tokens_before``, ``.tokens_after``, ``.prepared``,
   ``.waited_seconds``, ``.summarizer`` (and ``.checkpoint_id``, ``.summary_seconds``); a child of
   the call that made it, from its ``CompactionStarted`` to its ``CheckpointCreated``. A failed
@@ -29,6 +30,11 @@ framework's own spans in Langfuse, Phoenix or any OTLP backend):
 Metrics: ``ctxledger.view.tokens`` (histogram of served views' estimates),
 ``ctxledger.compactions`` (counter by ``ctxledger.compaction.reason``, ``.prepared`` and
 ``.outcome``), ``ctxledger.compaction.wait`` (histogram of seconds the agent waited on summaries).
+
+Limits: a compaction that failed within a fast ``prepare_step`` (an offline summariser that
+raised) and a summary prepared in the background but never used are traced when the log is
+next read back (at the latest when the host closes, up to its last 512 events); an LLM call is
+matched with its compaction by the summary text it returned.
 
 Instrument before opening hosts: a session is traced fully when it was opened through
 :meth:`Host.session` (or ``asession``, or :meth:`Session.fork`) while instrumented; the log it
@@ -59,11 +65,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 import ctxledger
 from ctxledger import AnthropicSummarizer, Host, OpenAIChatSummarizer, Session
-from ctxledger.integrations._otel_spans import (
-    CONVERSATION_ID,
-    SummaryCalls,
-    Telemetry,
-)
+from ctxledger.integrations._otel_calls import SummaryCalls
+from ctxledger.integrations._otel_spans import CONVERSATION_ID, Telemetry
 
 __all__ = ["CONVERSATION_ID", "CtxledgerInstrumentor"]
 
@@ -128,8 +131,14 @@ class CtxledgerInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             learn(session, instance.log if isinstance(instance, Host) else logs.get(instance))
             return session
 
+        def closing(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+            if not instance.closed:
+                telemetry.flush(instance.log)
+            return wrapped(*args, **kwargs)
+
         for _name, owner, method in _OPENERS:
             wrap_function_wrapper(owner, method, opened)
+        wrap_function_wrapper(Host, "close", closing)
         for method, span_name in _SESSION_CALLS.items():
             wrap_function_wrapper(Session, method, _call_wrapper(telemetry, span_name))
         for summarizer in _SUMMARIZERS:
@@ -141,6 +150,7 @@ class CtxledgerInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def _uninstrument(self, **kwargs: Any) -> None:
         for _name, owner, method in _OPENERS:
             unwrap(owner, method)
+        unwrap(Host, "close")
         for method in _SESSION_CALLS:
             unwrap(Session, method)
         for summarizer in _SUMMARIZERS:
