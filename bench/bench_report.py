@@ -1,8 +1,8 @@
 """Report, UI and OpenTelemetry benchmark (issue 29).
 
 1. ``ctxledger report``: time and size of the HTML report of the largest real trace in
-   ../shared/traces (ingested with a 32k window, so it compacts) and of a synthetic session of
-   10,000 steps (the workload, 24k window).
+   ../shared/traces (ingested with a 16k window and one retained round, so it compacts) and of
+   a synthetic session of 10,000 steps (the workload, 24k window).
 2. ``ctxledger ui``: on a log of 10,000 sessions, the time from opening the log to the first
    page (``GET /`` and ``GET /api/sessions?limit=50``), in a fresh process each run.
 3. OpenTelemetry: wall time per agent step (``append_many`` + ``prepare_step``), instrumented
@@ -18,7 +18,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import statistics
@@ -47,14 +46,15 @@ def _median(values: list[float]) -> float:
 
 def bench_trace_report(work: Path, repeat: int) -> dict[str, Any]:
     """The largest trace, ingested as the CLI does, then reported ``repeat`` times."""
-    files = sorted(TRACES.glob("*.jsonl"), key=lambda p: p.stat().st_size) if TRACES.is_dir() else []
+    found = TRACES.glob("*.jsonl") if TRACES.is_dir() else iter(())
+    files = sorted(found, key=lambda p: p.stat().st_size)
     if not files:
         return {"skipped": f"no traces in {TRACES}"}
     largest = files[-1]
     db = work / "trace-db"
     subprocess.run(
         [str(Path(sys.executable).with_name("ctxledger")), "ingest", "--db", str(db), str(largest),
-         "--session", "trace", "--window", "32000"],
+         "--session", "trace", "--window", "16000", "--min-retain-rounds", "1"],
         check=True, capture_output=True,
     )
     return _time_report(db, "trace", work / "trace.html", repeat) | {"trace": largest.name}
