@@ -279,3 +279,23 @@ def test_the_command_serves_read_only_until_interrupted(db: Path) -> None:
             process.stderr.close()
     assert process.returncode == 0
     assert (data.stat().st_mtime_ns, data.stat().st_size) == before
+
+
+def test_sessions_are_listed_newest_activity_first_across_scan_pages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The order comes from the log read backwards page by page (pages of two events here),
+    then from the writes the follower sees; every page of the list is consistent."""
+    import ctxledger.tooling.ui_index as ui_index
+
+    monkeypatch.setattr(ui_index, "_BACK_PAGE", 2)
+    with Host.open(tmp_path / "db", config=CONFIG) as host:
+        for sid in ("a", "b", "c", "d", "a"):
+            host.session(sid).append(Message.user(f"hello from {sid}"))
+    with open_log(tmp_path / "db", readonly=True) as log, UiServer(log, "127.0.0.1", 0) as ui:
+        ui.start()
+        first = _json(ui, "/api/sessions?limit=2")
+        assert [r["session_id"] for r in first] == ["a", "d"]
+        rest = _json(ui, "/api/sessions?limit=10&offset=2")
+        assert [r["session_id"] for r in rest] == ["c", "b"]
+        assert all(r["messages"] >= 1 and r["last_seq"] >= 2 for r in first + rest)

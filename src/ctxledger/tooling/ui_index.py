@@ -1,12 +1,14 @@
 """What the live UI knows about a log: every session's cheap metadata, kept current by following
 the log, and a report builder per session being looked at.
 
-Starting costs one ``last_seq`` and one read of the last record per session (no fold), so the
-first page of a log of 10,000 sessions is served in well under a second. A thread follows the
-log (:func:`ctxledger.storage.tail`, from the position read at start) and keeps each session's
-last event seq and last activity current, adding sessions created since. The columns that need
-a session's events (messages, checkpoints, view tokens) are read when a page shows the session,
-from where they were last read, so they cost nothing for sessions nobody looks at.
+Starting costs the list of session ids and nothing per session (no fold, no read), so the first
+page of a log of 10,000 sessions is served in well under a second. The order by activity comes
+from reading the log's commit order backwards from its end, one page at a time and only as far
+as the pages asked for need; a thread follows the log (:func:`ctxledger.storage.tail`, from the
+position read at start) and moves each session that writes to the front, adding sessions
+created since. The columns that need a session's events (messages, checkpoints, view tokens,
+last seq) are read when a page shows the session, from where they were last read, so they cost
+nothing for sessions nobody looks at.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from typing import Any
 
 from ctxledger._logging import get_logger
 from ctxledger.domain.cost import Pricing
-from ctxledger.errors import CtxLedgerError
 from ctxledger.events import (
     CheckpointCreated,
     MessageAppended,
@@ -34,6 +35,7 @@ __all__ = ["SessionIndex", "SessionRow"]
 
 _log = get_logger(__name__)
 _BUILDERS = 8  # sessions whose report data is kept in memory (least recently shown evicted)
+_BACK_PAGE = 4096  # events per page of the backward scan that orders sessions by activity
 
 
 @dataclass
@@ -93,19 +95,15 @@ class SessionIndex:
         self.log = log
         self.pricing = pricing
         self._lock = threading.Lock()
-        self._rows: dict[str, SessionRow] = {}
         self._builders: OrderedDict[str, _Built] = OrderedDict()
         self._stop = threading.Event()
         position = log.last_position()  # first: what is recorded after it, the tail replays
-        for session_id in log.sessions():
-            last = log.last_seq(session_id)
-            when = 0.0
-            if last:
-                try:
-                    when = log.read(session_id, last, last)[0].timestamp
-                except (CtxLedgerError, IndexError):  # a damaged last record: listed all the same
-                    when = 0.0
-            self._rows[session_id] = SessionRow(session_id, last, when)
+        self._rows = {sid: SessionRow(sid, 0, 0.0) for sid in log.sessions()}
+        # Sessions by their newest event, oldest first: the tail moves a session to the end as
+        # it writes, the backward scan of the log puts older ones in front as it finds them.
+        self._recent: OrderedDict[str, float] = OrderedDict()
+        self._back = position  # events at or below this position are not scanned yet
+        self._scanning = threading.Lock()
         self._thread = threading.Thread(
             target=self._follow, args=(position, poll), name="ctxledger-ui-tail", daemon=True
         )
@@ -125,8 +123,32 @@ class SessionIndex:
                         row = self._rows[record.session_id] = SessionRow(record.session_id, 0, 0.0)
                     row.last_seq = max(row.last_seq, record.seq)
                     row.last_activity = max(row.last_activity, record.timestamp)
+                    self._recent[record.session_id] = row.last_activity
+                    self._recent.move_to_end(record.session_id)
         except Exception:  # the UI keeps serving what it has; the reason is logged
             _log.exception("ui_tail_failed")
+
+    def _scan_back(self) -> bool:
+        """Read one page of the log backwards from where the last one stopped; whether there
+        was anything left to read."""
+        with self._scanning:
+            back = self._back
+            if back <= 0:
+                return False
+            after = max(0, back - _BACK_PAGE)
+            page = self.log.read_all(after, limit=back - after)
+            with self._lock:
+                for record in reversed(page):
+                    sid = record.session_id
+                    if sid in self._recent:
+                        continue
+                    self._recent[sid] = record.timestamp
+                    self._recent.move_to_end(sid, last=False)
+                    row = self._rows.setdefault(sid, SessionRow(sid, 0, 0.0))
+                    row.last_activity = max(row.last_activity, record.timestamp)
+                    row.last_seq = max(row.last_seq, record.seq)
+                self._back = after
+            return True
 
     def count(self, query: str = "") -> int:
         """Sessions whose id contains ``query``."""
@@ -137,17 +159,31 @@ class SessionIndex:
         self, *, offset: int = 0, limit: int = 50, query: str = "", sort: str = "activity"
     ) -> tuple[list[SessionRow], int]:
         """One page of sessions (most recently active first, or by id), with every column read,
-        and how many match ``query`` in all."""
-        with self._lock:
-            rows = [row for sid, row in self._rows.items() if query in sid]
+        and how many match ``query`` in all.
+
+        Ordering by activity reads the log backwards only as far as the page needs, once."""
         if sort == "id":
-            rows.sort(key=lambda row: row.session_id)
+            with self._lock:
+                ids = sorted(sid for sid in self._rows if query in sid)
+                total = len(ids)
         else:
-            rows.sort(key=lambda row: (-row.last_activity, row.session_id))
-        chosen = rows[offset : offset + limit]
+            wanted = offset + limit
+            while True:
+                with self._lock:
+                    ids = [sid for sid in reversed(self._recent) if query in sid]
+                    complete = self._back <= 0
+                if len(ids) >= wanted or complete or not self._scan_back():
+                    break
+            with self._lock:
+                total = sum(1 for sid in self._rows if query in sid)
+                if complete and len(ids) < total:  # sessions without events: last, by id
+                    seen = set(ids)
+                    ids += sorted(sid for sid in self._rows if query in sid and sid not in seen)
+        with self._lock:
+            chosen = [self._rows[sid] for sid in ids[offset : offset + limit]]
         for row in chosen:
             self._scan(row)
-        return chosen, len(rows)
+        return chosen, total
 
     def row(self, session_id: str) -> SessionRow | None:
         """The session's row, every column read; None for a session the log does not hold."""
@@ -209,10 +245,15 @@ class SessionIndex:
             return entry.encoded.encode("utf-8")
 
     def version(self, session_id: str) -> int | None:
-        """The session's last event seq as the follower saw it (None: unknown session)."""
+        """The session's last event seq, kept current by the follower (None: unknown session)."""
         with self._lock:
             row = self._rows.get(session_id)
-            if row is not None:
+            if row is not None and row.last_seq:
                 return row.last_seq
         last = self.log.last_seq(session_id)
-        return last or None
+        if not last:
+            return None
+        with self._lock:
+            row = self._rows.setdefault(session_id, SessionRow(session_id, 0, 0.0))
+            row.last_seq = max(row.last_seq, last)
+            return row.last_seq
