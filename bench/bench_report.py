@@ -6,9 +6,10 @@
 2. ``ctxledger ui``: on a log of 10,000 sessions, the time from opening the log to the first
    page (``GET /`` and ``GET /api/sessions?limit=50``) in a fresh process each run, and apart
    from it the time that process took to import ctxledger.
-3. OpenTelemetry: wall time per agent step (``append_many`` + ``prepare_step``), instrumented
-   (SDK tracer and meter providers, spans batched to an exporter that drops them) against not
-   instrumented, both run alternately in one process; medians and the ratio (target ≤ 1.05).
+3. OpenTelemetry: wall and process CPU time per agent step (``append_many`` +
+   ``prepare_step``), instrumented (SDK tracer and meter providers, spans batched to an exporter
+   that drops them) against not instrumented, alternating rounds in one process; medians and
+   the ratios (target ≤ 1.05), with ``durability="sync"`` (the default) and ``"none"``.
 
 Usage::
 
@@ -174,17 +175,21 @@ def bench_otel(work: Path, steps: int, rounds: int, durability: str) -> dict[str
     meter_provider = MeterProvider()
     instrumentor = CtxledgerInstrumentor()
     per_step: dict[str, list[float]] = {"plain": [], "instrumented": []}
+    cpu: dict[str, list[float]] = {"plain": [], "instrumented": []}
     for index in range(rounds * 2):
         mode = "instrumented" if index % 2 else "plain"
         if mode == "instrumented":
             instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
         try:
-            per_step[mode].append(_steps(work / f"otel-{durability}-{index}", steps, durability))
+            wall, used = _steps(work / f"otel-{durability}-{index}", steps, durability)
+            per_step[mode].append(wall)
+            cpu[mode].append(used)
         finally:
             if mode == "instrumented":
                 instrumentor.uninstrument()
     tracer_provider.shutdown()
     plain, instrumented = _median(per_step["plain"]), _median(per_step["instrumented"])
+    plain_cpu, instrumented_cpu = _median(cpu["plain"]), _median(cpu["instrumented"])
     return {
         "durability": durability,
         "steps": steps,
@@ -192,18 +197,22 @@ def bench_otel(work: Path, steps: int, rounds: int, durability: str) -> dict[str
         "plain_us_per_step": round(plain * 1e6, 1),
         "instrumented_us_per_step": round(instrumented * 1e6, 1),
         "ratio": round(instrumented / plain, 3),
+        "plain_cpu_us_per_step": round(plain_cpu * 1e6, 1),
+        "instrumented_cpu_us_per_step": round(instrumented_cpu * 1e6, 1),
+        "cpu_ratio": round(instrumented_cpu / plain_cpu, 3),
     }
 
 
-def _steps(db: Path, steps: int, durability: str) -> float:
+def _steps(db: Path, steps: int, durability: str) -> tuple[float, float]:
+    """Wall and process CPU seconds per step (every thread of the host counted)."""
     with Host.open(db, config=WORKLOAD, durability=durability) as host:  # type: ignore[arg-type]
         session = host.session("s")
         work = list(iter_agent_steps(7, steps=steps))
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         for step in work:
             session.append_many(step)
             session.prepare_step()
-        return (time.perf_counter() - started) / steps
+        return (time.perf_counter() - started) / steps, (time.process_time() - cpu) / steps
 
 
 def main(argv: list[str] | None = None) -> None:
