@@ -13,6 +13,7 @@ from ctxledger.cli._compactions import audit, recall_, revert, why
 from ctxledger.cli._copy import copy
 from ctxledger.cli._demo import demo
 from ctxledger.cli._inspect import plot, sessions, show, stats, view
+from ctxledger.cli._observe import report, ui
 from ctxledger.cli._replay import salvage, verify, whatif
 from ctxledger.cli._write import compact, export, import_, ingest
 
@@ -56,5 +57,7 @@ for _verb in (
     copy,
     plot,
     stats,
+    report,
+    ui,
 ):
     main.add_command(_verb)
