@@ -200,19 +200,30 @@ class VersionConflictError(CtxLedgerError):
 class LeaseHeldError(CtxLedgerError):
     """Raised when a session's lease is held by another host and was not released in time.
 
-    ``holder`` names the host that holds it, ``epoch`` its epoch and ``expires_in`` the seconds
-    left before it expires (by the database's clock) unless its holder renews it.
+    ``holder`` names the host that holds it, ``epoch`` its epoch, ``expires_in`` the seconds
+    left before it expires (by the database's clock) unless its holder renews it, and
+    ``process`` the process that took it (``"pid 4242 on build-7"``) when the lease records one.
     """
 
-    def __init__(self, session_id: str, holder: str, epoch: int, expires_in: float) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        holder: str,
+        epoch: int,
+        expires_in: float,
+        *,
+        process: str | None = None,
+    ) -> None:
+        by = f", {process}" if process else ""
         super().__init__(
-            f"session {session_id!r} is served by host {holder!r} (lease epoch {epoch}, "
+            f"session {session_id!r} is served by host {holder!r}{by} (lease epoch {epoch}, "
             f"expires in {max(expires_in, 0.0):.1f} s unless renewed)"
         )
         self.session_id = session_id
         self.holder = holder
         self.epoch = epoch
         self.expires_in = expires_in
+        self.process = process
 
 
 class LeaseLostError(CtxLedgerError):
