@@ -160,6 +160,35 @@ class ContextOverflowError(CtxLedgerError, RuntimeError):
     or when the part of the view no compaction can shrink is larger than the window."""
 
 
+class SystemPromptMismatchError(CtxLedgerError, ValueError):
+    """Raised when ``Host.session(id, system=...)`` names a system prompt other than the one
+    the session's conversation began with (or it began without one); nothing is written.
+
+    Attributes:
+        session_id: The session.
+        recorded: The system prompt the conversation began with, or None.
+        given: The system prompt that was passed.
+    """
+
+    def __init__(self, session_id: str, recorded: str | None, given: str) -> None:
+        began = (
+            f"began with another system prompt ({_clip(recorded)!r})"
+            if recorded is not None
+            else "began without a system prompt"
+        )
+        super().__init__(
+            f"session {session_id!r} {began}, not {_clip(given)!r}: a session keeps the system "
+            "prompt it was created with; use a new session id for a new prompt"
+        )
+        self.session_id = session_id
+        self.recorded = recorded
+        self.given = given
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class BudgetExceededError(CtxLedgerError, RuntimeError):
     """Raised when a session's cumulative tokens reached ``Config.max_total_tokens``.
 

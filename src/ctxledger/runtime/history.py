@@ -52,6 +52,7 @@ from ctxledger.domain import (
     threshold_for,
     usage_events,
 )
+from ctxledger.domain.system_prompt import system_prompt_messages
 from ctxledger.errors import (
     ContextOverflowError,
     HostClosedError,
@@ -410,9 +411,14 @@ class HistoryActor(_SimpleQueue):
             self._write(live, [MessagePinned(seq=seq)], reply=command.reply, value=None)
         elif kind is Open:
             assert isinstance(command, Open)
+            opened: list[Event] = []
             if command.config is not None and command.config != state.config:
-                changed: list[Event] = [ConfigChanged(config=command.config)]
-                self._write(live, changed, reply=command.reply, value=None)
+                opened.append(ConfigChanged(config=command.config))
+            if command.system is not None:  # a mismatch raises here, before anything is written
+                prompt = state.check_append(system_prompt_messages(state, command.system))
+                opened.extend(MessageAppended(message=message) for message in prompt)
+            if opened:
+                self._write(live, opened, reply=command.reply, value=None, pressure=True)
             else:
                 command.reply.resolve(None)
 
