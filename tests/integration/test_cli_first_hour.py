@@ -117,6 +117,8 @@ def test_the_example_in_ingest_help_is_a_trace_ingest_reads(tmp_path: Path) -> N
     history = replay.rebuild(tmp_path / "db", "example").history
     assert [m.role for m in history] == ["user", "assistant", "tool"]
     assert history[1].tool_calls[0].name == "ls"
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text("utf-8")
+    assert "\n".join(example) in readme  # the README documents the same format
 
 
 # --- copy -----------------------------------------------------------------------------------------

@@ -100,7 +100,7 @@ class LedgerSession:
     Example::
 
         with Host.open("agent-db", config=Config(context_window=32_000)) as host:
-            session = LedgerSession(host.session("user-42", system="Be brief."))
+            session = LedgerSession(host.session("user-42"))
             result = await Runner.run(agent, "hi", session=session, run_config=session.run_config())
 
     Attributes:
