@@ -109,7 +109,9 @@ class Host:
         projection_actors: Sessions that can be loaded from the log at once.
         background_compactions: Background compactions at once, host-wide.
         host_id: This host's id on a shared log (leases name it); a fresh
-            :func:`default_host_id` if omitted. Give every running host its own.
+            :func:`default_host_id` if omitted. Give every running host its own. A lease also
+            records the process holding it, so a host restarted on the same machine takes the
+            leases of its dead predecessor at once, whatever either's id.
         lease_ttl: Seconds a session's lease lasts unless renewed (renewed every third of
             it); a host that dies is taken over this long after its last renewal at most.
         lease_wait: Seconds an activation waits at most for a lease another host holds before
