@@ -44,6 +44,7 @@ PUBLIC = {
     "StorageError",
     "Summarizer",
     "SummaryRequest",
+    "SystemPromptMismatchError",
     "Tokenizer",
     "ToolCall",
     "TraceFormatError",

@@ -9,7 +9,7 @@ import click
 
 import ctxledger
 from ctxledger.cli._app import CtxLedgerGroup, configure_logging
-from ctxledger.cli._compactions import audit, recall_, revert, why
+from ctxledger.cli._compactions import audit, explain_, recall_, revert
 from ctxledger.cli._copy import copy
 from ctxledger.cli._demo import demo
 from ctxledger.cli._inspect import plot, sessions, show, stats, view
@@ -46,7 +46,7 @@ for _verb in (
     view,
     compact,
     audit,
-    why,
+    explain_,
     recall_,
     revert,
     verify,

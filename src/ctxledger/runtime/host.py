@@ -41,6 +41,7 @@ from ctxledger.config import Config
 from ctxledger.domain import CharTokenizer, Tokenizer
 from ctxledger.errors import CtxLedgerError, HostClosedError, SessionExistsError
 from ctxledger.events import Event, SessionForked, SessionOpened
+from ctxledger.messages import Message
 from ctxledger.runtime.budget import BudgetActor
 from ctxledger.runtime.compaction import CompactionPool
 from ctxledger.runtime.history import HistoryActor, HistoryActorProxy, Runtime
@@ -69,6 +70,13 @@ _logger = get_logger(__name__)
 def default_host_id() -> str:
     """A host id unique to this process: ``<hostname>-<pid>-<random hex>``."""
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def _system_text(system: object) -> str | None:
+    """``system`` checked as a system message's text (None: no system prompt stated)."""
+    if system is None:
+        return None
+    return Message.system(cast(str, system)).content
 
 
 def _check_seconds(name: str, value: object) -> float:
@@ -101,7 +109,9 @@ class Host:
         projection_actors: Sessions that can be loaded from the log at once.
         background_compactions: Background compactions at once, host-wide.
         host_id: This host's id on a shared log (leases name it); a fresh
-            :func:`default_host_id` if omitted. Give every running host its own.
+            :func:`default_host_id` if omitted. Give every running host its own. A lease also
+            records the process holding it, so a host restarted on the same machine takes the
+            leases of its dead predecessor at once, whatever either's id.
         lease_ttl: Seconds a session's lease lasts unless renewed (renewed every third of
             it); a host that dies is taken over this long after its last renewal at most.
         lease_wait: Seconds an activation waits at most for a lease another host holds before
@@ -289,16 +299,25 @@ class Host:
         self._check_open()
         return self.log.sessions()
 
-    def session(self, session_id: str, *, config: Config | None = None) -> Session:
+    def session(
+        self, session_id: str, *, config: Config | None = None, system: str | None = None
+    ) -> Session:
         """Get or create a session; it is recovered from the log on first use.
 
         A session's Config is recorded when it is created (the host's config unless ``config``
         is given). Passing a different ``config`` later records a ``ConfigChanged`` event that
         applies from then on.
 
+        ``system`` states the session's system prompt, idempotently: it is appended while the
+        conversation is empty (a new session) and only checked on later calls, so set-up code
+        that runs at every start never puts a second system message mid-conversation.
+
         Raises:
             HostClosedError: The host is closed.
             InvalidSessionIdError: The id is not a valid session id.
+            InvalidMessageError: ``system`` is not a valid message text.
+            SystemPromptMismatchError: ``system`` differs from the system prompt the session's
+                conversation began with (or it began without one); nothing is written.
             CorruptRecordError: The session's log is damaged (other sessions keep working).
             LeaseHeldError: On a shared log, another host still held the session's lease
                 after ``lease_wait`` seconds.
@@ -307,14 +326,18 @@ class Host:
                 writing nothing; the call after that activates the session again).
         """
         handle = self._handle(session_id)
-        self._call(handle.id, Open(handle.id, Waiter(), config, config or self.config))
+        prompt = _system_text(system)
+        self._call(handle.id, Open(handle.id, Waiter(), config, config or self.config, prompt))
         return handle
 
-    async def asession(self, session_id: str, *, config: Config | None = None) -> Session:
+    async def asession(
+        self, session_id: str, *, config: Config | None = None, system: str | None = None
+    ) -> Session:
         """:meth:`session` for a caller on an event loop: awaits activation, blocking no thread."""
         handle = self._handle(session_id)
+        prompt = _system_text(system)
         reply = LoopWaiter(asyncio.get_running_loop())
-        self._tell(handle.id, Open(handle.id, reply, config, config or self.config))
+        self._tell(handle.id, Open(handle.id, reply, config, config or self.config, prompt))
         await reply.wait()
         return handle
 

@@ -18,12 +18,14 @@ from typing import Any
 
 from ctxledger.tooling.format import human_seconds
 
-__all__ = ["LAYERS", "MAX_PANELS", "TokenSeries", "placed_notes", "plot_token_series"]
+__all__ = ["FORMATS", "LAYERS", "MAX_PANELS", "TokenSeries", "placed_notes", "plot_token_series"]
 
 #: Compaction layers, cheapest first, as the design names them.
 LAYERS: tuple[str, ...] = ("micro", "auto", "manual", "reactive")
 #: Sessions per figure; more panels would be too small to read.
 MAX_PANELS = 6
+#: File suffixes a plot can be written as (the format follows the suffix).
+FORMATS = (".png", ".svg", ".pdf")
 
 # Marker style per layer: colour-blind-safe colours (Okabe-Ito) and distinct shapes, so the
 # layers stay apart in greyscale prints too.
@@ -205,22 +207,26 @@ def _draw_panel(axes: Any, series: TokenSeries, log_scale: bool) -> None:
 def plot_token_series(
     series: Sequence[TokenSeries], path: str | os.PathLike[str], *, title: str | None = None
 ) -> Path:
-    """Draw one panel per session and write the figure as a PNG.
+    """Draw one panel per session and write the figure as PNG, SVG or PDF (by its suffix).
 
     Args:
         series: One to :data:`MAX_PANELS` sessions.
-        path: Where to write the PNG; parent folders must exist.
+        path: Where to write it, ending in one of :data:`FORMATS`; parent folders must exist.
         title: A title above all panels.
 
     Returns:
         The path written.
 
     Raises:
-        ValueError: No series, or more than :data:`MAX_PANELS`.
+        ValueError: No series, more than :data:`MAX_PANELS`, or a suffix not in
+            :data:`FORMATS`.
         ImportError: matplotlib is not installed (``pip install 'ctxledger[plot]'``).
     """
     if not series:
         raise ValueError("nothing to plot: no token series given")
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise ValueError(f"a plot is written as {', '.join(FORMATS)}: not '{Path(path).name}'")
     if len(series) > MAX_PANELS:
         raise ValueError(f"at most {MAX_PANELS} sessions fit one figure, got {len(series)}")
     figure_class = _figure_class()
@@ -244,5 +250,5 @@ def plot_token_series(
     if title:
         figure.suptitle(title, fontsize=12, fontweight="bold")
     target = Path(path)
-    figure.savefig(target, format="png", dpi=110)
+    figure.savefig(target, format=suffix[1:], dpi=110)
     return target
