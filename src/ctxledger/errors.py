@@ -191,6 +191,35 @@ class ContextOverflowError(CtxLedgerError, RuntimeError):
     or when the part of the view no compaction can shrink is larger than the window."""
 
 
+class SystemPromptMismatchError(CtxLedgerError, ValueError):
+    """Raised when ``Host.session(id, system=...)`` names a system prompt other than the one
+    the session's conversation began with (or it began without one); nothing is written.
+
+    Attributes:
+        session_id: The session.
+        recorded: The system prompt the conversation began with, or None.
+        given: The system prompt that was passed.
+    """
+
+    def __init__(self, session_id: str, recorded: str | None, given: str) -> None:
+        began = (
+            f"began with another system prompt ({_clip(recorded)!r})"
+            if recorded is not None
+            else "began without a system prompt"
+        )
+        super().__init__(
+            f"session {session_id!r} {began}, not {_clip(given)!r}: a session keeps the system "
+            "prompt it was created with; use a new session id for a new prompt"
+        )
+        self.session_id = session_id
+        self.recorded = recorded
+        self.given = given
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class BudgetExceededError(CtxLedgerError, RuntimeError):
     """Raised when a session's cumulative tokens reached ``Config.max_total_tokens``.
 
@@ -231,19 +260,30 @@ class VersionConflictError(CtxLedgerError):
 class LeaseHeldError(CtxLedgerError):
     """Raised when a session's lease is held by another host and was not released in time.
 
-    ``holder`` names the host that holds it, ``epoch`` its epoch and ``expires_in`` the seconds
-    left before it expires (by the database's clock) unless its holder renews it.
+    ``holder`` names the host that holds it, ``epoch`` its epoch, ``expires_in`` the seconds
+    left before it expires (by the database's clock) unless its holder renews it, and
+    ``process`` the process that took it (``"pid 4242 on build-7"``) when the lease records one.
     """
 
-    def __init__(self, session_id: str, holder: str, epoch: int, expires_in: float) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        holder: str,
+        epoch: int,
+        expires_in: float,
+        *,
+        process: str | None = None,
+    ) -> None:
+        by = f", {process}" if process else ""
         super().__init__(
-            f"session {session_id!r} is served by host {holder!r} (lease epoch {epoch}, "
+            f"session {session_id!r} is served by host {holder!r}{by} (lease epoch {epoch}, "
             f"expires in {max(expires_in, 0.0):.1f} s unless renewed)"
         )
         self.session_id = session_id
         self.holder = holder
         self.epoch = epoch
         self.expires_in = expires_in
+        self.process = process
 
 
 class LeaseLostError(CtxLedgerError):

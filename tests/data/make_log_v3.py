@@ -62,12 +62,10 @@ def _turns(session: Session, turns: range, *, steps: int = 3, size: int = 30) ->
             session.prepare_step()
             session.wait_background()
             prompt = 600 + 80 * step + 50 * turn
-            usage = {
-                "prompt_tokens": prompt,
-                "completion_tokens": 25 + step,
-                "prompt_tokens_details": {"cached_tokens": prompt // 2},
-            }
-            session.record_usage(usage)
+            session.record_usage(
+                {"prompt_tokens": prompt, "completion_tokens": 25 + step,
+                 "prompt_tokens_details": {"cached_tokens": prompt // 2}}
+            )
         session.append(Message.assistant(f"Task {turn} done: src/pkg/mod_{turn}.py fixed."))
         session.prepare_step()
         session.wait_background()

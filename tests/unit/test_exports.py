@@ -46,6 +46,7 @@ PUBLIC = {
     "StorageError",
     "Summarizer",
     "SummaryRequest",
+    "SystemPromptMismatchError",
     "Tokenizer",
     "ToolCall",
     "TraceFormatError",

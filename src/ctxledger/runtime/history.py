@@ -56,6 +56,7 @@ from ctxledger.domain import (
     threshold_for,
     usage_events,
 )
+from ctxledger.domain.system_prompt import system_prompt_messages
 from ctxledger.errors import (
     ContextOverflowError,
     CtxLedgerError,
@@ -108,9 +109,10 @@ from ctxledger.runtime.recordable import check_recordable
 from ctxledger.runtime.waiters import LoopWaiter, Reply
 from ctxledger.storage import EventLog, LeaseStore, RecordedEvent
 
-__all__ = ["HistoryActor", "HistoryActorProxy", "Runtime"]
+__all__ = ["HistoryActor", "HistoryActorProxy", "Runtime", "overflow_message"]
 
 _log = get_logger(__name__)
+_NO_OUTCOME = "no outcome"  # a reactive attempt that started and has not answered (or failed)
 
 
 @dataclass(slots=True)
@@ -184,9 +186,10 @@ class HistoryActor(_SimpleQueue):
         super().__init__()
         self._rt = runtime
         self._number = number
-        # Reactive attempts used since a session's last append or usage report; kept apart from
-        # the session states so that an eviction does not give a session its attempts back.
-        self._reactive: dict[str, int] = {}
+        # The outcome of each reactive attempt used since a session's last append or usage
+        # report (an attempt is used once it starts); kept apart from the session states so that
+        # an eviction does not give a session its attempts back.
+        self._reactive: dict[str, list[str]] = {}
         self._lives: OrderedDict[str, Live] = OrderedDict()  # least recently used first
         self._tokens = 0
         self._handlers: dict[type, Callable[[Any], None]] = {
@@ -386,11 +389,12 @@ class HistoryActor(_SimpleQueue):
             assert isinstance(command, Decide)
             op = live.op = Op(command, command.request)
             if command.reactive:
-                op.attempt = self._reactive.get(live.id, 0)
+                tried = self._reactive.setdefault(live.id, [])
+                op.attempt = len(tried)
                 if op.attempt >= state.config.max_reactive_retries:
-                    self._overflow(live, op, None)
+                    self._overflow(live, op)
                     return
-                self._reactive[live.id] = op.attempt + 1  # an attempt is used once it starts
+                tried.append(_NO_OUTCOME)
                 op.request = Compact(trigger="prompt_too_long", attempt=op.attempt)
             self._decide(live, op)
         elif kind is Read:
@@ -428,9 +432,14 @@ class HistoryActor(_SimpleQueue):
             self._write(live, [MessagePinned(seq=seq)], reply=command.reply, value=None)
         elif kind is Open:
             assert isinstance(command, Open)
+            opened: list[Event] = []
             if command.config is not None and command.config != state.config:
-                changed: list[Event] = [ConfigChanged(config=command.config)]
-                self._write(live, changed, reply=command.reply, value=None)
+                opened.append(ConfigChanged(config=command.config))
+            if command.system is not None:  # a mismatch raises here, before anything is written
+                prompt = state.check_append(system_prompt_messages(state, command.system))
+                opened.extend(MessageAppended(message=message) for message in prompt)
+            if opened:
+                self._write(live, opened, reply=command.reply, value=None, pressure=True)
             else:
                 command.reply.resolve(None)
 
@@ -469,9 +478,13 @@ class HistoryActor(_SimpleQueue):
             result = msgspec.structs.replace(result, waited_seconds=op.waited)
         command = op.command
         assert isinstance(command, Decide)
-        if command.reactive and (result is None or not result.compacted):
-            self._next_attempt(live, op, result)
-            return
+        if command.reactive:
+            tried = self._reactive.get(live.id)
+            if tried:
+                tried[-1] = result.reason if result is not None else _NO_OUTCOME
+            if result is None or not result.compacted:
+                self._next_attempt(live, op)
+                return
         value: ModelView | CompactionResult | None = (
             decision.view if isinstance(command.request, Serve) and command.request.view else result
         )
@@ -520,30 +533,25 @@ class HistoryActor(_SimpleQueue):
 
         return done
 
-    def _next_attempt(self, live: Live, op: Op, result: CompactionResult | None) -> None:
+    def _next_attempt(self, live: Live, op: Op) -> None:
         state = live.state
         assert state is not None
         op.attempt += 1
         if op.attempt >= state.config.max_reactive_retries:
-            self._overflow(live, op, result)
+            self._overflow(live, op)
             return
-        self._reactive[live.id] = op.attempt + 1
+        self._reactive.setdefault(live.id, []).append(_NO_OUTCOME)
         op.request = Compact(trigger="prompt_too_long", attempt=op.attempt)
         op.job = None
         self._decide(live, op)
 
-    def _overflow(self, live: Live, op: Op, result: CompactionResult | None) -> None:
+    def _overflow(self, live: Live, op: Op) -> None:
         state = live.state
         assert state is not None
         live.op = None
-        limit = state.config.max_reactive_retries
-        op.command.reply.resolve(
-            None,
-            ContextOverflowError(
-                f"session {live.id!r}: the prompt is still too long after {limit} reactive "
-                f"compactions (last outcome: {result.reason if result else 'none'})"
-            ),
-        )
+        tried = self._reactive.get(live.id, [])
+        message = overflow_message(live.id, tried, state.config.max_reactive_retries)
+        op.command.reply.resolve(None, ContextOverflowError(message))
 
     def _run_job(self, live: Live, op: Op | None, job: Job) -> None:
         """The job's ``CompactionStarted`` is durable: hand the plan to the compaction pool."""
@@ -975,6 +983,42 @@ class HistoryActorProxy(ActorMemberMixin, pykka.ActorProxy[HistoryActor]):
     """The typed proxy of a :class:`HistoryActor` (the few calls made by ask, not by message)."""
 
     live_sessions = proxy_method(HistoryActor.live_sessions)
+
+
+def overflow_message(session_id: str, tried: Sequence[str], limit: int) -> str:
+    """Why a reactive compaction gave up: the attempts since the last append and their outcomes.
+
+    Args:
+        session_id: The session.
+        tried: The outcome (a compaction reason) of each attempt, oldest first.
+        limit: ``Config.max_reactive_retries``.
+    """
+    head = f"session {session_id!r}: the provider rejected the prompt as too long"
+    if not tried:
+        return f"{head}, and max_reactive_retries={limit} allows no reactive compaction"
+    runs: list[tuple[int, int, str]] = []  # first attempt, last attempt, outcome
+    for number, outcome in enumerate(tried, 1):
+        if runs and runs[-1][2] == outcome:
+            runs[-1] = (runs[-1][0], number, outcome)
+        else:
+            runs.append((number, number, outcome))
+    outcomes = ", ".join(
+        f"{first} {outcome}" if first == last else f"{first}-{last} {outcome}"
+        for first, last, outcome in runs
+    )
+    compacted = tried.count("compacted")
+    attempts = f"{len(tried)} reactive compaction attempt{'s' if len(tried) != 1 else ''}"
+    if not compacted:
+        return (
+            f"{head} and no compaction could shrink it: {attempts} since the last append "
+            f"(outcomes by attempt: {outcomes}), none compacted; shrink what no compaction can "
+            "(system prompt, pins, the newest step) or use a larger context window"
+        )
+    return (
+        f"{head} again after {attempts} since the last append (outcomes by attempt: "
+        f"{outcomes}; {compacted} compacted), the most max_reactive_retries={limit} allows; "
+        "append or record usage to start over"
+    )
 
 
 def _has_message(event: Event) -> TypeGuard[MessageAppended]:

@@ -52,6 +52,7 @@ from ctxledger.errors import (
     SessionExistsError,
 )
 from ctxledger.events import Event, SessionForked, SessionOpened
+from ctxledger.messages import Message
 from ctxledger.runtime import lifecycle
 from ctxledger.runtime.arguments import check_config, check_flag, check_host_options
 from ctxledger.runtime.budget import BudgetActor
@@ -87,6 +88,13 @@ def default_host_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
+def _system_text(system: object) -> str | None:
+    """``system`` checked as a system message's text (None: no system prompt stated)."""
+    if system is None:
+        return None
+    return Message.system(cast(str, system)).content
+
+
 class Host:
     """Runs many agent sessions over one durable event log.
 
@@ -111,7 +119,9 @@ class Host:
         projection_actors: Sessions that can be loaded from the log at once.
         background_compactions: Background compactions at once, host-wide.
         host_id: This host's id on a shared log (leases name it); a fresh
-            :func:`default_host_id` if omitted. Give every running host its own.
+            :func:`default_host_id` if omitted. Give every running host its own. A lease also
+            records the process holding it, so a host restarted on the same machine takes the
+            leases of its dead predecessor at once, whatever either's id.
         lease_ttl: Seconds a session's lease lasts unless renewed (renewed every third of
             it); a host that dies is taken over this long after its last renewal at most.
         lease_wait: Seconds an activation waits at most for a lease another host holds before
@@ -308,18 +318,27 @@ class Host:
         self._check_open()
         return self.log.sessions()
 
-    def session(self, session_id: str, *, config: Config | None = None) -> Session:
+    def session(
+        self, session_id: str, *, config: Config | None = None, system: str | None = None
+    ) -> Session:
         """Get or create a session; it is recovered from the log on first use.
 
         A session's Config is recorded when it is created (the host's config unless ``config``
         is given). Passing a different ``config`` later records a ``ConfigChanged`` event that
         applies from then on.
 
+        ``system`` states the session's system prompt, idempotently: it is appended while the
+        conversation is empty (a new session) and only checked on later calls, so set-up code
+        that runs at every start never puts a second system message mid-conversation.
+
         Raises:
             HostClosedError: The host is closed.
             InvalidSessionIdError: The id is not a valid session id.
             ConfigError: ``config`` is not None or a :class:`~ctxledger.Config`, or is one that
                 cannot be recorded; nothing is written.
+            InvalidMessageError: ``system`` is not a valid message text.
+            SystemPromptMismatchError: ``system`` differs from the system prompt the session's
+                conversation began with (or it began without one); nothing is written.
             CorruptRecordError: The session's log is damaged (other sessions keep working).
             LeaseHeldError: On a shared log, another host still held the session's lease
                 after ``lease_wait`` seconds.
@@ -328,19 +347,24 @@ class Host:
                 writing nothing; the call after that activates the session again).
         """
         handle = self._handle(session_id, config)
-        self._call(handle.id, self._open(handle.id, Waiter(), config))
+        self._call(handle.id, self._open(handle.id, Waiter(), config, system))
         return handle
 
-    async def asession(self, session_id: str, *, config: Config | None = None) -> Session:
+    async def asession(
+        self, session_id: str, *, config: Config | None = None, system: str | None = None
+    ) -> Session:
         """:meth:`session` for a caller on an event loop: awaits activation, blocking no thread."""
         handle = self._handle(session_id, config)
         reply = LoopWaiter(asyncio.get_running_loop())
-        self._tell(handle.id, self._open(handle.id, reply, config))
+        self._tell(handle.id, self._open(handle.id, reply, config, system))
         await reply.wait()
         return handle
 
-    def _open(self, session_id: str, reply: Reply, config: Config | None) -> Open:
-        return Open(session_id, reply, config, config if config is not None else self.config)
+    def _open(
+        self, session_id: str, reply: Reply, config: Config | None, system: object
+    ) -> Open:
+        create = config if config is not None else self.config
+        return Open(session_id, reply, config, create, _system_text(system))
 
     def _handle(self, session_id: str, config: object = None) -> Session:
         check_session_id(session_id)
