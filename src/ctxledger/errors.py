@@ -17,6 +17,8 @@ __all__ = [
     "CtxLedgerError",
     "EventDecodeError",
     "HostClosedError",
+    "InternalError",
+    "InvalidArgumentError",
     "InvalidCheckpointError",
     "InvalidMessageError",
     "InvalidQueryError",
@@ -79,6 +81,25 @@ class InvalidSessionIdError(CtxLedgerError, ValueError):
         super().__init__(message)
         self.field = "session_id"
         self.limit = limit
+
+
+class InvalidArgumentError(CtxLedgerError, TypeError, ValueError):
+    """Raised when an argument of a public call has the wrong type or value and no more specific
+    error applies (say ``compact(focus=123)``, or text with a lone surrogate); nothing is written.
+
+    It is both a ``TypeError`` and a ``ValueError``, so code that caught either keeps working.
+
+    Attributes:
+        argument: The name of the offending parameter (``"focus"``, ``"pending"``, ...).
+    """
+
+    def __init__(self, argument: str, message: str) -> None:
+        super().__init__(f"{argument}: {message}")
+        self.argument = argument
+
+    def __reduce__(self) -> tuple[type[InvalidArgumentError], tuple[str, str]]:
+        # The constructor differs from ``args``; keep the error picklable.
+        return (type(self), (self.argument, str(self).removeprefix(f"{self.argument}: ")))
 
 
 class InvalidSeqError(CtxLedgerError, ValueError):
@@ -153,6 +174,16 @@ class SessionExistsError(CtxLedgerError, ValueError):
 
 class HostClosedError(CtxLedgerError, RuntimeError):
     """Raised when a closed host or one of its sessions is used."""
+
+
+class InternalError(CtxLedgerError, RuntimeError):
+    """Raised when ctxledger itself failed while carrying out a request: a defect, logged at
+    ERROR under ``ctxledger.*`` with its traceback (please report it).
+
+    The request fails alone, as if it had never been made: other requests, of this session and
+    of every other, go on, and the session's state is reloaded from its log before its next
+    request. ``__cause__`` is the original exception.
+    """
 
 
 class ContextOverflowError(CtxLedgerError, RuntimeError):

@@ -22,6 +22,8 @@ PUBLIC = {
     "Fact",
     "Host",
     "HostClosedError",
+    "InternalError",
+    "InvalidArgumentError",
     "InvalidCheckpointError",
     "InvalidMessageError",
     "InvalidQueryError",
