@@ -31,6 +31,7 @@ PUBLIC = {
     "InvalidUsageError",
     "LeaseHeldError",
     "LeaseLostError",
+    "LogLockedError",
     "LossReport",
     "Message",
     "ModelView",

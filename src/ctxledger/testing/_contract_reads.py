@@ -10,7 +10,7 @@ import pytest
 
 from ctxledger.errors import StorageError, UnknownSessionError, VersionConflictError
 from ctxledger.storage import EventLog, RecordedEvent
-from ctxledger.testing._contract_support import ContractHooks, mixed_events, usage
+from ctxledger.testing._contract_support import ContractHooks, in_threads, mixed_events, usage
 
 __all__ = ["ReadCases"]
 
@@ -138,15 +138,13 @@ class ReadCases(ContractHooks):
                 if (finished and not page) or len(seen) > total:  # more: the case fails below
                     return
 
-        threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
         tail = threading.Thread(target=reader)
         tail.start()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        done.set()
-        tail.join()
+        try:
+            in_threads(writers, writer)
+        finally:
+            done.set()
+            tail.join()
         assert [r.position for r in seen] == list(range(1, total + 1))
         assert not [key for key, n in Counter((r.session_id, r.seq) for r in seen).items() if n > 1]
 
@@ -157,11 +155,7 @@ class ReadCases(ContractHooks):
             for batch in range(10):
                 log.append(f"w{index}", usage(3), expected_seq=batch * 3)
 
-        threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        in_threads(4, writer)
         by_session: dict[str, list[int]] = {}
         for recorded in log.read_all():
             by_session.setdefault(recorded.session_id, []).append(recorded.seq)

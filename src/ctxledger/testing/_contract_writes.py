@@ -117,40 +117,29 @@ class WriteCases(ContractHooks):
     def test_concurrent_appends_with_same_expected_seq_have_one_winner(self, log: EventLog) -> None:
         """K threads appending at the same expected seq: exactly one wins, the others conflict."""
         log.append("s", usage(1), expected_seq=0)
-        threads, barrier = 8, threading.Barrier(8)
+        threads = 8
         outcomes: list[object] = []
 
         def contend(index: int) -> None:
-            barrier.wait()
             try:
                 outcomes.append(log.append("s", usage(3, start=index * 10), expected_seq=1))
             except VersionConflictError as exc:
                 outcomes.append(exc)
 
-        workers = [threading.Thread(target=contend, args=(i,)) for i in range(threads)]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
+        in_threads(threads, contend)
         winners = [o for o in outcomes if isinstance(o, list)]
         assert len(winners) == 1 and len(outcomes) == threads
 
     def test_race_losers_write_nothing(self, log: EventLog) -> None:
         """After a race at one expected seq, the log holds only the winner's batch."""
         log.append("s", usage(1), expected_seq=0)
-        barrier = threading.Barrier(6)
         won: list[list[RecordedEvent]] = []
 
         def contend(index: int) -> None:
-            barrier.wait()
             with contextlib.suppress(VersionConflictError):
                 won.append(log.append("s", usage(2, start=index * 10), expected_seq=1))
 
-        workers = [threading.Thread(target=contend, args=(i,)) for i in range(6)]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
+        in_threads(6, contend)
         assert log.read("s", 2) == won[0] and log.last_position() == 3
 
     def test_concurrent_retrying_writers_on_one_session_lose_nothing(self, log: EventLog) -> None:
@@ -244,12 +233,13 @@ class WriteCases(ContractHooks):
             for step in range(4):
                 log.append(f"t{index}", usage(1), expected_seq=step)
 
-        workers = [threading.Thread(target=asyncio.run, args=(tasks(prefix),)) for prefix in "ab"]
-        workers += [threading.Thread(target=blocking, args=(index,)) for index in range(8)]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
+        def run(index: int) -> None:
+            if index < 2:
+                asyncio.run(tasks("ab"[index]))
+            else:
+                blocking(index - 2)
+
+        in_threads(2 + 8, run)
         assert log.last_position() == 3 * 8 * 4
         assert all(log.last_seq(session) == 4 for session in log.sessions())
 
