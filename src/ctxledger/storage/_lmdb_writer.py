@@ -293,7 +293,9 @@ class LmdbWriter:
             ) or not txn.put(
                 pack_u64(position), pack_pair(number, seq), append=True, db=dbs.global_
             ):
-                # The caches disagree with the disk: refuse rather than overwrite history.
+                # The caches disagree with the disk: refuse rather than overwrite history, and
+                # have the next group reload them from the disk.
+                self._position = -1
                 raise StorageError(
                     f"session {op.session_id!r} seq {seq} or position {position} exists"
                 )
