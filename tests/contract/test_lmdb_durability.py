@@ -70,7 +70,7 @@ def test_sync_forces_a_flush_of_a_log_written_without_one(
         log.append("s", usage(3), expected_seq=0)
         del calls[:]
         log.sync()
-    assert calls == [("sync", True)]
+        assert calls == [("sync", True)]
 
 
 def test_a_copy_is_flushed_after_its_last_write(

@@ -22,7 +22,7 @@ from ctxledger.errors import CorruptRecordError, LogLockedError, StorageError
 from ctxledger.events.codec import Codec
 from ctxledger.storage._layout import DB_NAMES, FORMAT_NAME, unpack_u32
 from ctxledger.storage._lmdb_lock import WriterLock
-from ctxledger.storage._lmdb_writer import Databases, LmdbWriter
+from ctxledger.storage._lmdb_writer import CountersOp, Databases, LmdbWriter
 from ctxledger.storage.journal import Gate, Journal
 from ctxledger.storage.protocol import Durability
 
@@ -137,7 +137,7 @@ class SharedEnvironment:
         """
         journal, self.journal = self.journal, None
         if journal is not None:
-            journal.close()
+            _close_journal(journal, self.path, flushed=self.durability != "none")
         self._release_lock()
 
     def _start_journal(self) -> None:
@@ -256,8 +256,24 @@ class SharedEnvironment:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         if self.journal is not None:
-            self.journal.close()
+            _close_journal(self.journal, self.path, flushed=self.durability != "none")
             self.journal = None
         with self.gate.exclusive():
             self.env.close()
         self._release_lock()
+
+
+def _close_journal(journal: Journal, path: str, *, flushed: bool) -> None:
+    """Write the byte counters exactly (see ``_lmdb_counters``), then stop the journal.
+
+    Only where commits are flushed (``flushed``): a log written with ``durability="none"`` is
+    made durable by an explicit ``sync()`` before it closes, and a commit after that flush would
+    be exposed to a power loss again. Its counters stay where they were; ``count_bytes`` adds
+    what they lag.
+    """
+    if flushed:
+        try:
+            journal.submit(CountersOp())
+        except StorageError as exc:  # only the figures lag; count_bytes still adds them up
+            _log.warning("byte counters not written at close", path=path, error=str(exc))
+    journal.close()

@@ -45,6 +45,7 @@ from ctxledger.storage._layout import (
     unpack_stamp,
     unpack_u64,
 )
+from ctxledger.storage._lmdb_counters import count_bytes
 from ctxledger.storage._lmdb_env import SharedEnvironment
 from ctxledger.storage._lmdb_writer import (
     AppendOp,
@@ -539,8 +540,7 @@ class LmdbEventLog:
                 )
                 for number, name in txn.cursor(db=shared.dbs.session_ids)
             }
-            raw = unpack_u64(txn.get(b"raw_bytes", b"\0" * 8, db=shared.dbs.meta))
-            stored = unpack_u64(txn.get(b"stored_bytes", b"\0" * 8, db=shared.dbs.meta))
+            raw, stored, _ = count_bytes(txn, shared.dbs)
             info = shared.env.info()
             page_size = shared.env.stat()["psize"]
         data_file = self.path / "data.mdb"
