@@ -138,3 +138,17 @@ def test_a_host_cannot_open_a_folder_another_process_writes(tmp_path: Path) -> N
     with holding_writer(tmp_path / "log") as child, pytest.raises(LogLockedError) as caught:
         Host.open(tmp_path / "log")
     assert caught.value.pid == child.pid
+
+
+def test_a_writer_cannot_join_an_environment_this_process_opened_read_only(
+    tmp_path: Path,
+) -> None:
+    """LMDB allows one environment per file and process: with only read-only handles open, a
+    writing open says so (close them first) instead of failing later."""
+    LmdbEventLog.open(tmp_path / "log").close()
+    with LmdbEventLog.open(tmp_path / "log", readonly=True) as reader:
+        with pytest.raises(StorageError, match="open read-only in this process") as caught:
+            LmdbEventLog.open(tmp_path / "log")
+        assert not isinstance(caught.value, LogLockedError)
+        assert reader.sessions() == []
+    LmdbEventLog.open(tmp_path / "log").close()
