@@ -2,11 +2,17 @@
 
 **Failover**: host A (a process) serves a session, appending steps; host B (another process)
 has its host open. A is SIGKILLed while it appends; B is told at once to use the session. The
-figure is kill -> B's first append returned (wall clocks of one machine): it waits for A's lease
-to expire (between 2/3 and all of ``lease_ttl``, as A renews every third), then B recovers the
-session (snapshot + tail, interrupted tool call answered) and appends. Measured with the default
-``lease_ttl`` (10 s) and short ones. A graceful hand-over (A closes, releasing its lease) is
+figure is kill -> B's first append returned (wall clocks of one machine). When A ran on another
+machine (simulated: A's lease records another host name), B waits for A's lease to expire
+(between 2/3 and all of ``lease_ttl``, as A renews every third), then recovers the session
+(snapshot + tail, interrupted tool call answered) and appends; measured with the default
+``lease_ttl`` (10 s) and short ones. When A ran on B's machine, B proves A dead (its pid is
+gone) and takes the lease at once. A graceful hand-over (A closes, releasing its lease) is
 measured the same way (A's close started -> B's first append).
+
+**Restart**: A (default settings) is SIGKILLed; a new process starts, opens a host at the
+default settings and appends to the session: kill -> that append returned (Python start and
+imports included), and ``Host.open`` -> append returned (the take-over itself).
 
 **Tail-reader lag**: writers append through one PostgresEventLog; a reader in another process
 follows every session with :func:`ctxledger.storage.tail` (woken by NOTIFY, re-reading by
@@ -45,8 +51,15 @@ def _quiet() -> None:
     )
 
 
-def child_serve(dsn: str, ttl: float) -> None:
-    """Serve SESSION forever: append a call, its result, prepare a view; ``ok`` once going."""
+def child_serve(dsn: str, ttl: float, machine: str = "same") -> None:
+    """Serve SESSION forever: append a call, its result, prepare a view; ``ok`` once going.
+
+    With ``machine`` ``other`` its leases record another host name, as if it ran elsewhere.
+    """
+    if machine == "other":
+        import socket
+
+        socket.gethostname = lambda: "another-machine"  # read once, when the lease is taken
     from ctxledger import Host, Message, ToolCall
 
     _quiet()
@@ -63,6 +76,17 @@ def child_serve(dsn: str, ttl: float) -> None:
             if not told and step >= 20:
                 print("ok", flush=True)
                 told = True
+
+
+def child_restart(dsn: str, started: float) -> None:
+    """A host restarted after a crash: open at the default settings, append; print the times."""
+    from ctxledger import Host, Message
+
+    _quiet()
+    opening = time.time()
+    with Host.open(dsn) as host:
+        host.session(SESSION).append(Message.user("after the restart"))
+        print("appended", started, opening, time.time(), flush=True)
 
 
 def child_graceful(dsn: str, ttl: float) -> None:
@@ -140,9 +164,9 @@ def tell(proc: subprocess.Popen[str], line: str) -> None:
     proc.stdin.flush()
 
 
-def failover_once(dsn: str, ttl: float) -> float:
+def failover_once(dsn: str, ttl: float, machine: str = "other") -> float:
     """Kill the serving host mid-run; seconds until the standby's first append returned."""
-    serving = spawn("serve", dsn, str(ttl))
+    serving = spawn("serve", dsn, str(ttl), machine)
     standby = spawn("standby", dsn, str(ttl))
     try:
         expect(serving, "ok")
@@ -156,6 +180,27 @@ def failover_once(dsn: str, ttl: float) -> float:
         return appended - killed
     finally:
         for proc in (serving, standby):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
+def restart_once(dsn: str) -> tuple[float, float]:
+    """Kill the serving host (default settings), start a new one: (kill -> its first append,
+    Host.open -> its first append), seconds."""
+    procs = [spawn("serve", dsn, "10", "same")]
+    try:
+        expect(procs[0], "ok")
+        time.sleep(0.3)
+        killed = time.time()
+        procs[0].send_signal(signal.SIGKILL)
+        procs[0].wait()
+        procs.append(spawn("restart", dsn, str(time.time())))
+        _, _, opening, appended = expect(procs[1], "appended")
+        procs[1].wait(timeout=60)
+        return float(appended) - killed, float(appended) - float(opening)
+    finally:
+        for proc in procs:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
@@ -237,7 +282,9 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         role, dsn, arg = sys.argv[2:5]
         if role == "serve":
-            child_serve(dsn, float(arg))
+            child_serve(dsn, float(arg), *sys.argv[5:6])
+        elif role == "restart":
+            child_restart(dsn, float(arg))
         elif role == "graceful":
             child_graceful(dsn, float(arg))
         elif role == "standby":
@@ -264,8 +311,22 @@ def main() -> None:
         for ttl in ttls:
             times = [failover_once(dbs.fresh(), ttl) for _ in range(repeat)]
             print(
-                f"| SIGKILL mid-step | {ttl:g} | {len(times)} | {statistics.median(times):.2f} "
-                f"| {min(times):.2f} | {max(times):.2f} |",
+                f"| SIGKILL mid-step, B on another machine | {ttl:g} | {len(times)} "
+                f"| {statistics.median(times):.2f} | {min(times):.2f} | {max(times):.2f} |",
+                flush=True,
+            )
+        times = [failover_once(dbs.fresh(), 10.0, "same") for _ in range(repeat)]
+        print(
+            f"| SIGKILL mid-step, B on the same machine | 10 | {len(times)} "
+            f"| {statistics.median(times):.3f} | {min(times):.3f} | {max(times):.3f} |",
+            flush=True,
+        )
+        restarts = [restart_once(dbs.fresh()) for _ in range(repeat)]
+        for index, label in ((0, "kill → first append"), (1, "Host.open → first append")):
+            times = [figures[index] for figures in restarts]
+            print(
+                f"| restart on the same machine, {label} | 10 | {len(times)} "
+                f"| {statistics.median(times):.3f} | {min(times):.3f} | {max(times):.3f} |",
                 flush=True,
             )
         times = [graceful_once(dbs.fresh(), 10.0) for _ in range(repeat)]

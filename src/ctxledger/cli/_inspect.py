@@ -15,6 +15,7 @@ import click
 
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.cli._app import db_option, open_log, require_session
+from ctxledger.cli._compactions import checkpoint_lines
 from ctxledger.domain import ModelView
 from ctxledger.errors import CtxLedgerError
 from ctxledger.events import (
@@ -171,7 +172,8 @@ def _distinct(checkpoints: list[Checkpoint]) -> list[Checkpoint]:
     "--checkpoints",
     "show_checkpoints",
     is_flag=True,
-    help="Show the compactions (summariser, wall time, input and output size, fact block).",
+    help="Show the compactions (active or reverted, summariser, wall time, input and output "
+    "size, fact block).",
 )
 @click.option("--pager/--no-pager", default=True, help="Page long output on a terminal.")
 def show(
@@ -189,7 +191,14 @@ def show(
     with open_log(db) as log:
         require_session(log, session_id, db)
         if show_checkpoints:
-            lines = _checkpoint_lines(_distinct(rebuild(log, session_id).checkpoints))
+            state = rebuild(log, session_id)
+            reverted = {
+                record.event.checkpoint_id
+                for record in log.iter_events(session_id)
+                if isinstance(record.event, CheckpointReverted)
+            }
+            made = _distinct(state.checkpoints)
+            lines = checkpoint_lines(made, state.view.checkpoint_id, reverted)
             lines = lines or [f"no checkpoints in session {session_id!r}"]
         elif show_events:
             stop = None if limit is None else start + limit - 1
@@ -202,38 +211,6 @@ def show(
             chosen = chosen if limit is None else chosen[:limit]
             lines = list(_message_lines(chosen, full))
     _emit(lines, pager)
-
-
-def _checkpoint_lines(checkpoints: list[Checkpoint]) -> list[str]:
-    """The compactions of a session with their metadata, under its messages."""
-    if not checkpoints:
-        return []
-    rows = [
-        (
-            checkpoint.id,
-            checkpoint.reason,
-            f"#{checkpoint.covers_through_seq}",
-            checkpoint.summarizer or "-",
-            f"{checkpoint.summary_seconds:.2f} s" if checkpoint.summary_seconds else "-",
-            f"{checkpoint.input_chars:,}" if checkpoint.input_chars else "-",
-            f"{checkpoint.output_chars:,}",
-            f"{len(checkpoint.facts):,}",
-            f"{checkpoint.tokens_before:,} → {checkpoint.tokens_after:,}",
-        )
-        for checkpoint in checkpoints
-    ]
-    headers = (
-        "CHECKPOINT",
-        "REASON",
-        "COVERS",
-        "SUMMARISER",
-        "TIME",
-        "IN CHARS",
-        "OUT CHARS",
-        "FACT CHARS",
-        "VIEW TOKENS",
-    )
-    return [table(headers, rows, right="<<><>>>>>")]
 
 
 @click.command()
@@ -277,14 +254,19 @@ def view(session_id: str, db: LogTarget, at_seq: int | None, fmt: str) -> None:
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
-    help="The PNG file to write.",
+    help="The file to write: .png, .svg or .pdf (the format follows the suffix).",
 )
 def plot(session_ids: tuple[str, ...], db: LogTarget, output: Path) -> None:
-    """Plot tokens per step (history, view, threshold, compactions) as a PNG."""
-    from ctxledger.tooling.plotting import MAX_PANELS, plot_token_series
+    """Plot tokens per step (history, view, threshold, compactions) as PNG, SVG or PDF."""
+    from ctxledger.tooling.plotting import FORMATS, MAX_PANELS, plot_token_series
 
     if len(session_ids) > MAX_PANELS:
         raise click.UsageError(f"at most {MAX_PANELS} sessions fit one plot")
+    if output.suffix.lower() not in FORMATS:
+        raise click.UsageError(
+            f"plot writes {', '.join(FORMATS)} (the format follows the suffix), "
+            f"not '{output.name}'"
+        )
     with open_log(db) as log:
         for session_id in session_ids:
             require_session(log, session_id, db)
