@@ -28,6 +28,7 @@ __all__ = [
     "InvalidUsageError",
     "LeaseHeldError",
     "LeaseLostError",
+    "LogLockedError",
     "SessionExistsError",
     "StorageError",
     "TraceFormatError",
@@ -315,6 +316,35 @@ class LeaseLostError(CtxLedgerError):
 
 class StorageError(CtxLedgerError, OSError):
     """Raised when the storage backend fails (an ``lmdb.Error`` translated at the boundary)."""
+
+
+class LogLockedError(StorageError):
+    """Raised when a folder's event log is opened for writing while another writer holds it.
+
+    One process writes an LMDB folder at a time (a host is the single writer of its sessions).
+    ``path`` names the folder and ``pid`` the process that writes it (``None`` if it could not
+    be read); when that is this very process, another open log or ``Host`` on the folder is
+    still open. Read-only opens are never refused. The lock is the kernel's: it is released when
+    its holder closes the log or dies, so a crashed writer never leaves it behind.
+    """
+
+    def __init__(self, path: str, pid: int | None) -> None:
+        if pid is None:
+            holder = "another process"
+        elif pid == os.getpid():
+            holder = f"this process (pid {pid}): another open log or Host on it is not closed"
+        else:
+            holder = f"process {pid}"
+        super().__init__(
+            f"the event log at {path!r} is being written by {holder}; one process writes a "
+            "folder at a time: close that writer first, or open the log read-only"
+        )
+        self.path = path
+        self.pid = pid
+
+    def __reduce__(self) -> tuple[object, tuple[str, int | None]]:
+        # The constructor's arguments differ from ``args``; keep the error picklable.
+        return (type(self), (self.path, self.pid))
 
 
 class EventDecodeError(CtxLedgerError, ValueError):

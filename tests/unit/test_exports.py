@@ -33,6 +33,7 @@ PUBLIC = {
     "InvalidUsageError",
     "LeaseHeldError",
     "LeaseLostError",
+    "LogLockedError",
     "LossReport",
     "Message",
     "ModelView",

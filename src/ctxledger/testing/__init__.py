@@ -10,6 +10,9 @@
   returns a machine whose ``.TestCase`` pytest collects (needs ``hypothesis`` too).
 * :class:`DomainSession` drives a session through the pure domain with an in-memory event list,
   and :func:`digest_summarizer` is a small deterministic summariser for tests.
+* :class:`EventLogContract` is the storage contract suite as a pytest base class: subclass it
+  with a ``make_log(self, tmp_path)`` and every case runs against your own backend (needs
+  ``pytest``, imported on first use).
 
 ``import ctxledger`` never imports this module.
 """
@@ -27,6 +30,7 @@ from ctxledger.testing.invariants import (
 
 __all__ = [
     "DomainSession",
+    "EventLogContract",
     "SessionMachine",
     "check_floor_refusal",
     "check_view_invariants",
@@ -38,6 +42,7 @@ __all__ = [
 ]
 
 _STRATEGIES = ("conversations", "messages", "texts")
+_CONTRACT = ("contract", "_contract_reads", "_contract_support", "_contract_writes")
 
 
 def __getattr__(name: str) -> Any:
@@ -46,6 +51,14 @@ def __getattr__(name: str) -> Any:
         from ctxledger.testing import strategies
 
         return getattr(strategies, name)
+    if name == "EventLogContract":
+        import pytest  # a test extra, like hypothesis: only for the one who asks
+
+        # Before the import: pytest then rewrites the suite's asserts to explain failures.
+        pytest.register_assert_rewrite(*(f"ctxledger.testing.{name}" for name in _CONTRACT))
+        from ctxledger.testing.contract import EventLogContract
+
+        return EventLogContract
     if name == "SessionMachine":
         from ctxledger.testing.machine import SessionMachine
 
