@@ -271,7 +271,11 @@ def shorten_command(command: str, limit: int = 160) -> str:
                 break
     if not rest:
         rest = f" …+{len(lines) - 1} lines"
-    return clip_middle(first, max(limit - len(rest), 40)) + clip(rest, max(limit - len(first), 24))
+    # The tail (a line count, or what follows a heredoc) keeps what the first line leaves, and at
+    # least its start; the first line gets the rest of the limit. Both parts come out of one
+    # budget: sizing each against the other's full length let the sum exceed the limit.
+    tail = clip(rest, max(limit - len(first), min(24, limit // 2)))
+    return clip_middle(first, limit - len(tail)) + tail
 
 
 def fenced_commands(text: str) -> Iterator[str]:
