@@ -21,6 +21,7 @@ def test_the_default_profile_is_derandomized_and_keeps_no_database() -> None:
 @pytest.mark.skipif(SEARCHING, reason="the search profiles draw a fresh seed on purpose")
 def test_two_runs_of_a_property_draw_the_same_examples() -> None:
     """A property run twice in one process sees the same inputs, in the same order."""
+
     def run_once() -> list[tuple[str, int]]:
         seen: list[tuple[str, int]] = []
 
