@@ -19,6 +19,7 @@ Usage: python bench/bench_failover.py [--quick] [--repeat N]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import statistics
@@ -27,6 +28,8 @@ import sys
 import threading
 import time
 from datetime import UTC, datetime
+
+from ctxledger.testing.processes import child_process
 
 SESSION = "agent-1"
 
@@ -114,12 +117,10 @@ def child_reader(dsn: str, count: int) -> None:
 # --- the parent -----------------------------------------------------------------------------------
 
 
-def spawn(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, __file__, "--child", *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
+def spawn(*args: str) -> contextlib.AbstractContextManager[subprocess.Popen[str]]:
+    """A child of this script, killed (if still running), reaped and its pipes closed on exit."""
+    return child_process(
+        [sys.executable, __file__, "--child", *args], stdin=subprocess.PIPE, stderr=None
     )
 
 
@@ -142,9 +143,7 @@ def tell(proc: subprocess.Popen[str], line: str) -> None:
 
 def failover_once(dsn: str, ttl: float) -> float:
     """Kill the serving host mid-run; seconds until the standby's first append returned."""
-    serving = spawn("serve", dsn, str(ttl))
-    standby = spawn("standby", dsn, str(ttl))
-    try:
+    with spawn("serve", dsn, str(ttl)) as serving, spawn("standby", dsn, str(ttl)) as standby:
         expect(serving, "ok")
         expect(standby, "ready")
         time.sleep(0.3)
@@ -154,18 +153,11 @@ def failover_once(dsn: str, ttl: float) -> float:
         appended = float(expect(standby, "appended")[1])
         standby.wait(timeout=60)
         return appended - killed
-    finally:
-        for proc in (serving, standby):
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
 
 
 def graceful_once(dsn: str, ttl: float) -> float:
     """The serving host closes (releasing its lease); seconds until the standby appended."""
-    serving = spawn("graceful", dsn, str(ttl))
-    standby = spawn("standby", dsn, str(ttl))
-    try:
+    with spawn("graceful", dsn, str(ttl)) as serving, spawn("standby", dsn, str(ttl)) as standby:
         expect(serving, "ok")
         expect(standby, "ready")
         tell(serving, "close")
@@ -175,11 +167,6 @@ def graceful_once(dsn: str, ttl: float) -> float:
         appended = float(expect(standby, "appended")[1])
         standby.wait(timeout=60)
         return appended - closing
-    finally:
-        for proc in (serving, standby):
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
 
 
 def tail_lag(dsn: str, writers: int, events: int, rate: float | None) -> dict[str, float]:
@@ -189,34 +176,33 @@ def tail_lag(dsn: str, writers: int, events: int, rate: float | None) -> dict[st
 
     per = events // writers
     total = per * writers
-    reader = spawn("reader", dsn, str(total))
-    expect(reader, "ready")
-    called: dict[int, float] = {}
-    acked: dict[int, float] = {}
-    with PostgresEventLog.open(dsn) as log:
+    with spawn("reader", dsn, str(total)) as reader:
+        expect(reader, "ready")
+        called: dict[int, float] = {}
+        acked: dict[int, float] = {}
+        with PostgresEventLog.open(dsn) as log:
 
-        def write(index: int) -> None:
-            expected = log.last_seq(f"w{index}")
-            gap = writers / rate if rate else 0.0
-            nxt = time.monotonic()
-            for n in range(per):
-                token = index * 1_000_000 + n
-                if gap:
-                    nxt += gap
-                    time.sleep(max(0.0, nxt - time.monotonic()))
-                called[token] = time.time()
-                expected = log.append(
-                    f"w{index}", [UsageReported(prompt_tokens=token)], expected_seq=expected
-                )[0].seq
-                acked[token] = time.time()
+            def write(index: int) -> None:
+                expected = log.last_seq(f"w{index}")
+                gap = writers / rate if rate else 0.0
+                nxt = time.monotonic()
+                for n in range(per):
+                    token = index * 1_000_000 + n
+                    if gap:
+                        nxt += gap
+                        time.sleep(max(0.0, nxt - time.monotonic()))
+                    called[token] = time.time()
+                    expected = log.append(
+                        f"w{index}", [UsageReported(prompt_tokens=token)], expected_seq=expected
+                    )[0].seq
+                    acked[token] = time.time()
 
-        threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    assert reader.stdout is not None
-    out, _ = reader.communicate(timeout=120)
+            threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        out, _ = reader.communicate(timeout=120)
     seen = {int(a): float(b) for a, b in (line.split() for line in out.splitlines() if line)}
     after_ack = sorted((seen[t] - acked[t]) * 1000 for t in acked)
     after_call = sorted((seen[t] - called[t]) * 1000 for t in called)

@@ -27,6 +27,7 @@ from ctxledger.replay import find_damage, salvage, verify
 from ctxledger.storage import LmdbEventLog, RecordedEvent
 from ctxledger.storage import protocol as storage_protocol
 from ctxledger.storage._layout import pack_pair, unpack_stamp
+from ctxledger.testing.processes import child_process
 
 CONFIG = Config(context_window=6000, compression_threshold=0.8, min_retain_rounds=2)
 
@@ -309,22 +310,24 @@ def run_on_a_terminal(*args: str | os.PathLike[str]) -> tuple[int, str]:
     wrote there."""
     main, child = pty.openpty()
     command = [sys.executable, "-m", "ctxledger", *map(str, args)]
-    with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=child) as process:
-        os.close(child)
-        chunks = []
-        while True:
-            ready, _, _ = select.select([main], [], [], 60)
-            if not ready:
-                break
-            try:
-                data = os.read(main, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not data:
-                break
-            chunks.append(data)
-        status = process.wait(timeout=60)
-    os.close(main)
+    try:
+        with child_process(command, stdout=subprocess.DEVNULL, stderr=child) as process:
+            os.close(child)
+            chunks = []
+            while True:
+                ready, _, _ = select.select([main], [], [], 60)
+                if not ready:
+                    break
+                try:
+                    data = os.read(main, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+            status = process.wait(timeout=60)
+    finally:
+        os.close(main)
     return status, b"".join(chunks).decode(errors="replace")
 
 

@@ -271,11 +271,12 @@ def shorten_command(command: str, limit: int = 160) -> str:
                 break
     if not rest:
         rest = f" …+{len(lines) - 1} lines"
-    # The tail (a line count, or what follows a heredoc) keeps what the first line leaves, and at
-    # least its start; the first line gets the rest of the limit. Both parts come out of one
-    # budget: sizing each against the other's full length let the sum exceed the limit.
-    tail = clip(rest, max(limit - len(first), min(24, limit // 2)))
-    return clip_middle(first, limit - len(tail)) + tail
+    # The first line keeps at least 40 characters and the tail (a line count, or what follows a
+    # heredoc) at least its first 24, as long as the limit has room for both: each part was
+    # sized against the other's full length, so a short first line and its tail could together
+    # exceed the limit by a few characters.
+    tail = clip(rest, max(limit - len(first), min(24, limit)))
+    return clip_middle(first, min(max(limit - len(rest), 40), limit - len(tail))) + tail
 
 
 def fenced_commands(text: str) -> Iterator[str]:
