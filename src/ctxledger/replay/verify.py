@@ -1,6 +1,12 @@
 """Checking a log: :func:`verify` re-derives every served view and checkpoint and compares.
 
-It reports, never repairs: the log is opened read-only.
+It reports, never repairs: the log is opened read-only. A salvaged log (``ctxledger salvage``)
+holds a ``RecordLost`` where a damaged record was: verify lists each one, and a check that the
+loss makes impossible (a view that showed the lost message, anything after a lost record that
+held no message) is listed with it instead of failing, since the log no longer holds what was
+served. The session's stored snapshots are checked too: a damaged one is reported (the host
+skips it and folds the events instead), as is one that does not restore the fold it was taken
+from.
 """
 
 from __future__ import annotations
@@ -9,22 +15,32 @@ from collections.abc import Callable
 
 import msgspec
 
-from ctxledger.domain import CharTokenizer, SessionState, Tokenizer, build_view, remask_of
+from ctxledger.domain import (
+    SNAPSHOT_VERSION,
+    CharTokenizer,
+    ModelView,
+    SessionState,
+    Tokenizer,
+    build_view,
+    remask_of,
+)
 from ctxledger.errors import CtxLedgerError, EventDecodeError, UnknownSessionError
 from ctxledger.events import (
     CheckpointCreated,
-    MessageAppended,
+    Event,
+    RecordLost,
     SessionForked,
     SessionOpened,
-    ToolResultSynthesized,
     ViewServed,
+    carried_message,
 )
+from ctxledger.messages import Message
 from ctxledger.replay.damage import read_until_damage
 from ctxledger.replay.rebuild import LogSource, open_log
-from ctxledger.runtime.loading import fold_session
+from ctxledger.runtime.loading import fold_session, read_checkpoints, read_messages
 from ctxledger.storage import EventLog
 
-__all__ = ["Mismatch", "VerifyReport", "verify"]
+__all__ = ["Mismatch", "SessionCheck", "VerifyReport", "verify"]
 
 
 class Mismatch(msgspec.Struct, frozen=True, kw_only=True):
@@ -36,8 +52,9 @@ class Mismatch(msgspec.Struct, frozen=True, kw_only=True):
         kind: ``view_hash``, ``remask`` (a view's recorded re-mask, ``ViewServed.remask``, is
             not the one replay derives), ``checkpoint``, ``seq_gap``, ``message_seq``,
             ``tool_pairing``, ``corrupt`` (a record that cannot be read, at its exact seq; for a
-            fork whose parent is damaged before the fork point, at its ``SessionForked`` event)
-            or ``structure``.
+            fork whose parent is damaged before the fork point, at its ``SessionForked`` event),
+            ``snapshot`` (a stored snapshot that is damaged or does not restore the fold it was
+            taken after), ``structure``, or in :attr:`VerifyReport.lost` ``record_lost``.
         expected: What the log records (for ``view_hash``: the recorded hash).
         actual: What replay derives (for ``view_hash``: the rebuilt hash).
         detail: A sentence for people.
@@ -61,6 +78,9 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
         views_checked: Served views rebuilt and compared.
         checkpoints_checked: Checkpoint boundaries checked.
         mismatches: Everything that did not match.
+        lost: What a salvaged log says it lost: each ``RecordLost`` (kind ``record_lost``),
+            and each check it made impossible (its kind, saying why). Not mismatches.
+        snapshots_checked: Stored snapshots read and compared with the fold.
     """
 
     ok: bool
@@ -69,14 +89,243 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     views_checked: int
     checkpoints_checked: int
     mismatches: list[Mismatch]
+    lost: list[Mismatch] = []
+    snapshots_checked: int = 0
 
 
-class _Counts:
-    def __init__(self) -> None:
-        self.events = 0
-        self.views = 0
-        self.checkpoints = 0
+#: Folds a fork's parent through an event seq; returns the state and the parent prefix's
+#: losses (message seqs of stand-ins; the first lost record without a message, if any).
+ForkFold = Callable[[str, int], tuple[SessionState, set[int], int | None]]
+
+
+class SessionCheck:
+    """The checks of one session, fed its events in order (``verify`` and ``salvage`` share it).
+
+    Args:
+        session_id: The session.
+        tokenizer: The tokenizer the host used.
+        fork_fold: Folds a fork's parent through the fork point.
+    """
+
+    def __init__(self, session_id: str, tokenizer: Tokenizer, fork_fold: ForkFold) -> None:
+        self.session_id = session_id
+        self.tokenizer = tokenizer
+        self.fork_fold = fork_fold
+        self.state: SessionState | None = None
+        self.opened: SessionOpened | None = None
+        self.previous = 0
+        self.events = self.views = self.checkpoints = 0
         self.mismatches: list[Mismatch] = []
+        self.lost: list[Mismatch] = []
+        self.lost_messages: set[int] = set()
+        self.lost_event: int | None = None  # the first lost record that held no message
+
+    def report(
+        self, seq: int, kind: str, detail: str, expected: str = "", actual: str = ""
+    ) -> None:
+        """Record a mismatch."""
+        self.mismatches.append(
+            Mismatch(
+                session=self.session_id,
+                seq=seq,
+                kind=kind,
+                expected=expected,
+                actual=actual,
+                detail=detail,
+            )
+        )
+
+    def feed(self, seq: int, event: Event) -> bool:
+        """Check one event and fold it; False once the fold cannot go on."""
+        self.events += 1
+        if seq != self.previous + 1:
+            self.report(seq, "seq_gap", f"events {self.previous + 1}..{seq - 1} are missing")
+        self.previous = seq
+        state = self.state
+        if state is None:
+            if not isinstance(event, SessionOpened):
+                self.report(seq, "structure", "the log does not start with SessionOpened")
+                return False
+            self.opened, state = event, SessionState.new(self.session_id, event.config)
+            self.state = state
+        elif isinstance(event, SessionForked):
+            assert self.opened is not None
+            try:
+                state, lost, lost_event = self.fork_fold(event.parent_id, event.parent_event_seq)
+            except EventDecodeError as exc:
+                self.report(
+                    seq,
+                    "corrupt",
+                    f"parent {event.parent_id!r} is damaged before the fork point "
+                    f"(event {event.parent_event_seq}): {exc}",
+                )
+                return False
+            state.rebase(self.session_id, self.opened.config)
+            self.state = state
+            self.lost_messages |= lost
+            self.lost_event = self.lost_event or lost_event
+        elif isinstance(event, RecordLost):
+            self._note_loss(seq, event)
+        elif isinstance(event, CheckpointCreated):
+            self.checkpoints += 1
+            self._check_checkpoint(state, event, seq)
+        elif isinstance(event, ViewServed):
+            self.views += 1
+            self._check_view(state, event, seq)
+        message = carried_message(event)
+        if message is not None:
+            self._check_message(state, message, seq)
+        try:
+            state.apply(event)
+        except CtxLedgerError as exc:
+            # The fold cannot go on past an impossible event; what made it so is reported.
+            if not self.mismatches or self.mismatches[-1].seq != seq:
+                self.report(seq, "structure", f"event cannot be folded: {exc}")
+            return False
+        return True
+
+    def _note_loss(self, seq: int, event: RecordLost) -> None:
+        message = event.message
+        if message is not None and message.seq is not None:
+            self.lost_messages.add(message.seq)
+            what = f"message {message.seq} ({message.role}) was lost"
+        else:
+            self.lost_event = self.lost_event or seq
+            kind = f"a {event.lost_type} record" if event.lost_type else "a record"
+            what = f"{kind} that held no message was lost"
+        self.lost.append(
+            Mismatch(
+                session=self.session_id,
+                seq=seq,
+                kind="record_lost",
+                detail=f"{what} ({event.reason}): {event.detail}",
+            )
+        )
+
+    def _excuse(self, seq: int, kind: str, detail: str, shown: tuple[Message, ...] = ()) -> bool:
+        """List a failed check with the losses (and return True) when a loss explains it."""
+        lost = sorted(m.seq for m in shown if m.seq in self.lost_messages)
+        if lost:
+            why = f"it shows lost message {lost[0]}"
+        elif self.lost_event is not None:
+            why = f"a record before it was lost (event {self.lost_event})"
+        else:
+            return False
+        self.lost.append(
+            Mismatch(
+                session=self.session_id,
+                seq=seq,
+                kind=kind,
+                detail=f"{detail}: not comparable, {why}",
+            )
+        )
+        return True
+
+    def _check_view(self, state: SessionState, event: ViewServed, seq: int) -> None:
+        view = build_view(state, tokenizer=self.tokenizer)
+        if view.view_hash != event.view_hash or view.through_seq != event.through_seq:
+            detail = f"the view served at message seq {event.through_seq} does not rebuild"
+            if not self._excuse(seq, "view_hash", detail, view.messages):
+                self.report(
+                    seq, "view_hash", detail, expected=event.view_hash, actual=view.view_hash
+                )
+        elif event.remask is not None:
+            # Logs written before the field existed record None: nothing to compare.
+            remask = remask_of(state, view, tokenizer=self.tokenizer)
+            if remask != event.remask:
+                detail = (
+                    f"the re-mask recorded with the view at message seq {event.through_seq} "
+                    "does not rebuild"
+                )
+                if not self._excuse(seq, "remask", detail, view.messages):
+                    self.report(
+                        seq, "remask", detail, expected=repr(event.remask), actual=repr(remask)
+                    )
+
+    def _check_message(self, state: SessionState, message: Message, seq: int) -> None:
+        if message.seq != state.last_seq + 1:
+            self.report(seq, "message_seq", f"message seq {message.seq} follows {state.last_seq}")
+        if message.role == "tool" and message.tool_call_id not in state.open_tool_calls():
+            self.report(
+                seq,
+                "tool_pairing",
+                f"tool result {message.tool_call_id!r} answers no open call",
+            )
+
+    def _check_checkpoint(self, state: SessionState, event: CheckpointCreated, seq: int) -> None:
+        checkpoint = event.checkpoint
+        active = state.active_checkpoint
+        problems = []
+        if checkpoint.previous_checkpoint_id != (active.id if active else None):
+            problems.append(f"checkpoint {checkpoint.id} does not extend the active one")
+        if not checkpoint.covers_through_seq < checkpoint.retain_from_seq <= state.last_seq + 1:
+            problems.append(f"checkpoint {checkpoint.id} has an impossible range")
+        else:
+            if active is not None and checkpoint.retain_from_seq <= active.retain_from_seq:
+                problems.append(f"checkpoint {checkpoint.id} does not cut after the previous one")
+            problems += _split_calls(state, checkpoint.id, checkpoint.retain_from_seq)
+        for problem in problems:
+            if not self._excuse(seq, "checkpoint", problem):
+                self.report(seq, "checkpoint", problem)
+
+    def check_snapshot(self, log: EventLog, seq: int) -> bool:
+        """Compare the stored snapshot taken after event ``seq`` with the fold (now at ``seq``).
+
+        Returns whether a snapshot was compared (one of another version is skipped: the host
+        ignores it as well).
+        """
+        assert self.state is not None
+        found = log.load_snapshot(self.session_id, seq)
+        if found is None or found[0] != seq:
+            self.report(seq, "snapshot", f"the snapshot taken after event {seq} is damaged")
+            return True
+        data = found[1]
+        try:
+            version = _version.decode(data).version
+        except (msgspec.DecodeError, ValueError):
+            version = SNAPSHOT_VERSION  # undecodable: reported below
+        if version != SNAPSHOT_VERSION:
+            return False
+        try:
+            restored = SessionState.from_snapshot(
+                data,
+                lambda first, last: read_messages(log, self.session_id, first, last),
+                lambda: read_checkpoints(log, self.session_id, seq),
+            )
+        except EventDecodeError as exc:
+            self.report(seq, "snapshot", f"the snapshot taken after event {seq}: {exc}")
+            return True
+        mine, theirs = self._view(self.state), self._view(restored)
+        if (restored.last_seq, theirs.view_hash) != (self.state.last_seq, mine.view_hash):
+            self.report(
+                seq,
+                "snapshot",
+                f"the snapshot taken after event {seq} does not restore the fold",
+                expected=mine.view_hash,
+                actual=theirs.view_hash,
+            )
+        return True
+
+    def _view(self, state: SessionState) -> ModelView:
+        return build_view(state, tokenizer=self.tokenizer)
+
+
+class _SnapshotVersion(msgspec.Struct):
+    version: int = 0
+
+
+_version = msgspec.msgpack.Decoder(_SnapshotVersion)
+
+
+def _split_calls(state: SessionState, checkpoint_id: str, retain_from: int) -> list[str]:
+    calls: set[str] = set()
+    for message in state.history[retain_from - 1 :]:
+        calls.update(call.id for call in message.tool_calls)
+        if message.role == "tool" and message.tool_call_id not in calls:
+            return [
+                f"checkpoint {checkpoint_id} splits tool result seq {message.seq} from its call"
+            ]
+    return []
 
 
 def verify(
@@ -89,10 +338,11 @@ def verify(
     """Verify one session, or every session of a log.
 
     Checks record checksums, event and message seq density, tool-call pairing, every checkpoint
-    boundary (never splitting a tool call, extending the checkpoint that was active) and every
-    served view (the rebuilt ``view_hash`` must equal the recorded one). Each session's events
-    before its first problem are all checked, so the earliest mismatch of a session marks where
-    what still verifies ends (what ``salvage`` keeps).
+    boundary (never splitting a tool call, extending the checkpoint that was active), every
+    served view (the rebuilt ``view_hash`` must equal the recorded one) and every stored
+    snapshot (intact, and restoring the fold at its event). Each session's events before its
+    first problem are all checked, so the earliest mismatch of a session marks where what still
+    verifies ends. What a salvaged log lost is listed in :attr:`VerifyReport.lost`.
 
     Args:
         source: An LMDB folder (opened read-only) or an open event log.
@@ -103,8 +353,9 @@ def verify(
     Raises:
         UnknownSessionError: ``session_id`` is not in the log.
     """
-    counts = _Counts()
     tokenizer = tokenizer or CharTokenizer()
+    checks: list[SessionCheck] = []
+    snapshots = 0
     with open_log(source) as log:
         sessions = log.sessions() if session_id is None else [session_id]
         if session_id is not None and log.last_seq(session_id) == 0:
@@ -112,121 +363,68 @@ def verify(
         for sid in sessions:
             if progress is not None:
                 progress(sid)
-            _verify_session(log, sid, tokenizer, counts)
+            check = SessionCheck(sid, tokenizer, lambda pid, at: fold_with_losses(log, pid, at))
+            snapshots += _verify_session(log, check)
+            checks.append(check)
+    mismatches = [m for check in checks for m in check.mismatches]
     return VerifyReport(
-        ok=not counts.mismatches,
+        ok=not mismatches,
         sessions=len(sessions),
-        events=counts.events,
-        views_checked=counts.views,
-        checkpoints_checked=counts.checkpoints,
-        mismatches=counts.mismatches,
+        events=sum(check.events for check in checks),
+        views_checked=sum(check.views for check in checks),
+        checkpoints_checked=sum(check.checkpoints for check in checks),
+        mismatches=mismatches,
+        lost=[m for check in checks for m in check.lost],
+        snapshots_checked=snapshots,
     )
 
 
-def _verify_session(log: EventLog, sid: str, tokenizer: Tokenizer, counts: _Counts) -> None:
-    def report(seq: int, kind: str, detail: str, expected: str = "", actual: str = "") -> None:
-        counts.mismatches.append(
-            Mismatch(
-                session=sid, seq=seq, kind=kind, expected=expected, actual=actual, detail=detail
-            )
-        )
-
-    state: SessionState | None = None
-    opened: SessionOpened | None = None
-    previous = 0
+def _verify_session(log: EventLog, check: SessionCheck) -> int:
+    """Feed the session's readable events to ``check``; return the snapshots compared."""
     try:
-        for seq, event in read_until_damage(log, sid):
-            counts.events += 1
-            if seq != previous + 1:
-                report(seq, "seq_gap", f"events {previous + 1}..{seq - 1} are missing")
-            previous = seq
-            if state is None:
-                if not isinstance(event, SessionOpened):
-                    report(seq, "structure", "the log does not start with SessionOpened")
-                    return
-                opened, state = event, SessionState.new(sid, event.config)
-            elif isinstance(event, SessionForked):
-                assert opened is not None
-                try:
-                    state, _ = fold_session(
-                        log,
-                        event.parent_id,
-                        through_event_seq=event.parent_event_seq,
-                        use_snapshots=False,
-                    )
-                except EventDecodeError as exc:
-                    report(
-                        seq,
-                        "corrupt",
-                        f"parent {event.parent_id!r} is damaged before the fork point "
-                        f"(event {event.parent_event_seq}): {exc}",
-                    )
-                    return
-                state.rebase(sid, opened.config)
-            elif isinstance(event, MessageAppended | ToolResultSynthesized):
-                _check_message(state, event.message, seq, report)
-            elif isinstance(event, CheckpointCreated):
-                counts.checkpoints += 1
-                _check_checkpoint(state, event, seq, report)
-            elif isinstance(event, ViewServed):
-                counts.views += 1
-                view = build_view(state, tokenizer=tokenizer)
-                if view.view_hash != event.view_hash or view.through_seq != event.through_seq:
-                    report(
-                        seq,
-                        "view_hash",
-                        f"the view served at message seq {event.through_seq} does not rebuild",
-                        expected=event.view_hash,
-                        actual=view.view_hash,
-                    )
-                elif event.remask is not None:
-                    # Logs written before the field existed record None: nothing to compare.
-                    remask = remask_of(state, view, tokenizer=tokenizer)
-                    if remask != event.remask:
-                        report(
-                            seq,
-                            "remask",
-                            f"the re-mask recorded with the view at message seq "
-                            f"{event.through_seq} does not rebuild",
-                            expected=repr(event.remask),
-                            actual=repr(remask),
-                        )
-            try:
-                state.apply(event)
-            except CtxLedgerError as exc:
-                # The fold cannot go on past an impossible event; what made it so is reported.
-                if not counts.mismatches or counts.mismatches[-1].seq != seq:
-                    report(seq, "structure", f"event cannot be folded: {exc}")
-                return
+        pending = set(log.snapshot_seqs(check.session_id))
+    except CtxLedgerError:
+        pending = set()
+    compared = 0
+    try:
+        for seq, event in read_until_damage(log, check.session_id):
+            if not check.feed(seq, event):
+                return compared
+            if seq in pending:
+                pending.discard(seq)
+                compared += check.check_snapshot(log, seq)
     except EventDecodeError as exc:
-        report(getattr(exc, "seq", None) or previous + 1, "corrupt", str(exc))
+        check.report(getattr(exc, "seq", None) or check.previous + 1, "corrupt", str(exc))
+    return compared
 
 
-def _check_message(state: SessionState, message, seq: int, report) -> None:  # type: ignore[no-untyped-def]
-    if message.seq != state.last_seq + 1:
-        report(seq, "message_seq", f"message seq {message.seq} follows {state.last_seq}")
-    if message.role == "tool" and message.tool_call_id not in state.open_tool_calls():
-        report(seq, "tool_pairing", f"tool result {message.tool_call_id!r} answers no open call")
+def fold_with_losses(
+    log: EventLog, session_id: str, through: int
+) -> tuple[SessionState, set[int], int | None]:
+    """Fold a session through event ``through``; also return what its salvage lost there.
+
+    Returns:
+        The state, the seqs of the lost messages it holds (its fork ancestry's included) and
+        the first lost record that held no message (None if none).
+
+    Raises:
+        EventDecodeError: A record up to ``through`` cannot be read.
+    """
+    state, _ = fold_session(log, session_id, through_event_seq=through, use_snapshots=False)
+    return (state, *_losses(log, session_id, through))
 
 
-def _check_checkpoint(state: SessionState, event: CheckpointCreated, seq: int, report) -> None:  # type: ignore[no-untyped-def]
-    checkpoint = event.checkpoint
-    active = state.active_checkpoint
-    if checkpoint.previous_checkpoint_id != (active.id if active else None):
-        report(seq, "checkpoint", f"checkpoint {checkpoint.id} does not extend the active one")
-    if not checkpoint.covers_through_seq < checkpoint.retain_from_seq <= state.last_seq + 1:
-        report(seq, "checkpoint", f"checkpoint {checkpoint.id} has an impossible range")
-        return
-    if active is not None and checkpoint.retain_from_seq <= active.retain_from_seq:
-        report(seq, "checkpoint", f"checkpoint {checkpoint.id} does not cut after the previous one")
-    calls: dict[str, int] = {}
-    for message in state.history[checkpoint.retain_from_seq - 1 :]:
-        for call in message.tool_calls:
-            calls[call.id] = message.seq or 0
-        if message.role == "tool" and message.tool_call_id not in calls:
-            report(
-                seq,
-                "checkpoint",
-                f"checkpoint {checkpoint.id} splits tool result seq {message.seq} from its call",
-            )
-            return
+def _losses(log: EventLog, session_id: str, through: int) -> tuple[set[int], int | None]:
+    messages: set[int] = set()
+    first_event: int | None = None
+    for seq, event in read_until_damage(log, session_id, 1, through):
+        if isinstance(event, SessionForked):
+            inherited, earlier = _losses(log, event.parent_id, event.parent_event_seq)
+            messages |= inherited
+            first_event = first_event or earlier
+        elif isinstance(event, RecordLost):
+            if event.message is not None and event.message.seq is not None:
+                messages.add(event.message.seq)
+            else:
+                first_event = first_event or seq
+    return messages, first_event
