@@ -166,6 +166,7 @@ class _Copy:
         self.walk = SessionWalk(log, session_id, self._fork_base)
         self.batch: list[WalkedRecord] = []
         self.written = 0
+        self.inherits_losses = False  # a fork built on a parent prefix that lost records
 
     def run(self) -> SessionSalvage:
         sid = self.session_id
@@ -228,7 +229,9 @@ class _Copy:
                 f"fork of {parent_id!r} at event {through}, which the copy of {parent_id!r} "
                 "does not reach"
             )
-        return fold_with_losses(self.copy, parent_id, through)
+        state, lost, lost_event = fold_with_losses(self.copy, parent_id, through)
+        self.inherits_losses = bool(lost) or lost_event is not None
+        return state, lost, lost_event
 
     def _add(self, record: WalkedRecord) -> None:
         if self.batch:
@@ -256,7 +259,10 @@ class _Copy:
         self.batch = []
 
     def _copy_snapshot(self, replaced: tuple[Replaced, ...], cut_at: int | None) -> None:
-        """The newest snapshot before the first change: later ones hold what was lost."""
+        """The newest snapshot before the first change: later ones hold what was lost (a
+        fork's snapshots hold its parent's prefix, so none when that prefix lost records)."""
+        if self.inherits_losses:
+            return
         changed = min([r.seq for r in replaced] + ([cut_at] if cut_at else []), default=None)
         bound = self.written if changed is None else changed - 1
         snapshot = self.log.load_snapshot(self.session_id, bound) if bound else None

@@ -16,6 +16,7 @@ suggest. Its content says what was lost and its metadata is ``{"lost": "damaged"
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Callable, Iterator
 
@@ -24,10 +25,16 @@ import msgspec
 from ctxledger.domain import SessionState
 from ctxledger.errors import CtxLedgerError
 from ctxledger.events import (
+    CheckpointCreated,
+    CompactionStarted,
     Event,
+    HistoryCleared,
+    MessagePinned,
+    MessageRetracted,
     RecordLost,
     SessionForked,
     SessionOpened,
+    SummaryPrepared,
     UsageReported,
     ViewServed,
     carried_message,
@@ -264,8 +271,7 @@ class SessionWalk:
             if message is not None and message.seq is not None:
                 needed = max(needed, message.seq - 1 - last)
                 break
-            if isinstance(event, ViewServed | UsageReported) and event.through_seq:
-                needed = max(needed, event.through_seq - last)
+            needed = max(needed, _proves(event) - last)
         if needed <= 0:
             return False
         # A view served before the next damaged record that shows no new message says this one
@@ -305,7 +311,10 @@ class SessionWalk:
         ]
         orphans = [m for m in results if m.tool_call_id not in open_calls]
         if orphans:
-            lost_results = max(0, self._damaged_before_message(window) - 1)
+            # Lost messages between it and the results, or between two of its results, can only
+            # be results of its calls too: make a call for each, so their stand-ins answer it.
+            seqs = [state.last_seq + 1, *(m.seq or 0 for m in results)]
+            lost_results = sum(later - earlier - 1 for earlier, later in itertools.pairwise(seqs))
             calls = [ToolCall(m.tool_call_id or "", m.name or "unknown", "{}") for m in orphans]
             calls += [
                 ToolCall(f"lost-{self.session_id}-{entry.seq}-{n}", "unknown", "{}")
@@ -359,3 +368,19 @@ def walk_session(log: EventLog, session_id: str, through: int | None = None) -> 
     for _ in walk.records():
         pass
     return walk
+
+
+def _proves(event: Event) -> int:
+    """The newest message seq that ``event`` shows existed when it was recorded (0: none)."""
+    if isinstance(event, ViewServed | UsageReported):
+        return event.through_seq
+    if isinstance(event, CompactionStarted | SummaryPrepared):
+        return max(event.covers_through_seq, event.retain_from_seq - 1)
+    if isinstance(event, CheckpointCreated):
+        checkpoint = event.checkpoint
+        return max(checkpoint.covers_through_seq, checkpoint.retain_from_seq - 1)
+    if isinstance(event, MessagePinned | MessageRetracted):
+        return event.seq
+    if isinstance(event, HistoryCleared):
+        return event.through_seq
+    return 0

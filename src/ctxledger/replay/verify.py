@@ -2,11 +2,11 @@
 
 It reports, never repairs: the log is opened read-only. A salvaged log (``ctxledger salvage``)
 holds a ``RecordLost`` where a damaged record was: verify lists each one, and a check that the
-loss makes impossible (a view that showed the lost message, anything after a lost record that
-held no message) is listed with it instead of failing, since the log no longer holds what was
-served. The session's stored snapshots are checked too: a damaged one is reported (the host
-skips it and folds the events instead), as is one that does not restore the fold it was taken
-from.
+loss makes impossible (a view built over the lost message, anything after a lost record that
+held no message) is listed with it instead of failing, since the log no longer holds what the
+view was made of. The session's stored snapshots are checked too: a damaged one is reported
+(the host skips it and folds the events instead), as is one that does not restore the fold it
+was taken from.
 """
 
 from __future__ import annotations
@@ -202,11 +202,17 @@ class SessionCheck:
             )
         )
 
-    def _excuse(self, seq: int, kind: str, detail: str, shown: tuple[Message, ...] = ()) -> bool:
-        """List a failed check with the losses (and return True) when a loss explains it."""
-        lost = sorted(m.seq for m in shown if m.seq in self.lost_messages)
+    def _excuse(self, seq: int, kind: str, detail: str, through: int) -> bool:
+        """List a failed check with the losses (and return True) when a loss explains it.
+
+        A check over history through message ``through`` depends on every message up to it: a
+        view shows some raw, masks others by their size and lists facts of the ones its
+        summary covers. So a lost message at or before ``through`` explains it, as does any
+        earlier lost record that held no message (what it was is unknown).
+        """
+        lost = [m for m in self.lost_messages if m <= through]
         if lost:
-            why = f"it shows lost message {lost[0]}"
+            why = f"it was built over lost message {min(lost)}"
         elif self.lost_event is not None:
             why = f"a record before it was lost (event {self.lost_event})"
         else:
@@ -225,7 +231,7 @@ class SessionCheck:
         view = build_view(state, tokenizer=self.tokenizer)
         if view.view_hash != event.view_hash or view.through_seq != event.through_seq:
             detail = f"the view served at message seq {event.through_seq} does not rebuild"
-            if not self._excuse(seq, "view_hash", detail, view.messages):
+            if not self._excuse(seq, "view_hash", detail, event.through_seq):
                 self.report(
                     seq, "view_hash", detail, expected=event.view_hash, actual=view.view_hash
                 )
@@ -237,7 +243,7 @@ class SessionCheck:
                     f"the re-mask recorded with the view at message seq {event.through_seq} "
                     "does not rebuild"
                 )
-                if not self._excuse(seq, "remask", detail, view.messages):
+                if not self._excuse(seq, "remask", detail, event.through_seq):
                     self.report(
                         seq, "remask", detail, expected=repr(event.remask), actual=repr(remask)
                     )
@@ -265,7 +271,7 @@ class SessionCheck:
                 problems.append(f"checkpoint {checkpoint.id} does not cut after the previous one")
             problems += _split_calls(state, checkpoint.id, checkpoint.retain_from_seq)
         for problem in problems:
-            if not self._excuse(seq, "checkpoint", problem):
+            if not self._excuse(seq, "checkpoint", problem, state.last_seq):
                 self.report(seq, "checkpoint", problem)
 
     def check_snapshot(self, log: EventLog, seq: int) -> bool:
