@@ -305,6 +305,45 @@ def test_stats_of_a_whole_log_reports_no_damage(pristine: tuple[Path, int]) -> N
     assert result.exit_code == 0 and "damaged sessions   none" in result.stdout
 
 
+def test_show_prints_what_is_readable_of_a_damaged_session(damaged: tuple[Path, int]) -> None:
+    """Every message but the lost one, which is marked; then one error line naming the event
+    seq and the message before it; exit 1."""
+    db, bad = damaged
+    result = run("show", "s2", "--db", db)
+    assert_one_line_error(
+        result, "corrupt record", "'s2'", f"event seq {bad}", "(after message 23)"
+    )
+    shown = [line.split()[0] for line in result.stdout.splitlines()]
+    assert shown == [f"#{seq}" for seq in range(1, 37)]  # before and after the damage
+    (lost,) = [line for line in result.stdout.splitlines() if line.startswith("#24 ")]
+    assert "tool bash lost" in lost and "could not be read" in lost
+    assert "'ctxledger salvage'" in result.stderr
+
+
+def test_show_events_lists_the_damaged_record_among_the_others(
+    damaged: tuple[Path, int],
+) -> None:
+    """--events: the records around it as usual, the damaged one named where it is."""
+    db, bad = damaged
+    result = run("show", "s2", "--db", db, "--events", "--from", str(bad - 2), "--limit", "5")
+    assert result.exit_code == 1
+    rows = result.stdout.splitlines()
+    assert [int(row.split()[0]) for row in rows] == list(range(bad - 2, bad + 3))
+    assert "(damaged)" in rows[2] and "checksum" in rows[2]
+    assert "message_appended" in rows[3]
+    assert f"event seq {bad}" in result.stderr
+
+
+def test_show_of_a_fork_damaged_through_its_parent(damaged: tuple[Path, int]) -> None:
+    """The late fork shows its parent's prefix (with the lost message marked) and its own."""
+    db, bad = damaged
+    result = run("show", "late", "--db", db)
+    assert result.exit_code == 1
+    shown = [line.split()[0] for line in result.stdout.splitlines()]
+    assert shown == [f"#{seq}" for seq in range(1, 43)]
+    assert f"'s2' event seq {bad} (after message 23)" in result.stderr
+
+
 def test_salvage_verb_reports_per_session_and_exits_one(
     damaged: tuple[Path, int], tmp_path: Path
 ) -> None:
