@@ -14,10 +14,9 @@ SLEEPER = [sys.executable, "-c", "import time; print('up', flush=True); time.sle
 
 def test_a_block_that_raises_still_kills_reaps_and_closes() -> None:
     """The child is killed with SIGKILL, reaped, and every pipe is closed."""
-    with pytest.raises(RuntimeError, match="the test failed"):
-        with child_process(SLEEPER) as proc:
-            assert proc.stdout is not None and proc.stdout.readline() == "up\n"
-            raise RuntimeError("the test failed")
+    with pytest.raises(RuntimeError, match="the test failed"), child_process(SLEEPER) as proc:
+        assert proc.stdout is not None and proc.stdout.readline() == "up\n"
+        raise RuntimeError("the test failed")
     assert proc.returncode == -signal.SIGKILL
     assert proc.stdout is not None and proc.stdout.closed
     assert proc.stderr is not None and proc.stderr.closed
