@@ -15,7 +15,7 @@ from pathlib import Path
 
 import lmdb
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxledger import Config, Host, Message, ToolCall
@@ -122,7 +122,6 @@ def test_the_pristine_log_has_every_kind_of_record(pristine: Path) -> None:
     assert verify(pristine).ok
 
 
-@settings(max_examples=30)
 @given(data=st.data())
 def test_salvage_loses_only_the_damaged_records(
     pristine: Path, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
