@@ -26,7 +26,7 @@ from ctxledger.events import (
     ToolResultSynthesized,
     carried_message,
 )
-from ctxledger.replay import salvage, verify
+from ctxledger.replay import rebuild, salvage, verify, view_at, what_if
 from ctxledger.storage import LmdbEventLog
 from ctxledger.storage._layout import pack_pair, unpack_stamp
 from ctxledger.testing import check_view_invariants, digest_summarizer
@@ -362,3 +362,34 @@ def test_verify_reports_a_damaged_snapshot(pristine: Path, tmp_path: Path) -> No
     assert "damaged" in report.mismatches[0].detail
     with Host.open(db, config=CONFIG) as host:  # the host folds around it
         assert len(host.session("main").history()) > 0
+
+
+def test_a_salvaged_log_replays_like_any_other(pristine: Path, tmp_path: Path) -> None:
+    """Time travel, what-if and the timeline fold a stand-in as the message it stands for."""
+    with LmdbEventLog.open(pristine, readonly=True) as log:
+        records = log.read("side")
+    (target,) = [
+        r.seq for r in records if (m := carried_message(r.event)) and m.tool_call_id == "side-2-0"
+    ]
+    db = Path(shutil.copytree(pristine, tmp_path / "db"))
+    damage(db, "side", [target])
+    salvage(db, tmp_path / "out")
+    lost_seq = carried_message(next(r.event for r in records if r.seq == target))
+    assert lost_seq is not None and lost_seq.seq is not None
+    shown = view_at(tmp_path / "out", "side", lost_seq.seq)
+    assert any(m.metadata.get("lost") for m in shown.messages)
+    report = what_if(tmp_path / "out", "side", CONFIG.replace(compression_threshold=0.5))
+    assert report.steps and report.steps[-1].through_seq == len(
+        rebuild(tmp_path / "out", "side").history
+    )
+    assert session_timeline_of(tmp_path / "out", "side").messages == len(
+        rebuild(tmp_path / "out", "side").history
+    )
+
+
+def session_timeline_of(db: Path, session_id: str):  # type: ignore[no-untyped-def]
+    """The timeline `ctxledger plot` draws."""
+    from ctxledger.tooling.timeline import session_timeline
+
+    with LmdbEventLog.open(db, readonly=True) as log:
+        return session_timeline(log, session_id)

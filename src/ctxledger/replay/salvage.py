@@ -32,9 +32,9 @@ import msgspec
 from ctxledger.domain import CharTokenizer, SessionState, Tokenizer
 from ctxledger.errors import CtxLedgerError, InvalidSessionIdError
 from ctxledger.events import ToolResultSynthesized
+from ctxledger.replay.checks import SessionCheck, fold_with_losses
 from ctxledger.replay.rebuild import LogSource, open_log
 from ctxledger.replay.standins import Replaced, SessionWalk, Unsalvageable, WalkedRecord
-from ctxledger.replay.verify import SessionCheck, fold_with_losses
 from ctxledger.storage import EventLog, LmdbEventLog, check_session_id
 
 __all__ = ["Replaced", "SalvageReport", "SessionSalvage", "salvage"]
