@@ -20,14 +20,16 @@ from hypothesis import strategies as st
 
 from ctxledger import Config, Host, Message, ToolCall
 from ctxledger.events import (
+    MessageAppended,
     RecordLost,
     SessionForked,
     SessionOpened,
     ToolResultSynthesized,
+    UsageReported,
     carried_message,
 )
 from ctxledger.replay import rebuild, salvage, verify, view_at, what_if
-from ctxledger.storage import LmdbEventLog
+from ctxledger.storage import LmdbEventLog, MemoryEventLog
 from ctxledger.storage._layout import pack_pair, unpack_stamp
 from ctxledger.testing import check_view_invariants, digest_summarizer
 
@@ -393,3 +395,27 @@ def session_timeline_of(db: Path, session_id: str):  # type: ignore[no-untyped-d
 
     with LmdbEventLog.open(db, readonly=True) as log:
         return session_timeline(log, session_id)
+
+
+def test_a_record_that_reads_but_cannot_be_folded_is_replaced_as_unfoldable(
+    tmp_path: Path,
+) -> None:
+    """A log written wrongly (a message seq skipped): the record that does not fold becomes a
+    RecordLost naming its type, the records after it are kept, and verify passes on the copy."""
+    source = MemoryEventLog()
+    events = [
+        SessionOpened(session_id="s", config=CONFIG),
+        MessageAppended(message=Message.user("one").with_seq(1)),
+        MessageAppended(message=Message.user("three").with_seq(3)),  # no message 2 anywhere
+        UsageReported(prompt_tokens=10, through_seq=1),
+    ]
+    source.append("s", events, expected_seq=0)
+    report = salvage(source, tmp_path / "out")
+    (entry,) = report.sessions
+    assert [(r.seq, r.message_seq, r.reason) for r in entry.replaced] == [(3, None, "unfoldable")]
+    assert "does not follow 1" in entry.replaced[0].detail
+    with LmdbEventLog.open(tmp_path / "out", readonly=True) as new:
+        copied = [r.event for r in new.read("s")]
+    assert copied[:2] == events[:2] and copied[3] == events[3]
+    assert isinstance(copied[2], RecordLost) and copied[2].lost_type == "message_appended"
+    assert verify(tmp_path / "out").ok

@@ -161,26 +161,32 @@ class SessionWalk:
             self.state = self.fork_base(event.parent_id, event.parent_event_seq)
             self.state.rebase(self.session_id, self._opened.config)
         problem = self._check(event)
-        if problem is None:
+        lost = None
+        if problem is not None:
+            lost = self._unfoldable(event, problem)
+            self.state.apply(lost)  # counted as a fold of the salvaged log counts it
+        else:
             try:
                 self.state.apply(event)
             except _FOLD_ERRORS as exc:
+                # The failed apply counted the event, as a fold of the salvaged log counts the
+                # RecordLost in its place; nothing else changed (the fold checks first).
                 problem = str(exc)
-        if problem is None:
+                lost = self._unfoldable(event, problem)
+        if lost is None or problem is None:
             return WalkedRecord(
                 seq=record.seq, event=event, timestamp=record.timestamp, position=record.position
             )
-        # The failed apply counted the event, as a fold of the salvaged log counts the
-        # RecordLost in its place; nothing else of the state changed (the fold checks first).
-        lost = RecordLost(
-            reason="unfoldable",
-            detail=problem,
-            lost_type=str(type(event).__struct_config__.tag),
-        )
         self.replaced.append(
             Replaced(seq=record.seq, message_seq=None, reason="unfoldable", detail=problem)
         )
         return WalkedRecord(seq=record.seq, event=lost, timestamp=record.timestamp, position=None)
+
+    @staticmethod
+    def _unfoldable(event: Event, problem: str) -> RecordLost:
+        return RecordLost(
+            reason="unfoldable", detail=problem, lost_type=str(type(event).__struct_config__.tag)
+        )
 
     def _check(self, event: Event) -> str | None:
         """Why ``event`` cannot be folded here, for what the fold itself does not refuse."""
