@@ -11,6 +11,10 @@
 * :class:`DomainSession` drives a session through the pure domain with an in-memory event list,
   and :func:`digest_summarizer` is a small deterministic summariser for tests.
 
+* :mod:`ctxledger.testing.processes` (import it by name) owns the child processes of crash
+  tests: ``child_process`` kills, reaps and closes the pipes of a child however its block ends,
+  ``complete_lines`` drops a line torn by SIGKILL.
+
 ``import ctxledger`` never imports this module.
 """
 
