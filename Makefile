@@ -31,7 +31,14 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy
 
-demo: $(VENV)/.installed
+# The demo needs ctxledger and matplotlib only: a fresh checkout installs just those (the test
+# and lint tools come with `make test` / `make lint`); a full venv is used as it is.
+$(VENV)/.demo-installed: pyproject.toml
+	test -d $(VENV) || python3 -m venv $(VENV)
+	$(PIP) install --quiet -e '.[plot]'
+	touch $@
+
+demo: $(if $(wildcard $(VENV)/.installed),$(VENV)/.installed,$(VENV)/.demo-installed)
 	$(VENV)/bin/ctxledger demo
 
 # Not part of `make test`: the peers need langgraph and eventsourcing (the `bench` extra), and

@@ -17,6 +17,8 @@ __all__ = [
     "CtxLedgerError",
     "EventDecodeError",
     "HostClosedError",
+    "InternalError",
+    "InvalidArgumentError",
     "InvalidCheckpointError",
     "InvalidMessageError",
     "InvalidQueryError",
@@ -79,6 +81,25 @@ class InvalidSessionIdError(CtxLedgerError, ValueError):
         super().__init__(message)
         self.field = "session_id"
         self.limit = limit
+
+
+class InvalidArgumentError(CtxLedgerError, TypeError, ValueError):
+    """Raised when an argument of a public call has the wrong type or value and no more specific
+    error applies (say ``compact(focus=123)``, or text with a lone surrogate); nothing is written.
+
+    It is both a ``TypeError`` and a ``ValueError``, so code that caught either keeps working.
+
+    Attributes:
+        argument: The name of the offending parameter (``"focus"``, ``"pending"``, ...).
+    """
+
+    def __init__(self, argument: str, message: str) -> None:
+        super().__init__(f"{argument}: {message}")
+        self.argument = argument
+
+    def __reduce__(self) -> tuple[type[InvalidArgumentError], tuple[str, str]]:
+        # The constructor differs from ``args``; keep the error picklable.
+        return (type(self), (self.argument, str(self).removeprefix(f"{self.argument}: ")))
 
 
 class InvalidSeqError(CtxLedgerError, ValueError):
@@ -155,9 +176,48 @@ class HostClosedError(CtxLedgerError, RuntimeError):
     """Raised when a closed host or one of its sessions is used."""
 
 
+class InternalError(CtxLedgerError, RuntimeError):
+    """Raised when ctxledger itself failed while carrying out a request: a defect, logged at
+    ERROR under ``ctxledger.*`` with its traceback (please report it).
+
+    The request fails alone, as if it had never been made: other requests, of this session and
+    of every other, go on, and the session's state is reloaded from its log before its next
+    request. ``__cause__`` is the original exception.
+    """
+
+
 class ContextOverflowError(CtxLedgerError, RuntimeError):
     """Raised when reactive compaction cannot shrink the view after ``max_reactive_retries``,
     or when the part of the view no compaction can shrink is larger than the window."""
+
+
+class SystemPromptMismatchError(CtxLedgerError, ValueError):
+    """Raised when ``Host.session(id, system=...)`` names a system prompt other than the one
+    the session's conversation began with (or it began without one); nothing is written.
+
+    Attributes:
+        session_id: The session.
+        recorded: The system prompt the conversation began with, or None.
+        given: The system prompt that was passed.
+    """
+
+    def __init__(self, session_id: str, recorded: str | None, given: str) -> None:
+        began = (
+            f"began with another system prompt ({_clip(recorded)!r})"
+            if recorded is not None
+            else "began without a system prompt"
+        )
+        super().__init__(
+            f"session {session_id!r} {began}, not {_clip(given)!r}: a session keeps the system "
+            "prompt it was created with; use a new session id for a new prompt"
+        )
+        self.session_id = session_id
+        self.recorded = recorded
+        self.given = given
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class BudgetExceededError(CtxLedgerError, RuntimeError):
@@ -200,19 +260,30 @@ class VersionConflictError(CtxLedgerError):
 class LeaseHeldError(CtxLedgerError):
     """Raised when a session's lease is held by another host and was not released in time.
 
-    ``holder`` names the host that holds it, ``epoch`` its epoch and ``expires_in`` the seconds
-    left before it expires (by the database's clock) unless its holder renews it.
+    ``holder`` names the host that holds it, ``epoch`` its epoch, ``expires_in`` the seconds
+    left before it expires (by the database's clock) unless its holder renews it, and
+    ``process`` the process that took it (``"pid 4242 on build-7"``) when the lease records one.
     """
 
-    def __init__(self, session_id: str, holder: str, epoch: int, expires_in: float) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        holder: str,
+        epoch: int,
+        expires_in: float,
+        *,
+        process: str | None = None,
+    ) -> None:
+        by = f", {process}" if process else ""
         super().__init__(
-            f"session {session_id!r} is served by host {holder!r} (lease epoch {epoch}, "
+            f"session {session_id!r} is served by host {holder!r}{by} (lease epoch {epoch}, "
             f"expires in {max(expires_in, 0.0):.1f} s unless renewed)"
         )
         self.session_id = session_id
         self.holder = holder
         self.epoch = epoch
         self.expires_in = expires_in
+        self.process = process
 
 
 class LeaseLostError(CtxLedgerError):

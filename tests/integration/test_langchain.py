@@ -51,6 +51,11 @@ def _pairs_intact(messages: list[Message]) -> bool:
     return not open_calls
 
 
+def _system_only_first(messages: list[BaseMessage]) -> bool:
+    kinds = [isinstance(message, SystemMessage) for message in messages]
+    return kinds == sorted(kinds, reverse=True)
+
+
 def _check_run(
     host: Host, session_id: str, received: list[list[BaseMessage]], state: list[BaseMessage]
 ) -> None:
@@ -64,7 +69,8 @@ def _check_run(
     summaries = {summary_message(c).content for c in session.checkpoints()}  # + fact block
     with_summary = [i for i, m in enumerate(received) if any(x.content in summaries for x in m)]
     assert with_summary and 0 < with_summary[0] < len(received) - 1  # compacted mid-way
-    assert all(isinstance(x, SystemMessage) for m in received for x in m if x.content in summaries)
+    assert all(isinstance(x, HumanMessage) for m in received for x in m if x.content in summaries)
+    assert all(_system_only_first(m) for m in received)  # no system message after another
     assert any(x.content == "[Previous: used report]" for m in received for x in m)  # masked
     assert session.history() == [m.with_seq(i) for i, m in enumerate(to_messages(state), 1)]
 

@@ -47,6 +47,12 @@ def _pairs_intact(items: list[dict[str, Any]]) -> bool:
     return set(calls) <= outputs
 
 
+def _system_only_first(items: list[dict[str, Any]]) -> bool:
+    """No system or developer message after another kind of item."""
+    roles = [item.get("role") in ("system", "developer") for item in items]
+    return roles == sorted(roles, reverse=True)
+
+
 def test_runner_compacts_survives_sigkill_and_verifies(tmp_path: Path) -> None:
     """Bounded, tool-paired model inputs; a SIGKILLed run is continued by the next process."""
     db, inputs = tmp_path / "db", tmp_path / "inputs.jsonl"
@@ -80,8 +86,9 @@ def test_runner_compacts_survives_sigkill_and_verifies(tmp_path: Path) -> None:
         checkpoints = session.checkpoints()
     assert history_tokens > 2 * CONFIG.context_window and checkpoints
     summaries = {summary_message(c).content for c in checkpoints}  # summary + fact block
-    shown = [i.get("content") for r in records for i in r["input"] if i.get("role") == "system"]
-    assert summaries & set(shown)  # the model was handed the summaries
+    shown = [i.get("content") for r in records for i in r["input"] if i.get("role") == "user"]
+    assert summaries & set(shown)  # the model was handed the summaries, user-side
+    assert all(_system_only_first(r["input"]) for r in records)
     outputs = [i.get("output") for r in records for i in r["input"]]
     assert "[Previous: used report]" in outputs  # old outputs reach the model masked
     result = run("verify", "--db", db)
@@ -143,8 +150,9 @@ def test_pop_refuses_an_item_covered_by_a_summary(tmp_path: Path) -> None:
             asyncio.run(script())
         assert ledger.checkpoints()
         view = asyncio.run(session.get_items())
-        summary = {"role": "system", "content": ledger.checkpoints()[-1].summary}
+        summary = {"role": "user", "content": ledger.checkpoints()[-1].summary}
         assert summary in view and view[0]["content"].startswith("question 0")  # kept request
+        assert view.index(summary) == 1  # where the view has it, after the kept request
 
 
 def test_a_run_after_clear_sends_only_the_new_conversation(tmp_path: Path) -> None:

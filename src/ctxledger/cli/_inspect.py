@@ -15,7 +15,8 @@ import click
 
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.cli._app import db_option, open_log, require_session
-from ctxledger.domain import ModelView
+from ctxledger.cli._compactions import checkpoint_lines
+from ctxledger.domain import CharTokenizer, ModelView, build_view
 from ctxledger.errors import CtxLedgerError, EventDecodeError
 from ctxledger.events import (
     CheckpointCreated,
@@ -174,7 +175,8 @@ def _distinct(checkpoints: list[Checkpoint]) -> list[Checkpoint]:
     "--checkpoints",
     "show_checkpoints",
     is_flag=True,
-    help="Show the compactions (summariser, wall time, input and output size, fact block).",
+    help="Show the compactions (active or reverted, summariser, wall time, input and output "
+    "size, fact block).",
 )
 @click.option("--pager/--no-pager", default=True, help="Page long output on a terminal.")
 def show(
@@ -208,9 +210,15 @@ def show(
                 else:
                     lines.append(_event_line(entry.seq, entry.timestamp, entry.event))
         else:
-            history, checkpoints, damage = _readable(log, session_id)
+            history, checkpoints, active, damage = _readable(log, session_id)
             if show_checkpoints:
-                lines = _checkpoint_lines(_distinct(checkpoints))
+                reverted = {
+                    entry.event.checkpoint_id
+                    for entry in read_around_damage(log, session_id)
+                    if not isinstance(entry, Unreadable)
+                    and isinstance(entry.event, CheckpointReverted)
+                }
+                lines = checkpoint_lines(_distinct(checkpoints), active, reverted)
                 lines = lines or [f"no checkpoints in session {session_id!r}"]
             else:
                 chosen = history[start - 1 :]
@@ -225,11 +233,14 @@ def show(
         )
 
 
-def _readable(log: EventLog, session_id: str) -> tuple[list[Message], list[Checkpoint], list[str]]:
-    """The session's history and checkpoints, read on past any damage; and the damage."""
+def _readable(
+    log: EventLog, session_id: str
+) -> tuple[list[Message], list[Checkpoint], str | None, list[str]]:
+    """The session's history, checkpoints and the active one's id (as its view shows it), read
+    on past any damage; and the damage."""
     try:
         state = rebuild(log, session_id)
-        return state.history, state.checkpoints, []
+        return state.history, state.checkpoints, state.view.checkpoint_id, []
     except EventDecodeError as exc:
         error = exc
     try:
@@ -237,45 +248,10 @@ def _readable(log: EventLog, session_id: str) -> tuple[list[Message], list[Check
     except CtxLedgerError:  # nothing of it can be folded: the error says why
         raise error from None
     assert walk.state is not None
-    if not walk.replaced:  # the damage is in a fork parent's prefix
-        return list(walk.state.history), list(walk.state.checkpoints), [str(error)]
-    return (
-        list(walk.state.history),
-        list(walk.state.checkpoints),
-        [replaced.detail for replaced in walk.replaced],
-    )
-
-
-def _checkpoint_lines(checkpoints: list[Checkpoint]) -> list[str]:
-    """The compactions of a session with their metadata, under its messages."""
-    if not checkpoints:
-        return []
-    rows = [
-        (
-            checkpoint.id,
-            checkpoint.reason,
-            f"#{checkpoint.covers_through_seq}",
-            checkpoint.summarizer or "-",
-            f"{checkpoint.summary_seconds:.2f} s" if checkpoint.summary_seconds else "-",
-            f"{checkpoint.input_chars:,}" if checkpoint.input_chars else "-",
-            f"{checkpoint.output_chars:,}",
-            f"{len(checkpoint.facts):,}",
-            f"{checkpoint.tokens_before:,} → {checkpoint.tokens_after:,}",
-        )
-        for checkpoint in checkpoints
-    ]
-    headers = (
-        "CHECKPOINT",
-        "REASON",
-        "COVERS",
-        "SUMMARISER",
-        "TIME",
-        "IN CHARS",
-        "OUT CHARS",
-        "FACT CHARS",
-        "VIEW TOKENS",
-    )
-    return [table(headers, rows, right="<<><>>>>>")]
+    active = build_view(walk.state, tokenizer=CharTokenizer()).checkpoint_id
+    # No replaced record of its own: the damage is in a fork parent's prefix.
+    damage = [replaced.detail for replaced in walk.replaced] or [str(error)]
+    return list(walk.state.history), list(walk.state.checkpoints), active, damage
 
 
 @click.command()
@@ -319,14 +295,19 @@ def view(session_id: str, db: LogTarget, at_seq: int | None, fmt: str) -> None:
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
-    help="The PNG file to write.",
+    help="The file to write: .png, .svg or .pdf (the format follows the suffix).",
 )
 def plot(session_ids: tuple[str, ...], db: LogTarget, output: Path) -> None:
-    """Plot tokens per step (history, view, threshold, compactions) as a PNG."""
-    from ctxledger.tooling.plotting import MAX_PANELS, plot_token_series
+    """Plot tokens per step (history, view, threshold, compactions) as PNG, SVG or PDF."""
+    from ctxledger.tooling.plotting import FORMATS, MAX_PANELS, plot_token_series
 
     if len(session_ids) > MAX_PANELS:
         raise click.UsageError(f"at most {MAX_PANELS} sessions fit one plot")
+    if output.suffix.lower() not in FORMATS:
+        raise click.UsageError(
+            f"plot writes {', '.join(FORMATS)} (the format follows the suffix), "
+            f"not '{output.name}'"
+        )
     with open_log(db) as log:
         for session_id in session_ids:
             require_session(log, session_id, db)

@@ -90,7 +90,7 @@ def _lost_summary(lost: list[Mismatch]) -> str:
     )
 
 
-@click.command()
+@click.command("what-if")
 @click.argument("session_id", metavar="SESSION")
 @db_option
 @config_options
@@ -103,11 +103,12 @@ def whatif(
     base_url: str | None,
     model: str | None,
 ) -> None:
-    """Re-project a session under other settings, e.g. --threshold 0.6; the log is untouched.
+    """Re-project a session under other settings (say --threshold 0.6); the log is untouched.
 
     Steps wherever the original served a view and compares what the new policy would have
-    produced with what was recorded. Summaries already in the log are reused where their input is
-    identical; the summariser is called only for new ranges.
+    produced with what was recorded (replay.what_if). Summaries already in the log are reused
+    where their input is identical; the summariser is called only for new ranges. Also answers
+    to its older name, ``whatif``.
     """
     if not config_overrides:
         raise click.UsageError("give at least one setting to change, e.g. --threshold 0.6")
