@@ -486,3 +486,4 @@ def test_salvage_drops_a_session_whose_id_no_longer_passes_the_limits(
     assert entries["short"].cut_at is None and not report.complete
     with LmdbEventLog.open(tmp_path / "out", readonly=True) as new:
         assert new.sessions() == ["short"]
+

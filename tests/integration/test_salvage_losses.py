@@ -15,6 +15,7 @@ from pathlib import Path
 
 import lmdb
 import pytest
+from cli_helpers import assert_one_line_error, run
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -419,3 +420,15 @@ def test_a_record_that_reads_but_cannot_be_folded_is_replaced_as_unfoldable(
     assert copied[:2] == events[:2] and copied[3] == events[3]
     assert isinstance(copied[2], RecordLost) and copied[2].lost_type == "message_appended"
     assert verify(tmp_path / "out").ok
+
+
+def test_show_checkpoints_of_a_damaged_session(pristine: Path, tmp_path: Path) -> None:
+    """The compactions read on past the damage, marked as for the undamaged session (active,
+    reverted); then the damage in one error line, exit 1."""
+    db = Path(shutil.copytree(pristine, tmp_path / "db"))
+    damage(db, "main", [5])
+    whole = run("show", "main", "--db", pristine, "--checkpoints")
+    shown = run("show", "main", "--db", db, "--checkpoints")
+    assert whole.exit_code == 0 and len(whole.stdout.splitlines()) >= 4  # header, rule, 2 made
+    assert shown.stdout == whole.stdout
+    assert_one_line_error(shown, "'main' event seq 5")
