@@ -25,6 +25,7 @@ Usage: python bench/bench_failover.py [--quick] [--repeat N]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import statistics
@@ -33,6 +34,8 @@ import sys
 import threading
 import time
 from datetime import UTC, datetime
+
+from ctxledger.testing.processes import child_process
 
 SESSION = "agent-1"
 
@@ -138,12 +141,10 @@ def child_reader(dsn: str, count: int) -> None:
 # --- the parent -----------------------------------------------------------------------------------
 
 
-def spawn(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, __file__, "--child", *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
+def spawn(*args: str) -> contextlib.AbstractContextManager[subprocess.Popen[str]]:
+    """A child of this script, killed (if still running), reaped and its pipes closed on exit."""
+    return child_process(
+        [sys.executable, __file__, "--child", *args], stdin=subprocess.PIPE, stderr=None
     )
 
 
@@ -166,9 +167,8 @@ def tell(proc: subprocess.Popen[str], line: str) -> None:
 
 def failover_once(dsn: str, ttl: float, machine: str = "other") -> float:
     """Kill the serving host mid-run; seconds until the standby's first append returned."""
-    serving = spawn("serve", dsn, str(ttl), machine)
-    standby = spawn("standby", dsn, str(ttl))
-    try:
+    serving_child = spawn("serve", dsn, str(ttl), machine)
+    with serving_child as serving, spawn("standby", dsn, str(ttl)) as standby:
         expect(serving, "ok")
         expect(standby, "ready")
         time.sleep(0.3)
@@ -178,39 +178,26 @@ def failover_once(dsn: str, ttl: float, machine: str = "other") -> float:
         appended = float(expect(standby, "appended")[1])
         standby.wait(timeout=60)
         return appended - killed
-    finally:
-        for proc in (serving, standby):
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
 
 
 def restart_once(dsn: str) -> tuple[float, float]:
     """Kill the serving host (default settings), start a new one: (kill -> its first append,
     Host.open -> its first append), seconds."""
-    procs = [spawn("serve", dsn, "10", "same")]
-    try:
-        expect(procs[0], "ok")
+    with spawn("serve", dsn, "10", "same") as serving:
+        expect(serving, "ok")
         time.sleep(0.3)
         killed = time.time()
-        procs[0].send_signal(signal.SIGKILL)
-        procs[0].wait()
-        procs.append(spawn("restart", dsn, str(time.time())))
-        _, _, opening, appended = expect(procs[1], "appended")
-        procs[1].wait(timeout=60)
-        return float(appended) - killed, float(appended) - float(opening)
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
+        serving.send_signal(signal.SIGKILL)
+        serving.wait()
+        with spawn("restart", dsn, str(time.time())) as restarted:
+            _, _, opening, appended = expect(restarted, "appended")
+            restarted.wait(timeout=60)
+    return float(appended) - killed, float(appended) - float(opening)
 
 
 def graceful_once(dsn: str, ttl: float) -> float:
     """The serving host closes (releasing its lease); seconds until the standby appended."""
-    serving = spawn("graceful", dsn, str(ttl))
-    standby = spawn("standby", dsn, str(ttl))
-    try:
+    with spawn("graceful", dsn, str(ttl)) as serving, spawn("standby", dsn, str(ttl)) as standby:
         expect(serving, "ok")
         expect(standby, "ready")
         tell(serving, "close")
@@ -220,11 +207,6 @@ def graceful_once(dsn: str, ttl: float) -> float:
         appended = float(expect(standby, "appended")[1])
         standby.wait(timeout=60)
         return appended - closing
-    finally:
-        for proc in (serving, standby):
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
 
 
 def tail_lag(dsn: str, writers: int, events: int, rate: float | None) -> dict[str, float]:
@@ -234,34 +216,33 @@ def tail_lag(dsn: str, writers: int, events: int, rate: float | None) -> dict[st
 
     per = events // writers
     total = per * writers
-    reader = spawn("reader", dsn, str(total))
-    expect(reader, "ready")
-    called: dict[int, float] = {}
-    acked: dict[int, float] = {}
-    with PostgresEventLog.open(dsn) as log:
+    with spawn("reader", dsn, str(total)) as reader:
+        expect(reader, "ready")
+        called: dict[int, float] = {}
+        acked: dict[int, float] = {}
+        with PostgresEventLog.open(dsn) as log:
 
-        def write(index: int) -> None:
-            expected = log.last_seq(f"w{index}")
-            gap = writers / rate if rate else 0.0
-            nxt = time.monotonic()
-            for n in range(per):
-                token = index * 1_000_000 + n
-                if gap:
-                    nxt += gap
-                    time.sleep(max(0.0, nxt - time.monotonic()))
-                called[token] = time.time()
-                expected = log.append(
-                    f"w{index}", [UsageReported(prompt_tokens=token)], expected_seq=expected
-                )[0].seq
-                acked[token] = time.time()
+            def write(index: int) -> None:
+                expected = log.last_seq(f"w{index}")
+                gap = writers / rate if rate else 0.0
+                nxt = time.monotonic()
+                for n in range(per):
+                    token = index * 1_000_000 + n
+                    if gap:
+                        nxt += gap
+                        time.sleep(max(0.0, nxt - time.monotonic()))
+                    called[token] = time.time()
+                    expected = log.append(
+                        f"w{index}", [UsageReported(prompt_tokens=token)], expected_seq=expected
+                    )[0].seq
+                    acked[token] = time.time()
 
-        threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    assert reader.stdout is not None
-    out, _ = reader.communicate(timeout=120)
+            threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        out, _ = reader.communicate(timeout=120)
     seen = {int(a): float(b) for a, b in (line.split() for line in out.splitlines() if line)}
     after_ack = sorted((seen[t] - acked[t]) * 1000 for t in acked)
     after_call = sorted((seen[t] - called[t]) * 1000 for t in called)

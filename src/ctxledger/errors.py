@@ -356,25 +356,61 @@ class CorruptRecordError(EventDecodeError):
 
     ``session_id`` and ``seq`` name the position of the damaged record (either may be ``None``
     when the position is unknown, for example when decoding loose bytes, or when the damage is in
-    the session's own entry rather than in one of its events); ``reason`` is what is wrong.
+    the session's own entry rather than in one of its events); ``seq`` is an *event* seq.
+    ``after_message_seq``, where the reader knows it, is the seq of the last message of the
+    session that could be read before the damaged record (0: none), so that the damage can be
+    placed among the messages that ``ctxledger show`` numbers. ``reason`` is what is wrong.
     """
 
-    def __init__(self, message: str, *, session_id: str | None = None, seq: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        session_id: str | None = None,
+        seq: int | None = None,
+        after_message_seq: int | None = None,
+    ):
         where = ""
         if session_id is not None:
-            where = f"session {session_id!r}" + (f" seq {seq}" if seq is not None else "") + ": "
+            where = f"session {session_id!r}"
+            if seq is not None:
+                where += f" event seq {seq}"
+            if after_message_seq is not None:
+                where += f" (after message {after_message_seq})"
+            where += ": "
         super().__init__(f"corrupt record: {where}{message}")
         self.session_id = session_id
         self.seq = seq
+        self.after_message_seq = after_message_seq
         self.reason = message
 
-    def __reduce__(self) -> tuple[object, tuple[str, str | None, int | None]]:
+    def after_message(self, message_seq: int) -> CorruptRecordError:
+        """The same error, placed after message ``message_seq`` (chained to this one)."""
+        error = CorruptRecordError(
+            self.reason,
+            session_id=self.session_id,
+            seq=self.seq,
+            after_message_seq=message_seq,
+        )
+        error.__cause__ = self
+        return error
+
+    def __reduce__(
+        self,
+    ) -> tuple[object, tuple[str, str | None, int | None, int | None]]:
         # The keyword-only constructor differs from ``args``; keep the error picklable.
-        return (_corrupt_record, (self.reason, self.session_id, self.seq))
+        return (
+            _corrupt_record,
+            (self.reason, self.session_id, self.seq, self.after_message_seq),
+        )
 
 
-def _corrupt_record(reason: str, session_id: str | None, seq: int | None) -> CorruptRecordError:
-    return CorruptRecordError(reason, session_id=session_id, seq=seq)
+def _corrupt_record(
+    reason: str, session_id: str | None, seq: int | None, after_message_seq: int | None = None
+) -> CorruptRecordError:
+    return CorruptRecordError(
+        reason, session_id=session_id, seq=seq, after_message_seq=after_message_seq
+    )
 
 
 class UnknownEventTypeError(EventDecodeError):

@@ -20,6 +20,7 @@ from ctxledger.events.types import CompactionFailed, Event, MessageAppended, Usa
 from ctxledger.messages import Message
 from ctxledger.storage import LmdbEventLog
 from ctxledger.storage._layout import STAMP_SIZE, pack_pair
+from ctxledger.testing.processes import child_process, kill
 
 
 def usage(count: int, start: int = 0) -> list[Event]:
@@ -335,13 +336,11 @@ def test_stale_reader_slots_are_cleared_on_open(
     # Keep the environment open here: the first opener of an environment resets the reader
     # table anyway, so only an open that joins a live environment has stale slots to clear.
     with LmdbEventLog.open(tmp_path / "log"):
-        with subprocess.Popen(
-            [sys.executable, "-c", _READER_CHILD.format(path=str(tmp_path / "log"))],
-            stdout=subprocess.PIPE,
-            text=True,
+        with child_process(
+            [sys.executable, "-c", _READER_CHILD.format(path=str(tmp_path / "log"))], stderr=None
         ) as child:
             assert child.stdout is not None and child.stdout.readline().strip() == "ready"
-            child.send_signal(signal.SIGKILL)
+            assert kill(child) == -signal.SIGKILL
         caplog.set_level(logging.INFO, logger="ctxledger")
         LmdbEventLog.open(tmp_path / "log", readonly=True).close()
     cleared = [

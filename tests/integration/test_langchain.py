@@ -27,6 +27,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from ctxledger import Config, Host, Message
 from ctxledger.domain import CharTokenizer, summary_message
 from ctxledger.integrations.langchain import LedgerHooks, LedgerMiddleware, to_messages
+from ctxledger.testing.processes import child_process, kill
 
 CONFIG = Config(context_window=3000, compression_threshold=0.8, min_retain_rounds=2)
 CHILD = Path(__file__).with_name("langchain_child.py")
@@ -141,21 +142,16 @@ def test_sigkill_and_a_new_process_continue_the_conversation(tmp_path: Path) -> 
     """The graph's memory dies with the process; the ledger gives the next one the conversation."""
     db, inputs = tmp_path / "db", tmp_path / "inputs.jsonl"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    child = subprocess.Popen(
-        [sys.executable, str(CHILD), db, "1", "6", inputs, "--kill-at", "6"],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert child.stdout is not None
-    for line in child.stdout:
-        if line.startswith("KILLME"):
-            break
-    else:
-        pytest.fail(f"the child ended before turn 6's tool ran (exit {child.wait()})")
-    child.send_signal(signal.SIGKILL)
-    assert child.wait(timeout=30) == -signal.SIGKILL
-    child.stdout.close()
+    with child_process(
+        [sys.executable, CHILD, db, "1", "6", inputs, "--kill-at", "6"], stderr=None, env=env
+    ) as child:
+        assert child.stdout is not None
+        for line in child.stdout:
+            if line.startswith("KILLME"):
+                break
+        else:
+            pytest.fail(f"the child ended before turn 6's tool ran (exit {child.wait()})")
+        assert kill(child) == -signal.SIGKILL
     out = subprocess.run(
         [sys.executable, str(CHILD), db, "7", "14", inputs],
         capture_output=True,

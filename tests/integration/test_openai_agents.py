@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +20,16 @@ from openai_agents_child import CONFIG, FakeModel, add, report
 from ctxledger import Config, Host, InvalidSeqError
 from ctxledger.domain import CharTokenizer, summary_message
 from ctxledger.integrations.openai_agents import LedgerSession, items_to_messages
+from ctxledger.testing.processes import child_process, kill
 
 CHILD = Path(__file__).with_name("openai_agents_child.py")
 UNMASKED = Config(context_window=10**6, micro_keep_recent=10**4)
 
 
-def _child(*args: str | Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(CHILD), *map(str, args)],
-        stdout=subprocess.PIPE,
-        text=True,
+def _child(*args: str | Path) -> AbstractContextManager[subprocess.Popen[str]]:
+    return child_process(
+        [sys.executable, CHILD, *args],
+        stderr=None,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
 
@@ -55,22 +56,20 @@ def _system_only_first(items: list[dict[str, Any]]) -> bool:
 def test_runner_compacts_survives_sigkill_and_verifies(tmp_path: Path) -> None:
     """Bounded, tool-paired model inputs; a SIGKILLed run is continued by the next process."""
     db, inputs = tmp_path / "db", tmp_path / "inputs.jsonl"
-    child = _child(db, 1, 8, inputs, "--kill-at", 8)
-    assert child.stdout is not None
-    for line in child.stdout:
-        if line.startswith("KILLME"):
-            break
-    else:
-        pytest.fail(f"the child ended before turn 8's tool ran (exit {child.wait()})")
-    child.send_signal(signal.SIGKILL)
-    assert child.wait(timeout=30) == -signal.SIGKILL
-    child.stdout.close()
+    with _child(db, 1, 8, inputs, "--kill-at", 8) as child:
+        assert child.stdout is not None
+        for line in child.stdout:
+            if line.startswith("KILLME"):
+                break
+        else:
+            pytest.fail(f"the child ended before turn 8's tool ran (exit {child.wait()})")
+        assert kill(child) == -signal.SIGKILL
     with Host.open(db) as host:
         last = host.session("agent").current_messages(1)[0]
     assert last.role == "user" and last.content.startswith("Turn 8:")  # stored before the call
 
-    rerun = _child(db, 9, 20, inputs)
-    out, _ = rerun.communicate(timeout=300)
+    with _child(db, 9, 20, inputs) as rerun:
+        out, _ = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, out
     assert "DONE 20" in out
 

@@ -25,6 +25,7 @@ from ctxledger.events import MessageAppended, ToolResultSynthesized, ViewServed
 from ctxledger.replay import verify
 from ctxledger.runtime.loading import fold_session
 from ctxledger.storage import PostgresEventLog
+from ctxledger.testing.processes import kill, reap
 
 pytestmark = pytest.mark.postgres
 
@@ -52,7 +53,8 @@ class Child:
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            self.lines.put(line.strip())
+            if line.endswith("\n"):  # a line torn by SIGKILL says nothing
+                self.lines.put(line.strip())
         self.lines.put(None)
 
     def expect(self, prefix: str, timeout: float = 60) -> str:
@@ -95,12 +97,9 @@ class Child:
         return [line.split()[2] for line in self.seen if line.startswith("view")]
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=30)
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
+        kill(self.proc)
+        self._reader.join(timeout=30)  # it reads to the end of the pipe before it is closed
+        reap(self.proc)
 
 
 @pytest.fixture

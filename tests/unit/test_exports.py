@@ -82,5 +82,7 @@ def test_errors_share_one_base() -> None:
 def test_import_does_not_load_test_or_plot_dependencies() -> None:
     """`import ctxledger` needs neither hypothesis nor matplotlib."""
     code = "import sys, ctxledger; print('hypothesis' in sys.modules, 'matplotlib' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     assert out.stdout.split() == ["False", "False"]

@@ -129,7 +129,7 @@ def test_missing_matplotlib_raises_an_import_error_naming_the_extra(
 def test_importing_the_module_does_not_import_matplotlib() -> None:
     """matplotlib is imported only when a plot is drawn, so ctxledger works without it."""
     code = "import sys, ctxledger.tooling.plotting; assert 'matplotlib' not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
 # --- duration labels ---------------------------------------------------------------------------

@@ -14,6 +14,10 @@
   with a ``make_log(self, tmp_path)`` and every case runs against your own backend (needs
   ``pytest``, imported on first use).
 
+* :mod:`ctxledger.testing.processes` (import it by name) owns the child processes of crash
+  tests: ``child_process`` kills, reaps and closes the pipes of a child however its block ends,
+  ``complete_lines`` drops a line torn by SIGKILL.
+
 ``import ctxledger`` never imports this module.
 """
 
