@@ -2,11 +2,17 @@
 
 **Failover**: host A (a process) serves a session, appending steps; host B (another process)
 has its host open. A is SIGKILLed while it appends; B is told at once to use the session. The
-figure is kill -> B's first append returned (wall clocks of one machine): it waits for A's lease
-to expire (between 2/3 and all of ``lease_ttl``, as A renews every third), then B recovers the
-session (snapshot + tail, interrupted tool call answered) and appends. Measured with the default
-``lease_ttl`` (10 s) and short ones. A graceful hand-over (A closes, releasing its lease) is
+figure is kill -> B's first append returned (wall clocks of one machine). When A ran on another
+machine (simulated: A's lease records another host name), B waits for A's lease to expire
+(between 2/3 and all of ``lease_ttl``, as A renews every third), then recovers the session
+(snapshot + tail, interrupted tool call answered) and appends; measured with the default
+``lease_ttl`` (10 s) and short ones. When A ran on B's machine, B proves A dead (its pid is
+gone) and takes the lease at once. A graceful hand-over (A closes, releasing its lease) is
 measured the same way (A's close started -> B's first append).
+
+**Restart**: A (default settings) is SIGKILLed; a new process starts, opens a host at the
+default settings and appends to the session: kill -> that append returned (Python start and
+imports included), and ``Host.open`` -> append returned (the take-over itself).
 
 **Tail-reader lag**: writers append through one PostgresEventLog; a reader in another process
 follows every session with :func:`ctxledger.storage.tail` (woken by NOTIFY, re-reading by
@@ -19,6 +25,7 @@ Usage: python bench/bench_failover.py [--quick] [--repeat N]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import statistics
@@ -27,6 +34,8 @@ import sys
 import threading
 import time
 from datetime import UTC, datetime
+
+from ctxledger.testing.processes import child_process
 
 SESSION = "agent-1"
 
@@ -45,8 +54,15 @@ def _quiet() -> None:
     )
 
 
-def child_serve(dsn: str, ttl: float) -> None:
-    """Serve SESSION forever: append a call, its result, prepare a view; ``ok`` once going."""
+def child_serve(dsn: str, ttl: float, machine: str = "same") -> None:
+    """Serve SESSION forever: append a call, its result, prepare a view; ``ok`` once going.
+
+    With ``machine`` ``other`` its leases record another host name, as if it ran elsewhere.
+    """
+    if machine == "other":
+        import socket
+
+        socket.gethostname = lambda: "another-machine"  # read once, when the lease is taken
     from ctxledger import Host, Message, ToolCall
 
     _quiet()
@@ -63,6 +79,17 @@ def child_serve(dsn: str, ttl: float) -> None:
             if not told and step >= 20:
                 print("ok", flush=True)
                 told = True
+
+
+def child_restart(dsn: str, started: float) -> None:
+    """A host restarted after a crash: open at the default settings, append; print the times."""
+    from ctxledger import Host, Message
+
+    _quiet()
+    opening = time.time()
+    with Host.open(dsn) as host:
+        host.session(SESSION).append(Message.user("after the restart"))
+        print("appended", started, opening, time.time(), flush=True)
 
 
 def child_graceful(dsn: str, ttl: float) -> None:
@@ -114,12 +141,10 @@ def child_reader(dsn: str, count: int) -> None:
 # --- the parent -----------------------------------------------------------------------------------
 
 
-def spawn(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, __file__, "--child", *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
+def spawn(*args: str) -> contextlib.AbstractContextManager[subprocess.Popen[str]]:
+    """A child of this script, killed (if still running), reaped and its pipes closed on exit."""
+    return child_process(
+        [sys.executable, __file__, "--child", *args], stdin=subprocess.PIPE, stderr=None
     )
 
 
@@ -140,11 +165,10 @@ def tell(proc: subprocess.Popen[str], line: str) -> None:
     proc.stdin.flush()
 
 
-def failover_once(dsn: str, ttl: float) -> float:
+def failover_once(dsn: str, ttl: float, machine: str = "other") -> float:
     """Kill the serving host mid-run; seconds until the standby's first append returned."""
-    serving = spawn("serve", dsn, str(ttl))
-    standby = spawn("standby", dsn, str(ttl))
-    try:
+    serving_child = spawn("serve", dsn, str(ttl), machine)
+    with serving_child as serving, spawn("standby", dsn, str(ttl)) as standby:
         expect(serving, "ok")
         expect(standby, "ready")
         time.sleep(0.3)
@@ -154,18 +178,26 @@ def failover_once(dsn: str, ttl: float) -> float:
         appended = float(expect(standby, "appended")[1])
         standby.wait(timeout=60)
         return appended - killed
-    finally:
-        for proc in (serving, standby):
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
+
+
+def restart_once(dsn: str) -> tuple[float, float]:
+    """Kill the serving host (default settings), start a new one: (kill -> its first append,
+    Host.open -> its first append), seconds."""
+    with spawn("serve", dsn, "10", "same") as serving:
+        expect(serving, "ok")
+        time.sleep(0.3)
+        killed = time.time()
+        serving.send_signal(signal.SIGKILL)
+        serving.wait()
+        with spawn("restart", dsn, str(time.time())) as restarted:
+            _, _, opening, appended = expect(restarted, "appended")
+            restarted.wait(timeout=60)
+    return float(appended) - killed, float(appended) - float(opening)
 
 
 def graceful_once(dsn: str, ttl: float) -> float:
     """The serving host closes (releasing its lease); seconds until the standby appended."""
-    serving = spawn("graceful", dsn, str(ttl))
-    standby = spawn("standby", dsn, str(ttl))
-    try:
+    with spawn("graceful", dsn, str(ttl)) as serving, spawn("standby", dsn, str(ttl)) as standby:
         expect(serving, "ok")
         expect(standby, "ready")
         tell(serving, "close")
@@ -175,11 +207,6 @@ def graceful_once(dsn: str, ttl: float) -> float:
         appended = float(expect(standby, "appended")[1])
         standby.wait(timeout=60)
         return appended - closing
-    finally:
-        for proc in (serving, standby):
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
 
 
 def tail_lag(dsn: str, writers: int, events: int, rate: float | None) -> dict[str, float]:
@@ -189,34 +216,33 @@ def tail_lag(dsn: str, writers: int, events: int, rate: float | None) -> dict[st
 
     per = events // writers
     total = per * writers
-    reader = spawn("reader", dsn, str(total))
-    expect(reader, "ready")
-    called: dict[int, float] = {}
-    acked: dict[int, float] = {}
-    with PostgresEventLog.open(dsn) as log:
+    with spawn("reader", dsn, str(total)) as reader:
+        expect(reader, "ready")
+        called: dict[int, float] = {}
+        acked: dict[int, float] = {}
+        with PostgresEventLog.open(dsn) as log:
 
-        def write(index: int) -> None:
-            expected = log.last_seq(f"w{index}")
-            gap = writers / rate if rate else 0.0
-            nxt = time.monotonic()
-            for n in range(per):
-                token = index * 1_000_000 + n
-                if gap:
-                    nxt += gap
-                    time.sleep(max(0.0, nxt - time.monotonic()))
-                called[token] = time.time()
-                expected = log.append(
-                    f"w{index}", [UsageReported(prompt_tokens=token)], expected_seq=expected
-                )[0].seq
-                acked[token] = time.time()
+            def write(index: int) -> None:
+                expected = log.last_seq(f"w{index}")
+                gap = writers / rate if rate else 0.0
+                nxt = time.monotonic()
+                for n in range(per):
+                    token = index * 1_000_000 + n
+                    if gap:
+                        nxt += gap
+                        time.sleep(max(0.0, nxt - time.monotonic()))
+                    called[token] = time.time()
+                    expected = log.append(
+                        f"w{index}", [UsageReported(prompt_tokens=token)], expected_seq=expected
+                    )[0].seq
+                    acked[token] = time.time()
 
-        threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    assert reader.stdout is not None
-    out, _ = reader.communicate(timeout=120)
+            threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        out, _ = reader.communicate(timeout=120)
     seen = {int(a): float(b) for a, b in (line.split() for line in out.splitlines() if line)}
     after_ack = sorted((seen[t] - acked[t]) * 1000 for t in acked)
     after_call = sorted((seen[t] - called[t]) * 1000 for t in called)
@@ -237,7 +263,9 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         role, dsn, arg = sys.argv[2:5]
         if role == "serve":
-            child_serve(dsn, float(arg))
+            child_serve(dsn, float(arg), *sys.argv[5:6])
+        elif role == "restart":
+            child_restart(dsn, float(arg))
         elif role == "graceful":
             child_graceful(dsn, float(arg))
         elif role == "standby":
@@ -264,8 +292,22 @@ def main() -> None:
         for ttl in ttls:
             times = [failover_once(dbs.fresh(), ttl) for _ in range(repeat)]
             print(
-                f"| SIGKILL mid-step | {ttl:g} | {len(times)} | {statistics.median(times):.2f} "
-                f"| {min(times):.2f} | {max(times):.2f} |",
+                f"| SIGKILL mid-step, B on another machine | {ttl:g} | {len(times)} "
+                f"| {statistics.median(times):.2f} | {min(times):.2f} | {max(times):.2f} |",
+                flush=True,
+            )
+        times = [failover_once(dbs.fresh(), 10.0, "same") for _ in range(repeat)]
+        print(
+            f"| SIGKILL mid-step, B on the same machine | 10 | {len(times)} "
+            f"| {statistics.median(times):.3f} | {min(times):.3f} | {max(times):.3f} |",
+            flush=True,
+        )
+        restarts = [restart_once(dbs.fresh()) for _ in range(repeat)]
+        for index, label in ((0, "kill → first append"), (1, "Host.open → first append")):
+            times = [figures[index] for figures in restarts]
+            print(
+                f"| restart on the same machine, {label} | 10 | {len(times)} "
+                f"| {statistics.median(times):.3f} | {min(times):.3f} | {max(times):.3f} |",
                 flush=True,
             )
         times = [graceful_once(dbs.fresh(), 10.0) for _ in range(repeat)]

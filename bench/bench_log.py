@@ -234,6 +234,30 @@ def through_eventsourcing(dsn: str, events: list[Event], writers: int) -> Measur
     return len(events) / elapsed, 0.0, {}
 
 
+def written_bytes() -> int | None:
+    """Bytes this process has caused to be written to storage so far (Linux), or None."""
+    try:
+        with open("/proc/self/io") as stats:
+            fields = dict(line.split(": ") for line in stats.read().splitlines())
+    except OSError:
+        return None
+    return int(fields["write_bytes"])
+
+
+def with_io(run: Callable[[], Measured], events: int) -> Measured:
+    """``run()``, with the KB it wrote per event as the extra ``kb_per_event``.
+
+    Unlike a latency, this does not depend on the machine's load: it counts the pages a commit
+    writes (LMDB copies every page it changes, from each B-tree's root to its leaf).
+    """
+    before = written_bytes()
+    rate, ms, extras = run()
+    after = written_bytes()
+    if before is not None and after is not None:
+        extras = {**extras, "kb_per_event": (after - before) / events / 1024}
+    return rate, ms, extras
+
+
 def recovery(log: Any, open_log: Callable[[], Any], sessions: int, count: int) -> dict[str, float]:
     """Close ``log``, reopen it, decode every session; the time and the bytes per event."""
     log.close()
@@ -360,7 +384,9 @@ def main() -> None:
     # Configurations take turns within each repeat, so that a change in the machine's load
     # (fsync latency above all) hits all of them alike; each run gets a fresh directory.
     runs: dict[str, Callable[[Path], Measured]] = {
-        "raw lmdb, 1 event per txn": lambda p: (raw_lmdb(p, records[: args.single], 1), 0.0, {}),
+        "raw lmdb, 1 event per txn": lambda p: with_io(
+            lambda: (raw_lmdb(p, records[: args.single], 1), 0.0, {}), args.single
+        ),
         "raw lmdb, 64 events per txn": lambda p: (raw_lmdb(p, records, 64), 0.0, {}),
         "raw lmdb, 64/txn, encoding": lambda p: (raw_lmdb(p, records, 64, encode), 0.0, {}),
         "raw lmdb, 64/txn, 1 session": lambda p: (
@@ -368,7 +394,9 @@ def main() -> None:
             0.0,
             {},
         ),
-        "LmdbEventLog, 1 writer": lambda p: through_log(lmdb_at(p), events[: args.single], 1),
+        "LmdbEventLog, 1 writer": lambda p: with_io(
+            lambda: through_log(lmdb_at(p), events[: args.single], 1), args.single
+        ),
         "LmdbEventLog, 8 writers": lambda p: through_log(lmdb_at(p), events[: args.events // 3], 8),
         "LmdbEventLog, 64 writers": lambda p: through_log(
             lmdb_at(p), events, WRITERS, recover=True
@@ -400,6 +428,7 @@ def main() -> None:
             ("bytes_per_event", " B/event on disk"),
             ("lag_p50_ms", " ms tail lag p50"),
             ("lag_p99_ms", " ms p99"),
+            ("kb_per_event", " KB written/event"),
         ):
             found = [extras[key] for _, _, extras in values if key in extras]
             if found:

@@ -51,8 +51,10 @@ from peers_systems import (
 )
 from pg_support import PgDatabases, available, table_bytes
 
-from ctxledger import Host, Session, ToolCall
+from ctxledger import Config, Host, Session, ToolCall
+from ctxledger.events import MessageAppended, SessionOpened
 from ctxledger.messages import Message as LedgerMessage
+from ctxledger.storage import LmdbEventLog
 from ctxledger.tooling.workload import take_messages
 
 BASELINE = "ctxledger"
@@ -105,6 +107,48 @@ class CtxLedgerSystem:
 def make_ctxledger_system() -> PersistenceSystem:
     """ctxledger as measured by this benchmark (durability "sync", group commit)."""
     return CtxLedgerSystem()
+
+
+class CtxLedgerLogSystem:
+    """ctxledger's storage alone: the events ``Session.append`` records, through ``LmdbEventLog``.
+
+    Each conversation's ``SessionOpened`` and then one ``MessageAppended`` per message, appended
+    by the calling thread with ``LmdbEventLog.append`` (durability "sync"): the same records and
+    commits as the ``ctxledger`` system without the runtime (no history actor, no fold, no view
+    state). The difference between the two is the runtime's share of an append.
+    """
+
+    name = "ctxledger-log"
+
+    def open(self, directory: Path) -> None:
+        self.directory = directory
+        self.log = LmdbEventLog.open(directory, durability="sync")
+        self.seqs: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def append(self, conv_id: str, message: Message) -> None:
+        with self.lock:  # one writer thread per conversation: only the first append races
+            seq = self.seqs.get(conv_id)
+            if seq is None:
+                opened = SessionOpened(session_id=conv_id, config=Config(), created_at=time.time())
+                self.log.append(conv_id, [opened], expected_seq=0)
+                seq = self.seqs[conv_id] = 0
+        event = MessageAppended(message=from_dict(message).with_seq(seq + 1))
+        self.log.append(conv_id, [event], expected_seq=seq + 1)
+        self.seqs[conv_id] = seq + 1
+
+    def recover(self, conv_id: str) -> list[Message]:
+        return [
+            as_dict(event.message)
+            for _, event in self.log.iter_bodies(conv_id)
+            if isinstance(event, MessageAppended)
+        ]
+
+    def close(self) -> None:
+        self.log.close()
+
+    def bytes_on_disk(self) -> int:
+        return directory_bytes(self.directory)
 
 
 class CtxLedgerPostgres(CtxLedgerSystem):
@@ -410,14 +454,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--conversations", type=int, default=64)
     parser.add_argument("--budget", type=float, default=300, help="seconds per phase per system")
     parser.add_argument("--disk-budget-gb", type=float, default=8)
-    every = [BASELINE, *PEER_SYSTEMS, *(POSTGRES_SYSTEMS if available() else ())]
+    every = [BASELINE, "ctxledger-log", *PEER_SYSTEMS, *(POSTGRES_SYSTEMS if available() else ())]
     parser.add_argument("--systems", default=",".join(every))
     parser.add_argument("--dir", type=Path, help="work folder (default: a temporary one, removed)")
     parser.add_argument("--out", type=Path, help="also write the results as JSON here")
     options = parser.parse_args(argv)
     if options.quick:
         options.messages, options.conversations, options.budget = 500, 8, 30
-    makers = {BASELINE: make_ctxledger_system, **PEER_SYSTEMS}
+    makers = {BASELINE: make_ctxledger_system, "ctxledger-log": CtxLedgerLogSystem, **PEER_SYSTEMS}
     chosen = [name.strip() for name in options.systems.split(",") if name.strip()]
     unknown = sorted(set(chosen) - set(makers) - set(POSTGRES_SYSTEMS))
     if unknown:

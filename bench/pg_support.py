@@ -112,7 +112,10 @@ def pgbench_tps(cluster: TemporaryCluster, dsn: str, clients: int, seconds: floa
     dbname = urlsplit(dsn).path.lstrip("/")
     common = ["-h", cluster.host, "-p", str(cluster.port), "-U", "postgres"]
     subprocess.run(
-        [str(pgbench), *common, "-i", "-q", "-s", "1", dbname], check=True, capture_output=True
+        [str(pgbench), *common, "-i", "-q", "-s", "1", dbname],
+        check=True,
+        capture_output=True,
+        timeout=300,
     )
     out = subprocess.run(
         [
@@ -131,6 +134,7 @@ def pgbench_tps(cluster: TemporaryCluster, dsn: str, clients: int, seconds: floa
         check=True,
         capture_output=True,
         text=True,
+        timeout=seconds + 300,
     ).stdout
     found = re.search(r"tps = ([0-9.]+)", out)
     return float(found.group(1)) if found else None

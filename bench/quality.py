@@ -1006,9 +1006,9 @@ def code_state() -> dict[str, Any]:
     def git(*args: str) -> str:
         try:
             return subprocess.run(
-                ["git", *args], cwd=HERE, capture_output=True, text=True, check=False
+                ["git", *args], cwd=HERE, capture_output=True, text=True, check=False, timeout=60
             ).stdout.strip()
-        except OSError:
+        except (OSError, subprocess.TimeoutExpired):
             return ""
 
     return {

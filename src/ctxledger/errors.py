@@ -17,6 +17,8 @@ __all__ = [
     "CtxLedgerError",
     "EventDecodeError",
     "HostClosedError",
+    "InternalError",
+    "InvalidArgumentError",
     "InvalidCheckpointError",
     "InvalidMessageError",
     "InvalidQueryError",
@@ -26,6 +28,7 @@ __all__ = [
     "InvalidUsageError",
     "LeaseHeldError",
     "LeaseLostError",
+    "LogLockedError",
     "SessionExistsError",
     "StorageError",
     "TraceFormatError",
@@ -79,6 +82,25 @@ class InvalidSessionIdError(CtxLedgerError, ValueError):
         super().__init__(message)
         self.field = "session_id"
         self.limit = limit
+
+
+class InvalidArgumentError(CtxLedgerError, TypeError, ValueError):
+    """Raised when an argument of a public call has the wrong type or value and no more specific
+    error applies (say ``compact(focus=123)``, or text with a lone surrogate); nothing is written.
+
+    It is both a ``TypeError`` and a ``ValueError``, so code that caught either keeps working.
+
+    Attributes:
+        argument: The name of the offending parameter (``"focus"``, ``"pending"``, ...).
+    """
+
+    def __init__(self, argument: str, message: str) -> None:
+        super().__init__(f"{argument}: {message}")
+        self.argument = argument
+
+    def __reduce__(self) -> tuple[type[InvalidArgumentError], tuple[str, str]]:
+        # The constructor differs from ``args``; keep the error picklable.
+        return (type(self), (self.argument, str(self).removeprefix(f"{self.argument}: ")))
 
 
 class InvalidSeqError(CtxLedgerError, ValueError):
@@ -155,9 +177,48 @@ class HostClosedError(CtxLedgerError, RuntimeError):
     """Raised when a closed host or one of its sessions is used."""
 
 
+class InternalError(CtxLedgerError, RuntimeError):
+    """Raised when ctxledger itself failed while carrying out a request: a defect, logged at
+    ERROR under ``ctxledger.*`` with its traceback (please report it).
+
+    The request fails alone, as if it had never been made: other requests, of this session and
+    of every other, go on, and the session's state is reloaded from its log before its next
+    request. ``__cause__`` is the original exception.
+    """
+
+
 class ContextOverflowError(CtxLedgerError, RuntimeError):
     """Raised when reactive compaction cannot shrink the view after ``max_reactive_retries``,
     or when the part of the view no compaction can shrink is larger than the window."""
+
+
+class SystemPromptMismatchError(CtxLedgerError, ValueError):
+    """Raised when ``Host.session(id, system=...)`` names a system prompt other than the one
+    the session's conversation began with (or it began without one); nothing is written.
+
+    Attributes:
+        session_id: The session.
+        recorded: The system prompt the conversation began with, or None.
+        given: The system prompt that was passed.
+    """
+
+    def __init__(self, session_id: str, recorded: str | None, given: str) -> None:
+        began = (
+            f"began with another system prompt ({_clip(recorded)!r})"
+            if recorded is not None
+            else "began without a system prompt"
+        )
+        super().__init__(
+            f"session {session_id!r} {began}, not {_clip(given)!r}: a session keeps the system "
+            "prompt it was created with; use a new session id for a new prompt"
+        )
+        self.session_id = session_id
+        self.recorded = recorded
+        self.given = given
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class BudgetExceededError(CtxLedgerError, RuntimeError):
@@ -200,19 +261,30 @@ class VersionConflictError(CtxLedgerError):
 class LeaseHeldError(CtxLedgerError):
     """Raised when a session's lease is held by another host and was not released in time.
 
-    ``holder`` names the host that holds it, ``epoch`` its epoch and ``expires_in`` the seconds
-    left before it expires (by the database's clock) unless its holder renews it.
+    ``holder`` names the host that holds it, ``epoch`` its epoch, ``expires_in`` the seconds
+    left before it expires (by the database's clock) unless its holder renews it, and
+    ``process`` the process that took it (``"pid 4242 on build-7"``) when the lease records one.
     """
 
-    def __init__(self, session_id: str, holder: str, epoch: int, expires_in: float) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        holder: str,
+        epoch: int,
+        expires_in: float,
+        *,
+        process: str | None = None,
+    ) -> None:
+        by = f", {process}" if process else ""
         super().__init__(
-            f"session {session_id!r} is served by host {holder!r} (lease epoch {epoch}, "
+            f"session {session_id!r} is served by host {holder!r}{by} (lease epoch {epoch}, "
             f"expires in {max(expires_in, 0.0):.1f} s unless renewed)"
         )
         self.session_id = session_id
         self.holder = holder
         self.epoch = epoch
         self.expires_in = expires_in
+        self.process = process
 
 
 class LeaseLostError(CtxLedgerError):
@@ -246,6 +318,35 @@ class StorageError(CtxLedgerError, OSError):
     """Raised when the storage backend fails (an ``lmdb.Error`` translated at the boundary)."""
 
 
+class LogLockedError(StorageError):
+    """Raised when a folder's event log is opened for writing while another writer holds it.
+
+    One process writes an LMDB folder at a time (a host is the single writer of its sessions).
+    ``path`` names the folder and ``pid`` the process that writes it (``None`` if it could not
+    be read); when that is this very process, another open log or ``Host`` on the folder is
+    still open. Read-only opens are never refused. The lock is the kernel's: it is released when
+    its holder closes the log or dies, so a crashed writer never leaves it behind.
+    """
+
+    def __init__(self, path: str, pid: int | None) -> None:
+        if pid is None:
+            holder = "another process"
+        elif pid == os.getpid():
+            holder = f"this process (pid {pid}): another open log or Host on it is not closed"
+        else:
+            holder = f"process {pid}"
+        super().__init__(
+            f"the event log at {path!r} is being written by {holder}; one process writes a "
+            "folder at a time: close that writer first, or open the log read-only"
+        )
+        self.path = path
+        self.pid = pid
+
+    def __reduce__(self) -> tuple[object, tuple[str, int | None]]:
+        # The constructor's arguments differ from ``args``; keep the error picklable.
+        return (type(self), (self.path, self.pid))
+
+
 class EventDecodeError(CtxLedgerError, ValueError):
     """Raised when stored bytes cannot be decoded into an event."""
 
@@ -255,25 +356,61 @@ class CorruptRecordError(EventDecodeError):
 
     ``session_id`` and ``seq`` name the position of the damaged record (either may be ``None``
     when the position is unknown, for example when decoding loose bytes, or when the damage is in
-    the session's own entry rather than in one of its events); ``reason`` is what is wrong.
+    the session's own entry rather than in one of its events); ``seq`` is an *event* seq.
+    ``after_message_seq``, where the reader knows it, is the seq of the last message of the
+    session that could be read before the damaged record (0: none), so that the damage can be
+    placed among the messages that ``ctxledger show`` numbers. ``reason`` is what is wrong.
     """
 
-    def __init__(self, message: str, *, session_id: str | None = None, seq: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        session_id: str | None = None,
+        seq: int | None = None,
+        after_message_seq: int | None = None,
+    ):
         where = ""
         if session_id is not None:
-            where = f"session {session_id!r}" + (f" seq {seq}" if seq is not None else "") + ": "
+            where = f"session {session_id!r}"
+            if seq is not None:
+                where += f" event seq {seq}"
+            if after_message_seq is not None:
+                where += f" (after message {after_message_seq})"
+            where += ": "
         super().__init__(f"corrupt record: {where}{message}")
         self.session_id = session_id
         self.seq = seq
+        self.after_message_seq = after_message_seq
         self.reason = message
 
-    def __reduce__(self) -> tuple[object, tuple[str, str | None, int | None]]:
+    def after_message(self, message_seq: int) -> CorruptRecordError:
+        """The same error, placed after message ``message_seq`` (chained to this one)."""
+        error = CorruptRecordError(
+            self.reason,
+            session_id=self.session_id,
+            seq=self.seq,
+            after_message_seq=message_seq,
+        )
+        error.__cause__ = self
+        return error
+
+    def __reduce__(
+        self,
+    ) -> tuple[object, tuple[str, str | None, int | None, int | None]]:
         # The keyword-only constructor differs from ``args``; keep the error picklable.
-        return (_corrupt_record, (self.reason, self.session_id, self.seq))
+        return (
+            _corrupt_record,
+            (self.reason, self.session_id, self.seq, self.after_message_seq),
+        )
 
 
-def _corrupt_record(reason: str, session_id: str | None, seq: int | None) -> CorruptRecordError:
-    return CorruptRecordError(reason, session_id=session_id, seq=seq)
+def _corrupt_record(
+    reason: str, session_id: str | None, seq: int | None, after_message_seq: int | None = None
+) -> CorruptRecordError:
+    return CorruptRecordError(
+        reason, session_id=session_id, seq=seq, after_message_seq=after_message_seq
+    )
 
 
 class UnknownEventTypeError(EventDecodeError):

@@ -123,7 +123,7 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     def __post_init__(self) -> None:
         if CHECKS.skip:
             return
-        if self.role not in ROLES:
+        if not isinstance(self.role, str) or self.role not in ROLES:
             raise InvalidMessageError(
                 f"unknown role {self.role!r}; expected one of {sorted(APPENDABLE_ROLES)}"
             )
@@ -140,6 +140,20 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False):
                         f"{self.role} message: {field} must be a string or None", field=field
                     )
                 _check_text(value, field, f"{self.role} message")
+        if isinstance(self.tool_calls, list):  # built by hand with a list: keep it hashable
+            msgspec.structs.force_setattr(self, "tool_calls", tuple(self.tool_calls))
+        if not isinstance(self.tool_calls, tuple) or not all(
+            isinstance(call, ToolCall) for call in self.tool_calls
+        ):
+            raise InvalidMessageError(
+                f"{self.role} message: tool_calls must be a tuple of ToolCall, got "
+                f"{type(self.tool_calls).__name__}",
+                field="tool_calls",
+            )
+        if self.seq is not None and (isinstance(self.seq, bool) or not isinstance(self.seq, int)):
+            raise InvalidMessageError(
+                f"{self.role} message: seq must be an integer or None", field="seq"
+            )
         if self.tool_calls and self.role != "assistant":
             raise InvalidMessageError(f"only assistant messages carry tool calls, not {self.role}")
         if self.role == "tool":
@@ -164,7 +178,17 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     def assistant(
         cls, content: str = "", tool_calls: tuple[ToolCall, ...] | list[ToolCall] = ()
     ) -> Message:
-        """Build an assistant message, optionally carrying tool calls."""
+        """Build an assistant message, optionally carrying tool calls.
+
+        Raises:
+            InvalidMessageError: ``tool_calls`` is not a sequence of :class:`ToolCall`.
+        """
+        if not isinstance(tool_calls, tuple | list):
+            raise InvalidMessageError(
+                f"assistant message: tool_calls must be a list or tuple of ToolCall, got "
+                f"{type(tool_calls).__name__}",
+                field="tool_calls",
+            )
         return cls(role="assistant", content=content, tool_calls=tuple(tool_calls))
 
     @classmethod

@@ -10,7 +10,7 @@ import lmdb
 import pytest
 
 from ctxledger.errors import StorageError, VersionConflictError
-from ctxledger.storage import journal as journal_module
+from ctxledger.storage import _group_commit as committer_module
 from ctxledger.storage.journal import Journal, RequestFailed
 
 
@@ -190,13 +190,13 @@ def test_callers_are_answered_only_after_their_commit(
     lone request (answered at once) and a group answered while the next group is written.
     """
     seen: dict[Any, bool] = {}
-    answer = journal_module._Request.resolve
+    answer = committer_module._Request.resolve
 
     def checked(request: Any, result: Any, error: BaseException | None) -> None:
         seen[request.op] = request.op in writer.txn_of and writer.txn_of[request.op].committed
         answer(request, result, error)
 
-    monkeypatch.setattr(journal_module._Request, "resolve", checked)
+    monkeypatch.setattr(committer_module._Request, "resolve", checked)
     journal.submit("a")
     queued_behind_a_held_group(journal, writer, ["b", "c", "d"])
     journal.submit("e")
@@ -208,7 +208,7 @@ def test_async_callers_are_answered_only_after_their_commit(
 ) -> None:
     """The same for tasks on an event loop: their loop is called only after the commit."""
     seen: dict[Any, bool] = {}
-    call_in = journal_module._call_in
+    call_in = committer_module._call_in
 
     def checked(loop: asyncio.AbstractEventLoop, items: list[tuple[Any, Any, Any]]) -> None:
         for _, result, _ in items:
@@ -216,7 +216,7 @@ def test_async_callers_are_answered_only_after_their_commit(
             seen[op] = writer.txn_of[op].committed
         call_in(loop, items)
 
-    monkeypatch.setattr(journal_module, "_call_in", checked)
+    monkeypatch.setattr(committer_module, "_call_in", checked)
 
     async def go() -> list[Any]:
         return await asyncio.gather(*(journal.submit_async(op) for op in ["a", "b", "c"]))
@@ -375,12 +375,22 @@ def test_async_submission_on_a_closed_journal_raises(writer: Writer) -> None:
         asyncio.run(journal.submit_async("late"))
 
 
-def test_a_group_waits_for_the_callers_expected_back(
-    journal: Journal, writer: Writer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_group_waits_for_the_callers_expected_back(writer: Writer) -> None:
     """After a group of 4, the group after next waits for 4 requests arriving one by one."""
-    monkeypatch.setattr(journal_module, "GATHER_GAP", 5.0)  # as patient as a slow CI needs
-    monkeypatch.setattr(journal_module, "GATHER_MAX", 5.0)
+    journal = Journal(
+        FakeEnv(),  # type: ignore[arg-type]
+        writer,
+        grow=lambda: None,
+        gather_gap=5.0,  # as patient as a slow CI needs
+        gather_max=5.0,
+    )
+    try:
+        _expect_a_group_of_four(journal, writer)
+    finally:
+        journal.close()
+
+
+def _expect_a_group_of_four(journal: Journal, writer: Writer) -> None:
     queued_behind_a_held_group(journal, writer, ["b", "c", "d", "e"])
     # The next two groups expect 1 and then 4 requests (the sizes of the groups two back).
     assert journal.submit("solo") == "done:solo"

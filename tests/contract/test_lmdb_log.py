@@ -20,6 +20,7 @@ from ctxledger.events.types import CompactionFailed, Event, MessageAppended, Usa
 from ctxledger.messages import Message
 from ctxledger.storage import LmdbEventLog
 from ctxledger.storage._layout import STAMP_SIZE, pack_pair
+from ctxledger.testing.processes import child_process, kill
 
 
 def usage(count: int, start: int = 0) -> list[Event]:
@@ -55,24 +56,41 @@ def test_seqs_and_positions_continue_after_reopen(tmp_path: Path) -> None:
     assert (recorded[0].seq, recorded[0].position) == (3, 3)
 
 
-def test_opening_a_path_twice_shares_one_environment(tmp_path: Path) -> None:
-    """Two handles on one path see each other's appends."""
+def test_a_reader_and_the_writer_of_a_path_share_one_environment(tmp_path: Path) -> None:
+    """A read-only handle on a path this process writes sees the writer's appends."""
     with (
-        LmdbEventLog.open(tmp_path / "log") as first,
-        LmdbEventLog.open(tmp_path / "log") as second,
+        LmdbEventLog.open(tmp_path / "log") as writer,
+        LmdbEventLog.open(tmp_path / "log", readonly=True) as reader,
     ):
-        first.append("s", usage(2), expected_seq=0)
-        assert second.last_seq("s") == 2
+        writer.append("s", usage(2), expected_seq=0)
+        assert reader.last_seq("s") == 2
+        with pytest.raises(StorageError, match="read-only"):
+            reader.append("s", usage(1), expected_seq=2)
 
 
 def test_closing_one_handle_keeps_the_other_open(tmp_path: Path) -> None:
-    """The environment stays open until its last handle closes."""
-    first = LmdbEventLog.open(tmp_path / "log")
-    second = LmdbEventLog.open(tmp_path / "log")
-    first.close()
-    second.append("s", usage(1), expected_seq=0)
-    assert second.read("s")[0].seq == 1
-    second.close()
+    """The environment stays open until its last handle closes, writer or reader."""
+    writer = LmdbEventLog.open(tmp_path / "log")
+    reader = LmdbEventLog.open(tmp_path / "log", readonly=True)
+    reader.close()
+    writer.append("s", usage(1), expected_seq=0)
+    reader = LmdbEventLog.open(tmp_path / "log", readonly=True)
+    writer.close()
+    assert reader.read("s")[0].seq == 1
+    reader.close()
+
+
+def test_a_path_written_again_after_its_writer_closed_beside_a_reader(tmp_path: Path) -> None:
+    """Closing the writer while a reader stays open lets a new writer take the folder."""
+    with LmdbEventLog.open(tmp_path / "log", readonly=False) as first:
+        first.append("s", usage(2), expected_seq=0)
+        reader = LmdbEventLog.open(tmp_path / "log", readonly=True)
+    try:
+        with LmdbEventLog.open(tmp_path / "log") as second:
+            assert second.append("s", usage(1), expected_seq=2)[0].position == 3
+        assert reader.last_seq("s") == 3
+    finally:
+        reader.close()
 
 
 def test_relative_and_absolute_paths_share_an_environment(
@@ -80,21 +98,28 @@ def test_relative_and_absolute_paths_share_an_environment(
 ) -> None:
     """The same directory named two ways is one environment."""
     monkeypatch.chdir(tmp_path)
-    with LmdbEventLog.open("log") as relative, LmdbEventLog.open(tmp_path / "log") as absolute:
+    with (
+        LmdbEventLog.open("log") as relative,
+        LmdbEventLog.open(tmp_path / "log", readonly=True) as absolute,
+    ):
         relative.append("s", usage(1), expected_seq=0)
         assert absolute.last_seq("s") == 1
 
 
-def test_opening_a_path_twice_with_other_durability_fails(tmp_path: Path) -> None:
-    """A second open asking for another durability mode is refused clearly."""
-    with LmdbEventLog.open(tmp_path / "log"), pytest.raises(StorageError, match="already open"):
+def test_opening_a_path_again_with_other_durability_fails(tmp_path: Path) -> None:
+    """A writer asking for another durability than the open environment's is refused clearly."""
+    LmdbEventLog.open(tmp_path / "log").close()
+    with (
+        LmdbEventLog.open(tmp_path / "log", readonly=True),
+        pytest.raises(StorageError, match="already open"),
+    ):
         LmdbEventLog.open(tmp_path / "log", durability="none")
 
 
 def test_closing_a_handle_twice_is_harmless(tmp_path: Path) -> None:
     """close() is idempotent and does not release another handle's reference."""
     first = LmdbEventLog.open(tmp_path / "log")
-    second = LmdbEventLog.open(tmp_path / "log")
+    second = LmdbEventLog.open(tmp_path / "log", readonly=True)
     first.close()
     first.close()
     assert second.last_seq("s") == 0
@@ -284,13 +309,18 @@ def test_training_on_too_few_events_is_a_storage_error(tmp_path: Path) -> None:
 
 
 def test_writes_from_another_process_are_noticed(tmp_path: Path) -> None:
-    """An append after another process wrote the same directory sees its events."""
+    """An append after another process wrote the same directory sees its events.
+
+    The other process is a writer that takes no writer lock (as versions before the lock did):
+    the writer's caches must still never hide its events.
+    """
     with LmdbEventLog.open(tmp_path / "log") as log:
         log.append("s", usage(2), expected_seq=0)
         _run_child(
             f"""
             from ctxledger.events.types import UsageReported
-            from ctxledger.storage import LmdbEventLog
+            from ctxledger.storage import LmdbEventLog, _lmdb_lock
+            _lmdb_lock.WriterLock.acquire = classmethod(lambda cls, folder: cls(folder, None))
             with LmdbEventLog.open({str(tmp_path / "log")!r}) as log:
                 log.append("s", [UsageReported(prompt_tokens=9)] * 2, expected_seq=2)
             """
@@ -306,15 +336,13 @@ def test_stale_reader_slots_are_cleared_on_open(
     # Keep the environment open here: the first opener of an environment resets the reader
     # table anyway, so only an open that joins a live environment has stale slots to clear.
     with LmdbEventLog.open(tmp_path / "log"):
-        with subprocess.Popen(
-            [sys.executable, "-c", _READER_CHILD.format(path=str(tmp_path / "log"))],
-            stdout=subprocess.PIPE,
-            text=True,
+        with child_process(
+            [sys.executable, "-c", _READER_CHILD.format(path=str(tmp_path / "log"))], stderr=None
         ) as child:
             assert child.stdout is not None and child.stdout.readline().strip() == "ready"
-            child.send_signal(signal.SIGKILL)
+            assert kill(child) == -signal.SIGKILL
         caplog.set_level(logging.INFO, logger="ctxledger")
-        LmdbEventLog.open(tmp_path / "log").close()
+        LmdbEventLog.open(tmp_path / "log", readonly=True).close()
     cleared = [
         record.slots  # type: ignore[attr-defined]  # a bound value of the event
         for record in caplog.records

@@ -4,8 +4,8 @@ while a reader tails all sessions by position."""
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ctxledger.storage import PostgresEventLog, RecordedEvent, tail
+from ctxledger.testing.processes import child_process
 from pg_fixtures import PgServer
 
 pytestmark = pytest.mark.postgres
@@ -36,28 +37,30 @@ def test_tailing_reader_sees_every_event_once_in_commit_order(
     reader = threading.Thread(target=follow)
     reader.start()
     try:
-        children = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    str(CHILD),
-                    pg_server.dsn,
-                    pg_schema,
-                    str(process),
-                    str(THREADS),
-                    str(SESSIONS),
-                    str(APPENDS),
-                ],
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            for process in range(PROCESSES)
-        ]
-        reports = []
-        for child in children:
-            out, _ = child.communicate(timeout=300)
-            assert child.returncode == 0
-            reports.extend(json.loads(out))
+        with contextlib.ExitStack() as children:
+            started = [
+                children.enter_context(
+                    child_process(
+                        [
+                            sys.executable,
+                            CHILD,
+                            pg_server.dsn,
+                            pg_schema,
+                            str(process),
+                            str(THREADS),
+                            str(SESSIONS),
+                            str(APPENDS),
+                        ],
+                        stderr=None,
+                    )
+                )
+                for process in range(PROCESSES)
+            ]
+            reports = []
+            for child in started:
+                out, _ = child.communicate(timeout=300)
+                assert child.returncode == 0
+                reports.extend(json.loads(out))
         total = sum(count for *_, count, _, _ in reports)
         while len(seen) < total and reader.is_alive():
             threading.Event().wait(0.01)

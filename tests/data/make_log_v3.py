@@ -62,10 +62,8 @@ def _turns(session: Session, turns: range, *, steps: int = 3, size: int = 30) ->
             session.prepare_step()
             session.wait_background()
             prompt = 600 + 80 * step + 50 * turn
-            session.record_usage(
-                {"prompt_tokens": prompt, "completion_tokens": 25 + step,
-                 "prompt_tokens_details": {"cached_tokens": prompt // 2}}  # fmt: skip
-            )
+            usage = {"prompt_tokens": prompt, "completion_tokens": 25 + step}
+            session.record_usage({**usage, "prompt_tokens_details": {"cached_tokens": prompt // 2}})
         session.append(Message.assistant(f"Task {turn} done: src/pkg/mod_{turn}.py fixed."))
         session.prepare_step()
         session.wait_background()

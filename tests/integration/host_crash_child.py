@@ -1,9 +1,15 @@
 """Child process for the host crash test: drives sessions forever, printing each served view.
 
-Usage: python host_crash_child.py DB_DIR SEED
+Usage: python host_crash_child.py DB_DIR SEED [PAUSE]
 
 Each line printed (flushed) is ``<session> <through_seq> <view_hash>`` and is written only after
 ``prepare_step`` returned, so the ViewServed event it describes is durable.
+
+``PAUSE`` holds the child still at a chosen point until it is killed, so that a test reaches
+both recovery paths whatever the machine's speed: ``step:N`` at the first step from the N-th
+on whose session this process already served a view, after the step's messages are appended
+and before its view is served; ``view:N`` after the N-th view is served and printed. Either
+prints ``paused <session>``.
 """
 
 from __future__ import annotations
@@ -55,16 +61,33 @@ def main() -> None:
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
     )
     db, seed = sys.argv[1], int(sys.argv[2])
+    where, _, number = (sys.argv[3] if len(sys.argv) > 3 else "none:0").partition(":")
+    count = int(number)
     rng = random.Random(seed)
     with Host.open(db, config=CONFIG, summarizer=slow_summarizer()) as host:
         sessions = [host.session(sid) for sid in SESSIONS]
         steps = {s.id: len(s.history()) for s in sessions}
+        done = 0
+        served: set[str] = set()
         while True:
             session = rng.choice(sessions)
             steps[session.id] += 1
+            done += 1
             session.append_many(step_messages(rng, session.id, steps[session.id]))
+            if where == "step" and done >= count and session.id in served:
+                pause(session.id)
             view = session.prepare_step()
             print(session.id, view.through_seq, view.view_hash, flush=True)
+            served.add(session.id)
+            if where == "view" and done >= count:
+                pause(session.id)
+
+
+def pause(session_id: str) -> None:
+    """Say so, then wait to be killed."""
+    print("paused", session_id, flush=True)
+    while True:
+        time.sleep(60)
 
 
 if __name__ == "__main__":

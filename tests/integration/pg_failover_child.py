@@ -2,6 +2,8 @@
 
 Usage: python pg_failover_child.py DSN HOST_ID LEASE_TTL SESSION ROLE [STOP_AT_STEP]
 
+HOST_ID ``-`` leaves the host id to the default (unique per process).
+
 ROLE ``serve``: take the session and run agent steps forever. A step appends a user message and
 an assistant tool call (one append), then the tool's result (a second append), then prepares the
 next view. After each append *returned* it prints ``ack <seq> <seq> ...``; after each view
@@ -75,7 +77,8 @@ def main() -> None:
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
     )
     dsn, host_id, ttl, session_id, role = sys.argv[1:6]
-    with Host.open(dsn, config=CONFIG, host_id=host_id, lease_ttl=float(ttl)) as host:
+    chosen = None if host_id == "-" else host_id
+    with Host.open(dsn, config=CONFIG, host_id=chosen, lease_ttl=float(ttl)) as host:
         if role == "serve":
             serve(host, session_id, int(sys.argv[6]) if len(sys.argv) > 6 else 0)
         else:

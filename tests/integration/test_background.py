@@ -15,7 +15,6 @@ import importlib.util
 import itertools
 import json
 import signal
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -30,6 +29,7 @@ from ctxledger.events import CheckpointCreated, CompactionStarted, SummaryPrepar
 from ctxledger.storage import EventLog
 from ctxledger.summarizers import SummaryRequest
 from ctxledger.testing import digest_summarizer
+from ctxledger.testing.processes import child_process, kill
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CHILD = Path(__file__).with_name("background_crash_child.py")
@@ -155,24 +155,14 @@ def _count_calls(inner: Any) -> Any:
 def test_a_summary_prepared_before_sigkill_is_activated_after_recovery(tmp_path: Path) -> None:
     """SIGKILL between SummaryPrepared and the threshold: no new summariser call, verify ok."""
     db = tmp_path / "db"
-    proc = subprocess.Popen(
-        [sys.executable, str(CHILD), str(db)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with child_process([sys.executable, CHILD, db]) as proc:
         assert proc.stdout is not None and proc.stderr is not None
         line = proc.stdout.readline()  # printed once SummaryPrepared is durable
-        if not line.startswith("prepared "):
+        if not line.startswith("prepared ") or not line.endswith("\n"):
+            kill(proc)
             raise AssertionError(f"child: {line!r} {proc.stderr.read()}")
         compaction_id = line.split()[1]
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+        kill(proc)
     assert proc.returncode == -signal.SIGKILL
     counting = _count_calls(digest_summarizer)
     with Host.open(db, summarizer=counting) as host:

@@ -188,9 +188,14 @@ def test_stats_reports_storage_and_events(shared_log: Path) -> None:
 
 
 def test_corrupt_record_is_one_line_error(db: Path) -> None:
-    """A damaged record is reported by session and seq, without a traceback."""
+    """A damaged record is reported by session, event seq and message seq, without a
+    traceback, after what can be read of the session."""
     corrupt_first_event(db)
-    assert_one_line_error(run("show", "a", "--db", db), "corrupt record", "'a'", "seq 2")
+    result = run("show", "a", "--db", db)
+    assert_one_line_error(result, "corrupt record", "'a'", "event seq 2", "(after message 0)")
+    shown = result.stdout.splitlines()
+    assert shown[0].startswith("#1 ") and "lost" in shown[0]  # the damaged record held message 1
+    assert len(shown) > 40 and shown[-1].startswith("#")  # the rest reads on
 
 
 def test_debug_shows_the_traceback(shared_log: Path) -> None:

@@ -22,11 +22,13 @@ import pytest
 from cli_helpers import assert_one_line_error, run
 
 from ctxledger import Config, CorruptRecordError, Host, Message, ToolCall
-from ctxledger.events import MessageAppended, SessionForked, ToolResultSynthesized
+from ctxledger.events import MessageAppended, RecordLost, SessionForked, ToolResultSynthesized
 from ctxledger.replay import find_damage, salvage, verify
 from ctxledger.storage import LmdbEventLog, RecordedEvent
 from ctxledger.storage import protocol as storage_protocol
 from ctxledger.storage._layout import pack_pair, unpack_stamp
+from ctxledger.testing import check_view_invariants
+from ctxledger.testing.processes import child_process
 
 CONFIG = Config(context_window=6000, compression_threshold=0.8, min_retain_rounds=2)
 
@@ -92,15 +94,20 @@ def damaged(pristine: tuple[Path, int], tmp_path: Path) -> tuple[Path, int]:
 def test_find_damage_names_each_damaged_session_and_its_first_bad_seq(
     damaged: tuple[Path, int],
 ) -> None:
-    """s2 at the damaged record; the late fork at its SessionForked event, naming s2."""
+    """s2 at the damaged record, placed after message 23 (it held message 24, step 7's tool
+    result); the late fork at its SessionForked event, naming s2. A path works as an open log."""
     db, bad = damaged
     with LmdbEventLog.open(db, readonly=True) as log:
         found = find_damage(log)
         (forked_at,) = [r.seq for r in log.read("late", 1, 2) if isinstance(r.event, SessionForked)]
     assert [sid for sid, damage in found.items() if damage is None] == ["s1", "s3", "early"]
-    assert (found["s2"].seq, found["s2"].describe()) == (bad, f"damaged at seq {bad}")
+    assert (found["s2"].seq, found["s2"].after_message_seq) == (bad, 23)
+    assert found["s2"].describe() == f"damaged at event {bad} (after message 23)"
     late = found["late"]
     assert (late.seq, late.parent, late.parent_seq) == (forked_at, "s2", bad)
+    assert late.describe() == f"damaged: parent 's2' at event {bad} (after message 23)"
+    assert find_damage(db) == found  # a folder, as verify and rebuild take
+    assert find_damage(str(db), ["s2"]) == {"s2": found["s2"]}
 
 
 def test_the_host_lists_every_session_and_opens_the_healthy_ones(damaged: tuple[Path, int]) -> None:
@@ -111,6 +118,8 @@ def test_the_host_lists_every_session_and_opens_the_healthy_ones(damaged: tuple[
         with pytest.raises(CorruptRecordError) as caught:
             host.session("s2").history()
         assert (caught.value.session_id, caught.value.seq) == ("s2", bad)
+        assert caught.value.after_message_seq == 23  # the error places it among the messages
+        assert f"event seq {bad} (after message 23)" in str(caught.value)
         with pytest.raises(CorruptRecordError) as through_parent:
             host.session("late").history()
         assert (through_parent.value.session_id, through_parent.value.seq) == ("s2", bad)
@@ -160,38 +169,67 @@ def as_copied(records: list[RecordedEvent]) -> list[tuple[object, ...]]:
     return [(r.seq, r.event, r.timestamp, batch) for r, batch in zip(records, batches, strict=True)]
 
 
-def test_salvage_keeps_what_verifies_and_answers_the_cut_tool_call(
+def test_salvage_keeps_every_intact_record_and_replaces_the_damaged_one(
     damaged: tuple[Path, int], tmp_path: Path
 ) -> None:
-    """s2 is cut before the damaged tool result, whose call gets an interrupted answer; the
-    late fork is dropped whole; the rest is copied as it was (events, seqs, timestamps)."""
+    """Only the damaged record is lost: a RecordLost at its event seq stands for s2's tool
+    result (message 24, answering its call, so views stay valid); every other record of every
+    session, the late fork's included, is copied as it was (events, seqs, timestamps,
+    batches); verify passes and lists the loss and the views it makes uncomparable."""
     db, bad = damaged
     report = salvage(db, tmp_path / "out")
     entries = {entry.session: entry for entry in report.sessions}
-    assert not report.complete
-    assert (entries["s2"].kept, entries["s2"].cut_at, entries["s2"].synthesized) == (
-        bad - 1,
-        bad,
+    assert not report.complete and report.replaced == 1 and report.dropped == 0
+    s2 = entries["s2"]
+    assert (s2.kept, len(s2.replaced), s2.dropped, s2.cut_at, s2.synthesized) == (
+        _last(db, "s2") - 1,
         1,
+        0,
+        None,
+        0,
     )
-    assert entries["late"].kept == 0 and "does not reach" in entries["late"].reason
-    whole = ["s1", "s3", "early"]
-    assert all((entries[sid].dropped, entries[sid].cut_at) == (0, None) for sid in whole)
-    assert verify(tmp_path / "out").ok
+    (lost,) = s2.replaced
+    assert (lost.seq, lost.message_seq, lost.reason) == (bad, 24, "damaged")
+    assert s2.lost_messages == [24] and "lost message 24" in s2.reason
+    assert all(entries[sid].replaced == () for sid in ("s1", "s3", "early", "late"))
+    checked = verify(tmp_path / "out")
+    assert checked.ok, checked.mismatches
+    assert [(m.session, m.seq) for m in checked.lost if m.kind == "record_lost"] == [("s2", bad)]
+    uncomparable = [m for m in checked.lost if m.kind == "view_hash"]
+    assert uncomparable and all("lost message 24" in m.detail for m in uncomparable)
     with (
         LmdbEventLog.open(db, readonly=True) as old,
         LmdbEventLog.open(tmp_path / "out", readonly=True) as new,
     ):
-        assert new.sessions() == ["s1", "s2", "s3", "early"]
-        for sid in whole:
+        assert new.sessions() == old.sessions()
+        for sid in ("s1", "s3", "early", "late"):
             assert as_copied(new.read(sid)) == as_copied(old.read(sid))
-        assert as_copied(new.read("s2", 1, bad - 1)) == as_copied(old.read("s2", 1, bad - 1))
-        (answer,) = new.read("s2", bad)
-    assert isinstance(answer.event, ToolResultSynthesized)
-    assert answer.event.message.tool_call_id == "s2-call-7"
-    crashed = after_a_crash(tmp_path / "crash")
-    assert answer.event.message.content == crashed.message.content
-    assert answer.event.message.metadata == crashed.message.metadata
+        before, after = new.read("s2", 1, bad - 1), new.read("s2", bad + 1)
+        assert as_copied(before) == as_copied(old.read("s2", 1, bad - 1))
+        assert [(r.seq, r.event, r.timestamp) for r in after] == [
+            (r.seq, r.event, r.timestamp) for r in old.read("s2", bad + 1)
+        ]
+        (stand_in,) = new.read("s2", bad, bad)
+    event = stand_in.event
+    assert isinstance(event, RecordLost) and event.message is not None
+    message = event.message
+    assert (message.seq, message.role, message.tool_call_id, message.name) == (
+        24,
+        "tool",
+        "s2-call-7",
+        "bash",
+    )
+    assert message.metadata == {"lost": "damaged"} and "message 24" in message.content
+    with Host.open(tmp_path / "out", config=CONFIG) as host:
+        session = host.session("s2")
+        assert [m.seq for m in session.history()] == list(range(1, 37))
+        view = session.prepare_step()
+        made = session.checkpoints()
+        check_view_invariants(
+            session.history(), view, CONFIG, checkpoint=made[-1] if made else None
+        )
+        agent_steps(session, 1, "s2-after")  # and it goes on
+    assert verify(tmp_path / "out").ok
 
 
 def after_a_crash(db: Path) -> ToolResultSynthesized:
@@ -235,8 +273,8 @@ def test_sessions_lists_every_session_with_the_damaged_ones_marked(
     assert result.exit_code == 0
     rows = {line.split()[0]: line for line in result.stdout.splitlines()[2:]}
     assert list(rows) == ["s1", "s2", "s3", "early", "late"]
-    assert rows["s2"].endswith(f"damaged at seq {bad}")
-    assert rows["late"].endswith(f"damaged: parent 's2' at seq {bad}")
+    assert rows["s2"].endswith(f"damaged at event {bad} (after message 23)")
+    assert rows["late"].endswith(f"damaged: parent 's2' at event {bad} (after message 23)")
     for sid in ("s1", "s3", "early"):
         assert rows[sid].endswith("ok") and rows[sid].split()[1] != "-"
     assert rows["s1"].split()[1] == "36"  # 12 steps of 3 messages
@@ -250,14 +288,15 @@ def test_stats_names_the_damaged_sessions(damaged: tuple[Path, int]) -> None:
     result = run("stats", "--db", db)
     assert result.exit_code == 0
     assert (
-        f"damaged sessions   2: s2 (damaged at seq {bad}), late (damaged: parent 's2' at seq {bad})"
-        in result.stdout
+        f"damaged sessions   2: s2 (damaged at event {bad} (after message 23)), "
+        f"late (damaged: parent 's2' at event {bad} (after message 23))" in result.stdout
     )
     statuses = {
         line.split()[0]: line.split(maxsplit=2)[2]
         for line in result.stdout.split("SESSION")[-1].splitlines()[2:]
     }
-    assert statuses["s2"] == f"damaged at seq {bad}" and statuses["s1"] == "ok"
+    assert statuses["s2"] == f"damaged at event {bad} (after message 23)"
+    assert statuses["s1"] == "ok"
 
 
 def test_stats_of_a_whole_log_reports_no_damage(pristine: tuple[Path, int]) -> None:
@@ -266,21 +305,66 @@ def test_stats_of_a_whole_log_reports_no_damage(pristine: tuple[Path, int]) -> N
     assert result.exit_code == 0 and "damaged sessions   none" in result.stdout
 
 
+def test_show_prints_what_is_readable_of_a_damaged_session(damaged: tuple[Path, int]) -> None:
+    """Every message but the lost one, which is marked; then one error line naming the event
+    seq and the message before it; exit 1."""
+    db, bad = damaged
+    result = run("show", "s2", "--db", db)
+    assert_one_line_error(
+        result, "corrupt record", "'s2'", f"event seq {bad}", "(after message 23)"
+    )
+    shown = [line.split()[0] for line in result.stdout.splitlines()]
+    assert shown == [f"#{seq}" for seq in range(1, 37)]  # before and after the damage
+    (lost,) = [line for line in result.stdout.splitlines() if line.startswith("#24 ")]
+    assert "tool bash lost" in lost and "could not be read" in lost
+    assert "'ctxledger salvage'" in result.stderr
+
+
+def test_show_events_lists_the_damaged_record_among_the_others(
+    damaged: tuple[Path, int],
+) -> None:
+    """--events: the records around it as usual, the damaged one named where it is."""
+    db, bad = damaged
+    result = run("show", "s2", "--db", db, "--events", "--from", str(bad - 2), "--limit", "5")
+    assert result.exit_code == 1
+    rows = result.stdout.splitlines()
+    assert [int(row.split()[0]) for row in rows] == list(range(bad - 2, bad + 3))
+    assert "(damaged)" in rows[2] and "checksum" in rows[2]
+    assert "message_appended" in rows[3]
+    assert f"event seq {bad}" in result.stderr
+
+
+def test_show_of_a_fork_damaged_through_its_parent(damaged: tuple[Path, int]) -> None:
+    """The late fork shows its parent's prefix (with the lost message marked) and its own."""
+    db, bad = damaged
+    result = run("show", "late", "--db", db)
+    assert result.exit_code == 1
+    shown = [line.split()[0] for line in result.stdout.splitlines()]
+    assert shown == [f"#{seq}" for seq in range(1, 43)]
+    assert f"'s2' event seq {bad} (after message 23)" in result.stderr
+
+
 def test_salvage_verb_reports_per_session_and_exits_one(
     damaged: tuple[Path, int], tmp_path: Path
 ) -> None:
-    """The table says what was kept and dropped; exit 1; verify passes on the new log."""
+    """The table says what was kept, replaced and dropped; exit 1; verify passes on the new
+    log and lists the loss."""
     db, bad = damaged
     result = run("salvage", "--db", db, "--out", tmp_path / "out")
     assert result.exit_code == 1
     rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[2:]}
     s2_events = _last(db, "s2")
-    assert rows["s2"][1:5] == [str(s2_events), str(bad - 1), str(s2_events - bad + 1), "1"]
-    assert rows["s1"][3:6] == ["0", "0", "whole"]
-    assert rows["late"][2] == "0"
-    assert result.stderr.startswith("salvage dropped events of 2 session(s)")
+    assert rows["s2"][1:6] == [str(s2_events), str(s2_events - 1), "1", "0", "0"]
+    assert " ".join(rows["s2"][6:]) == f"lost message 24 (event {bad})"
+    assert rows["s1"][3:7] == ["0", "0", "0", "whole"]
+    assert rows["late"][2:5] == [str(_last(db, "late")), "0", "0"]
+    assert result.stderr.startswith("salvage lost events of 1 session(s)")
+    assert "1 replaced as lost, 0 dropped" in result.stderr
     verified = run("verify", "--db", tmp_path / "out")
-    assert verified.exit_code == 0 and verified.stdout.startswith("verify ok: 4 sessions")
+    assert verified.exit_code == 0, verified.output
+    assert verified.stdout.splitlines()[-1].startswith("verify ok: 5 sessions")
+    assert "1 record(s) lost in a salvage" in verified.stdout
+    assert f"s2{' ' * 14}{bad}  record_lost" in verified.stdout
 
 
 def test_salvage_verb_on_a_whole_log_exits_zero(pristine: tuple[Path, int], tmp_path: Path) -> None:
@@ -309,22 +393,24 @@ def run_on_a_terminal(*args: str | os.PathLike[str]) -> tuple[int, str]:
     wrote there."""
     main, child = pty.openpty()
     command = [sys.executable, "-m", "ctxledger", *map(str, args)]
-    with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=child) as process:
-        os.close(child)
-        chunks = []
-        while True:
-            ready, _, _ = select.select([main], [], [], 60)
-            if not ready:
-                break
-            try:
-                data = os.read(main, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not data:
-                break
-            chunks.append(data)
-        status = process.wait(timeout=60)
-    os.close(main)
+    try:
+        with child_process(command, stdout=subprocess.DEVNULL, stderr=child) as process:
+            os.close(child)
+            chunks = []
+            while True:
+                ready, _, _ = select.select([main], [], [], 60)
+                if not ready:
+                    break
+                try:
+                    data = os.read(main, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+            status = process.wait(timeout=60)
+    finally:
+        os.close(main)
     return status, b"".join(chunks).decode(errors="replace")
 
 
@@ -368,7 +454,7 @@ def test_a_session_whose_own_entry_is_damaged_is_listed_and_not_salvaged(
     listed = run("sessions", "--db", db)
     assert listed.exit_code == 0
     row = next(line for line in listed.stdout.splitlines() if line.startswith("s3 "))
-    assert row.split()[1:6] == ["-"] * 5 and row.endswith("damaged at seq 1")
+    assert row.split()[1:6] == ["-"] * 5 and row.endswith("damaged at event 1")
     report = salvage(db, tmp_path / "out")
     (s3,) = [entry for entry in report.sessions if entry.session == "s3"]
     assert (s3.events, s3.kept, s3.dropped, s3.cut_at) == (None, 0, None, 1)
@@ -377,8 +463,8 @@ def test_a_session_whose_own_entry_is_damaged_is_listed_and_not_salvaged(
     result = run("salvage", "--db", db, "--out", tmp_path / "out2")
     assert result.exit_code == 1
     assert next(line for line in result.stdout.splitlines() if line.startswith("s3 ")).split()[
-        1:4
-    ] == ["?", "0", "all"]
+        1:5
+    ] == ["?", "0", "0", "all"]
 
 
 def test_salvage_drops_a_session_whose_id_no_longer_passes_the_limits(
@@ -400,3 +486,4 @@ def test_salvage_drops_a_session_whose_id_no_longer_passes_the_limits(
     assert entries["short"].cut_at is None and not report.complete
     with LmdbEventLog.open(tmp_path / "out", readonly=True) as new:
         assert new.sessions() == ["short"]
+

@@ -115,6 +115,20 @@ def test_demo_writes_a_png_plot(demo: subprocess.CompletedProcess[str], demo_dir
     assert plot.read_bytes()[:8] == PNG_SIGNATURE
 
 
+def test_demo_writes_the_html_report_of_one_agent(
+    demo: subprocess.CompletedProcess[str], demo_dir: Path
+) -> None:
+    """The report named in the summary exists, is one page, and holds that agent's steps."""
+    from report_helpers import report_data
+
+    line = _summary(demo, "report")
+    path = Path(line.split(" (session ")[0])
+    session = line.split(" (session ")[1].split(":")[0]
+    assert path == demo_dir / "report.html"
+    data = report_data(path.read_text("utf-8"))
+    assert data["session_id"] == session and data["steps"]["seq"]
+
+
 def test_demo_log_verifies_independently(
     demo: subprocess.CompletedProcess[str], demo_dir: Path
 ) -> None:

@@ -34,6 +34,7 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
             capture_output=True,
             text=True,
             check=False,
+            timeout=60,
         )
     except FileNotFoundError:
         pytest.skip("no mount command here, so no small filesystem to fill")
@@ -45,7 +46,7 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
     try:
         yield mount
     finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+        subprocess.run(["umount", "-l", str(mount)], check=False, timeout=60)
 
 
 def fill(mount: Path) -> Path:

@@ -27,6 +27,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from ctxledger import Config, Host, Message
 from ctxledger.domain import CharTokenizer, summary_message
 from ctxledger.integrations.langchain import LedgerHooks, LedgerMiddleware, to_messages
+from ctxledger.testing.processes import child_process, kill
 
 CONFIG = Config(context_window=3000, compression_threshold=0.8, min_retain_rounds=2)
 CHILD = Path(__file__).with_name("langchain_child.py")
@@ -50,6 +51,11 @@ def _pairs_intact(messages: list[Message]) -> bool:
     return not open_calls
 
 
+def _system_only_first(messages: list[BaseMessage]) -> bool:
+    kinds = [isinstance(message, SystemMessage) for message in messages]
+    return kinds == sorted(kinds, reverse=True)
+
+
 def _check_run(
     host: Host, session_id: str, received: list[list[BaseMessage]], state: list[BaseMessage]
 ) -> None:
@@ -63,7 +69,8 @@ def _check_run(
     summaries = {summary_message(c).content for c in session.checkpoints()}  # + fact block
     with_summary = [i for i, m in enumerate(received) if any(x.content in summaries for x in m)]
     assert with_summary and 0 < with_summary[0] < len(received) - 1  # compacted mid-way
-    assert all(isinstance(x, SystemMessage) for m in received for x in m if x.content in summaries)
+    assert all(isinstance(x, HumanMessage) for m in received for x in m if x.content in summaries)
+    assert all(_system_only_first(m) for m in received)  # no system message after another
     assert any(x.content == "[Previous: used report]" for m in received for x in m)  # masked
     assert session.history() == [m.with_seq(i) for i, m in enumerate(to_messages(state), 1)]
 
@@ -135,21 +142,16 @@ def test_sigkill_and_a_new_process_continue_the_conversation(tmp_path: Path) -> 
     """The graph's memory dies with the process; the ledger gives the next one the conversation."""
     db, inputs = tmp_path / "db", tmp_path / "inputs.jsonl"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    child = subprocess.Popen(
-        [sys.executable, str(CHILD), db, "1", "6", inputs, "--kill-at", "6"],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert child.stdout is not None
-    for line in child.stdout:
-        if line.startswith("KILLME"):
-            break
-    else:
-        pytest.fail(f"the child ended before turn 6's tool ran (exit {child.wait()})")
-    child.send_signal(signal.SIGKILL)
-    assert child.wait(timeout=30) == -signal.SIGKILL
-    child.stdout.close()
+    with child_process(
+        [sys.executable, CHILD, db, "1", "6", inputs, "--kill-at", "6"], stderr=None, env=env
+    ) as child:
+        assert child.stdout is not None
+        for line in child.stdout:
+            if line.startswith("KILLME"):
+                break
+        else:
+            pytest.fail(f"the child ended before turn 6's tool ran (exit {child.wait()})")
+        assert kill(child) == -signal.SIGKILL
     out = subprocess.run(
         [sys.executable, str(CHILD), db, "7", "14", inputs],
         capture_output=True,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 
 from ctxledger.events.types import MessageAppended
 from ctxledger.storage import LmdbEventLog
+from ctxledger.testing.processes import child_process, complete_lines, kill
 
 CHILD = Path(__file__).with_name("log_crash_child.py")
 ROUNDS = 22
@@ -24,21 +24,18 @@ Ack = tuple[str, int, int, int]  # session, first seq, last seq, batch uid
 def run_until_killed(path: Path, seed: int, rng: random.Random) -> list[Ack]:
     """Start a child, let it acknowledge a random number of batches, SIGKILL it mid-flight."""
     acks: list[Ack] = []
-    with subprocess.Popen(
-        [sys.executable, str(CHILD), str(path), str(seed)], stdout=subprocess.PIPE, text=True
-    ) as child:
+    with child_process([sys.executable, CHILD, path, str(seed)], stderr=None) as child:
         assert child.stdout is not None
         target = rng.randint(1, 60)
-        try:
-            for line in child.stdout:
-                acks.append(parse(line))
-                if len(acks) >= target:
-                    break
-        finally:
-            child.send_signal(signal.SIGKILL)  # also when parsing failed: never wait forever
-        # Lines the child wrote before it died are acknowledgements too.
-        acks.extend(parse(line) for line in child.stdout.read().splitlines())
-        child.wait()
+        for line in child.stdout:
+            if not line.endswith("\n"):
+                break  # the child died mid-line: a torn line acknowledges nothing
+            acks.append(parse(line))
+            if len(acks) >= target:
+                break
+        kill(child)
+        # Lines the child finished writing before it died are acknowledgements too.
+        acks.extend(parse(line) for line in complete_lines(child.stdout.read()))
     assert child.returncode == -signal.SIGKILL, "the child died before it was killed"
     return acks
 

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +20,16 @@ from openai_agents_child import CONFIG, FakeModel, add, report
 from ctxledger import Config, Host, InvalidSeqError
 from ctxledger.domain import CharTokenizer, summary_message
 from ctxledger.integrations.openai_agents import LedgerSession, items_to_messages
+from ctxledger.testing.processes import child_process, kill
 
 CHILD = Path(__file__).with_name("openai_agents_child.py")
 UNMASKED = Config(context_window=10**6, micro_keep_recent=10**4)
 
 
-def _child(*args: str | Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(CHILD), *map(str, args)],
-        stdout=subprocess.PIPE,
-        text=True,
+def _child(*args: str | Path) -> AbstractContextManager[subprocess.Popen[str]]:
+    return child_process(
+        [sys.executable, CHILD, *args],
+        stderr=None,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
 
@@ -46,25 +47,29 @@ def _pairs_intact(items: list[dict[str, Any]]) -> bool:
     return set(calls) <= outputs
 
 
+def _system_only_first(items: list[dict[str, Any]]) -> bool:
+    """No system or developer message after another kind of item."""
+    roles = [item.get("role") in ("system", "developer") for item in items]
+    return roles == sorted(roles, reverse=True)
+
+
 def test_runner_compacts_survives_sigkill_and_verifies(tmp_path: Path) -> None:
     """Bounded, tool-paired model inputs; a SIGKILLed run is continued by the next process."""
     db, inputs = tmp_path / "db", tmp_path / "inputs.jsonl"
-    child = _child(db, 1, 8, inputs, "--kill-at", 8)
-    assert child.stdout is not None
-    for line in child.stdout:
-        if line.startswith("KILLME"):
-            break
-    else:
-        pytest.fail(f"the child ended before turn 8's tool ran (exit {child.wait()})")
-    child.send_signal(signal.SIGKILL)
-    assert child.wait(timeout=30) == -signal.SIGKILL
-    child.stdout.close()
+    with _child(db, 1, 8, inputs, "--kill-at", 8) as child:
+        assert child.stdout is not None
+        for line in child.stdout:
+            if line.startswith("KILLME"):
+                break
+        else:
+            pytest.fail(f"the child ended before turn 8's tool ran (exit {child.wait()})")
+        assert kill(child) == -signal.SIGKILL
     with Host.open(db) as host:
         last = host.session("agent").current_messages(1)[0]
     assert last.role == "user" and last.content.startswith("Turn 8:")  # stored before the call
 
-    rerun = _child(db, 9, 20, inputs)
-    out, _ = rerun.communicate(timeout=300)
+    with _child(db, 9, 20, inputs) as rerun:
+        out, _ = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, out
     assert "DONE 20" in out
 
@@ -81,8 +86,9 @@ def test_runner_compacts_survives_sigkill_and_verifies(tmp_path: Path) -> None:
         checkpoints = session.checkpoints()
     assert history_tokens > 2 * CONFIG.context_window and checkpoints
     summaries = {summary_message(c).content for c in checkpoints}  # summary + fact block
-    shown = [i.get("content") for r in records for i in r["input"] if i.get("role") == "system"]
-    assert summaries & set(shown)  # the model was handed the summaries
+    shown = [i.get("content") for r in records for i in r["input"] if i.get("role") == "user"]
+    assert summaries & set(shown)  # the model was handed the summaries, user-side
+    assert all(_system_only_first(r["input"]) for r in records)
     outputs = [i.get("output") for r in records for i in r["input"]]
     assert "[Previous: used report]" in outputs  # old outputs reach the model masked
     result = run("verify", "--db", db)
@@ -144,8 +150,9 @@ def test_pop_refuses_an_item_covered_by_a_summary(tmp_path: Path) -> None:
             asyncio.run(script())
         assert ledger.checkpoints()
         view = asyncio.run(session.get_items())
-        summary = {"role": "system", "content": ledger.checkpoints()[-1].summary}
+        summary = {"role": "user", "content": ledger.checkpoints()[-1].summary}
         assert summary in view and view[0]["content"].startswith("question 0")  # kept request
+        assert view.index(summary) == 1  # where the view has it, after the kept request
 
 
 def test_a_run_after_clear_sends_only_the_new_conversation(tmp_path: Path) -> None:

@@ -267,7 +267,8 @@ def test_verify_reports_a_remask_that_does_not_rebuild(
     path = tmp_path / "log"
     _read_files(path, 6, gain=0)
     assert verify(path).ok
-    verifying = importlib.import_module("ctxledger.replay.verify")  # the module, not the function
+    # The module that holds verify's per-session checks (not the function).
+    verifying = importlib.import_module("ctxledger.replay.checks")
     monkeypatch.setattr(verifying, "remask_of", lambda state, view, tokenizer: None)
     report = verify(path)
     assert [m.kind for m in report.mismatches] == ["remask", "remask"]

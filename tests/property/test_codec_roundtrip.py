@@ -26,6 +26,7 @@ from ctxledger.events.types import (
     MessageAppended,
     MessagePinned,
     MessageRetracted,
+    RecordLost,
     SessionForked,
     SessionOpened,
     SummaryPrepared,
@@ -193,6 +194,13 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
     MessageRetracted: st.builds(MessageRetracted, seq=seqs),
     HistoryCleared: st.builds(HistoryCleared, through_seq=counts),
     BudgetExhausted: st.builds(BudgetExhausted, cap=counts, total=counts),
+    RecordLost: st.builds(
+        RecordLost,
+        message=st.none() | messages(),
+        reason=st.sampled_from(["damaged", "unfoldable"]),
+        detail=texts,
+        lost_type=ids,
+    ),
     TokenizerCalibrated: st.builds(
         TokenizerCalibrated,
         samples=counts,

@@ -97,11 +97,12 @@ def test_plain_messages_round_trip_through_langchain(conversation: list[Message]
 
 
 def test_a_masked_result_and_a_summary_convert_as_shown() -> None:
-    """A view's altered text wins over the stored content; a summary is a SystemMessage."""
+    """A view's altered text wins over the stored content; a summary is a HumanMessage (a
+    system message after the conversation began is refused or hoisted by providers)."""
     original = ToolMessage(content=[{"type": "text", "text": "long"}], tool_call_id="c", id="x")
     stored = to_message(original)
     masked = msgspec.structs.replace(stored, content="[Previous: used bash]")
     assert from_message(masked).content == "[Previous: used bash]"
     assert from_message(masked).id == "x"
     summary = from_message(Message(role="summary", content="so far"))
-    assert isinstance(summary, SystemMessage) and summary.content == "so far"
+    assert isinstance(summary, HumanMessage) and summary.content == "so far"

@@ -1,10 +1,11 @@
 """The golden corpora: records written by each format must decode to the same values forever.
 
-``golden_v1`` holds every event type of the first release, ``golden_v2`` what this release
-added (events and fields). A field added to an event type later (always with a default) shows up
-in the decoded value of an older record with the value its absence means (the behaviour of the
-version that wrote it): :data:`ADDED_FIELDS` lists each such field per corpus, so that the values
-written down when a record was made are checked whole and nothing else changes.
+``golden_v1`` holds every event type of the first release, ``golden_v2`` what the second
+added (events and fields), ``golden_v3`` the ``record_lost`` event of salvage. A field added to
+an event type later (always with a default) shows up in the decoded value of an older record
+with the value its absence means (the behaviour of the version that wrote it):
+:data:`ADDED_FIELDS` lists each such field per corpus, so that the values written down when a
+record was made are checked whole and nothing else changes.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ ADDED_FIELDS: dict[str, dict[str, object]] = {
         "compaction_target": 0.0,  # Config: one mark (the schema before the two marks)
         "schema_version": 3,  # Config: recorded before the schema version, upcast to 3
     },
+    "golden_v3": {},
 }
 
 

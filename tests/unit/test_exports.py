@@ -22,6 +22,8 @@ PUBLIC = {
     "Fact",
     "Host",
     "HostClosedError",
+    "InternalError",
+    "InvalidArgumentError",
     "InvalidCheckpointError",
     "InvalidMessageError",
     "InvalidQueryError",
@@ -31,6 +33,7 @@ PUBLIC = {
     "InvalidUsageError",
     "LeaseHeldError",
     "LeaseLostError",
+    "LogLockedError",
     "LossReport",
     "Message",
     "ModelView",
@@ -44,6 +47,7 @@ PUBLIC = {
     "StorageError",
     "Summarizer",
     "SummaryRequest",
+    "SystemPromptMismatchError",
     "Tokenizer",
     "ToolCall",
     "TraceFormatError",
@@ -78,5 +82,7 @@ def test_errors_share_one_base() -> None:
 def test_import_does_not_load_test_or_plot_dependencies() -> None:
     """`import ctxledger` needs neither hypothesis nor matplotlib."""
     code = "import sys, ctxledger; print('hypothesis' in sys.modules, 'matplotlib' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     assert out.stdout.split() == ["False", "False"]

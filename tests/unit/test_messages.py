@@ -142,3 +142,36 @@ def test_invalid_message_cannot_be_decoded() -> None:
     payload = msgspec.msgpack.encode({"role": "robot", "content": "x"})
     with pytest.raises(msgspec.ValidationError, match="role"):
         msgspec.msgpack.decode(payload, type=Message)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"role": "assistant", "tool_calls": "abc"},
+        {"role": "assistant", "tool_calls": None},
+        {"role": "assistant", "tool_calls": ("not a call",)},
+        {"role": ["user"]},
+        {"role": "user", "seq": "1"},
+        {"role": "user", "seq": True},
+    ],
+)
+def test_wrong_types_raise_invalid_message_error(fields: dict[str, object]) -> None:
+    """A field of the wrong type is an InvalidMessageError, never a bare TypeError."""
+    with pytest.raises(InvalidMessageError):
+        Message(**fields)  # type: ignore[arg-type]
+
+
+def test_assistant_refuses_tool_calls_that_are_not_a_sequence() -> None:
+    """Message.assistant with a string of tool calls names the field."""
+    with pytest.raises(InvalidMessageError) as caught:
+        Message.assistant("x", "abc")  # type: ignore[arg-type]
+    assert caught.value.field == "tool_calls"
+
+
+def test_a_list_of_tool_calls_is_kept_as_a_tuple() -> None:
+    """Built by hand with a list, the message still hashes and encodes like one built by
+    Message.assistant."""
+    call = ToolCall("a", "b")
+    by_hand = Message(role="assistant", tool_calls=[call])  # type: ignore[arg-type]
+    assert by_hand == Message.assistant("", [call])
+    assert hash(by_hand.tool_calls) == hash((call,))

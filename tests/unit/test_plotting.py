@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import struct
 import subprocess
 import sys
@@ -128,4 +129,34 @@ def test_missing_matplotlib_raises_an_import_error_naming_the_extra(
 def test_importing_the_module_does_not_import_matplotlib() -> None:
     """matplotlib is imported only when a plot is drawn, so ctxledger works without it."""
     code = "import sys, ctxledger.tooling.plotting; assert 'matplotlib' not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+# --- duration labels ---------------------------------------------------------------------------
+
+
+def test_duration_labels_never_crowd_each_other() -> None:
+    """Labels closer than a slot of the panel are dropped; close neighbours alternate heights."""
+    from ctxledger.tooling.plotting import placed_notes
+
+    notes = [(step, f"{step} ms") for step in (1, 2, 3, 10, 14, 60, 100)]
+    series = TokenSeries("s", range(1, 101), [1] * 100, [1] * 100, 1, notes=notes)
+    placed = placed_notes(series)
+    assert [step for step, _, _ in placed] == [1, 10, 60, 100]
+    gap = 99 / 14
+    for (a, _, level_a), (b, _, level_b) in itertools.pairwise(placed):
+        assert b - a >= gap
+        if b - a < 2 * gap:
+            assert level_a != level_b
+
+
+def test_summariser_times_read_as_people_say_them() -> None:
+    """A 3 ms summary is '3 ms', not '0.0 s'; a timeline's labels use it."""
+    from ctxledger.tooling.format import human_seconds
+
+    assert human_seconds(0.0) == "0 s"
+    assert human_seconds(0.0004) == "0.4 ms"
+    assert human_seconds(0.0031) == "3 ms"
+    assert human_seconds(1.234) == "1.23 s"
+    assert human_seconds(42.04) == "42.0 s"
+    assert human_seconds(185) == "3 min 5 s"

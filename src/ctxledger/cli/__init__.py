@@ -9,10 +9,11 @@ import click
 
 import ctxledger
 from ctxledger.cli._app import CtxLedgerGroup, configure_logging
-from ctxledger.cli._compactions import audit, recall_, revert, why
+from ctxledger.cli._compactions import audit, explain_, recall_, revert
 from ctxledger.cli._copy import copy
 from ctxledger.cli._demo import demo
 from ctxledger.cli._inspect import plot, sessions, show, stats, view
+from ctxledger.cli._observe import report, ui
 from ctxledger.cli._policy import policy
 from ctxledger.cli._replay import salvage, verify, whatif
 from ctxledger.cli._write import compact, export, import_, ingest
@@ -46,7 +47,7 @@ for _verb in (
     view,
     compact,
     audit,
-    why,
+    explain_,
     recall_,
     revert,
     verify,
@@ -58,5 +59,7 @@ for _verb in (
     plot,
     stats,
     policy,
+    report,
+    ui,
 ):
     main.add_command(_verb)

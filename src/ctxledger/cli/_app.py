@@ -38,6 +38,7 @@ from ctxledger.summarizers import (
 )
 
 __all__ = [
+    "ALIASES",
     "CONFIG_FLAGS",
     "CtxLedgerGroup",
     "build_config",
@@ -63,8 +64,38 @@ EXIT_FAILURE = 1
 EXIT_INTERNAL = 70
 
 
+#: Verbs also known by an older name: alias -> verb. A verb is named as the Python call it
+#: runs (``explain`` is ``Session.explain``, ``what-if`` is ``replay.what_if``).
+ALIASES = {"why": "explain", "whatif": "what-if"}
+
+
 class CtxLedgerGroup(click.Group):
-    """A group whose errors are one line on stderr (tracebacks only with ``--debug``)."""
+    """A group whose errors are one line on stderr (tracebacks only with ``--debug``), and
+    whose verbs also answer to their :data:`ALIASES`."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The verb ``cmd_name`` names, directly or by its alias."""
+        return super().get_command(ctx, ALIASES.get(cmd_name, cmd_name))
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every verb and alias, sorted."""
+        return sorted([*self.commands, *ALIASES])
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """List the verbs with their short help, and each alias with the verb it stands for."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max((len(name) for name in names), default=0)
+        rows = []
+        for name in names:
+            if name in ALIASES:
+                rows.append((name, f"The same as '{ALIASES[name]}'."))
+                continue
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def main(  # type: ignore[override]
         self, args: Any = None, prog_name: str | None = None, **extra: Any

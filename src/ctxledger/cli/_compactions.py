@@ -1,6 +1,7 @@
-"""Verbs about what compaction did: ``audit``, ``why``, ``recall`` and ``revert``.
+"""Verbs about what compaction did: ``audit``, ``explain`` (alias ``why``), ``recall`` and
+``revert``.
 
-``audit``, ``why`` and ``recall`` read the log (``recall`` keeps its search index next to it,
+``audit``, ``explain`` and ``recall`` read the log (``recall`` keeps its search index next to it,
 see :mod:`ctxledger.runtime.recall`); ``revert`` writes a ``CheckpointReverted`` event.
 """
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import click
 import msgspec
 
+from ctxledger.checkpoints import Checkpoint
 from ctxledger.cli._app import db_option, open_log, require_db, require_session
 from ctxledger.domain.audit import LossReport
 from ctxledger.domain.facts import FACT_KINDS
@@ -20,7 +22,7 @@ from ctxledger.runtime.host import Host
 from ctxledger.runtime.recall import DEFAULT_RECALL_LIMIT, MAX_RECALL_LIMIT, format_hits
 from ctxledger.tooling.format import clip, human_time, table
 
-__all__ = ["audit", "recall_", "revert", "why"]
+__all__ = ["audit", "checkpoint_lines", "explain_", "recall_", "revert"]
 
 _LOST_SHOWN = 40  # lost facts listed before "... and N more" (all of them with --json)
 
@@ -75,12 +77,15 @@ def audit_lines(report: LossReport) -> list[str]:
     return lines
 
 
-@click.command()
+@click.command("explain")
 @click.argument("session_id", metavar="SESSION")
 @click.argument("seq", type=int)
 @db_option
-def why(session_id: str, seq: int, db: Path) -> None:
-    """Say where message SEQ is in the session's current view, and why."""
+def explain_(session_id: str, seq: int, db: Path) -> None:
+    """Say where message SEQ is in the session's current view, and why (Session.explain).
+
+    Also answers to its older name, ``why``.
+    """
     with open_log(db) as log:
         require_session(log, session_id, db)
         placement = explain(log, session_id, seq)
@@ -141,3 +146,46 @@ def revert(session_id: str, db: Path, checkpoint_id: str | None, reason: str) ->
         f"again (summarises through #{restored.covers_through_seq}); the next compaction "
         "extends it (ctxledger compact --focus TEXT to redo it now)"
     )
+
+
+def checkpoint_lines(
+    checkpoints: list[Checkpoint], active: str | None, reverted: set[str]
+) -> list[str]:
+    """The compactions of a session with their metadata, the active one and the reverted ones
+    marked in STATE (the others were extended by a later checkpoint)."""
+    if not checkpoints:
+        return []
+    rows = [
+        (
+            checkpoint.id,
+            checkpoint.reason,
+            f"#{checkpoint.covers_through_seq}",
+            checkpoint.summarizer or "-",
+            f"{checkpoint.summary_seconds:.2f} s" if checkpoint.summary_seconds else "-",
+            f"{checkpoint.input_chars:,}" if checkpoint.input_chars else "-",
+            f"{checkpoint.output_chars:,}",
+            f"{len(checkpoint.facts):,}",
+            f"{checkpoint.tokens_before:,} → {checkpoint.tokens_after:,}",
+            _mark(checkpoint.id, active, reverted),
+        )
+        for checkpoint in checkpoints
+    ]
+    headers = (
+        "CHECKPOINT",
+        "REASON",
+        "COVERS",
+        "SUMMARISER",
+        "TIME",
+        "IN CHARS",
+        "OUT CHARS",
+        "FACT CHARS",
+        "VIEW TOKENS",
+        "STATE",
+    )
+    return [table(headers, rows, right="<<><>>>>><")]
+
+
+def _mark(checkpoint_id: str, active: str | None, reverted: set[str]) -> str:
+    if checkpoint_id == active:
+        return "active"
+    return "reverted" if checkpoint_id in reverted else "-"

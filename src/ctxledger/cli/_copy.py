@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import click
@@ -41,6 +42,11 @@ def copy(source: LogTarget, target: LogTarget) -> None:
     (every served view re-derived); exit 1 if anything differs.
     """
     require_db(source)
+    if _same_log(source, target):
+        raise click.UsageError(
+            f"--from and --to name the same log ({describe_target(source)}): a log cannot be "
+            "copied into itself; name an empty folder or database for --to"
+        )
     started = time.perf_counter()
     with ExitStack() as stack:
         bars: list[Any] = []  # the bar starts with the first event copied: errors come first
@@ -76,3 +82,10 @@ def copy(source: LogTarget, target: LogTarget) -> None:
         f"verify: ok ({verified.events:,} events, {verified.views_checked:,} views, "
         f"{verified.checkpoints_checked:,} checkpoints)"
     )
+
+
+def _same_log(source: LogTarget, target: LogTarget) -> bool:
+    """Whether both name one log: the same folder (however spelt) or the same URI."""
+    if isinstance(source, Path) and isinstance(target, Path):
+        return source.resolve() == target.resolve()
+    return source == target

@@ -15,8 +15,9 @@ import click
 
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.cli._app import db_option, open_log, require_session
-from ctxledger.domain import ModelView
-from ctxledger.errors import CtxLedgerError
+from ctxledger.cli._compactions import checkpoint_lines
+from ctxledger.domain import CharTokenizer, ModelView, build_view
+from ctxledger.errors import CtxLedgerError, EventDecodeError
 from ctxledger.events import (
     CheckpointCreated,
     CheckpointReverted,
@@ -28,6 +29,7 @@ from ctxledger.events import (
     MessageAppended,
     MessagePinned,
     MessageRetracted,
+    RecordLost,
     SessionForked,
     SessionOpened,
     SummaryPrepared,
@@ -38,6 +40,8 @@ from ctxledger.events import (
 )
 from ctxledger.messages import Message
 from ctxledger.replay import Damage, find_damage, rebuild, view_at
+from ctxledger.replay.damage import Unreadable, read_around_damage
+from ctxledger.replay.standins import walk_session
 from ctxledger.storage import EventLog, LogTarget
 from ctxledger.tooling.format import clip, human_bytes, human_time, human_tokens, table
 from ctxledger.tooling.timeline import session_timeline
@@ -171,7 +175,8 @@ def _distinct(checkpoints: list[Checkpoint]) -> list[Checkpoint]:
     "--checkpoints",
     "show_checkpoints",
     is_flag=True,
-    help="Show the compactions (summariser, wall time, input and output size, fact block).",
+    help="Show the compactions (active or reverted, summariser, wall time, input and output "
+    "size, fact block).",
 )
 @click.option("--pager/--no-pager", default=True, help="Page long output on a terminal.")
 def show(
@@ -185,55 +190,68 @@ def show(
     pager: bool,
 ) -> None:
     """Show a session's history (or its raw events with --events, its compactions with
-    --checkpoints)."""
+    --checkpoints).
+
+    A damaged session is shown as far as it can be read: the messages before the damage and,
+    where the log reads on, after it (a lost message is marked ``lost``; raw events list each
+    damaged record). Then one error line says where and what the damage is, and the exit
+    status is 1.
+    """
+    damage: list[str] = []
     with open_log(db) as log:
         require_session(log, session_id, db)
-        if show_checkpoints:
-            lines = _checkpoint_lines(_distinct(rebuild(log, session_id).checkpoints))
-            lines = lines or [f"no checkpoints in session {session_id!r}"]
-        elif show_events:
+        if show_events:
             stop = None if limit is None else start + limit - 1
-            lines = [
-                _event_line(r.seq, r.timestamp, r.event)
-                for r in log.iter_events(session_id, start, stop)
-            ]
+            lines = []
+            for entry in read_around_damage(log, session_id, stop, from_seq=start):
+                if isinstance(entry, Unreadable):
+                    lines.append(f"{entry.seq:<7} {'?':<19}  {'(damaged)':<24} {entry.error}")
+                    damage.append(str(entry.error))
+                else:
+                    lines.append(_event_line(entry.seq, entry.timestamp, entry.event))
         else:
-            chosen = rebuild(log, session_id).history[start - 1 :]
-            chosen = chosen if limit is None else chosen[:limit]
-            lines = list(_message_lines(chosen, full))
+            history, checkpoints, active, damage = _readable(log, session_id)
+            if show_checkpoints:
+                reverted = {
+                    entry.event.checkpoint_id
+                    for entry in read_around_damage(log, session_id)
+                    if not isinstance(entry, Unreadable)
+                    and isinstance(entry.event, CheckpointReverted)
+                }
+                lines = checkpoint_lines(_distinct(checkpoints), active, reverted)
+                lines = lines or [f"no checkpoints in session {session_id!r}"]
+            else:
+                chosen = history[start - 1 :]
+                chosen = chosen if limit is None else chosen[:limit]
+                lines = list(_message_lines(chosen, full))
     _emit(lines, pager)
-
-
-def _checkpoint_lines(checkpoints: list[Checkpoint]) -> list[str]:
-    """The compactions of a session with their metadata, under its messages."""
-    if not checkpoints:
-        return []
-    rows = [
-        (
-            checkpoint.id,
-            checkpoint.reason,
-            f"#{checkpoint.covers_through_seq}",
-            checkpoint.summarizer or "-",
-            f"{checkpoint.summary_seconds:.2f} s" if checkpoint.summary_seconds else "-",
-            f"{checkpoint.input_chars:,}" if checkpoint.input_chars else "-",
-            f"{checkpoint.output_chars:,}",
-            f"{len(checkpoint.facts):,}",
-            f"{checkpoint.tokens_before:,} → {checkpoint.tokens_after:,}",
+    if damage:
+        more = f"; {len(damage) - 1} more damaged record(s)" if len(damage) > 1 else ""
+        raise click.ClickException(
+            f"{damage[0]}{more}; shown: what can be read (lost messages marked 'lost'); "
+            f"'ctxledger salvage' copies the rest into a new log"
         )
-        for checkpoint in checkpoints
-    ]
-    headers = (
-        "CHECKPOINT",
-        "REASON",
-        "COVERS",
-        "SUMMARISER",
-        "TIME",
-        "IN CHARS",
-        "OUT CHARS",
-        "FACT CHARS",
-        "VIEW TOKENS",
-    )
-    return [table(headers, rows, right="<<><>>>>>")]
+
+
+def _readable(
+    log: EventLog, session_id: str
+) -> tuple[list[Message], list[Checkpoint], str | None, list[str]]:
+    """The session's history, checkpoints and the active one's id (as its view shows it), read
+    on past any damage; and the damage."""
+    try:
+        state = rebuild(log, session_id)
+        return state.history, state.checkpoints, state.view.checkpoint_id, []
+    except EventDecodeError as exc:
+        error = exc
+    try:
+        walk = walk_session(log, session_id)
+    except CtxLedgerError:  # nothing of it can be folded: the error says why
+        raise error from None
+    assert walk.state is not None
+    active = build_view(walk.state, tokenizer=CharTokenizer()).checkpoint_id
+    # No replaced record of its own: the damage is in a fork parent's prefix.
+    damage = [replaced.detail for replaced in walk.replaced] or [str(error)]
+    return list(walk.state.history), list(walk.state.checkpoints), active, damage
 
 
 @click.command()
@@ -277,14 +295,19 @@ def view(session_id: str, db: LogTarget, at_seq: int | None, fmt: str) -> None:
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
-    help="The PNG file to write.",
+    help="The file to write: .png, .svg or .pdf (the format follows the suffix).",
 )
 def plot(session_ids: tuple[str, ...], db: LogTarget, output: Path) -> None:
-    """Plot tokens per step (history, view, threshold, compactions) as a PNG."""
-    from ctxledger.tooling.plotting import MAX_PANELS, plot_token_series
+    """Plot tokens per step (history, view, threshold, compactions) as PNG, SVG or PDF."""
+    from ctxledger.tooling.plotting import FORMATS, MAX_PANELS, plot_token_series
 
     if len(session_ids) > MAX_PANELS:
         raise click.UsageError(f"at most {MAX_PANELS} sessions fit one plot")
+    if output.suffix.lower() not in FORMATS:
+        raise click.UsageError(
+            f"plot writes {', '.join(FORMATS)} (the format follows the suffix), "
+            f"not '{output.name}'"
+        )
     with open_log(db) as log:
         for session_id in session_ids:
             require_session(log, session_id, db)
@@ -399,10 +422,11 @@ def _message_lines(messages: list[Message], full: bool) -> Iterator[str]:
 
 
 def _label(message: Message) -> str:
+    lost = " lost" if message.metadata.get("lost") else ""
     if message.role == "tool":
-        tag = " interrupted" if message.metadata.get("synthetic") else ""
+        tag = " interrupted" if message.metadata.get("synthetic") else lost
         return f"tool {message.name or ''}{tag}".strip()
-    return message.role
+    return f"{message.role}{lost}"
 
 
 def _event_line(seq: int, timestamp: float, event: Event) -> str:
@@ -414,6 +438,9 @@ def _event_detail(event: Event) -> str:
     if isinstance(event, MessageAppended | ToolResultSynthesized):
         message = event.message
         return f"#{message.seq} {_label(message)}: {clip(message.content, 60)}"
+    if isinstance(event, RecordLost):
+        what = f"#{event.message.seq} {_label(event.message)}" if event.message else "no message"
+        return f"{what} ({event.reason}): {clip(event.detail, 60)}"
     if isinstance(event, ViewServed):
         return (
             f"through #{event.through_seq}, {event.estimated_tokens:,} tokens, "

@@ -18,7 +18,7 @@ from ctxledger.cli._app import (
 )
 from ctxledger.cli._progress import reading_progress
 from ctxledger.errors import EventDecodeError
-from ctxledger.replay import rebuild, what_if
+from ctxledger.replay import Mismatch, rebuild, what_if
 from ctxledger.replay import salvage as salvage_log
 from ctxledger.replay import verify as verify_log
 from ctxledger.storage import EventLog, LogTarget
@@ -50,8 +50,10 @@ def verify(ctx: click.Context, session_id: str | None, db: LogTarget) -> None:
         f"{scope}, {report.events:,} events, {report.views_checked:,} views and "
         f"{report.checkpoints_checked:,} checkpoints re-derived"
     )
+    if report.lost:
+        _print_lost(report.lost)
     if report.ok:
-        click.echo(f"verify ok: {counts}, 0 mismatches")
+        click.echo(f"verify ok: {counts}, 0 mismatches{_lost_summary(report.lost)}")
         return
     rows = [
         (m.session, m.seq, m.kind, _short(m.expected), _short(m.actual), m.detail)
@@ -61,11 +63,34 @@ def verify(ctx: click.Context, session_id: str | None, db: LogTarget) -> None:
     click.echo(table(headers, rows, right="<>"))
     if len(report.mismatches) > _MAX_MISMATCHES:
         click.echo(f"… and {len(report.mismatches) - _MAX_MISMATCHES} more")
-    click.echo(f"verify FAILED: {counts}, {len(report.mismatches)} mismatches", err=True)
+    click.echo(
+        f"verify FAILED: {counts}, {len(report.mismatches)} mismatches"
+        f"{_lost_summary(report.lost)}",
+        err=True,
+    )
     ctx.exit(1)
 
 
-@click.command()
+def _print_lost(lost: list[Mismatch]) -> None:
+    """What a salvaged log lost, and the checks that loss made impossible."""
+    rows = [(m.session, m.seq, m.kind, m.detail) for m in lost[:_MAX_MISMATCHES]]
+    click.echo(table(("SESSION", "EVENT SEQ", "LOST", "DETAIL"), rows, right="<>"))
+    if len(lost) > _MAX_MISMATCHES:
+        click.echo(f"… and {len(lost) - _MAX_MISMATCHES} more")
+
+
+def _lost_summary(lost: list[Mismatch]) -> str:
+    records = sum(1 for m in lost if m.kind == "record_lost")
+    unchecked = len(lost) - records
+    if not lost:
+        return ""
+    return (
+        f"; {records} record(s) lost in a salvage, {unchecked} check(s) not comparable "
+        "because of them"
+    )
+
+
+@click.command("what-if")
 @click.argument("session_id", metavar="SESSION")
 @db_option
 @config_options
@@ -78,11 +103,12 @@ def whatif(
     base_url: str | None,
     model: str | None,
 ) -> None:
-    """Re-project a session under other settings, e.g. --threshold 0.6; the log is untouched.
+    """Re-project a session under other settings (say --threshold 0.6); the log is untouched.
 
     Steps wherever the original served a view and compares what the new policy would have
-    produced with what was recorded. Summaries already in the log are reused where their input is
-    identical; the summariser is called only for new ranges.
+    produced with what was recorded (replay.what_if). Summaries already in the log are reused
+    where their input is identical; the summariser is called only for new ranges. Also answers
+    to its older name, ``whatif``.
     """
     if not config_overrides:
         raise click.UsageError("give at least one setting to change, e.g. --threshold 0.6")
@@ -121,41 +147,45 @@ def whatif(
 )
 @click.pass_context
 def salvage(ctx: click.Context, db: LogTarget, out: Path) -> None:
-    """Copy every event that still verifies into a new log; exit 1 if anything was dropped.
+    """Copy a damaged log into a new one, losing only the damaged records; exit 1 if anything
+    was lost.
 
-    Each session is copied up to its first problem (a damaged record, a view or checkpoint
-    that does not rebuild), so 'ctxledger verify' passes on the new log; tool calls left
-    unanswered by a cut are answered as after a crash. A fork whose parent's copy ends before
-    the fork point is dropped whole. The damaged log is only read.
+    Each damaged record is replaced by a 'record_lost' event at its place, and every intact
+    record after it is kept: a lost message by a stand-in that says so (a lost tool result still
+    answers its call, so views stay valid). A session is cut only at a problem no loss explains
+    (a view that does not rebuild where nothing was lost), so 'ctxledger verify' passes on the
+    new log; tool calls left unanswered are answered as after a crash. A fork whose parent's
+    copy ends before the fork point is dropped whole. The damaged log is only read.
     """
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise click.ClickException(f"'{out}' is not empty: salvage writes a new log there")
     with open_log(db) as log:
         total = events_in(log, log.sessions())
-        with reading_progress(log, "salvage", 2 * total) as counted:  # verify, then copy
+        with reading_progress(log, "salvage", total) as counted:
             report = salvage_log(counted, out)
     rows = [
         (
             entry.session,
             "?" if entry.events is None else f"{entry.events:,}",
             f"{entry.kept:,}",
+            f"{len(entry.replaced):,}",
             "all" if entry.dropped is None else f"{entry.dropped:,}",
             f"{entry.synthesized:,}",
             _clip(entry.reason) or "whole",
         )
         for entry in report.sessions
     ]
-    headers = ("SESSION", "EVENTS", "KEPT", "DROPPED", "ANSWERED", "NOTE")
-    click.echo(table(headers, rows, right="<>>>>"))
+    headers = ("SESSION", "EVENTS", "KEPT", "REPLACED", "DROPPED", "ANSWERED", "NOTE")
+    click.echo(table(headers, rows, right="<>>>>>"))
     summary = (
         f"{report.kept:,} events of {len(report.sessions)} sessions copied to '{out}', "
-        f"{report.dropped:,} dropped"
+        f"{report.replaced:,} replaced as lost, {report.dropped:,} dropped"
     )
     if report.complete:
         click.echo(f"salvage complete: {summary}")
         return
-    cut = sum(1 for entry in report.sessions if entry.cut_at is not None)
-    click.echo(f"salvage dropped events of {cut} session(s): {summary}", err=True)
+    touched = sum(1 for entry in report.sessions if entry.cut_at is not None or entry.replaced)
+    click.echo(f"salvage lost events of {touched} session(s): {summary}", err=True)
     ctx.exit(1)
 
 

@@ -34,13 +34,37 @@ from ctxledger.tooling.transcripts import (
     import_transcript,
     read_transcript,
 )
+from ctxledger.tooling.transcripts import SUFFIX as TRANSCRIPT_SUFFIX
 
 __all__ = ["compact", "export", "import_", "ingest"]
 
 _MAX_REPORTED = 20  # bad lines listed before "... and N more"
+_EXAMPLE_CALL = '{"id": "c1", "name": "ls", "arguments": "{}"}'
+#: ``ingest --help``: what the verb does, and the trace format it reads.
+INGEST_HELP = f"""Append a trace file (one JSON message per line) as a new session.
+
+The whole file is validated before anything is written: if any line is bad, every bad line is
+reported with its number and nothing is written. Then each step is appended atomically, and
+(unless --append-only) a view is served before each assistant message, as the agent's host did
+when it called the model, so compaction runs as it would have live.
+
+\b
+The trace format (the ../shared/traces files): each line is one JSON object with
+  role          "system", "user", "assistant" or "tool"
+  content       the text (a string; "" when an assistant only calls tools)
+  tool_calls    assistant only, optional: [{{"id", "name", "arguments"}}], where
+                arguments is a JSON object encoded as a string
+  tool_call_id  tool only: the id of the call it answers
+  name          optional: the tool's name
+Any other key is refused. Every call is answered by a later tool line (unless
+--allow-pending, for the last step), once, with call ids unique in the file. Example:
+  {{"role": "user", "content": "list the files"}}
+  {{"role": "assistant", "content": "", "tool_calls": [{_EXAMPLE_CALL}]}}
+  {{"role": "tool", "content": "README.md", "tool_call_id": "c1", "name": "ls"}}
+"""
 
 
-@click.command()
+@click.command(help=INGEST_HELP)
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @db_option
 @click.option("--session", "session_id", help="The new session's id (default: the file's stem).")
@@ -67,13 +91,7 @@ def ingest(
     allow_pending: bool,
     durability: Durability,
 ) -> None:
-    """Append a trace file (the ../shared/traces JSONL format) as a new session.
-
-    The whole file is validated before anything is written: if any line is bad, every bad line
-    is reported with its number and nothing is written. Then each step is appended atomically,
-    and (unless --append-only) a view is served before each assistant message, as the agent's
-    host did when it called the model, so compaction runs as it would have live.
-    """
+    """Append a trace file (one JSON message per line) as a new session; see --help."""
     session_id = session_id or file.stem
     config = build_config(Config(), config_overrides)
     problems = validate_trace(file, allow_pending=allow_pending)
@@ -155,7 +173,8 @@ def compact(
     "--output",
     type=click.Path(path_type=Path),
     required=True,
-    help="The transcript file (*.jsonl.zst), or an existing folder to write it in.",
+    help="The transcript file (*.jsonl.zst: zstd-compressed JSONL), or an existing folder "
+    "to write it in.",
 )
 @click.option(
     "--keep",
@@ -166,6 +185,12 @@ def compact(
 )
 def export(session_id: str, db: LogTarget, output: Path, keep: int) -> None:
     """Export a session as a zstd-compressed JSONL transcript and record the export."""
+    if not output.is_dir() and not output.name.endswith(TRANSCRIPT_SUFFIX):
+        raise click.UsageError(
+            f"export writes a zstd-compressed JSONL transcript: name the file "
+            f"*{TRANSCRIPT_SUFFIX}, not '{output.name}' (zstd -d FILE{TRANSCRIPT_SUFFIX} "
+            "gives the plain JSONL)"
+        )
     with open_log(db, write=True) as log:
         require_session(log, session_id, db)
         if not output.is_dir() and not output.parent.is_dir():

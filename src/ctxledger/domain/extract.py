@@ -271,7 +271,12 @@ def shorten_command(command: str, limit: int = 160) -> str:
                 break
     if not rest:
         rest = f" …+{len(lines) - 1} lines"
-    return clip_middle(first, max(limit - len(rest), 40)) + clip(rest, max(limit - len(first), 24))
+    # The first line keeps at least 40 characters and the tail (a line count, or what follows a
+    # heredoc) at least its first 24, as long as the limit has room for both: each part was
+    # sized against the other's full length, so a short first line and its tail could together
+    # exceed the limit by a few characters.
+    tail = clip(rest, max(limit - len(first), min(24, limit)))
+    return clip_middle(first, min(max(limit - len(rest), 40), limit - len(tail))) + tail
 
 
 def fenced_commands(text: str) -> Iterator[str]:

@@ -34,6 +34,7 @@ from ctxledger.events.types import (
     MessageAppended,
     MessagePinned,
     MessageRetracted,
+    RecordLost,
     SessionForked,
     SessionOpened,
     SummaryPrepared,
@@ -927,7 +928,7 @@ class SessionState:
         # Appends, served views and usage reports are nearly every event of a log (about 50, 25
         # and 25 %): test for them first, by exact type (event types are final).
         if kind is MessageAppended or kind is ToolResultSynthesized:
-            self._append(event.message)  # type: ignore[union-attr]
+            self._append(event.message)  # type: ignore[union-attr, arg-type]
             if event.message.role == "tool":  # type: ignore[union-attr]
                 self._advance_mask()
         elif kind is ViewServed:
@@ -1044,6 +1045,11 @@ class SessionState:
         elif isinstance(event, SessionForked):
             self.forked_from = event.parent_id
             self.fork_seq = event.at_seq
+        elif isinstance(event, RecordLost) and event.message is not None:
+            # Salvage's stand-in for a lost message: appended like the message it replaces.
+            self._append(event.message)
+            if event.message.role == "tool":
+                self._advance_mask()
 
     def _append(self, message: Message) -> None:
         history = self.history

@@ -1,13 +1,35 @@
-"""Validation of appends: what a batch of messages must satisfy to join a session's history."""
+"""Validation of appends (what a batch of messages must satisfy to join a session's history) and
+of usage reports (what a provider's figures must satisfy to be recorded)."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 
-from ctxledger.errors import InvalidMessageError
+from ctxledger.domain.usage import ReportedUsage
+from ctxledger.errors import InvalidMessageError, InvalidUsageError
 from ctxledger.messages import APPENDABLE_ROLES, Message, ToolCall
 
-__all__ = ["validate_append"]
+__all__ = ["MAX_USAGE_TOKENS", "check_usage_counts", "validate_append"]
+
+#: The largest token count one usage report may carry (a trillion tokens: no model call comes
+#: near it). Far below 64 bits, so that the counts, and a session's running totals of them, are
+#: always stored and read back exactly.
+MAX_USAGE_TOKENS = 10**12
+
+
+def check_usage_counts(usage: ReportedUsage) -> ReportedUsage:
+    """Return ``usage`` if every count is at most :data:`MAX_USAGE_TOKENS`.
+
+    Raises:
+        InvalidUsageError: A count is larger (nothing is recorded).
+    """
+    for name in ("prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens"):
+        value = getattr(usage, name)
+        if value > MAX_USAGE_TOKENS:
+            raise InvalidUsageError(
+                f"{name}={value} is more than any model call uses (at most {MAX_USAGE_TOKENS:,})"
+            )
+    return usage
 
 
 def validate_append(
@@ -20,7 +42,8 @@ def validate_append(
 ) -> list[Message]:
     """Check a batch against a session's tool-call bookkeeping; return it with seqs assigned.
 
-    Rules: only appendable roles (never ``summary``); every tool result answers a call that is
+    Rules: only appendable roles (never ``summary``); metadata is a dict (what it holds is
+    checked by the log, where it is encoded); every tool result answers a call that is
     open (in the session or earlier in the batch) and carries that call's tool name if any;
     tool-call ids are unique across the session; nothing but results may follow unanswered calls
     (providers need a call's results right after it; the last step may stay pending). A preset
@@ -46,6 +69,12 @@ def validate_append(
             raise InvalidMessageError(f"{where} is a {type(message).__name__}, not a Message")
         if message.role not in APPENDABLE_ROLES:
             raise InvalidMessageError(f"{where}: role {message.role!r} cannot be appended")
+        if not isinstance(message.metadata, dict):  # None or [] would be stored, then unreadable
+            raise InvalidMessageError(
+                f"{where}: metadata must be a dict, got {type(message.metadata).__name__}",
+                field="metadata",
+                limit="a dict with string keys",
+            )
         if message.role == "tool":
             call_id = message.tool_call_id or ""
             call = pending.pop(call_id, None)

@@ -15,6 +15,7 @@ from ctxledger.events.types import (
     MessageAppended,
     MessagePinned,
     MessageRetracted,
+    RecordLost,
     SessionForked,
     SessionOpened,
     SummaryPrepared,
@@ -23,6 +24,7 @@ from ctxledger.events.types import (
     TranscriptExported,
     UsageReported,
     ViewServed,
+    carried_message,
 )
 from ctxledger.events.upcasters import register_upcaster
 
@@ -41,6 +43,7 @@ __all__ = [
     "MessageAppended",
     "MessagePinned",
     "MessageRetracted",
+    "RecordLost",
     "SessionForked",
     "SessionOpened",
     "SummaryPrepared",
@@ -49,6 +52,7 @@ __all__ = [
     "TranscriptExported",
     "UsageReported",
     "ViewServed",
+    "carried_message",
     "decode_event",
     "encode_event",
     "register_upcaster",

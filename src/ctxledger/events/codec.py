@@ -46,6 +46,7 @@ __all__ = [
     "decode_payload",
     "encode_event",
     "encode_payload",
+    "payload_size",
 ]
 
 #: The record format this version writes.
@@ -81,6 +82,21 @@ def encode_payload(event: Event) -> bytes:
     if not isinstance(event, _EVENT_CLASSES):
         raise TypeError(f"expected an event, got {type(event).__name__}")
     return _encoder.encode(event)
+
+
+def payload_size(frame: bytes | memoryview) -> int:
+    """The size of the msgpack payload inside a framed record, without decompressing it.
+
+    For a zstd frame this is the content size its header records (every frame this codec
+    writes records it); -1 when the header does not say. The checksum is not verified.
+    """
+    view = memoryview(frame)
+    if len(view) < HEADER_SIZE:
+        return -1
+    if not view[1] & _FLAG_ZSTD:
+        return len(view) - HEADER_SIZE
+    size = zstandard.frame_content_size(view[HEADER_SIZE:])
+    return int(size)
 
 
 def decode_payload(

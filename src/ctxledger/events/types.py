@@ -30,6 +30,7 @@ __all__ = [
     "MessageAppended",
     "MessagePinned",
     "MessageRetracted",
+    "RecordLost",
     "SessionForked",
     "SessionOpened",
     "SummaryPrepared",
@@ -38,6 +39,7 @@ __all__ = [
     "TranscriptExported",
     "UsageReported",
     "ViewServed",
+    "carried_message",
 ]
 
 CompactionReason = Literal["threshold_exceeded", "prompt_too_long", "manual"]
@@ -305,6 +307,33 @@ class HistoryCleared(EventBase, frozen=True, kw_only=True, tag="history_cleared"
     through_seq: int
 
 
+class RecordLost(EventBase, frozen=True, kw_only=True, tag="record_lost"):
+    """Salvage put this in place of a record of a damaged log that could not be used.
+
+    It stands at the lost record's own event seq, so the session's event seqs stay dense and
+    every intact record after it keeps its place (``ctxledger salvage``; the live runtime never
+    records it). No history is rewritten: the record is lost, and this says so.
+
+    Attributes:
+        message: A stand-in for a lost message, carrying that message's seq, so message seqs stay
+            dense; its content says what was lost and its metadata is ``{"lost": reason}``. Its
+            role keeps every view valid for a provider: a lost tool result answers its call, a
+            lost assistant message makes the calls that later results answer. The fold appends
+            it like any message. None when the record was not a message (or nothing shows that
+            it was one); the fold then ignores the event.
+        reason: ``damaged`` (the record fails its checksum or does not decode) or
+            ``unfoldable`` (it reads, but cannot be folded on top of what an earlier loss left).
+        detail: The error, for people.
+        lost_type: The tag of the lost record when it is known (an unfoldable record reads),
+            else "".
+    """
+
+    message: Message | None = None
+    reason: str = "damaged"
+    detail: str = ""
+    lost_type: str = ""
+
+
 Event: TypeAlias = (
     SessionOpened
     | MessageAppended
@@ -324,6 +353,7 @@ Event: TypeAlias = (
     | HistoryCleared
     | BudgetExhausted
     | TokenizerCalibrated
+    | RecordLost
 )
 
 EVENT_TYPES: tuple[type[EventBase], ...] = (
@@ -345,4 +375,16 @@ EVENT_TYPES: tuple[type[EventBase], ...] = (
     HistoryCleared,
     BudgetExhausted,
     TokenizerCalibrated,
+    RecordLost,
 )
+
+
+def carried_message(event: Event) -> Message | None:
+    """The message an event adds to history, if any.
+
+    ``MessageAppended`` and ``ToolResultSynthesized`` carry one; so does a ``RecordLost`` that
+    stands in for a lost message.
+    """
+    if isinstance(event, MessageAppended | ToolResultSynthesized | RecordLost):
+        return event.message
+    return None

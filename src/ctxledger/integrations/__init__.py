@@ -3,8 +3,9 @@
 * :mod:`ctxledger.integrations.openai_agents` (extra ``openai-agents``): ``LedgerSession``, a
   session for the OpenAI Agents SDK.
 * :mod:`ctxledger.integrations.langchain` (extra ``langchain``): ``LedgerMiddleware`` for
-  LangChain's ``create_agent`` and ``ledger_pre_model_hook`` for LangGraph's
-  ``create_react_agent``.
+  LangChain's ``create_agent`` and ``LedgerHooks`` for LangGraph's ``create_react_agent``.
+* :mod:`ctxledger.integrations.otel` (extra ``otel``): ``CtxledgerInstrumentor``, OpenTelemetry
+  spans and metrics of sessions, compactions and LLM summariser calls.
 
 Importing this package imports no framework; each module imports its own.
 """

@@ -3,47 +3,58 @@
 * :class:`LedgerMiddleware` is an agent middleware for ``langchain.agents.create_agent``. Before
   each model call it appends the agent's new messages (those after the last one it recorded) to
   a ctxledger session, then hands the model the session's bounded view (compacted when needed,
-  recorded as served) instead of the full message list; after the call it records the model's
-  answer. The graph's own state is left untouched: it keeps every message.
-* :class:`LedgerHooks` does the same for LangGraph's ``create_react_agent``: its
-  ``pre_model_hook`` returns ``{"llm_input_messages": view}``, its ``post_model_hook`` records the
-  answer and changes nothing.
+  recorded as served) instead of the full message list; after the call it records the answer's
+  usage (``AIMessage.usage_metadata``, cache reads and writes included) and the answer. When the
+  model rejects the prompt as too long (:func:`ctxledger.is_prompt_too_long`), it compacts the
+  session (harder on each attempt) and calls the model again with the smaller view, up to
+  ``Config.max_reactive_retries`` times, then raises :class:`~ctxledger.ContextOverflowError`
+  (from the model's error). The graph's own state is left untouched: it keeps every message,
+  and a rejected call adds nothing to it.
+* :class:`LedgerHooks` does the same for LangGraph's ``create_react_agent``, except the retry
+  (a hook cannot repeat the model call): its ``pre_model_hook`` returns ``{"llm_input_messages":
+  view}``, its ``post_model_hook`` records the answer and its usage and changes nothing.
 
 A middleware or hooks object takes a :class:`ctxledger.Session` (one conversation) or a
 :class:`ctxledger.Host` (one session per LangGraph ``thread_id``). Messages convert both ways
 (:func:`to_message`, :func:`from_message`), tool calls included; everything a LangChain message
 carries besides role, text, tool calls and name (its id, metadata, content blocks, usage) rides
-in ``metadata["langchain"]``, so a message converts back exactly. The view's summary reaches the
-model as a ``SystemMessage``.
+in ``metadata["langchain"]``, so a message converts back exactly.
+
+The model gets no system message after another message: the view's summary reaches it as a
+``HumanMessage`` where the view has it (after the system prompt and the kept first request), and
+a system message appended mid-conversation as a ``HumanMessage`` too, as
+:meth:`ctxledger.ModelView.to_anthropic` does; providers such as Anthropic reject system messages
+there, or apply them to the whole conversation.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
-import msgspec
-
-from ctxledger.errors import InvalidMessageError
-from ctxledger.messages import Message, ToolCall
+from ctxledger._logging import get_logger
+from ctxledger.domain import is_prompt_too_long
+from ctxledger.errors import ContextOverflowError, InvalidUsageError
+from ctxledger.messages import Message
 from ctxledger.runtime.host import Host
 from ctxledger.runtime.session import Session
 
 try:
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
-    from langchain_core.messages import (
-        AIMessage,
-        BaseMessage,
-        HumanMessage,
-        SystemMessage,
-        ToolMessage,
-        messages_from_dict,
-    )
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
     from langgraph.config import get_config
+
+    from ctxledger.integrations._langchain_messages import (
+        METADATA_KEY,
+        from_message,
+        from_messages,
+        langchain_id,
+        to_message,
+        to_messages,
+    )
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "ctxledger.integrations.langchain needs LangChain v1 and LangGraph: "
@@ -58,147 +69,30 @@ __all__ = [
     "from_messages",
     "to_message",
     "to_messages",
+    "usage_counts",
 ]
 
-#: Key of ``Message.metadata`` that holds what a LangChain message carries besides the fields.
-METADATA_KEY = "langchain"
-
-_ROLES = {"human": "user", "ai": "assistant", "AIMessageChunk": "assistant", "system": "system"}
-_CHAT_ROLES = {"user", "assistant", "system"}
+_log = get_logger(__name__)
 #: How many of a session's newest messages are searched for the last one a graph recorded.
 _LOOKBACK = 64
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    texts: list[str] = []
-    for block in content if isinstance(content, list) else ():
-        if isinstance(block, str):
-            texts.append(block)
-        elif isinstance(block, dict) and isinstance(block.get("text"), str):
-            texts.append(block["text"])
-    return "\n".join(texts)
+def usage_counts(message: BaseMessage) -> tuple[int, int, int, int] | None:
+    """(input, output, cache-read, cache-write) tokens of an ``AIMessage.usage_metadata``.
 
-
-def _dump(message: BaseMessage) -> dict[str, Any]:
-    try:
-        data = msgspec.to_builtins(message.model_dump(), str_keys=True)
-    except (TypeError, msgspec.EncodeError) as exc:
-        raise InvalidMessageError(
-            f"a {type(message).__name__} holds a value that is not JSON-compatible: {exc}"
-        ) from None
-    return cast(dict[str, Any], data)
-
-
-def _arguments(args: Any) -> str:
-    try:
-        text = json.dumps(args)
-    except (TypeError, ValueError):
-        return "{}"
-    return text if isinstance(args, dict) else "{}"
-
-
-def to_message(message: BaseMessage) -> Message:
-    """Convert a LangChain message to a ctxledger :class:`~ctxledger.Message`, losslessly.
-
-    Human, AI, system and tool messages map to the roles ``user``, ``assistant``, ``system`` and
-    ``tool`` (a ``ChatMessage`` by its role, anything else to ``user``); an AI message's tool
-    calls become :class:`~ctxledger.ToolCall` s (arguments as JSON). Content blocks count with
-    their text. What the fields cannot hold is kept in ``metadata["langchain"]``, so
-    :func:`from_message` rebuilds the message exactly.
-
-    Raises:
-        InvalidMessageError: The message holds a value that is not JSON-compatible, or does not
-            make a valid ctxledger message (a tool message without a call id).
+    LangChain's ``input_tokens`` counts every input token, cache reads and writes included
+    (``input_token_details.cache_read`` / ``cache_creation``), as ctxledger's prompt tokens do.
+    None for other messages, and for a model that reported no usage.
     """
-    kind = message.type
-    if kind in _ROLES:
-        role = _ROLES[kind]
-    elif kind == "tool":
-        role = "tool"
-    elif kind == "chat" and getattr(message, "role", None) in _CHAT_ROLES:
-        role = cast(str, message.role)  # type: ignore[attr-defined]
-    else:
-        role = "user"
-    calls: tuple[ToolCall, ...] = ()
-    if role == "assistant":
-        calls = tuple(
-            ToolCall(
-                call.get("id") or f"{message.id or 'call'}-{index}",
-                call["name"],
-                _arguments(call.get("args")),
-            )
-            for index, call in enumerate(getattr(message, "tool_calls", ()))
-        )
-    plain = Message(
-        role=role,
-        content=_text(message.content),
-        tool_calls=calls,
-        tool_call_id=cast(str, getattr(message, "tool_call_id", None)) if role == "tool" else None,
-        name=message.name,
-    )
-    data = _dump(message)
-    canonical = _dump(_plain_message(plain))
-    extra = {
-        key: value
-        for key, value in data.items()
-        if canonical.get(key) != value and not (key == "content" and isinstance(value, str))
-    }
-    if not extra and kind == _plain_message(plain).type:
-        return plain
-    return msgspec.structs.replace(plain, metadata={METADATA_KEY: {"type": kind, "data": extra}})
-
-
-def _plain_message(message: Message) -> BaseMessage:
-    role = message.role
-    if role == "user":
-        return HumanMessage(content=message.content, name=message.name)
-    if role == "assistant":
-        calls = [
-            {"name": c.name, "args": json.loads(c.arguments), "id": c.id, "type": "tool_call"}
-            for c in message.tool_calls
-        ]
-        return AIMessage(content=message.content, tool_calls=calls, name=message.name)
-    if role == "tool":
-        return ToolMessage(
-            content=message.content, tool_call_id=message.tool_call_id or "", name=message.name
-        )
-    return SystemMessage(content=message.content, name=message.name)  # system, summary
-
-
-def from_message(message: Message) -> BaseMessage:
-    """Convert a ctxledger message (of history or of a view) to a LangChain message.
-
-    A message made by :func:`to_message` comes back as it was, with the text the message now
-    carries (a masked or truncated tool result stays so). A summary becomes a ``SystemMessage``.
-    """
-    kept = message.metadata.get(METADATA_KEY) if message.metadata else None
-    plain = _plain_message(message)
-    if not isinstance(kept, dict):
-        return plain
-    data = {**plain.model_dump(), **kept["data"]}
-    if _text(data.get("content")) != message.content:  # the view altered it: plain text
-        data["content"] = message.content
-    return messages_from_dict([{"type": kept["type"], "data": data}])[0]
-
-
-def to_messages(messages: Sequence[BaseMessage]) -> list[Message]:
-    """Convert LangChain messages with :func:`to_message`."""
-    return [to_message(message) for message in messages]
-
-
-def from_messages(messages: Sequence[Message]) -> list[BaseMessage]:
-    """Convert ctxledger messages with :func:`from_message`."""
-    return [from_message(message) for message in messages]
-
-
-def _lc_id(message: Message) -> str | None:
-    kept = message.metadata.get(METADATA_KEY) if message.metadata else None
-    if isinstance(kept, dict):
-        found = kept["data"].get("id")
-        return found if isinstance(found, str) else None
-    return None
+    usage = getattr(message, "usage_metadata", None) if isinstance(message, AIMessage) else None
+    if not usage:
+        return None
+    prompt = usage.get("input_tokens") or 0
+    completion = usage.get("output_tokens") or 0
+    details = usage.get("input_token_details") or {}
+    if prompt <= 0 and completion <= 0:
+        return None
+    return prompt, completion, details.get("cache_read") or 0, details.get("cache_creation") or 0
 
 
 class _Ledger:
@@ -209,7 +103,8 @@ class _Ledger:
             raise TypeError(f"expected a ctxledger Session or Host, got {type(source).__name__}")
         self.source = source
         self._last: dict[str, str | None] = {}  # session id -> LangChain id of its newest message
-        self._converted: dict[str, dict[int, tuple[str, BaseMessage]]] = {}  # the last view's
+        # The last view's messages, converted: seq -> (text, sent as a system message, message).
+        self._converted: dict[str, dict[int, tuple[str, bool, BaseMessage]]] = {}
         self._lock = threading.Lock()
 
     def session(self) -> Session:
@@ -228,7 +123,7 @@ class _Ledger:
                 # The newest message that came from LangChain (recovery may have answered an
                 # interrupted call after it).
                 recent = session.current_messages(_LOOKBACK)
-                found = (_lc_id(m) for m in reversed(recent))
+                found = (langchain_id(m) for m in reversed(recent))
                 self._last[session.id] = next((i for i in found if i is not None), None)
             last = self._last[session.id]
         start = 0
@@ -240,33 +135,61 @@ class _Ledger:
         self.record(session, [m for m in messages[start:] if m.type != "remove"])
 
     def record(self, session: Session, messages: Sequence[BaseMessage]) -> None:
+        """Append ``messages``; an answer's usage is recorded just before the answer (it
+        measured the prompt that ends where the answer begins)."""
         if not messages:
             return
-        session.append_many(to_messages(messages))
+        batch: list[BaseMessage] = []
+        for message in messages:
+            counts = usage_counts(message)
+            if counts is not None:
+                if batch:
+                    session.append_many(to_messages(batch))
+                    batch = []
+                _record_usage(session, counts)
+            batch.append(message)
+        session.append_many(to_messages(batch))
         with self._lock:
             self._last[session.id] = messages[-1].id
 
     def view(self, session: Session, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+        """Record the new messages, then serve and convert the session's view."""
         self.sync(session, messages)
-        view = session.prepare_step().messages
-        # Consecutive views share most messages: convert each (seq, text) once.
+        return self.convert(session, session.prepare_step().messages)
+
+    def convert(self, session: Session, view: Sequence[Message]) -> list[BaseMessage]:
+        """The view as the model's input: no system message after another message (see the
+        module doc); each (seq, text) of consecutive views is converted once."""
         with self._lock:
             known = self._converted.get(session.id, {})
-        converted: dict[int, tuple[str, BaseMessage]] = {}
+        converted: dict[int, tuple[str, bool, BaseMessage]] = {}
         out: list[BaseMessage] = []
+        begun = False
         for message in view:
             seq = message.seq
+            as_system = message.role == "system" and not begun
+            begun = begun or message.role != "system"
             hit = known.get(seq) if seq is not None else None
-            if hit is not None and hit[0] == message.content:
-                result = hit[1]
+            if hit is not None and hit[0] == message.content and hit[1] == as_system:
+                result = hit[2]
+            elif message.role == "system" and not as_system:
+                result = HumanMessage(content=message.content)
             else:
                 result = from_message(message)
             if seq is not None:
-                converted[seq] = (message.content, result)
+                converted[seq] = (message.content, as_system, result)
             out.append(result)
         with self._lock:
             self._converted[session.id] = converted
         return out
+
+
+def _record_usage(session: Session, counts: tuple[int, int, int, int]) -> None:
+    prompt, completion, cached, written = counts
+    try:
+        session.record_usage(prompt, completion, cached_tokens=cached, cache_write_tokens=written)
+    except InvalidUsageError as exc:  # the answer is good; a bad count must not lose it
+        _log.warning("usage_not_recorded", session_id=session.id, error=str(exc))
 
 
 def _with_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
@@ -274,8 +197,19 @@ def _with_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     return [m if m.id else m.model_copy(update={"id": str(uuid.uuid4())}) for m in messages]
 
 
+def _compacted(session: Session, error: Exception) -> None:
+    """After the model rejected the prompt: compact, or raise ContextOverflowError from it."""
+    try:
+        session.reactive_compact(error)
+    except ContextOverflowError as overflow:
+        raise overflow from error
+
+
 class LedgerMiddleware(AgentMiddleware):
     """A ``create_agent`` middleware: the model sees the bounded view of a ctxledger session.
+
+    Each model call's usage is recorded, and a call the model rejects as too long is compacted
+    and made again (see the module doc).
 
     Example::
 
@@ -295,11 +229,25 @@ class LedgerMiddleware(AgentMiddleware):
         request: ModelRequest,
         handler: Callable[[ModelRequest], ModelResponse],
     ) -> ModelResponse:
-        """Record the new messages, call the model on the view, record its answer."""
-        session = self._ledger.session()
-        view = self._ledger.view(session, request.state["messages"])
-        response = handler(request.override(messages=cast(Any, view)))
-        return self._answered(session, response)
+        """Record the new messages, call the model on the view, record its answer.
+
+        Raises:
+            ContextOverflowError: The model still rejected the prompt as too long after
+                ``Config.max_reactive_retries`` compactions (raised from its error).
+        """
+        ledger = self._ledger
+        session = ledger.session()
+        view = ledger.view(session, request.state["messages"])
+        while True:
+            try:
+                response = handler(request.override(messages=cast(Any, view)))
+            except Exception as exc:
+                if not is_prompt_too_long(exc):
+                    raise
+                _compacted(session, exc)
+                view = ledger.convert(session, session.prepare_step().messages)
+                continue
+            return self._answered(session, response)
 
     async def awrap_model_call(
         self,
@@ -307,10 +255,20 @@ class LedgerMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
         """Async twin of :meth:`wrap_model_call` (the ledger work runs in a worker thread)."""
-        session = self._ledger.session()
-        view = await asyncio.to_thread(self._ledger.view, session, request.state["messages"])
-        response = await handler(request.override(messages=cast(Any, view)))
-        return await asyncio.to_thread(self._answered, session, response)
+        ledger = self._ledger
+        session = ledger.session()
+        view = await asyncio.to_thread(ledger.view, session, request.state["messages"])
+        while True:
+            try:
+                response = await handler(request.override(messages=cast(Any, view)))
+            except Exception as exc:
+                if not is_prompt_too_long(exc):
+                    raise
+                await asyncio.to_thread(_compacted, session, exc)
+                served = await session.aprepare_step()
+                view = ledger.convert(session, served.messages)
+                continue
+            return await asyncio.to_thread(self._answered, session, response)
 
     def _answered(self, session: Session, response: ModelResponse) -> ModelResponse:
         result = _with_ids(response.result)
@@ -327,8 +285,10 @@ class LedgerHooks:
         agent = create_react_agent(model, tools, pre_model_hook=hooks.pre_model_hook,
                                    post_model_hook=hooks.post_model_hook)
 
-    The pre-model hook alone is enough: it records everything new, the previous answer included;
-    the post-model hook records each answer as soon as it is made.
+    The pre-model hook alone is enough: it records everything new, the previous answer (and its
+    usage) included; the post-model hook records each answer as soon as it is made. A hook
+    cannot repeat the model call: for retries after a prompt too long, use
+    :class:`LedgerMiddleware` with ``create_agent``.
 
     Args:
         source: A session (every thread shares it) or a host (one session per ``thread_id``).

@@ -1,6 +1,7 @@
 """A ctxledger session for the OpenAI Agents SDK (``pip install 'ctxledger[openai-agents]'``).
 
-:class:`LedgerSession` implements the SDK's ``Session`` protocol on a :class:`ctxledger.Session`:
+:class:`LedgerSession` implements the SDK's ``Session`` protocol on a :class:`ctxledger.Session`;
+run agents with ``run_config=session.run_config()``:
 
 * ``add_items`` appends the items durably. Items map to ctxledger messages: user, system and
   developer messages one each; an assistant output message and the ``function_call`` items after
@@ -10,8 +11,10 @@
   items are not the plain rendering of the message), so every item round-trips exactly and none
   is dropped.
 * ``get_items()`` returns the bounded model view in the SDK's item format: the summary of the
-  active checkpoint as a system message, old tool outputs masked, oversize outputs truncated. It
+  active checkpoint as a user message, old tool outputs masked, oversize outputs truncated. It
   compacts first when needed and records the view as served, so ``ctxledger verify`` checks it.
+  No system or developer message follows a non-system item: one appended mid-conversation is
+  sent as a user message (providers reject system text there, or apply it to everything).
 * ``get_items(limit=N)`` returns the newest ``N`` items still in the conversation, verbatim (the
   SDK reads the tail this way to reconcile its own writes), and records no view. The view is
   bounded already, so leave ``SessionSettings.limit`` unset: a limit would replace the view by
@@ -23,8 +26,9 @@
   :class:`~ctxledger.InvalidSeqError` when the newest item is already covered by a summary.
 
 The SDK reads a session once per ``Runner.run``; within a run it sends the history plus every
-item of that run. Pass :meth:`LedgerSession.run_config` (or :meth:`LedgerSession.filter_model_input`
-as ``RunConfig.call_model_input_filter``) to send the bounded view on every model call instead.
+item of that run. :meth:`LedgerSession.run_config` sends the bounded view on every model call
+instead (``RunConfig.call_model_input_filter``), records each call's usage, and compacts and
+retries a call the provider rejects as too long (:mod:`ctxledger.integrations._agents_model`).
 """
 
 from __future__ import annotations
@@ -32,283 +36,62 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, cast
 
 import msgspec
 
-from ctxledger.errors import InvalidMessageError
-from ctxledger.messages import Message, ToolCall
+from ctxledger._logging import get_logger
+from ctxledger.domain import is_prompt_too_long
+from ctxledger.errors import ContextOverflowError, InvalidMessageError, InvalidUsageError
+from ctxledger.integrations._agents_items import (
+    METADATA_KEY,
+    item_kind,
+    items_to_messages,
+    message_to_items,
+    messages_to_items,
+    normalise_item,
+)
+from ctxledger.messages import Message
 from ctxledger.runtime.session import Session
 
 try:
-    from agents import RunConfig, TResponseInputItem
+    from agents import Model, MultiProvider, RunConfig, TResponseInputItem
     from agents.run_config import CallModelData, ModelInputData
+
+    from ctxledger.integrations._agents_model import LedgerModel, usage_counts
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "ctxledger.integrations.openai_agents needs the OpenAI Agents SDK: "
         "pip install 'ctxledger[openai-agents]'"
     ) from exc
 
-__all__ = ["METADATA_KEY", "LedgerSession", "items_to_messages", "message_to_items"]
+__all__ = [
+    "METADATA_KEY",
+    "LedgerModel",
+    "LedgerSession",
+    "items_to_messages",
+    "message_to_items",
+    "messages_to_items",
+]
 
-#: Key of ``Message.metadata`` that holds the SDK items a message stands for.
-METADATA_KEY = "openai_agents"
-
-_MESSAGE_ROLES = {
-    "user": "user",
-    "system": "system",
-    "developer": "system",
-    "assistant": "assistant",
-}
-_TEXT_KEYS = ("text", "refusal")
+_log = get_logger(__name__)
 _copy_encoder = msgspec.msgpack.Encoder()
 _copy_decoder = msgspec.msgpack.Decoder()
-_json_decoder = msgspec.json.Decoder()
-
-
-def _kind(item: Mapping[str, Any]) -> str:
-    kind = item.get("type")
-    if kind == "function_call":
-        if isinstance(item.get("call_id"), str) and item["call_id"] and item.get("name"):
-            return "call"
-    elif kind == "function_call_output":
-        if isinstance(item.get("call_id"), str) and item["call_id"]:
-            return "out"
-    elif kind in (None, "message") and item.get("role") in _MESSAGE_ROLES:
-        return "msg"
-    return "other"
-
-
-def _text_of(content: Any) -> str:
-    """The text of a message content or a tool output: a string, or its text parts joined."""
-    if isinstance(content, str):
-        return content
-    texts: list[str] = []
-    if isinstance(content, list):
-        for part in content:
-            if isinstance(part, dict):
-                texts.extend(part[key] for key in _TEXT_KEYS if isinstance(part.get(key), str))
-    return "\n".join(texts)
-
-
-def _strip_text(item: dict[str, Any], field: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Split ``item[field]`` (a message content or a tool output) into the message text and how
-    to put it back: ``{"k": "str"}`` (the field was that text), ``{"k": "part", "at", "key"}``
-    (the text of its only text part), or ``{"k": "raw"}`` (kept in the item as it is)."""
-    value = item.get(field)
-    if isinstance(value, str):
-        stripped = {key: v for key, v in item.items() if key != field}
-        return stripped, {"k": "str"}
-    if isinstance(value, list):
-        where = [
-            (index, key)
-            for index, part in enumerate(value)
-            if isinstance(part, dict)
-            for key in _TEXT_KEYS
-            if isinstance(part.get(key), str)
-        ]
-        if len(where) == 1:
-            index, key = where[0]
-            parts = list(value)
-            parts[index] = {k: v for k, v in parts[index].items() if k != key}
-            return {**item, field: parts}, {"k": "part", "at": index, "key": key}
-    return item, {"k": "raw"}
-
-
-def _put_text(stripped: dict[str, Any], field: str, how: Mapping[str, Any], text: str) -> None:
-    kind = how["k"]
-    if kind == "str":
-        stripped[field] = text
-    elif kind == "part":
-        parts = stripped[field] = list(stripped[field])
-        parts[how["at"]] = {**parts[how["at"]], how["key"]: text}
-    elif _text_of(stripped.get(field)) != text:  # raw, but the view altered the text
-        stripped[field] = text
-
-
-class _Run:
-    """Consecutive items that become one message."""
-
-    def __init__(self) -> None:
-        self.role: str | None = None  # None: only passive items so far
-        self.entries: list[dict[str, Any]] = []
-        self.items: list[dict[str, Any]] = []
-        self.content = ""
-        self.calls: list[ToolCall] = []
-        self.call_id: str | None = None
-        self.has_text = False
-
-    def add(self, item: dict[str, Any], entry: dict[str, Any]) -> None:
-        self.items.append(item)
-        self.entries.append(entry)
-
-    def message(self) -> Message:
-        role = self.role or "assistant"  # passive items alone ride on an empty assistant message
-        message = Message(
-            role=role,
-            content=self.content,
-            tool_calls=tuple(self.calls),
-            tool_call_id=self.call_id if role == "tool" else None,
-        )
-        if message_to_items(message) != self.items:
-            message = msgspec.structs.replace(message, metadata={METADATA_KEY: self.entries})
-        return message
-
-
-def _normalise(item: Any) -> dict[str, Any]:
-    if not isinstance(item, Mapping) and hasattr(item, "model_dump"):
-        item = item.model_dump(mode="json", exclude_unset=True)
-    if not isinstance(item, Mapping):
-        raise InvalidMessageError(f"an SDK item must be a dict, got {type(item).__name__}")
-    try:
-        copied = msgspec.to_builtins(dict(item), str_keys=True)
-    except (TypeError, msgspec.EncodeError) as exc:
-        raise InvalidMessageError(f"an SDK item is not JSON-compatible: {exc}") from None
-    return cast(dict[str, Any], copied)
-
-
-def items_to_messages(items: Iterable[Any]) -> list[Message]:
-    """Convert SDK input items (``TResponseInputItem`` dicts) to ctxledger messages, losslessly.
-
-    Grouping: a user, system or developer message is one message (developer as ``system``); an
-    assistant output message and the function calls that follow it, up to the first output,
-    are one assistant message; each function call output is one tool message. Reasoning items and
-    other kinds join the message that follows them (or the last one, at the end of the batch;
-    alone, an empty assistant message). :func:`message_to_items` returns the items exactly.
-
-    Raises:
-        InvalidMessageError: An item is not a JSON-compatible dict.
-    """
-    runs: list[_Run] = []
-    current: _Run | None = None  # an assistant run that may take more calls
-    passive = _Run()
-
-    def start(role: str) -> _Run:
-        nonlocal passive
-        run = passive
-        run.role = role
-        passive = _Run()
-        runs.append(run)
-        return run
-
-    for raw in items:
-        item = _normalise(raw)
-        kind = _kind(item)
-        if kind == "msg":
-            role = _MESSAGE_ROLES[item["role"]]
-            if role == "assistant" and current is not None and current.has_text and current.calls:
-                current.add(item, {"t": "other", "item": item})  # a second text among calls
-                continue
-            if role == "assistant" and current is not None and not current.has_text:
-                run = current
-            else:
-                run = start(role)
-                current = run if role == "assistant" else None
-            stripped, how = _strip_text(item, "content")
-            run.content, run.has_text = _text_of(item.get("content")), True
-            run.add(item, {"t": "msg", "item": stripped, **how})
-        elif kind == "call":
-            if current is None:
-                current = start("assistant")
-            arguments = item.get("arguments")
-            valid = isinstance(arguments, str) and _is_object(arguments)
-            current.calls.append(
-                ToolCall(item["call_id"], item["name"], arguments if valid else "{}")  # type: ignore[arg-type]
-            )
-            dropped = ("call_id", "name", "arguments") if valid else ("call_id", "name")
-            stripped = {key: v for key, v in item.items() if key not in dropped}
-            current.add(item, {"t": "call", "item": stripped})
-        elif kind == "out":
-            current = None
-            run = start("tool")
-            run.call_id = item["call_id"]
-            stripped, how = _strip_text(item, "output")
-            run.content = _text_of(item.get("output"))
-            run.add(item, {"t": "out", "item": stripped, **how})
-        elif current is not None:
-            current.add(item, {"t": "other", "item": item})
-        else:
-            passive.add(item, {"t": "other", "item": item})
-    if passive.items:
-        if runs:
-            runs[-1].items += passive.items
-            runs[-1].entries += passive.entries
-        else:
-            runs.append(passive)
-    return [run.message() for run in runs]
-
-
-def _is_object(arguments: str) -> bool:
-    try:
-        return isinstance(_json_decoder.decode(arguments), dict)
-    except msgspec.DecodeError:
-        return False
-
-
-def message_to_items(message: Message) -> list[dict[str, Any]]:
-    """Render a ctxledger message (of history or of a view) as SDK input items.
-
-    A message made by :func:`items_to_messages` gives back its items, with the text the message
-    now carries (a masked or truncated output stays masked or truncated). Other messages take the
-    plain form: a ``{"role", "content"}`` message (a summary as a system message; an assistant's
-    text, even empty, before its ``function_call`` items), ``function_call_output`` for a tool
-    result.
-    """
-    entries = message.metadata.get(METADATA_KEY) if message.metadata else None
-    if not isinstance(entries, list):
-        return _plain_items(message)
-    items: list[dict[str, Any]] = []
-    calls = iter(message.tool_calls)
-    for entry in entries:
-        item = dict(_copy_decoder.decode(_copy_encoder.encode(entry["item"])))
-        kind = entry["t"]
-        if kind == "msg":
-            _put_text(item, "content", entry, message.content)
-        elif kind == "out":
-            _put_text(item, "output", entry, message.content)
-        elif kind == "call":
-            call = next(calls)
-            item["call_id"], item["name"] = call.id, call.name
-            item.setdefault("arguments", call.arguments)
-        items.append(item)
-    return items
-
-
-def _plain_items(message: Message) -> list[dict[str, Any]]:
-    role = message.role
-    if role == "tool":
-        return [
-            {
-                "type": "function_call_output",
-                "call_id": message.tool_call_id,
-                "output": message.content,
-            }
-        ]
-    # An assistant message always opens with its text item (even empty), so that its calls are
-    # not read back as the calls of the assistant message before it.
-    items: list[dict[str, Any]] = [
-        {"role": "system" if role == "summary" else role, "content": message.content}
-    ]
-    items.extend(
-        {
-            "type": "function_call",
-            "call_id": call.id,
-            "name": call.name,
-            "arguments": call.arguments,
-        }
-        for call in message.tool_calls
-    )
-    return items
-
-
-def messages_to_items(messages: Iterable[Message]) -> list[dict[str, Any]]:
-    """Render messages as SDK input items, in order (see :func:`message_to_items`)."""
-    return [item for message in messages for item in message_to_items(message)]
 
 
 def _fingerprint(item: Any) -> str:
     return json.dumps(item, sort_keys=True, default=str)
+
+
+@dataclass(slots=True)
+class _Turn:
+    """The model call being made: the agent making it, and the input items after the view
+    that the session has not stored yet (None: the input is not the session's view)."""
+
+    agent: Any
+    unsaved: list[Any] | None
 
 
 class LedgerSession:
@@ -341,6 +124,7 @@ class LedgerSession:
         self.session_id = session.id
         self._known: deque[str] = deque(maxlen=remember)
         self._rendered: dict[int, tuple[str, bytes]] = {}  # the last view's items, by seq
+        self._turn: _Turn | None = None  # the model call of the run in progress
 
     def __repr__(self) -> str:
         return f"<LedgerSession {self.session_id!r}>"
@@ -364,15 +148,25 @@ class LedgerSession:
 
     def _render(self, messages: Iterable[Message]) -> list[dict[str, Any]]:
         """Render a view's messages; each (seq, text) is rendered once and kept encoded, so that
-        every view hands out fresh item dicts at the cost of one decode."""
+        every view hands out fresh item dicts at the cost of one decode.
+
+        System messages stay system messages only before the conversation's first other
+        message; after it they are sent as user messages (so is the summary, see
+        :func:`message_to_items`): no model input has a system message after another one.
+        """
         rendered: dict[int, tuple[str, bytes]] = {}
         items: list[dict[str, Any]] = []
         known = self._rendered
+        begun = False
         for message in messages:
             seq = message.seq
+            late_system = begun and message.role == "system"
+            begun = begun or message.role != "system"
             hit = known.get(seq) if seq is not None else None
             if hit is not None and hit[0] == message.content:
                 encoded = hit[1]
+            elif late_system:
+                encoded = _copy_encoder.encode([{"role": "user", "content": message.content}])
             else:
                 encoded = _copy_encoder.encode(message_to_items(message))
             if seq is not None:
@@ -401,13 +195,13 @@ class LedgerSession:
             # its items): merge them into it, as one atomic retraction + append.
             if not await asyncio.to_thread(self._extend_newest, items):
                 raise
-        self._known.extend(_fingerprint(_normalise(item)) for item in items)
+        self._known.extend(_fingerprint(normalise_item(item)) for item in items)
 
     def _extend_newest(self, items: list[TResponseInputItem]) -> bool:
         newest = self.ledger.current_messages(1)
         if not newest or newest[0].role != "assistant" or not newest[0].tool_calls:
             return False
-        if _kind(_normalise(items[0])) != "call":
+        if item_kind(normalise_item(items[0])) != "call":
             return False
         self.ledger.retract_last(items_to_messages([*message_to_items(newest[0]), *items]))
         return True
@@ -444,19 +238,80 @@ class LedgerSession:
         given = list(data.model_data.input)
         known = set(self._known)
         tail = len(given)
-        while tail > 0 and _fingerprint(_normalise(given[tail - 1])) not in known:
+        while tail > 0 and _fingerprint(normalise_item(given[tail - 1])) not in known:
             tail -= 1
         if tail == 0:
+            self._turn = _Turn(data.agent, None)
             return data.model_data
         view = await self.get_items()
+        self._turn = _Turn(data.agent, given[tail:])
         return ModelInputData(
             input=[*view, *given[tail:]], instructions=data.model_data.instructions
         )
 
     def run_config(self, **options: Any) -> RunConfig:
-        """Return a ``RunConfig`` whose model calls receive the bounded view.
+        """Return a ``RunConfig`` for ``Runner.run`` on this session.
+
+        Each model call of the run receives the bounded view, its usage is recorded, and a
+        call the provider rejects as too long is compacted and retried (see the module doc).
+        The call is made by the model the SDK would have used (the agent's, or ``model`` of
+        ``options``).
 
         Args:
-            options: Other ``RunConfig`` fields.
+            options: Other ``RunConfig`` fields (``model``, ``model_provider``, ``model_settings``,
+                ...); a ``call_model_input_filter`` of your own cannot be combined with it.
+
+        Raises:
+            ValueError: ``options`` holds a ``call_model_input_filter``.
         """
-        return RunConfig(call_model_input_filter=self.filter_model_input, **options)
+        if "call_model_input_filter" in options:
+            raise ValueError(
+                "run_config() installs its own call_model_input_filter; call "
+                "session.filter_model_input(data) from yours and pass RunConfig yourself"
+            )
+        model: str | Model | None = options.pop("model", None)
+        provider = options.pop("model_provider", None) or MultiProvider()
+        return RunConfig(
+            model=LedgerModel(self, model, provider),
+            model_provider=provider,
+            call_model_input_filter=self.filter_model_input,
+            **options,
+        )
+
+    # --- used by LedgerModel ---------------------------------------------------------------------
+
+    def current_agent(self) -> Any:
+        """The agent of the model call being made (None before the first)."""
+        return self._turn.agent if self._turn is not None else None
+
+    async def retry_input(self, error: Exception) -> list[Any] | None:
+        """After the model call failed with ``error``: if the provider rejected the prompt as
+        too long, compact (harder on each attempt) and return the input to send instead; None
+        when ``error`` is something else, or the input was not this session's view.
+
+        Raises:
+            ContextOverflowError: ``Config.max_reactive_retries`` compactions did not make the
+                prompt fit (raised from ``error``).
+        """
+        turn = self._turn
+        if turn is None or turn.unsaved is None or not is_prompt_too_long(error):
+            return None
+        try:
+            await self.ledger.areactive_compact(error)
+        except ContextOverflowError as overflow:
+            raise overflow from error
+        return [*await self.get_items(), *turn.unsaved]
+
+    async def record_usage(self, usage: Any) -> None:
+        """Record the usage of one model call (an SDK ``Usage``); a call that reported none
+        records nothing, and a report the session refuses is logged, not raised."""
+        counts = usage_counts(usage)
+        if counts is None:
+            return
+        prompt, completion, cached, written = counts
+        try:
+            await self.ledger.arecord_usage(
+                prompt, completion, cached_tokens=cached, cache_write_tokens=written
+            )
+        except InvalidUsageError as exc:  # the answer is good; a bad count must not lose it
+            _log.warning("usage_not_recorded", session_id=self.session_id, error=str(exc))

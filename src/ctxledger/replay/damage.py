@@ -1,10 +1,12 @@
 """Finding damaged records: which sessions of a log can be read to the end, and where not.
 
 A record that fails its checksum or cannot be decoded stops a read of its session, but the log
-around it is fine: other sessions, and the session's records before it, read as usual.
+around it is fine: other sessions, and the session's records before and after it, read as usual.
 :func:`read_until_damage` yields a session's events up to the first such record and then raises
-an error naming it exactly; :func:`find_damage` scans sessions with it, and also marks a fork
-whose parent is damaged before the fork point (the fork cannot be rebuilt without that prefix).
+an error naming it exactly (its event seq, and the last message read before it);
+:func:`read_around_damage` reads on past each damaged record; :func:`find_damage` scans sessions,
+and also marks a fork whose parent is damaged before the fork point (the fork cannot be rebuilt
+without that prefix).
 """
 
 from __future__ import annotations
@@ -14,10 +16,18 @@ from collections.abc import Iterable, Iterator
 import msgspec
 
 from ctxledger.errors import CorruptRecordError, EventDecodeError
-from ctxledger.events import Event, SessionForked
-from ctxledger.storage import EventLog
+from ctxledger.events import Event, SessionForked, carried_message
+from ctxledger.replay.rebuild import LogSource, open_log
+from ctxledger.storage import EventLog, RecordedEvent
 
-__all__ = ["Damage", "find_damage", "read_until_damage"]
+__all__ = [
+    "Damage",
+    "Unreadable",
+    "find_damage",
+    "locate_damage",
+    "read_around_damage",
+    "read_until_damage",
+]
 
 
 class Damage(msgspec.Struct, frozen=True, kw_only=True):
@@ -30,6 +40,9 @@ class Damage(msgspec.Struct, frozen=True, kw_only=True):
         detail: The error, for people.
         parent: For a fork damaged through its parent, the parent; else None.
         parent_seq: The parent's first damaged seq, with ``parent``.
+        after_message_seq: The last message seq read before the damaged record (0: none), so
+            that the damage can be placed among the messages ``ctxledger show`` numbers; for a
+            fork damaged through its parent, the parent's.
     """
 
     session: str
@@ -37,12 +50,29 @@ class Damage(msgspec.Struct, frozen=True, kw_only=True):
     detail: str
     parent: str | None = None
     parent_seq: int | None = None
+    after_message_seq: int | None = None
 
     def describe(self) -> str:
-        """``"damaged at seq 152"`` or ``"damaged: parent 's2' at seq 152"``."""
+        """``"damaged at event 152 (after message 75)"``, or for a fork damaged through its
+        parent ``"damaged: parent 's2' at event 152 (after message 75)"``."""
+        after = ""
+        if self.after_message_seq is not None:
+            after = f" (after message {self.after_message_seq})"
         if self.parent is not None:
-            return f"damaged: parent {self.parent!r} at seq {self.parent_seq}"
-        return f"damaged at seq {self.seq}"
+            return f"damaged: parent {self.parent!r} at event {self.parent_seq}{after}"
+        return f"damaged at event {self.seq}{after}"
+
+
+class Unreadable(msgspec.Struct, frozen=True, kw_only=True):
+    """A record :func:`read_around_damage` could not read.
+
+    Attributes:
+        seq: Its event seq.
+        error: Why: a :class:`CorruptRecordError` naming the session and the seq.
+    """
+
+    seq: int
+    error: CorruptRecordError
 
 
 def read_until_damage(
@@ -56,12 +86,18 @@ def read_until_damage(
     Raises:
         EventDecodeError: After the last readable record, when one cannot be read; a
             :class:`CorruptRecordError` naming the session and the exact seq, chained to the
-            original error (or that error itself when it names them already).
+            original error (or that error itself when it names them already). When the read
+            starts at the first record it also names the last message read before the damage
+            (``after_message_seq``).
     """
     previous = max(from_seq, 1) - 1
+    # The last message read (message seqs are absolute: known from the first record, or from
+    # the first message read after a later start).
+    last_message: int | None = 0 if from_seq <= 1 else None
     try:
         for seq, event in log.iter_bodies(session_id, from_seq, to_seq):
             previous = seq
+            last_message = _message_after(event, last_message)
             yield seq, event
         return
     except EventDecodeError as exc:
@@ -69,13 +105,75 @@ def read_until_damage(
     bad = locate_damage(log, session_id, previous, error)
     if bad > previous + 1:
         for record in log.read(session_id, previous + 1, bad - 1):
+            last_message = _message_after(record.event, last_message)
             yield record.seq, record.event
+    raise _named(error, session_id, bad, last_message)
+
+
+def _message_after(event: Event, last: int | None) -> int | None:
+    """The newest message seq once ``event`` is read (a fork's messages follow its fork point)."""
+    message = carried_message(event)
+    if message is not None and message.seq is not None:
+        return message.seq
+    if type(event) is SessionForked:
+        return event.at_seq
+    return last
+
+
+def _named(
+    error: EventDecodeError, session_id: str, bad: int, after: int | None
+) -> CorruptRecordError:
+    """``error`` as a :class:`CorruptRecordError` naming the session, the seq and, if known,
+    the last message read before it."""
     if isinstance(error, CorruptRecordError):
-        if (error.session_id, error.seq) == (session_id, bad):
-            raise error
+        if error.seq is None:  # the session's own entry, not a record among its messages
+            after = None
+        if (error.session_id, error.seq, error.after_message_seq) == (session_id, bad, after):
+            return error
         reason = error.reason if error.seq is not None else f"its own entry: {error.reason}"
-        raise CorruptRecordError(reason, session_id=session_id, seq=bad) from error
-    raise CorruptRecordError(str(error), session_id=session_id, seq=bad) from error
+    else:
+        reason = str(error)
+    named = CorruptRecordError(reason, session_id=session_id, seq=bad, after_message_seq=after)
+    named.__cause__ = error
+    return named
+
+
+def read_around_damage(
+    log: EventLog, session_id: str, to_seq: int | None = None, *, from_seq: int = 1
+) -> Iterator[RecordedEvent | Unreadable]:
+    """Every record of the session in order: the readable ones, and an :class:`Unreadable` for
+    each record that cannot be read, reading on after it.
+
+    Args:
+        log: The event log.
+        session_id: The session.
+        to_seq: The last event seq to read (the session's last when omitted).
+        from_seq: The first event seq to read; from the first, an unreadable record also names
+            the last message read before it.
+
+    Raises:
+        EventDecodeError: The session's own entry cannot be read (its records cannot be found).
+    """
+    last = log.last_seq(session_id) if to_seq is None else to_seq
+    start = max(from_seq, 1)
+    last_message: int | None = 0 if start == 1 else None
+    while start <= last:
+        previous = start - 1
+        try:
+            for record in log.iter_events(session_id, start, last):
+                previous = record.seq
+                last_message = _message_after(record.event, last_message)
+                yield record
+            return
+        except EventDecodeError as exc:
+            error = exc
+        bad = locate_damage(log, session_id, previous, error)
+        if bad > previous + 1:
+            for record in log.read(session_id, previous + 1, bad - 1):
+                last_message = _message_after(record.event, last_message)
+                yield record
+        yield Unreadable(seq=bad, error=_named(error, session_id, bad, last_message))
+        start = bad + 1
 
 
 def locate_damage(log: EventLog, session_id: str, after: int, error: EventDecodeError) -> int:
@@ -98,7 +196,7 @@ def locate_damage(log: EventLog, session_id: str, after: int, error: EventDecode
 
 
 def find_damage(
-    log: EventLog, session_ids: Iterable[str] | None = None
+    source: LogSource, session_ids: Iterable[str] | None = None
 ) -> dict[str, Damage | None]:
     """Read every record of the sessions; return each one's damage, or None where there is none.
 
@@ -107,9 +205,15 @@ def find_damage(
     point is damaged too, at its ``SessionForked`` event.
 
     Args:
-        log: The event log.
+        source: An LMDB folder (opened read-only) or an open event log, as for
+            :func:`~ctxledger.replay.verify`.
         session_ids: The sessions to report on (their forks' parents are scanned as needed).
     """
+    with open_log(source) as log:
+        return _find_damage(log, session_ids)
+
+
+def _find_damage(log: EventLog, session_ids: Iterable[str] | None) -> dict[str, Damage | None]:
     wanted = None if session_ids is None else set(session_ids)
     found: dict[str, Damage | None] = {}
 
@@ -129,11 +233,15 @@ def find_damage(
                             f"point (event {event.parent_event_seq}): {cause.detail}",
                             parent=cause.parent or event.parent_id,
                             parent_seq=cause.parent_seq or cause.seq,
+                            after_message_seq=cause.after_message_seq,
                         )
                         break
         except EventDecodeError as exc:
             damage = Damage(
-                session=session_id, seq=getattr(exc, "seq", None) or 1, detail=str(exc)
+                session=session_id,
+                seq=getattr(exc, "seq", None) or 1,
+                detail=str(exc),
+                after_message_seq=getattr(exc, "after_message_seq", None),
             )
         found[session_id] = damage
         return damage

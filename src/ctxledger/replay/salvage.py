@@ -1,34 +1,43 @@
-"""Salvage: copy everything of a damaged log that still verifies into a new log.
+"""Salvage: copy a damaged log into a new one, losing only the damaged records.
 
-Each session is copied up to its first problem that :func:`~ctxledger.replay.verify` finds (a
-record that cannot be read, a view or checkpoint that does not rebuild, ...), so ``verify``
-passes on the new log. Its events keep their order, their batches and their commit timestamps.
-A session cut short is then opened once, as after a crash: tool calls its kept events leave
-unanswered get the runtime's synthetic ``interrupted`` results.
+Each session is read on past its damage (:class:`~ctxledger.replay.standins.SessionWalk`): a
+record that cannot be read is replaced by a :class:`~ctxledger.events.RecordLost` at its own
+event seq, so every intact record after it is kept, in place. A lost message gets a stand-in
+with its seq that says so, and whose role keeps every view valid for a provider (a lost tool
+result answers its call); a lost record that held no message is replaced by a ``RecordLost``
+without one, which the fold ignores. A record that reads but cannot be folded on top of what a
+loss left is replaced the same way (reason ``unfoldable``). The copy is checked as ``verify``
+checks it while it is written: a session is cut at a problem that no loss explains (a view
+that does not rebuild in an undamaged stretch), so ``verify`` passes on the new log; what a loss
+made impossible to check is listed by ``verify`` as lost, never as a mismatch. Events keep their
+order, their batches and their commit timestamps.
 
-A fork is copied only if the copy of its parent reaches the fork point: a fork whose parent was
-cut before the event it forked at is dropped whole, because its own events only make sense on
-top of that prefix (the original log keeps them; salvage never writes to it). A session whose id
-an earlier version stored but :func:`~ctxledger.storage.check_session_id` now refuses (longer
-than 255 bytes, or with a NUL) cannot be appended to the new log and is dropped, saying so.
+A session that lost records or was cut short is then opened once, as after a crash: tool calls
+its copy leaves unanswered get the runtime's synthetic ``interrupted`` results.
+
+A fork is copied on top of its parent's copy: a fork whose parent's copy does not reach the fork
+point is dropped whole (the original log keeps it; salvage never writes to it). A session whose
+first record (``SessionOpened``) or own entry is damaged cannot be folded and is dropped, as is
+one whose id an earlier version stored but :func:`~ctxledger.storage.check_session_id` now
+refuses (longer than 255 bytes, or with a NUL), saying so.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
 
-from ctxledger.domain import Tokenizer
-from ctxledger.errors import CtxLedgerError, EventDecodeError, InvalidSessionIdError
-from ctxledger.events import SessionForked
+from ctxledger.domain import CharTokenizer, SessionState, Tokenizer
+from ctxledger.errors import CtxLedgerError, InvalidSessionIdError
+from ctxledger.events import ToolResultSynthesized
+from ctxledger.replay.checks import SessionCheck, fold_with_losses
 from ctxledger.replay.rebuild import LogSource, open_log
-from ctxledger.replay.verify import verify
-from ctxledger.storage import EventLog, LmdbEventLog, RecordedEvent, check_session_id
+from ctxledger.replay.standins import Replaced, SessionWalk, Unsalvageable, WalkedRecord
+from ctxledger.storage import EventLog, LmdbEventLog, check_session_id
 
-__all__ = ["SalvageReport", "SessionSalvage", "salvage"]
+__all__ = ["Replaced", "SalvageReport", "SessionSalvage", "salvage"]
 
 
 class SessionSalvage(msgspec.Struct, frozen=True, kw_only=True):
@@ -38,23 +47,30 @@ class SessionSalvage(msgspec.Struct, frozen=True, kw_only=True):
         session: The session.
         events: Its events in the damaged log; None when the session's own entry is damaged,
             so that not even its events can be counted (nothing of it is copied).
-        kept: Events copied (seqs ``1..kept``).
-        synthesized: Interrupted tool calls answered after the cut, as recovery does.
-        cut_at: The first event seq not copied, None if the session was copied whole.
-        reason: Why the rest was dropped ("" if nothing was).
+        kept: Events copied as they were.
+        replaced: The records replaced by a ``RecordLost``, in order.
+        synthesized: Interrupted tool calls answered after the copy, as recovery does.
+        cut_at: The first event seq not copied when the copy stops short, else None.
+        reason: Why it stopped short, or what was lost ("" if nothing was).
     """
 
     session: str
     events: int | None
     kept: int
+    replaced: tuple[Replaced, ...] = ()
     synthesized: int = 0
     cut_at: int | None = None
     reason: str = ""
 
     @property
     def dropped(self) -> int | None:
-        """Events of the damaged log not copied (None if they cannot be counted)."""
-        return None if self.events is None else self.events - self.kept
+        """Events of the damaged log not copied at all (None if they cannot be counted)."""
+        return None if self.events is None else self.events - self.kept - len(self.replaced)
+
+    @property
+    def lost_messages(self) -> list[int]:
+        """The seqs of the messages whose records were lost (each has a stand-in)."""
+        return [r.message_seq for r in self.replaced if r.message_seq is not None]
 
 
 class SalvageReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -68,13 +84,18 @@ class SalvageReport(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def complete(self) -> bool:
-        """Whether every event was copied (no session was cut)."""
-        return all(entry.cut_at is None for entry in self.sessions)
+        """Whether every event was copied as it was (nothing replaced, no session cut)."""
+        return all(entry.cut_at is None and not entry.replaced for entry in self.sessions)
 
     @property
     def kept(self) -> int:
-        """Events copied, over all sessions."""
+        """Events copied as they were, over all sessions."""
         return sum(entry.kept for entry in self.sessions)
+
+    @property
+    def replaced(self) -> int:
+        """Records replaced by a ``RecordLost``, over all sessions."""
+        return sum(len(entry.replaced) for entry in self.sessions)
 
     @property
     def dropped(self) -> int:
@@ -88,7 +109,7 @@ def salvage(
     *,
     tokenizer: Tokenizer | None = None,
 ) -> SalvageReport:
-    """Copy every event of ``source`` that still verifies into a new LMDB log at ``destination``.
+    """Copy ``source`` into a new LMDB log at ``destination``, replacing only what is damaged.
 
     See the module docstring for what is kept. The source is only read. The new log is written
     without a flush per batch and flushed once at the end.
@@ -96,7 +117,7 @@ def salvage(
     Args:
         source: The damaged log: an LMDB folder (opened read-only) or an open event log.
         destination: A folder that does not exist yet or is empty.
-        tokenizer: The tokenizer the host used (chars // 3 by default), for ``verify``.
+        tokenizer: The tokenizer the host used (chars // 3 by default), for the checks.
 
     Raises:
         FileExistsError: ``destination`` is not empty.
@@ -105,108 +126,183 @@ def salvage(
     target = Path(destination)
     if target.exists() and any(target.iterdir()):
         raise FileExistsError(f"{str(target)!r} is not empty: salvage writes a new log")
-    stamp = [0.0]  # the commit time of the batch being copied: the copy keeps the original's
     entries: list[SessionSalvage] = []
     with open_log(source) as log:
-        copy = LmdbEventLog.open(target, durability="none", clock=lambda: stamp[0])
+        stamp = _Stamp()
+        copy = LmdbEventLog.open(target, durability="none", clock=stamp)
         try:
-            kept: dict[str, int] = {}
             for session_id in log.sessions():
-                entry = _copy_session(log, copy, session_id, kept, stamp, tokenizer)
-                kept[session_id] = entry.kept
-                entries.append(entry)
+                session = _Copy(log, copy, stamp, session_id, tokenizer or CharTokenizer())
+                entries.append(session.run())
             copy.sync()
         finally:
             copy.close()
     return SalvageReport(sessions=_recover(target, entries))
 
 
-def _copy_session(
-    log: EventLog,
-    copy: LmdbEventLog,
-    session_id: str,
-    kept: dict[str, int],
-    stamp: list[float],
-    tokenizer: Tokenizer | None,
-) -> SessionSalvage:
-    try:
-        events = log.last_seq(session_id)
-        mismatches = verify(log, session_id, tokenizer=tokenizer).mismatches
-    except CtxLedgerError as exc:  # the session's own entry is damaged: nothing is readable
+class _Stamp:
+    """The copy's clock: the commit time of the batch being copied (the original's)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _Copy:
+    """One session copied: walked past its damage, checked, written in its original batches."""
+
+    def __init__(
+        self,
+        log: EventLog,
+        copy: LmdbEventLog,
+        stamp: _Stamp,
+        session_id: str,
+        tokenizer: Tokenizer,
+    ) -> None:
+        self.log, self.copy, self.stamp, self.session_id = log, copy, stamp, session_id
+        self.check = SessionCheck(session_id, tokenizer, self._fork_fold)
+        self.walk = SessionWalk(log, session_id, self._fork_base)
+        self.batch: list[WalkedRecord] = []
+        self.written = 0
+        self.inherits_losses = False  # a fork built on a parent prefix that lost records
+
+    def run(self) -> SessionSalvage:
+        sid = self.session_id
+        try:
+            events = self.log.last_seq(sid)
+        except CtxLedgerError as exc:  # the session's own entry is damaged: nothing is readable
+            return SessionSalvage(
+                session=sid, events=None, kept=0, cut_at=1, reason=f"unreadable: {exc}"
+            )
+        try:
+            check_session_id(sid)
+        except InvalidSessionIdError as exc:  # written before the limits: no append takes it now
+            return SessionSalvage(
+                session=sid, events=events, kept=0, cut_at=1, reason=f"not copied: {exc}"
+            )
+        cut_at, reason = None, ""
+        try:
+            for record in self.walk.records():
+                found = len(self.check.mismatches)
+                if not self.check.feed(record.seq, record.event) or (
+                    len(self.check.mismatches) > found
+                ):
+                    problem = self.check.mismatches[found]
+                    cut_at, reason = record.seq, f"{problem.kind}: {problem.detail}"
+                    break
+                self._add(record)
+        except Unsalvageable as exc:  # its first records: nothing of it can be folded
+            if not self.written:
+                self.walk.replaced.clear()
+                return SessionSalvage(
+                    session=sid, events=events, kept=0, cut_at=1, reason=f"not copied: {exc}"
+                )
+            self.batch = []  # not reached: such records are the first two of a session
+            cut_at, reason = self.written + 1, str(exc)
+        self._flush()
+        replaced = tuple(r for r in self.walk.replaced if cut_at is None or r.seq < cut_at)
+        self._copy_snapshot(replaced, cut_at)
+        if not reason and replaced:
+            reason = _describe(replaced)
         return SessionSalvage(
-            session=session_id, events=None, kept=0, cut_at=1, reason=f"unreadable: {exc}"
-        )
-    try:
-        check_session_id(session_id)
-    except InvalidSessionIdError as exc:  # written before the limits: no append takes it now
-        return SessionSalvage(
-            session=session_id, events=events, kept=0, cut_at=1, reason=f"not copied: {exc}"
-        )
-    first = min(mismatches, key=lambda mismatch: mismatch.seq, default=None)
-    through = events if first is None else first.seq - 1
-    reason = "" if first is None else f"{first.kind} at seq {first.seq}: {first.detail}"
-    fork = next(
-        (event for _, event in _bodies(log, session_id, 2) if isinstance(event, SessionForked)),
-        None,
-    )
-    if fork is not None and kept.get(fork.parent_id, 0) < fork.parent_event_seq:
-        return SessionSalvage(
-            session=session_id,
+            session=sid,
             events=events,
-            kept=0,
-            cut_at=1,
-            reason=f"fork of {fork.parent_id!r} at event {fork.parent_event_seq}, which the "
-            f"copy of {fork.parent_id!r} does not reach" + (f" ({reason})" if reason else ""),
+            kept=self.written - len(replaced),
+            replaced=replaced,
+            cut_at=cut_at,
+            reason=reason,
         )
-    for batch in _batches(log.iter_events(session_id, 1, through)):
-        stamp[0] = batch[0].timestamp
-        copy.append(session_id, [record.event for record in batch], expected_seq=batch[0].seq - 1)
-    snapshot = log.load_snapshot(session_id, through) if through else None
-    if snapshot is not None:
-        copy.save_snapshot(session_id, *snapshot)
-    return SessionSalvage(
-        session=session_id,
-        events=events,
-        kept=through,
-        cut_at=None if first is None else first.seq,
-        reason=reason,
-    )
+
+    def _fork_base(self, parent_id: str, through: int) -> SessionState:
+        """A fork is built on its parent's copy (salvaged before it, in creation order)."""
+        return self._fork_fold(parent_id, through)[0]
+
+    def _fork_fold(self, parent_id: str, through: int) -> tuple[SessionState, set[int], int | None]:
+        try:
+            reached = self.copy.last_seq(parent_id)
+        except CtxLedgerError:
+            reached = 0
+        if reached < through:
+            raise Unsalvageable(
+                f"fork of {parent_id!r} at event {through}, which the copy of {parent_id!r} "
+                "does not reach"
+            )
+        state, lost, lost_event = fold_with_losses(self.copy, parent_id, through)
+        self.inherits_losses = bool(lost) or lost_event is not None
+        return state, lost, lost_event
+
+    def _add(self, record: WalkedRecord) -> None:
+        if self.batch:
+            last = self.batch[-1]
+            joined = (
+                record.position is not None
+                and last.position is not None
+                and record.timestamp == last.timestamp
+                and record.position == last.position + 1
+            )
+            if not joined:
+                self._flush()
+        self.batch.append(record)
+
+    def _flush(self) -> None:
+        if not self.batch:
+            return
+        self.stamp.now = self.batch[0].timestamp
+        self.copy.append(
+            self.session_id,
+            [record.event for record in self.batch],
+            expected_seq=self.batch[0].seq - 1,
+        )
+        self.written += len(self.batch)
+        self.batch = []
+
+    def _copy_snapshot(self, replaced: tuple[Replaced, ...], cut_at: int | None) -> None:
+        """The newest snapshot before the first change: later ones hold what was lost (a
+        fork's snapshots hold its parent's prefix, so none when that prefix lost records)."""
+        if self.inherits_losses:
+            return
+        changed = min([r.seq for r in replaced] + ([cut_at] if cut_at else []), default=None)
+        bound = self.written if changed is None else changed - 1
+        snapshot = self.log.load_snapshot(self.session_id, bound) if bound else None
+        if snapshot is not None:
+            self.copy.save_snapshot(self.session_id, *snapshot)
 
 
-def _bodies(log: EventLog, session_id: str, count: int) -> Iterator[tuple[int, object]]:
-    """The first ``count`` events of a session, or fewer if they cannot be read."""
-    try:
-        yield from ((r.seq, r.event) for r in log.read(session_id, 1, count))
-    except EventDecodeError:
-        return
-
-
-def _batches(records: Iterator[RecordedEvent]) -> Iterator[list[RecordedEvent]]:
-    """Group records as they were appended: one commit time, consecutive positions."""
-    batch: list[RecordedEvent] = []
-    for record in records:
-        if batch and (
-            record.timestamp != batch[-1].timestamp or record.position != batch[-1].position + 1
-        ):
-            yield batch
-            batch = []
-        batch.append(record)
-    if batch:
-        yield batch
+def _describe(replaced: tuple[Replaced, ...]) -> str:
+    """``lost messages 24, 31 (events 33, 41); 1 other record lost (event 50)``."""
+    messages = [r for r in replaced if r.message_seq is not None]
+    others = [r for r in replaced if r.message_seq is None]
+    parts = []
+    if messages:
+        seqs = ", ".join(str(r.message_seq) for r in messages)
+        events = ", ".join(str(r.seq) for r in messages)
+        parts.append(f"lost message{'s' if len(messages) > 1 else ''} {seqs} (event {events})")
+    if others:
+        events = ", ".join(str(r.seq) for r in others)
+        plural = "s" if len(others) > 1 else ""
+        parts.append(f"{len(others)} other record{plural} lost (event {events})")
+    return "; ".join(parts)
 
 
 def _recover(target: Path, entries: list[SessionSalvage]) -> list[SessionSalvage]:
-    """Open each session cut short once, as after a crash; count the tool calls it answered."""
-    cut = [entry for entry in entries if entry.cut_at is not None and entry.kept]
-    if not cut:
+    """Open each session that lost records or was cut short once, as after a crash; count the
+    tool calls it answered."""
+    touched = [e for e in entries if (e.cut_at is not None or e.replaced) and e.kept]
+    if not touched:
         return entries
     from ctxledger.runtime import Host  # the runtime's own recovery; imported only when needed
 
     recovered: dict[str, int] = {}
     with Host.open(target) as host:
-        for entry in cut:
+        for entry in touched:
+            before = host.log.last_seq(entry.session)
             host.session(entry.session).history()  # activation answers open tool calls
-            recovered[entry.session] = host.log.last_seq(entry.session) - entry.kept
+            added = host.log.read(entry.session, before + 1)
+            recovered[entry.session] = sum(
+                isinstance(record.event, ToolResultSynthesized) for record in added
+            )
     return [
         msgspec.structs.replace(entry, synthesized=recovered.get(entry.session, 0))
         for entry in entries

@@ -1,6 +1,12 @@
 """Checking a log: :func:`verify` re-derives every served view and checkpoint and compares.
 
-It reports, never repairs: the log is opened read-only.
+It reports, never repairs: the log is opened read-only. A salvaged log (``ctxledger salvage``)
+holds a ``RecordLost`` where a damaged record was: verify lists each one, and a check that the
+loss makes impossible (a view built over the lost message, anything after a lost record that
+held no message) is listed with it instead of failing, since the log no longer holds what the
+view was made of. The session's stored snapshots are checked too: a damaged one is reported
+(the host skips it and folds the events instead), as is one that does not restore the fold it
+was taken from.
 """
 
 from __future__ import annotations
@@ -9,46 +15,14 @@ from collections.abc import Callable
 
 import msgspec
 
-from ctxledger.domain import CharTokenizer, SessionState, Tokenizer, build_view, remask_of
+from ctxledger.domain import CharTokenizer, Tokenizer
 from ctxledger.errors import CtxLedgerError, EventDecodeError, UnknownSessionError
-from ctxledger.events import (
-    CheckpointCreated,
-    MessageAppended,
-    SessionForked,
-    SessionOpened,
-    ToolResultSynthesized,
-    ViewServed,
-)
+from ctxledger.replay.checks import Mismatch, SessionCheck, fold_with_losses
 from ctxledger.replay.damage import read_until_damage
 from ctxledger.replay.rebuild import LogSource, open_log
-from ctxledger.runtime.loading import fold_session
 from ctxledger.storage import EventLog
 
-__all__ = ["Mismatch", "VerifyReport", "verify"]
-
-
-class Mismatch(msgspec.Struct, frozen=True, kw_only=True):
-    """One problem found in a log.
-
-    Attributes:
-        session: The session.
-        seq: The event seq where it was found.
-        kind: ``view_hash``, ``remask`` (a view's recorded re-mask, ``ViewServed.remask``, is
-            not the one replay derives), ``checkpoint``, ``seq_gap``, ``message_seq``,
-            ``tool_pairing``, ``corrupt`` (a record that cannot be read, at its exact seq; for a
-            fork whose parent is damaged before the fork point, at its ``SessionForked`` event)
-            or ``structure``.
-        expected: What the log records (for ``view_hash``: the recorded hash).
-        actual: What replay derives (for ``view_hash``: the rebuilt hash).
-        detail: A sentence for people.
-    """
-
-    session: str
-    seq: int
-    kind: str
-    expected: str = ""
-    actual: str = ""
-    detail: str = ""
+__all__ = ["Mismatch", "SessionCheck", "VerifyReport", "verify"]
 
 
 class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -61,6 +35,9 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
         views_checked: Served views rebuilt and compared.
         checkpoints_checked: Checkpoint boundaries checked.
         mismatches: Everything that did not match.
+        lost: What a salvaged log says it lost: each ``RecordLost`` (kind ``record_lost``),
+            and each check it made impossible (its kind, saying why). Not mismatches.
+        snapshots_checked: Stored snapshots read and compared with the fold.
     """
 
     ok: bool
@@ -69,14 +46,8 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     views_checked: int
     checkpoints_checked: int
     mismatches: list[Mismatch]
-
-
-class _Counts:
-    def __init__(self) -> None:
-        self.events = 0
-        self.views = 0
-        self.checkpoints = 0
-        self.mismatches: list[Mismatch] = []
+    lost: list[Mismatch] = []
+    snapshots_checked: int = 0
 
 
 def verify(
@@ -89,10 +60,11 @@ def verify(
     """Verify one session, or every session of a log.
 
     Checks record checksums, event and message seq density, tool-call pairing, every checkpoint
-    boundary (never splitting a tool call, extending the checkpoint that was active) and every
-    served view (the rebuilt ``view_hash`` must equal the recorded one). Each session's events
-    before its first problem are all checked, so the earliest mismatch of a session marks where
-    what still verifies ends (what ``salvage`` keeps).
+    boundary (never splitting a tool call, extending the checkpoint that was active), every
+    served view (the rebuilt ``view_hash`` must equal the recorded one) and every stored
+    snapshot (intact, and restoring the fold at its event). Each session's events before its
+    first problem are all checked, so the earliest mismatch of a session marks where what still
+    verifies ends. What a salvaged log lost is listed in :attr:`VerifyReport.lost`.
 
     Args:
         source: An LMDB folder (opened read-only) or an open event log.
@@ -103,8 +75,9 @@ def verify(
     Raises:
         UnknownSessionError: ``session_id`` is not in the log.
     """
-    counts = _Counts()
     tokenizer = tokenizer or CharTokenizer()
+    checks: list[SessionCheck] = []
+    snapshots = 0
     with open_log(source) as log:
         sessions = log.sessions() if session_id is None else [session_id]
         if session_id is not None and log.last_seq(session_id) == 0:
@@ -112,121 +85,36 @@ def verify(
         for sid in sessions:
             if progress is not None:
                 progress(sid)
-            _verify_session(log, sid, tokenizer, counts)
+            check = SessionCheck(sid, tokenizer, lambda pid, at: fold_with_losses(log, pid, at))
+            snapshots += _verify_session(log, check)
+            checks.append(check)
+    mismatches = [m for check in checks for m in check.mismatches]
     return VerifyReport(
-        ok=not counts.mismatches,
+        ok=not mismatches,
         sessions=len(sessions),
-        events=counts.events,
-        views_checked=counts.views,
-        checkpoints_checked=counts.checkpoints,
-        mismatches=counts.mismatches,
+        events=sum(check.events for check in checks),
+        views_checked=sum(check.views for check in checks),
+        checkpoints_checked=sum(check.checkpoints for check in checks),
+        mismatches=mismatches,
+        lost=[m for check in checks for m in check.lost],
+        snapshots_checked=snapshots,
     )
 
 
-def _verify_session(log: EventLog, sid: str, tokenizer: Tokenizer, counts: _Counts) -> None:
-    def report(seq: int, kind: str, detail: str, expected: str = "", actual: str = "") -> None:
-        counts.mismatches.append(
-            Mismatch(
-                session=sid, seq=seq, kind=kind, expected=expected, actual=actual, detail=detail
-            )
-        )
-
-    state: SessionState | None = None
-    opened: SessionOpened | None = None
-    previous = 0
+def _verify_session(log: EventLog, check: SessionCheck) -> int:
+    """Feed the session's readable events to ``check``; return the snapshots compared."""
     try:
-        for seq, event in read_until_damage(log, sid):
-            counts.events += 1
-            if seq != previous + 1:
-                report(seq, "seq_gap", f"events {previous + 1}..{seq - 1} are missing")
-            previous = seq
-            if state is None:
-                if not isinstance(event, SessionOpened):
-                    report(seq, "structure", "the log does not start with SessionOpened")
-                    return
-                opened, state = event, SessionState.new(sid, event.config)
-            elif isinstance(event, SessionForked):
-                assert opened is not None
-                try:
-                    state, _ = fold_session(
-                        log,
-                        event.parent_id,
-                        through_event_seq=event.parent_event_seq,
-                        use_snapshots=False,
-                    )
-                except EventDecodeError as exc:
-                    report(
-                        seq,
-                        "corrupt",
-                        f"parent {event.parent_id!r} is damaged before the fork point "
-                        f"(event {event.parent_event_seq}): {exc}",
-                    )
-                    return
-                state.rebase(sid, opened.config)
-            elif isinstance(event, MessageAppended | ToolResultSynthesized):
-                _check_message(state, event.message, seq, report)
-            elif isinstance(event, CheckpointCreated):
-                counts.checkpoints += 1
-                _check_checkpoint(state, event, seq, report)
-            elif isinstance(event, ViewServed):
-                counts.views += 1
-                view = build_view(state, tokenizer=tokenizer)
-                if view.view_hash != event.view_hash or view.through_seq != event.through_seq:
-                    report(
-                        seq,
-                        "view_hash",
-                        f"the view served at message seq {event.through_seq} does not rebuild",
-                        expected=event.view_hash,
-                        actual=view.view_hash,
-                    )
-                elif event.remask is not None:
-                    # Logs written before the field existed record None: nothing to compare.
-                    remask = remask_of(state, view, tokenizer=tokenizer)
-                    if remask != event.remask:
-                        report(
-                            seq,
-                            "remask",
-                            f"the re-mask recorded with the view at message seq "
-                            f"{event.through_seq} does not rebuild",
-                            expected=repr(event.remask),
-                            actual=repr(remask),
-                        )
-            try:
-                state.apply(event)
-            except CtxLedgerError as exc:
-                # The fold cannot go on past an impossible event; what made it so is reported.
-                if not counts.mismatches or counts.mismatches[-1].seq != seq:
-                    report(seq, "structure", f"event cannot be folded: {exc}")
-                return
+        pending = set(log.snapshot_seqs(check.session_id))
+    except CtxLedgerError:
+        pending = set()
+    compared = 0
+    try:
+        for seq, event in read_until_damage(log, check.session_id):
+            if not check.feed(seq, event):
+                return compared
+            if seq in pending:
+                pending.discard(seq)
+                compared += check.check_snapshot(log, seq)
     except EventDecodeError as exc:
-        report(getattr(exc, "seq", None) or previous + 1, "corrupt", str(exc))
-
-
-def _check_message(state: SessionState, message, seq: int, report) -> None:  # type: ignore[no-untyped-def]
-    if message.seq != state.last_seq + 1:
-        report(seq, "message_seq", f"message seq {message.seq} follows {state.last_seq}")
-    if message.role == "tool" and message.tool_call_id not in state.open_tool_calls():
-        report(seq, "tool_pairing", f"tool result {message.tool_call_id!r} answers no open call")
-
-
-def _check_checkpoint(state: SessionState, event: CheckpointCreated, seq: int, report) -> None:  # type: ignore[no-untyped-def]
-    checkpoint = event.checkpoint
-    active = state.active_checkpoint
-    if checkpoint.previous_checkpoint_id != (active.id if active else None):
-        report(seq, "checkpoint", f"checkpoint {checkpoint.id} does not extend the active one")
-    if not checkpoint.covers_through_seq < checkpoint.retain_from_seq <= state.last_seq + 1:
-        report(seq, "checkpoint", f"checkpoint {checkpoint.id} has an impossible range")
-        return
-    if active is not None and checkpoint.retain_from_seq <= active.retain_from_seq:
-        report(seq, "checkpoint", f"checkpoint {checkpoint.id} does not cut after the previous one")
-    calls: dict[str, int] = {}
-    for message in state.history[checkpoint.retain_from_seq - 1 :]:
-        for call in message.tool_calls:
-            calls[call.id] = message.seq or 0
-        if message.role == "tool" and message.tool_call_id not in calls:
-            report(
-                seq,
-                "checkpoint",
-                f"checkpoint {checkpoint.id} splits tool result seq {message.seq} from its call",
-            )
-            return
+        check.report(getattr(exc, "seq", None) or check.previous + 1, "corrupt", str(exc))
+    return compared

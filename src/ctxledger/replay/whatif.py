@@ -36,6 +36,7 @@ from ctxledger.events import (
     MessageAppended,
     MessagePinned,
     MessageRetracted,
+    RecordLost,
     SessionForked,
     SessionOpened,
     SummaryPrepared,
@@ -251,9 +252,11 @@ def _ends_batch(records: list[RecordedEvent], index: int) -> bool:
 
 
 # Events replayed as recorded: what the agent did (appends, pins, withdrawals), not decisions.
+# A salvaged log's stand-in for a lost message is history too.
 _FOLDED = (
     MessageAppended,
     ToolResultSynthesized,
+    RecordLost,
     MessagePinned,
     MessageRetracted,
     HistoryCleared,

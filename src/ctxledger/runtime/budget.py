@@ -18,17 +18,20 @@ from typing import Any
 
 import pykka
 
+from ctxledger.runtime.failures import LoggedFailures
 from ctxledger.runtime.messages import BackgroundEnded, Prepare, Pressure
 
 __all__ = ["BudgetActor"]
 
 
-class BudgetActor(pykka.ThreadingActor):
+class BudgetActor(LoggedFailures, pykka.ThreadingActor):
     """Schedules background compactions across a host's sessions (see the module docstring).
 
     Args:
         max_running: Background compactions at once, host-wide.
     """
+
+    use_daemon_thread = True  # never keeps the interpreter alive (see runtime.lifecycle)
 
     def __init__(self, max_running: int) -> None:
         super().__init__()

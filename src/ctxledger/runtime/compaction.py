@@ -28,9 +28,10 @@ import pykka
 from ctxledger._logging import get_logger
 from ctxledger.domain import Job, Summarizer, arun_summarizer, run_summarizer
 from ctxledger.domain.summary import is_async_summarizer
+from ctxledger.runtime.failures import LoggedFailures
 from ctxledger.runtime.messages import SummaryDone
 
-__all__ = ["CompactionActor", "CompactionPool"]
+__all__ = ["CompactionActor", "CompactionPool", "HostLoop"]
 
 _log = get_logger(__name__)
 
@@ -47,7 +48,7 @@ class _Run:
     owner: Any
 
 
-class CompactionActor(pykka.ThreadingActor):
+class CompactionActor(LoggedFailures, pykka.ThreadingActor):
     """Runs the summariser for one job at a time (a daemon thread; see the module docstring)."""
 
     use_daemon_thread = True
@@ -209,3 +210,36 @@ def _summarize(call: Callable[[], str | None]) -> tuple[str | None, str]:
 def _answer(run: _Run, summary: str | None, detail: str, seconds: float) -> None:
     with contextlib.suppress(pykka.ActorDeadError):  # the host closed meanwhile
         run.owner.tell(SummaryDone(run.session_id, run.job, summary, detail, seconds))
+
+
+class HostLoop:
+    """The host's own event loop, started on first use, for coroutine summarisers asked for by
+    threads (kept apart from the Host so that the threads never hold the Host itself)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def get(self) -> asyncio.AbstractEventLoop:
+        """Return the loop, starting it (on a daemon thread) if need be."""
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name="ctxledger-loop", daemon=True
+                )
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def stop(self) -> None:
+        """Stop the loop if it was started (waiting at most 5 s for it)."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        if not thread.is_alive():
+            loop.close()

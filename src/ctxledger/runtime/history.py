@@ -12,6 +12,12 @@ On a log shared by several hosts every batch of a session is fenced with the hos
 (:class:`~ctxledger.errors.LeaseLostError`) drops the session's state, failing its waiting
 callers, so that its next use takes the lease again and recovers from the log.
 
+Supervision, per request (:mod:`ctxledger.runtime.failures`): an exception while a message is
+handled fails the request(s) it belongs to with a ``ctxledger`` error, is logged at ERROR, and
+reloads that session's state from its log; the actor goes on. A batch the log refuses at once
+fails like a batch that failed to commit. If the actor dies anyway, its queued commands go to a
+successor (:mod:`ctxledger.runtime.router`) and its requests in progress fail.
+
 The journal answers a caller directly when a request's last batch is durable (after telling this
 actor, so the caller's next request always finds the batch folded): an append costs one hand-off
 to the actor, one to the journal, and the journal's wake-up of the caller.
@@ -41,9 +47,7 @@ from ctxledger.domain import (
     Job,
     ModelView,
     Recover,
-    Request,
     Serve,
-    SessionState,
     Summarized,
     Tokenizer,
     background_estimate,
@@ -52,11 +56,14 @@ from ctxledger.domain import (
     message_chars,
     usage_events,
 )
+from ctxledger.domain.system_prompt import system_prompt_messages
 from ctxledger.errors import (
     ContextOverflowError,
+    CtxLedgerError,
     HostClosedError,
     InvalidSeqError,
     LeaseLostError,
+    VersionConflictError,
 )
 from ctxledger.events import (
     CompactionFailed,
@@ -67,7 +74,15 @@ from ctxledger.events import (
     UsageReported,
     ViewServed,
 )
+from ctxledger.runtime.failures import (
+    hand_to,
+    internal,
+    log_failure,
+    refused,
+    stranded_commands,
+)
 from ctxledger.runtime.leases import LeaseKeeper, LeaseLost
+from ctxledger.runtime.live import Live, Op, Write, fail, fail_work
 from ctxledger.runtime.loading import snapshot_due
 from ctxledger.runtime.messages import (
     Append,
@@ -90,12 +105,14 @@ from ctxledger.runtime.messages import (
     SummaryDone,
     SummaryTimeout,
 )
+from ctxledger.runtime.recordable import check_recordable
 from ctxledger.runtime.waiters import LoopWaiter, Reply
-from ctxledger.storage import EventLog, Lease, LeaseStore, RecordedEvent
+from ctxledger.storage import EventLog, LeaseStore, RecordedEvent
 
-__all__ = ["HistoryActor", "HistoryActorProxy", "Runtime"]
+__all__ = ["HistoryActor", "HistoryActorProxy", "Runtime", "overflow_message"]
 
 _log = get_logger(__name__)
+_NO_OUTCOME = "no outcome"  # a reactive attempt that started and has not answered (or failed)
 
 
 @dataclass(slots=True)
@@ -120,6 +137,9 @@ class Runtime:
         live_counts: Session states each history actor holds, by actor number; each actor
             writes only its own entry, and all read the sum to enforce ``max_live`` host-wide.
         history: The history actors' refs, by number (set once they are started).
+        restart: Called by a history actor that dies with its number and ref: starts and
+            returns its successor, or None once the host is closed.
+        closed: Whether the host is closed (no actor is restarted any more).
     """
 
     log: EventLog
@@ -136,116 +156,14 @@ class Runtime:
     max_live: int = 1024
     live_counts: list[int] = field(default_factory=list)
     history: list[Any] = field(default_factory=list)
-
-
-class _Write:
-    """A batch of one session in the journal; a session has at most one at a time."""
-
-    __slots__ = ("events", "on_done", "op", "reply", "snapshot", "token", "value")
-
-    def __init__(
-        self,
-        token: int,
-        events: Sequence[Event],
-        on_done: Callable[[list[RecordedEvent] | None, BaseException | None], None] | None,
-        reply: Reply | None,
-        value: Any,
-        op: _Op | None,
-    ) -> None:
-        self.token = token
-        self.events = events
-        self.on_done = on_done
-        self.reply = reply  # answered by the journal itself once the batch is durable
-        self.value = value
-        self.op = op  # the command in progress the batch belongs to, if any
-        # Instead of events: a snapshot (seq, data), stored by a projection actor. It goes
-        # through the session's write queue, so a command after it finds it stored.
-        self.snapshot: tuple[int, bytes] | None = None
-
-
-class _Live:
-    """A session's state in memory and the work in progress on it."""
-
-    __slots__ = (
-        "background",
-        "background_timer",
-        "bound",
-        "id",
-        "last_event_seq",
-        "lease",
-        "op",
-        "pending_writes",
-        "prepare_pending",
-        "pressure_sent",
-        "queue",
-        "quiet_until",
-        "settle_replies",
-        "state",
-        "writing",
-    )
-
-    def __init__(self, session_id: str) -> None:
-        self.id = session_id
-        self.state: SessionState | None = None  # None while the projection actors load it
-        self.last_event_seq = 0
-        self.lease: Lease | None = None  # on a shared log: every write is fenced with it
-        self.queue: deque[Command] = deque()  # commands waiting for the current one
-        self.op: _Op | None = None  # the command being carried out
-        self.writing: _Write | None = None
-        self.pending_writes: deque[_Write] = deque()
-        self.background: Job | None = None  # a background summary being written
-        self.background_timer: int | None = None
-        self.prepare_pending = False
-        self.pressure_sent = False
-        self.settle_replies: list[Reply] = []
-        self.bound: int | None = None  # an upper bound of the background estimate, in tokens
-        self.quiet_until = 0  # no background compaction is looked for before this seq
-
-    @property
-    def idle(self) -> bool:
-        return (
-            self.state is not None
-            and self.op is None
-            and not self.queue
-            and self.writing is None
-            and self.background is None
-            and not self.pending_writes
-            and not self.settle_replies
-        )
-
-
-class _Op:
-    """A command in progress: a decision writing, or waiting for a summary (its own or one in the
-    background)."""
-
-    __slots__ = (
-        "attempt",
-        "command",
-        "handed_off",
-        "job",
-        "job_started",
-        "job_timer",
-        "request",
-        "wait_started",
-        "waited",
-        "waiting_for",
-    )
-
-    def __init__(self, command: Command, request: Request | None = None) -> None:
-        self.command = command
-        self.request = request
-        self.attempt = 0
-        self.job: Job | None = None
-        self.job_started = 0.0
-        self.job_timer: int | None = None
-        self.waiting_for: str | None = None
-        self.wait_started = 0.0
-        self.waited = 0.0
-        self.handed_off = False  # the reply went to the journal with the last batch
+    restart: Callable[[int, Any], Any] = field(default=lambda _number, _ref: None)
+    closed: Callable[[], bool] = field(default=lambda: False)
 
 
 class _SimpleQueue(pykka.ThreadingActor):
     """A pykka actor whose inbox is a ``queue.SimpleQueue`` (lock-free put, C implementation)."""
+
+    use_daemon_thread = True  # never keeps the interpreter alive (see runtime.lifecycle)
 
     @staticmethod
     def _create_actor_inbox() -> Any:
@@ -268,10 +186,11 @@ class HistoryActor(_SimpleQueue):
         super().__init__()
         self._rt = runtime
         self._number = number
-        # Reactive attempts used since a session's last append or usage report; kept apart from
-        # the session states so that an eviction does not give a session its attempts back.
-        self._reactive: dict[str, int] = {}
-        self._lives: OrderedDict[str, _Live] = OrderedDict()  # least recently used first
+        # The outcome of each reactive attempt used since a session's last append or usage
+        # report (an attempt is used once it starts); kept apart from the session states so that
+        # an eviction does not give a session its attempts back.
+        self._reactive: dict[str, list[str]] = {}
+        self._lives: OrderedDict[str, Live] = OrderedDict()  # least recently used first
         self._tokens = 0
         self._handlers: dict[type, Callable[[Any], None]] = {
             Append: self._on_command,
@@ -291,31 +210,130 @@ class HistoryActor(_SimpleQueue):
             Evict: self._on_evict,
         }
 
-    # --- pykka -----------------------------------------------------------------------------------
+    # --- pykka and supervision -------------------------------------------------------------------
 
     def _handle_receive(self, message: Any) -> Any:
         # The runtime's own messages first, ahead of pykka's checks for its proxy messages.
         handler = self._handlers.get(type(message))
         if handler is None:
             return super()._handle_receive(message)
-        handler(message)
+        try:
+            handler(message)
+        except Exception as exc:  # a defect: it fails the request(s) involved, never the actor
+            self._contain(message, exc)
         return None
 
-    def on_stop(self) -> None:
-        closed = HostClosedError("the host is closed")
-        for live in self._lives.values():
-            if live.op is not None and not live.op.handed_off:
-                _fail(live.op.command.reply, closed)
-            for command in live.queue:
-                _fail(command.reply, closed)
-            for reply in live.settle_replies:
-                _fail(reply, closed)
-            live.queue.clear()
-            live.settle_replies.clear()
-            live.op = None
+    def _contain(self, message: Any, exc: Exception) -> None:
+        """Fail the request(s) ``message`` belongs to and restart its session from the log."""
+        session_id = getattr(message, "session_id", None)
+        log_failure(
+            "request_failed", exc, actor=self._number, session_id=session_id,
+            handling=type(message).__name__,
+        )  # fmt: skip
+        error = internal(
+            f"session {session_id!r}: handling {type(message).__name__} failed: {exc!r}", exc
+        )
+        live = self._lives.get(session_id) if isinstance(session_id, str) else None
+        if isinstance(message, Command):
+            fail(message.reply, error)
+            if live is not None:  # never to be carried out later
+                live.queue = deque(command for command in live.queue if command is not message)
+        if live is None:
+            return
+        if isinstance(message, Loaded) or live.state is None:
+            # It failed while (re)loading: give up on this state; the next command loads again.
+            del self._lives[live.id]
+            self._forget(live, error, queued=True)
+            return
+        self._restart(live, error)
 
-    def on_failure(self, *args: Any) -> None:
-        _log.error("history_actor_failed", actor=self._number)
+    def _restart(self, live: Live, error: BaseException) -> None:
+        """Forget the state of ``live`` (it may be half-updated) and load it again from the log.
+
+        The command in progress fails with ``error``; queued commands wait for the new state.
+        A batch in the journal is waited for first (see :meth:`_on_durable`), so that the new
+        state includes it.
+        """
+        op = live.op
+        for job in (live.background, op.job if op is not None else None):
+            if job is not None:  # nobody waits for its summary any more: free its worker
+                self._rt.compaction.abandon(job.compaction_id)
+        self._forget(live, error, queued=False)
+        live.state = None
+        if live.writing is None:
+            self._reload(live)
+
+    def _reload(self, live: Live) -> None:
+        rt = self._rt
+        if live.lease is not None and rt.leases is not None:
+            rt.leases.release(live.lease)  # taken again by the load, as after an eviction
+            live.lease = None
+        _log.warning("session_restarted", session_id=live.id, actor=self._number)
+        rt.projection.load(Load(live.id, None, self.actor_ref))
+
+    def _forget(self, live: Live, error: BaseException, *, queued: bool) -> None:
+        """Fail the callers waiting on the work of ``live`` and stop its background work."""
+        op, rt = live.op, self._rt
+        for handle in (live.background_timer, op.job_timer if op is not None else None):
+            if handle is not None:
+                rt.timer.cancel(handle)
+        if live.background is not None or live.pressure_sent or live.prepare_pending:
+            rt.budget.tell(BackgroundEnded(live.id))  # budget counts it as running until then
+        fail_work(live, error, queued=queued)
+        live.background = live.background_timer = None
+        live.pressure_sent = False
+        live.bound = None
+
+    def on_stop(self) -> None:
+        """Fail every caller still waiting: the host is closing (or, outside ``close()``, the
+        actor was stopped; the host starts a fresh one on the next command)."""
+        self._hand_over(None)
+
+    def on_failure(self, *exc_info: Any) -> None:
+        """The actor dies after all (a defect in the code above): log it, fail the requests in
+        progress, and hand the queued ones to a fresh actor, which reloads their sessions."""
+        exc = exc_info[1] if len(exc_info) > 1 else None
+        if isinstance(exc, BaseException):
+            log_failure("history_actor_failed", exc, actor=self._number)
+        self._rt.restart(self._number, self.actor_ref)
+        self._hand_over(internal(f"history actor {self._number} failed: {exc!r}", exc))
+
+    def _hand_over(self, error: BaseException | None) -> None:
+        rt = self._rt
+        if error is None:
+            error = self._stopped_error()
+        queued: list[Command] = []
+        for live in self._lives.values():
+            queued.extend(live.queue)
+            live.queue.clear()
+            try:
+                self._forget(live, error, queued=True)
+            except Exception as exc:  # the next session's callers must be answered all the same
+                log_failure("hand_over_failed", exc, session_id=live.id)
+        self._lives.clear()
+        rt.live_counts[self._number] = 0
+        self._route(queued)
+
+    def _actor_loop_teardown(self) -> None:
+        # pykka drops what is left in a stopped actor's inbox; a caller waits on each command.
+        self._route(stranded_commands(self.actor_ref))
+
+    def _route(self, commands: list[Command]) -> None:
+        """Hand ``commands`` (none of them started) to this actor's successor if it has one;
+        else fail them."""
+        if not commands:
+            return
+        successor = self._rt.history[self._number]
+        if successor is self.actor_ref:  # stopped, not replaced
+            for command in commands:
+                fail(command.reply, self._stopped_error())
+            return
+        hand_to(successor, commands, f"history actor {self._number}")
+
+    def _stopped_error(self) -> CtxLedgerError:
+        if self._rt.closed():
+            return HostClosedError("the host is closed")
+        return internal(f"history actor {self._number} was stopped while its host is open")
 
     def live_sessions(self) -> list[str]:
         """Return the ids of the session states in memory, least recently used first."""
@@ -326,7 +344,7 @@ class HistoryActor(_SimpleQueue):
     def _on_command(self, command: Command) -> None:
         live = self._lives.get(command.session_id)
         if live is None:
-            live = self._lives[command.session_id] = _Live(command.session_id)
+            live = self._lives[command.session_id] = Live(command.session_id)
             open_config = command.create_config if isinstance(command, Open) else None
             self._rt.projection.load(Load(command.session_id, open_config, self.actor_ref))
         else:
@@ -334,7 +352,7 @@ class HistoryActor(_SimpleQueue):
         live.queue.append(command)
         self._pump(live)
 
-    def _pump(self, live: _Live) -> None:
+    def _pump(self, live: Live) -> None:
         """Start the queued commands of ``live`` while nothing is in progress."""
         while live.state is not None and live.op is None and live.writing is None and live.queue:
             command = live.queue.popleft()
@@ -343,7 +361,10 @@ class HistoryActor(_SimpleQueue):
             except Exception as exc:  # the caller's bad input (validation) fails only the caller
                 if live.op is not None and live.op.command is command:
                     live.op = None
-                _fail(command.reply, exc)
+                if not isinstance(exc, CtxLedgerError):
+                    log_failure("request_failed", exc, actor=self._number, session_id=live.id)
+                    exc = internal(f"session {live.id!r}: {type(command).__name__}: {exc!r}", exc)
+                fail(command.reply, exc)
         if live.op is None and live.writing is None and live.prepare_pending:
             live.prepare_pending = False
             self._prepare(live)
@@ -353,7 +374,7 @@ class HistoryActor(_SimpleQueue):
                 reply.resolve(None)
         self._evict()
 
-    def _start(self, live: _Live, command: Command) -> None:
+    def _start(self, live: Live, command: Command) -> None:
         state = live.state
         assert state is not None
         kind = type(command)
@@ -366,13 +387,14 @@ class HistoryActor(_SimpleQueue):
             self._write(live, appended, reply=command.reply, value=seqs, pressure=True)
         elif kind is Decide:
             assert isinstance(command, Decide)
-            op = live.op = _Op(command, command.request)
+            op = live.op = Op(command, command.request)
             if command.reactive:
-                op.attempt = self._reactive.get(live.id, 0)
+                tried = self._reactive.setdefault(live.id, [])
+                op.attempt = len(tried)
                 if op.attempt >= state.config.max_reactive_retries:
-                    self._overflow(live, op, None)
+                    self._overflow(live, op)
                     return
-                self._reactive[live.id] = op.attempt + 1  # an attempt is used once it starts
+                tried.append(_NO_OUTCOME)
                 op.request = Compact(trigger="prompt_too_long", attempt=op.attempt)
             self._decide(live, op)
         elif kind is Read:
@@ -410,28 +432,33 @@ class HistoryActor(_SimpleQueue):
             self._write(live, [MessagePinned(seq=seq)], reply=command.reply, value=None)
         elif kind is Open:
             assert isinstance(command, Open)
+            opened: list[Event] = []
             if command.config is not None and command.config != state.config:
-                changed: list[Event] = [ConfigChanged(config=command.config)]
-                self._write(live, changed, reply=command.reply, value=None)
+                opened.append(ConfigChanged(config=command.config))
+            if command.system is not None:  # a mismatch raises here, before anything is written
+                prompt = state.check_append(system_prompt_messages(state, command.system))
+                opened.extend(MessageAppended(message=message) for message in prompt)
+            if opened:
+                self._write(live, opened, reply=command.reply, value=None, pressure=True)
             else:
                 command.reply.resolve(None)
 
     # --- the decision step -----------------------------------------------------------------------
 
-    def _decide(self, live: _Live, op: _Op) -> None:
+    def _decide(self, live: Live, op: Op) -> None:
         state = live.state
         assert state is not None and op.request is not None
         rt = self._rt
         decision = decide(state, op.request, tokenizer=rt.tokenizer, new_id=rt.new_id, now=rt.clock)
         self._carry_out(live, op, decision)
 
-    def _carry_out(self, live: _Live, op: _Op, decision: Decision) -> None:
+    def _carry_out(self, live: Live, op: Op, decision: Decision) -> None:
         if decision.wait_for is not None:
             running = live.background
             if running is None or running.compaction_id != decision.wait_for:
                 # Recorded as running, but no summariser runs it here: it cannot finish.
                 self._write(live, [_abandoned(decision.wait_for)], op=op,
-                            on_done=lambda _r, _e: self._decide(live, op))  # fmt: skip
+                            on_done=lambda _r, _e: self._decide_again(live, op))  # fmt: skip
                 return
             op.waiting_for = decision.wait_for
             op.wait_started = time.monotonic()
@@ -451,9 +478,13 @@ class HistoryActor(_SimpleQueue):
             result = msgspec.structs.replace(result, waited_seconds=op.waited)
         command = op.command
         assert isinstance(command, Decide)
-        if command.reactive and (result is None or not result.compacted):
-            self._next_attempt(live, op, result)
-            return
+        if command.reactive:
+            tried = self._reactive.get(live.id)
+            if tried:
+                tried[-1] = result.reason if result is not None else _NO_OUTCOME
+            if result is None or not result.compacted:
+                self._next_attempt(live, op)
+                return
         value: ModelView | CompactionResult | None = (
             decision.view if isinstance(command.request, Serve) and command.request.view else result
         )
@@ -478,7 +509,11 @@ class HistoryActor(_SimpleQueue):
             live.op = None
             command.reply.resolve(value)
 
-    def _fail(self, live: _Live, op: _Op, decision: Decision) -> None:
+    def _decide_again(self, live: Live, op: Op) -> None:
+        if live.op is op:  # not failed meanwhile
+            self._decide(live, op)
+
+    def _fail(self, live: Live, op: Op, decision: Decision) -> None:
         """Record the decision's events (if any), then answer the command with its error."""
         error = decision.error
         reply = op.command.reply
@@ -488,43 +523,37 @@ class HistoryActor(_SimpleQueue):
             reply.resolve(None, write_error or error)
 
         if decision.events:
-            op.handed_off = True
             self._write(live, decision.events, on_done=done, op=op)
         else:
             done(None, None)
 
-    def _op_done(self, live: _Live) -> Callable[[Any, Any], None]:
+    def _op_done(self, live: Live) -> Callable[[Any, Any], None]:
         def done(_records: Any, _error: Any) -> None:
             live.op = None
 
         return done
 
-    def _next_attempt(self, live: _Live, op: _Op, result: CompactionResult | None) -> None:
+    def _next_attempt(self, live: Live, op: Op) -> None:
         state = live.state
         assert state is not None
         op.attempt += 1
         if op.attempt >= state.config.max_reactive_retries:
-            self._overflow(live, op, result)
+            self._overflow(live, op)
             return
-        self._reactive[live.id] = op.attempt + 1
+        self._reactive.setdefault(live.id, []).append(_NO_OUTCOME)
         op.request = Compact(trigger="prompt_too_long", attempt=op.attempt)
         op.job = None
         self._decide(live, op)
 
-    def _overflow(self, live: _Live, op: _Op, result: CompactionResult | None) -> None:
+    def _overflow(self, live: Live, op: Op) -> None:
         state = live.state
         assert state is not None
         live.op = None
-        limit = state.config.max_reactive_retries
-        op.command.reply.resolve(
-            None,
-            ContextOverflowError(
-                f"session {live.id!r}: the prompt is still too long after {limit} reactive "
-                f"compactions (last outcome: {result.reason if result else 'none'})"
-            ),
-        )
+        tried = self._reactive.get(live.id, [])
+        message = overflow_message(live.id, tried, state.config.max_reactive_retries)
+        op.command.reply.resolve(None, ContextOverflowError(message))
 
-    def _run_job(self, live: _Live, op: _Op | None, job: Job) -> None:
+    def _run_job(self, live: Live, op: Op | None, job: Job) -> None:
         """The job's ``CompactionStarted`` is durable: hand the plan to the compaction pool."""
         state = live.state
         assert state is not None
@@ -567,14 +596,13 @@ class HistoryActor(_SimpleQueue):
             return
         job = message.job
         state = live.state
-        assert state is not None
-        if self._current_job(live, job) is None:
+        if state is None or self._current_job(live, job) is None:
             return
         self._rt.compaction.abandon(job.compaction_id)
         timeout = state.config.summary_timeout
         self._summarized(live, job, None, f"summarizer timed out after {timeout}s", timeout)
 
-    def _current_job(self, live: _Live, job: Job) -> _Op | bool | None:
+    def _current_job(self, live: Live, job: Job) -> Op | bool | None:
         if live.background is not None and live.background.compaction_id == job.compaction_id:
             return True
         op = live.op
@@ -583,7 +611,7 @@ class HistoryActor(_SimpleQueue):
         return None
 
     def _summarized(
-        self, live: _Live, job: Job, summary: str | None, detail: str, seconds: float
+        self, live: Live, job: Job, summary: str | None, detail: str, seconds: float
     ) -> None:
         owner = self._current_job(live, job)
         if owner is None:
@@ -623,7 +651,7 @@ class HistoryActor(_SimpleQueue):
             )
             self._write(live, decision.events, on_done=lambda _r, _e: self._background_ended(live))
             return
-        assert isinstance(owner, _Op)
+        assert isinstance(owner, Op)
         op = owner
         if op.job_timer is not None:
             rt.timer.cancel(op.job_timer)
@@ -643,7 +671,7 @@ class HistoryActor(_SimpleQueue):
 
     # --- background compaction -------------------------------------------------------------------
 
-    def _pressure(self, live: _Live, appended: Sequence[Event]) -> None:
+    def _pressure(self, live: Live, appended: Sequence[Event]) -> None:
         """After an append or usage report: tell budget if a summary should be prepared now.
 
         The exact estimate (a whole view) is computed only when it may have crossed: after one,
@@ -690,7 +718,7 @@ class HistoryActor(_SimpleQueue):
         self._prepare(live)
         self._pump(live)
 
-    def _prepare(self, live: _Live) -> None:
+    def _prepare(self, live: Live) -> None:
         state = live.state
         assert state is not None
         rt = self._rt
@@ -710,14 +738,14 @@ class HistoryActor(_SimpleQueue):
             on_done=lambda _r, error: self._background_started(live, job, error),
         )
 
-    def _background_started(self, live: _Live, job: Job, error: BaseException | None) -> None:
+    def _background_started(self, live: Live, job: Job, error: BaseException | None) -> None:
         if error is not None:
             live.background = None
             self._background_ended(live)
             return
         self._run_job(live, None, job)
 
-    def _settled(self, live: _Live) -> bool:
+    def _settled(self, live: Live) -> bool:
         return (
             live.background is None
             and not live.pressure_sent
@@ -725,7 +753,7 @@ class HistoryActor(_SimpleQueue):
             and live.writing is None
         )
 
-    def _background_ended(self, live: _Live) -> None:
+    def _background_ended(self, live: Live) -> None:
         live.background = None
         live.pressure_sent = False
         self._rt.budget.tell(BackgroundEnded(live.id))
@@ -742,14 +770,14 @@ class HistoryActor(_SimpleQueue):
 
     def _write(
         self,
-        live: _Live,
+        live: Live,
         events: Sequence[Event],
         *,
         reply: Reply | None = None,
         value: Any = None,
         on_done: Callable[[list[RecordedEvent] | None, BaseException | None], None] | None = None,
         pressure: bool = False,
-        op: _Op | None = None,
+        op: Op | None = None,
     ) -> None:
         """Hand ``events`` to the journal (after the session's batch in flight, if any)."""
         self._tokens += 1
@@ -764,13 +792,13 @@ class HistoryActor(_SimpleQueue):
                     self._pressure(live, appended)
 
             on_done = with_pressure
-        write = _Write(self._tokens, events, on_done, reply, value, op)
+        write = Write(self._tokens, events, on_done, reply, value, op)
         if live.writing is not None:
             live.pending_writes.append(write)
             return
         self._submit(live, write)
 
-    def _submit(self, live: _Live, write: _Write) -> None:
+    def _submit(self, live: Live, write: Write) -> None:
         live.writing = write
         if write.snapshot is not None:
             seq, data = write.snapshot
@@ -793,18 +821,23 @@ class HistoryActor(_SimpleQueue):
             with contextlib.suppress(pykka.ActorDeadError):
                 me.tell(Durable(session_id, token, records, error))
 
-        if live.lease is not None:
-            cast(LeaseStore, self._rt.log).submit(
-                live.id,
-                write.events,
-                expected_seq=live.last_event_seq,
-                callback=committed,
-                fence=live.lease,
-            )
-            return
-        self._rt.log.submit(
-            live.id, write.events, expected_seq=live.last_event_seq, callback=committed
-        )
+        log = self._rt.log
+        try:
+            check_recordable(write.events)
+            if live.lease is not None:
+                cast(LeaseStore, log).submit(
+                    live.id,
+                    write.events,
+                    expected_seq=live.last_event_seq,
+                    callback=committed,
+                    fence=live.lease,
+                )
+            else:
+                log.submit(
+                    live.id, write.events, expected_seq=live.last_event_seq, callback=committed
+                )
+        except Exception as exc:  # refused before queueing: the batch fails as a failed commit
+            committed(None, refused(exc))
 
     def _on_durable(self, message: Durable) -> None:
         live = self._lives.get(message.session_id)
@@ -812,11 +845,18 @@ class HistoryActor(_SimpleQueue):
             return
         write = live.writing
         live.writing = None
+        state = live.state
+        if state is None:  # restarting: the old state's last batch is in, load the new one
+            self._reload(live)
+            return
         if isinstance(message.error, LeaseLostError) and live.lease is not None:
             self._drop(live, message.error)  # another host serves the session now
             return
-        state = live.state
-        assert state is not None
+        if isinstance(message.error, VersionConflictError):
+            # The log moved on without this state (say, a batch of an actor that died): the
+            # request fails and the session starts over from the log.
+            self._restart(live, message.error)
+            return
         records = message.records
         if message.error is None and records:
             apply = state.apply
@@ -829,14 +869,17 @@ class HistoryActor(_SimpleQueue):
             if snapshot_due(previous, live.last_event_seq, state.config.snapshot_interval):
                 # Taken after the fold, so snapshot + tail replays to exactly this state.
                 self._tokens += 1
-                snapshot = _Write(self._tokens, (), None, None, None, None)
-                snapshot.snapshot = (live.last_event_seq, state.to_snapshot())
-                live.pending_writes.appendleft(snapshot)
+                snapshot = Write(self._tokens, (), None, None, None, None)
+                try:
+                    snapshot.snapshot = (live.last_event_seq, state.to_snapshot())
+                    live.pending_writes.appendleft(snapshot)
+                except Exception as exc:  # an optimisation: its loss costs a longer fold
+                    log_failure("snapshot_not_taken", exc, session_id=live.id)
         if message.error is not None and write.op is not None and write.op is live.op:
             # A batch of a command in progress failed: the command fails with it.
             op, live.op = live.op, None
             if not op.handed_off:
-                _fail(op.command.reply, message.error)
+                fail(op.command.reply, message.error)
         if write.on_done is not None:
             write.on_done(records, message.error)
         if live.pending_writes and live.writing is None:
@@ -857,8 +900,7 @@ class HistoryActor(_SimpleQueue):
                 return
             del self._lives[message.session_id]
             error = message.error or HostClosedError("the session could not be loaded")
-            for command in live.queue:
-                _fail(command.reply, error)
+            self._forget(live, error, queued=True)
             return
         live.state = message.state
         live.last_event_seq = message.last_event_seq
@@ -892,7 +934,7 @@ class HistoryActor(_SimpleQueue):
             return  # already dropped, or re-activated under a newer lease
         self._drop(live, message.error)
 
-    def _drop(self, live: _Live, error: LeaseLostError) -> None:
+    def _drop(self, live: Live, error: LeaseLostError) -> None:
         """Another host took ``live`` over: fail its waiting callers and forget its state.
 
         Its next use takes the lease again and recovers from the log, as after a crash.
@@ -904,25 +946,7 @@ class HistoryActor(_SimpleQueue):
         if live.lease is not None and rt.leases is not None:
             rt.leases.lost(live.lease)
         live.lease = None
-        op = live.op
-        if op is not None and not op.handed_off:
-            _fail(op.command.reply, error)
-        for command in live.queue:
-            _fail(command.reply, error)
-        for write in live.pending_writes:
-            if write.reply is not None:
-                _fail(write.reply, error)
-        for reply in live.settle_replies:
-            _fail(reply, error)
-        live.queue.clear()
-        live.pending_writes.clear()
-        live.settle_replies.clear()
-        live.op = None
-        for handle in (live.background_timer, op.job_timer if op is not None else None):
-            if handle is not None:
-                rt.timer.cancel(handle)
-        if live.background is not None or live.pressure_sent or live.prepare_pending:
-            rt.budget.tell(BackgroundEnded(live.id))
+        self._forget(live, error, queued=True)
 
     def _on_evict(self, message: Evict) -> None:
         self._evict(ask_others=False)
@@ -961,6 +985,42 @@ class HistoryActorProxy(ActorMemberMixin, pykka.ActorProxy[HistoryActor]):
     live_sessions = proxy_method(HistoryActor.live_sessions)
 
 
+def overflow_message(session_id: str, tried: Sequence[str], limit: int) -> str:
+    """Why a reactive compaction gave up: the attempts since the last append and their outcomes.
+
+    Args:
+        session_id: The session.
+        tried: The outcome (a compaction reason) of each attempt, oldest first.
+        limit: ``Config.max_reactive_retries``.
+    """
+    head = f"session {session_id!r}: the provider rejected the prompt as too long"
+    if not tried:
+        return f"{head}, and max_reactive_retries={limit} allows no reactive compaction"
+    runs: list[tuple[int, int, str]] = []  # first attempt, last attempt, outcome
+    for number, outcome in enumerate(tried, 1):
+        if runs and runs[-1][2] == outcome:
+            runs[-1] = (runs[-1][0], number, outcome)
+        else:
+            runs.append((number, number, outcome))
+    outcomes = ", ".join(
+        f"{first} {outcome}" if first == last else f"{first}-{last} {outcome}"
+        for first, last, outcome in runs
+    )
+    compacted = tried.count("compacted")
+    attempts = f"{len(tried)} reactive compaction attempt{'s' if len(tried) != 1 else ''}"
+    if not compacted:
+        return (
+            f"{head} and no compaction could shrink it: {attempts} since the last append "
+            f"(outcomes by attempt: {outcomes}), none compacted; shrink what no compaction can "
+            "(system prompt, pins, the newest step) or use a larger context window"
+        )
+    return (
+        f"{head} again after {attempts} since the last append (outcomes by attempt: "
+        f"{outcomes}; {compacted} compacted), the most max_reactive_retries={limit} allows; "
+        "append or record usage to start over"
+    )
+
+
 def _has_message(event: Event) -> TypeGuard[MessageAppended]:
     return type(event) is MessageAppended
 
@@ -972,10 +1032,6 @@ def _abandoned(compaction_id: str) -> CompactionFailed:
         detail="no summariser is running for this background compaction",
         background=True,
     )
-
-
-def _fail(reply: Reply, error: BaseException) -> None:
-    reply.resolve(None, error)
 
 
 def _teller(ref: pykka.ActorRef[Any], message: Any) -> Callable[[], None]:

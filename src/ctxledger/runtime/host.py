@@ -17,6 +17,12 @@ eviction and :meth:`Host.close` give them back. A host that lost a session's lea
 paused or cut off while another host took over) fails that session's next write with
 :class:`~ctxledger.errors.LeaseLostError`, writes nothing, and re-activates the session on its
 next use. A second host taking a session over recovers it exactly as after a crash.
+
+**Bad calls fail alone.** Every argument is checked on the caller's thread before anything is
+queued (:mod:`ctxledger.runtime.arguments`), every control event reads back before it is
+written (:mod:`ctxledger.runtime.recordable`), and a request that fails inside the actors fails
+alone (:mod:`ctxledger.runtime.failures`, :mod:`ctxledger.runtime.router`). A host left open
+is closed at interpreter exit (:mod:`ctxledger.runtime.lifecycle`).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import socket
 import threading
 import time
 import uuid
-import zlib
+import warnings
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, cast
@@ -39,18 +45,29 @@ import pykka
 from ctxledger._logging import get_logger
 from ctxledger.config import Config
 from ctxledger.domain import CharTokenizer, Tokenizer
-from ctxledger.errors import CtxLedgerError, HostClosedError, SessionExistsError
+from ctxledger.errors import (
+    CtxLedgerError,
+    HostClosedError,
+    InvalidArgumentError,
+    SessionExistsError,
+)
 from ctxledger.events import Event, SessionForked, SessionOpened
+from ctxledger.messages import Message
+from ctxledger.runtime import lifecycle
+from ctxledger.runtime.arguments import check_config, check_flag, check_host_options
 from ctxledger.runtime.budget import BudgetActor
-from ctxledger.runtime.compaction import CompactionPool
+from ctxledger.runtime.compaction import CompactionPool, HostLoop
+from ctxledger.runtime.failures import Restarting
 from ctxledger.runtime.history import HistoryActor, HistoryActorProxy, Runtime
 from ctxledger.runtime.leases import LeaseKeeper
 from ctxledger.runtime.loading import event_seq_before_message, fold_session
 from ctxledger.runtime.messages import Command, Open
 from ctxledger.runtime.projection import ProjectionPool
+from ctxledger.runtime.recordable import check_recordable
+from ctxledger.runtime.router import HistoryRouter
 from ctxledger.runtime.session import Session, check_session_id
 from ctxledger.runtime.timer import Timer
-from ctxledger.runtime.waiters import LoopWaiter, Waiter
+from ctxledger.runtime.waiters import LoopWaiter, Reply, Waiter
 from ctxledger.storage import (
     DEFAULT_LEASE_TTL,
     Durability,
@@ -71,10 +88,11 @@ def default_host_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
-def _check_seconds(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
-    return float(value)
+def _system_text(system: object) -> str | None:
+    """``system`` checked as a system message's text (None: no system prompt stated)."""
+    if system is None:
+        return None
+    return Message.system(cast(str, system)).content
 
 
 class Host:
@@ -101,7 +119,9 @@ class Host:
         projection_actors: Sessions that can be loaded from the log at once.
         background_compactions: Background compactions at once, host-wide.
         host_id: This host's id on a shared log (leases name it); a fresh
-            :func:`default_host_id` if omitted. Give every running host its own.
+            :func:`default_host_id` if omitted. Give every running host its own. A lease also
+            records the process holding it, so a host restarted on the same machine takes the
+            leases of its dead predecessor at once, whatever either's id.
         lease_ttl: Seconds a session's lease lasts unless renewed (renewed every third of
             it); a host that dies is taken over this long after its last renewal at most.
         lease_wait: Seconds an activation waits at most for a lease another host holds before
@@ -136,32 +156,27 @@ class Host:
         """Wrap ``log``; see the class docstring for the arguments.
 
         Raises:
-            ValueError: A count is not a positive integer, ``lease_ttl`` or ``lease_wait`` is
-                not a positive number, or ``leases=True`` with a log that is no LeaseStore.
-            TypeError: ``host_id`` is not a string.
+            InvalidArgumentError: An argument has the wrong type or value (a count that is not
+                a positive integer, ``lease_ttl`` or ``lease_wait`` not a positive number,
+                ``leases=True`` with a log that is no LeaseStore, ...); a ``TypeError`` and a
+                ``ValueError``.
+            ConfigError: ``config`` is not a Config, or one that cannot be recorded.
         """
-        for name, value in (
-            ("max_active_sessions", max_active_sessions),
-            ("history_actors", history_actors),
-            ("compaction_workers", compaction_workers),
-            ("projection_actors", projection_actors),
-            ("background_compactions", background_compactions),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        check_host_options(locals())  # the parameters, by name (nothing else is bound yet)
+        self._router: HistoryRouter | None = None  # set last: the host is then complete
+        if not isinstance(log, EventLog):
+            raise InvalidArgumentError("log", f"expected an EventLog, got {type(log).__name__}")
+        check_flag("owns_log", owns_log)
+        check_flag("leases", leases, optional=True)
         if host_id is None:
             host_id = default_host_id()
-        if not isinstance(host_id, str):
-            raise TypeError(f"host_id must be a string, got {type(host_id).__name__}")
-        if not host_id:
-            raise ValueError("host_id must not be empty")
-        lease_ttl = _check_seconds("lease_ttl", lease_ttl)
-        lease_wait = (
-            2 * lease_ttl + 1.0 if lease_wait is None else _check_seconds("lease_wait", lease_wait)
-        )
+        lease_ttl = float(lease_ttl)
+        lease_wait = 2 * lease_ttl + 1.0 if lease_wait is None else float(lease_wait)
         is_store = isinstance(log, LeaseStore)
         if leases and not is_store:
-            raise ValueError(f"leases=True needs a LeaseStore log, not {type(log).__name__}")
+            raise InvalidArgumentError(
+                "leases", f"leases=True needs a LeaseStore log, not {type(log).__name__}"
+            )
         if leases is None:
             leases = is_store and not isinstance(log, MemoryEventLog)
         #: This host's id (on a shared log, the holder named by its leases).
@@ -183,17 +198,16 @@ class Host:
         self._lock = threading.Lock()
         self._sessions: dict[str, Session] = {}
         self._closed = False
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_thread: threading.Thread | None = None
+        self._loop = HostLoop()
         self._timer = Timer()
         self._leases = (
             LeaseKeeper(cast(LeaseStore, log), host_id, lease_ttl, lease_wait, self._timer)
             if leases
             else None
         )
-        self._compaction = CompactionPool(self.summarizer, compaction_workers, self._host_loop)
+        self._compaction = CompactionPool(self.summarizer, compaction_workers, self._loop.get)
         self._projection = ProjectionPool(log, clock, projection_actors, self._leases)
-        self._budget = BudgetActor.start(background_compactions)
+        self._budget = Restarting(lambda: BudgetActor.start(background_compactions), "budget")
         runtime = Runtime(
             log=log,
             tokenizer=self.tokenizer,
@@ -211,8 +225,15 @@ class Host:
         # actors, so a fixed share per actor would evict below the limit.
         runtime.max_live = max_active_sessions
         runtime.live_counts = [0] * history_actors
-        self._history = [HistoryActor.start(runtime, number) for number in range(history_actors)]
-        runtime.history = list(self._history)
+        router = HistoryRouter(
+            lambda number: HistoryActor.start(runtime, number), history_actors, runtime.history
+        )
+        runtime.restart = router.restart
+        runtime.closed = lambda: router.closed
+        #: The history actors' refs, by number (replaced in place when one is restarted).
+        self._history = router.actors
+        self._router = router
+        lifecycle.track(self)
 
     @classmethod
     def open(
@@ -257,27 +278,35 @@ class Host:
             lease_wait: Seconds an activation waits at most for another host's lease.
 
         Raises:
-            ConfigError: ``durability`` is not one of the three modes.
+            ConfigError: ``durability`` is not one of the three modes, or ``config`` is not a
+                Config (or one that cannot be recorded).
+            InvalidArgumentError: Another argument has the wrong type or value (nothing is
+                opened or created then).
             StorageError: The folder or database cannot be opened as an event log.
         """
+        if not isinstance(path, str | os.PathLike):
+            raise InvalidArgumentError(
+                "path", f"expected a folder or a postgresql:// URI, got {type(path).__name__}"
+            )
+        options: dict[str, Any] = {
+            "config": config,
+            "summarizer": summarizer,
+            "tokenizer": tokenizer,
+            "max_active_sessions": max_active_sessions,
+            "clock": clock,
+            "id_factory": id_factory,
+            "history_actors": history_actors,
+            "compaction_workers": compaction_workers,
+            "projection_actors": projection_actors,
+            "background_compactions": background_compactions,
+            "host_id": host_id,
+            "lease_ttl": lease_ttl,
+            "lease_wait": lease_wait,
+        }
+        check_host_options(options)  # before the folder is opened (or created)
         log = open_log(path, durability=durability)
         try:
-            return cls(
-                log,
-                config=config,
-                summarizer=summarizer,
-                tokenizer=tokenizer,
-                max_active_sessions=max_active_sessions,
-                clock=clock,
-                id_factory=id_factory,
-                history_actors=history_actors,
-                compaction_workers=compaction_workers,
-                projection_actors=projection_actors,
-                background_compactions=background_compactions,
-                host_id=host_id,
-                lease_ttl=lease_ttl,
-                lease_wait=lease_wait,
-            )
+            return cls(log, **options)
         except BaseException:
             log.close()
             raise
@@ -289,16 +318,27 @@ class Host:
         self._check_open()
         return self.log.sessions()
 
-    def session(self, session_id: str, *, config: Config | None = None) -> Session:
+    def session(
+        self, session_id: str, *, config: Config | None = None, system: str | None = None
+    ) -> Session:
         """Get or create a session; it is recovered from the log on first use.
 
         A session's Config is recorded when it is created (the host's config unless ``config``
         is given). Passing a different ``config`` later records a ``ConfigChanged`` event that
         applies from then on.
 
+        ``system`` states the session's system prompt, idempotently: it is appended while the
+        conversation is empty (a new session) and only checked on later calls, so set-up code
+        that runs at every start never puts a second system message mid-conversation.
+
         Raises:
             HostClosedError: The host is closed.
             InvalidSessionIdError: The id is not a valid session id.
+            ConfigError: ``config`` is not None or a :class:`~ctxledger.Config`, or is one that
+                cannot be recorded; nothing is written.
+            InvalidMessageError: ``system`` is not a valid message text.
+            SystemPromptMismatchError: ``system`` differs from the system prompt the session's
+                conversation began with (or it began without one); nothing is written.
             CorruptRecordError: The session's log is damaged (other sessions keep working).
             LeaseHeldError: On a shared log, another host still held the session's lease
                 after ``lease_wait`` seconds.
@@ -306,20 +346,29 @@ class Host:
                 one was activating it (any later call of the session may raise it too, then
                 writing nothing; the call after that activates the session again).
         """
-        handle = self._handle(session_id)
-        self._call(handle.id, Open(handle.id, Waiter(), config, config or self.config))
+        handle = self._handle(session_id, config)
+        self._call(handle.id, self._open(handle.id, Waiter(), config, system))
         return handle
 
-    async def asession(self, session_id: str, *, config: Config | None = None) -> Session:
+    async def asession(
+        self, session_id: str, *, config: Config | None = None, system: str | None = None
+    ) -> Session:
         """:meth:`session` for a caller on an event loop: awaits activation, blocking no thread."""
-        handle = self._handle(session_id)
+        handle = self._handle(session_id, config)
         reply = LoopWaiter(asyncio.get_running_loop())
-        self._tell(handle.id, Open(handle.id, reply, config, config or self.config))
+        self._tell(handle.id, self._open(handle.id, reply, config, system))
         await reply.wait()
         return handle
 
-    def _handle(self, session_id: str) -> Session:
+    def _open(
+        self, session_id: str, reply: Reply, config: Config | None, system: object
+    ) -> Open:
+        create = config if config is not None else self.config
+        return Open(session_id, reply, config, create, _system_text(system))
+
+    def _handle(self, session_id: str, config: object = None) -> Session:
         check_session_id(session_id)
+        check_config(config)
         with self._lock:
             self._check_open()
             handle = self._sessions.get(session_id)
@@ -344,6 +393,7 @@ class Host:
             SessionOpened(session_id=new_id, config=prefix.config, created_at=self.clock()),
             SessionForked(parent_id=owner, at_seq=at, parent_event_seq=parent_event_seq),
         ]
+        check_recordable(events)
         try:
             self.log.append(new_id, events, expected_seq=0)
         except CtxLedgerError as exc:
@@ -356,44 +406,29 @@ class Host:
     def active_sessions(self) -> list[str]:
         """Return the ids of the session states in memory (by history actor, least recent first)."""
         self._check_open()
-        proxies = [cast(HistoryActorProxy, actor.proxy()) for actor in self._history]
-        futures = [proxy.live_sessions() for proxy in proxies]
-        try:
-            return [session_id for future in futures for session_id in future.get()]
-        except pykka.ActorDeadError:
-            raise HostClosedError("the host is closed") from None
+        ids: list[str] = []
+        for actor in list(self._history):
+            with contextlib.suppress(pykka.ActorDeadError):  # a dead actor holds no state
+                ids.extend(cast(HistoryActorProxy, actor.proxy()).live_sessions().get())
+        return ids
 
     # --- routing -------------------------------------------------------------------------------
 
     def _owner(self, session_id: str) -> pykka.ActorRef[Any]:
-        number = zlib.crc32(session_id.encode("utf-8", "surrogatepass")) % len(self._history)
-        return self._history[number]
+        assert self._router is not None
+        return self._router.owner(session_id)
 
     def _tell(self, session_id: str, command: Command) -> None:
         if self._closed:
             raise HostClosedError("the host is closed")
-        try:
-            self._owner(session_id).tell(command)
-        except pykka.ActorDeadError:
-            raise HostClosedError("the host is closed") from None
+        assert self._router is not None
+        self._router.tell(session_id, command)
 
     def _call(self, session_id: str, command: Command) -> Any:
         self._tell(session_id, command)
         reply = command.reply
         assert isinstance(reply, Waiter)
         return reply.wait()
-
-    def _host_loop(self) -> asyncio.AbstractEventLoop:
-        """The host's own event loop, for coroutine summarisers asked for by threads."""
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=loop.run_forever, name="ctxledger-loop", daemon=True
-                )
-                thread.start()
-                self._loop, self._loop_thread = loop, thread
-            return self._loop
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -413,30 +448,33 @@ class Host:
         handed to the log are committed and answered.
         """
         with self._lock:
-            if self._closed:
+            if self._closed or self._router is None:
                 return
             self._closed = True
-        for actor in self._history:
-            with contextlib.suppress(pykka.ActorDeadError):
-                actor.stop(block=True, timeout=30)
+        self._router.close(timeout=30)
         self._compaction.stop()
         self._projection.stop()
         if self._leases is not None:
             self._leases.close()  # after the writers: another host may take them over at once
-        with contextlib.suppress(pykka.ActorDeadError):
-            self._budget.stop(block=True, timeout=5)
+        self._budget.stop(timeout=5)
         self._timer.stop()
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            assert self._loop_thread is not None
-            self._loop_thread.join(timeout=5)
-            if not self._loop_thread.is_alive():
-                self._loop.close()
+        self._loop.stop()
         if self._owns_log:
             try:
                 self.log.close()
             except CtxLedgerError:  # closing twice or a dead env must not mask the caller's error
                 _logger.warning("log_close_failed", exc_info=True)
+
+    def __repr__(self) -> str:
+        where = getattr(getattr(self, "log", None), "path", None)
+        return f"<Host {where or type(getattr(self, 'log', None)).__name__!s} {self.host_id!r}>"
+
+    def __del__(self) -> None:
+        # As Python does for files: warn about (and close) a host dropped without close().
+        if getattr(self, "_router", None) is None or self._closed:
+            return
+        lifecycle.close_in_background(self.close, repr(self))  # first: the warning may raise
+        warnings.warn(f"unclosed {self!r}", ResourceWarning, source=self, stacklevel=2)
 
     def __enter__(self) -> Host:
         return self

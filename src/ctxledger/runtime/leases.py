@@ -33,6 +33,7 @@ import pykka
 
 from ctxledger._logging import get_logger
 from ctxledger.errors import CtxLedgerError, HostClosedError, LeaseLostError
+from ctxledger.runtime.failures import LoggedFailures
 from ctxledger.storage import Lease, LeaseStore
 
 __all__ = ["LeaseActor", "LeaseKeeper", "LeaseLost"]
@@ -206,8 +207,10 @@ class LeaseKeeper:
                 _log.warning("lease_not_released", session_id=lease.session_id, error=str(exc))
 
 
-class LeaseActor(pykka.ThreadingActor):
+class LeaseActor(LoggedFailures, pykka.ThreadingActor):
     """Renews and releases a host's leases off every other actor's thread."""
+
+    use_daemon_thread = True  # never keeps the interpreter alive (see runtime.lifecycle)
 
     def __init__(self, keeper: LeaseKeeper) -> None:
         super().__init__()

@@ -30,11 +30,11 @@ from ctxledger.errors import (
 from ctxledger.events import (
     CheckpointCreated,
     CheckpointReverted,
-    MessageAppended,
+    Event,
     SessionForked,
     SessionOpened,
-    ToolResultSynthesized,
     ViewServed,
+    carried_message,
 )
 from ctxledger.messages import Message
 from ctxledger.storage import EventLog, RecordedEvent
@@ -44,6 +44,7 @@ __all__ = [
     "event_seq_before_message",
     "fold_session",
     "fold_view_at",
+    "message_before",
     "read_checkpoints",
     "read_messages",
     "snapshot_due",
@@ -115,8 +116,52 @@ def fold_session(
 
     Raises:
         UnknownSessionError: The session has no events.
-        CorruptRecordError: The log does not start with ``SessionOpened``, or a record is damaged.
+        CorruptRecordError: The log does not start with ``SessionOpened``, or a record is damaged
+            (the error names its event seq and the last message folded before it).
     """
+    try:
+        return _fold(log, session_id, through_event_seq, use_snapshots)
+    except CorruptRecordError as exc:
+        raise _placed(log, session_id, exc)  # noqa: B904  (chained by after_message)
+
+
+def _placed(log: EventLog, session_id: str, error: CorruptRecordError) -> CorruptRecordError:
+    """``error`` naming the last message before the damaged record too, when it can be read."""
+    if error.session_id != session_id or error.seq is None or error.after_message_seq is not None:
+        return error
+    try:
+        return error.after_message(message_before(log, session_id, error.seq))
+    except EventDecodeError:
+        return error
+
+
+def message_before(log: EventLog, session_id: str, event_seq: int) -> int:
+    """The seq of the last message a session holds before its event ``event_seq`` (0: none).
+
+    Reads backwards a few events at a time; a fork's first messages are its parent's.
+
+    Raises:
+        EventDecodeError: A record before ``event_seq`` cannot be read either.
+    """
+    end = event_seq - 1
+    while end >= 1:
+        page = log.read(session_id, max(1, end - _PROBE_PAGE + 1), end)
+        for record in reversed(page):
+            message = carried_message(record.event)
+            if message is not None and message.seq is not None:
+                return message.seq
+            if isinstance(record.event, SessionForked):
+                return record.event.at_seq
+        end -= _PROBE_PAGE
+    return 0
+
+
+def _fold(
+    log: EventLog,
+    session_id: str,
+    through_event_seq: int | None,
+    use_snapshots: bool,
+) -> tuple[SessionState, int]:
     if use_snapshots:
         resumed = _from_snapshot(log, session_id, through_event_seq)
         if resumed is not None:
@@ -196,14 +241,17 @@ def read_messages(log: EventLog, session_id: str, first: int, last: int) -> list
     start = append_event_seq(log, session_id, first)
     if start is None:
         return messages
-    for record in log.iter_events(session_id, start):
-        event = record.event
-        if isinstance(event, MessageAppended | ToolResultSynthesized):
-            if event.message.seq is not None and event.message.seq > last:
-                break
-            messages.append(event.message)
-            if event.message.seq == last:
-                break
+    try:
+        for record in log.iter_events(session_id, start):
+            message = carried_message(record.event)
+            if message is not None:
+                if message.seq is not None and message.seq > last:
+                    break
+                messages.append(message)
+                if message.seq == last:
+                    break
+    except CorruptRecordError as exc:
+        raise _placed(log, session_id, exc)  # noqa: B904  (chained by after_message)
     return messages
 
 
@@ -225,10 +273,9 @@ def read_checkpoints(log: EventLog, session_id: str, through_event_seq: int) -> 
     return found
 
 
-def _message_seq(event: object) -> int | None:
-    if isinstance(event, MessageAppended | ToolResultSynthesized):
-        return event.message.seq
-    return None
+def _message_seq(event: Event) -> int | None:
+    message = carried_message(event)
+    return None if message is None else message.seq
 
 
 def append_event_seq(log: EventLog, session_id: str, message_seq: int) -> int | None:

@@ -58,10 +58,13 @@ class Open(Command):
     """Activate the session, creating it with ``config`` when it does not exist.
 
     An existing session whose Config differs from a given ``config`` records ``ConfigChanged``.
+    A ``system`` prompt is appended while the conversation is empty, else checked against the
+    recorded one (:func:`ctxledger.domain.system_prompt.system_prompt_messages`).
     """
 
     config: Config | None
     create_config: Config
+    system: str | None = None
 
 
 @dataclass(slots=True)

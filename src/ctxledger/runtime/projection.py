@@ -29,9 +29,11 @@ from ctxledger.errors import (
     VersionConflictError,
 )
 from ctxledger.events import SessionOpened
+from ctxledger.runtime.failures import LoggedFailures, Restarting, log_failure
 from ctxledger.runtime.leases import LeaseKeeper
 from ctxledger.runtime.loading import fold_session, snapshots_to_drop
 from ctxledger.runtime.messages import Durable, Load, Loaded, SaveSnapshot
+from ctxledger.runtime.recordable import check_recordable
 from ctxledger.storage import EventLog, Lease, LeaseStore
 
 __all__ = ["ProjectionActor", "ProjectionPool"]
@@ -40,8 +42,10 @@ _log = get_logger(__name__)
 _RETRY = 0.25  # seconds between attempts to take a lease another host holds
 
 
-class ProjectionActor(pykka.ThreadingActor):
+class ProjectionActor(LoggedFailures, pykka.ThreadingActor):
     """Loads (or creates) sessions for history actors and stores their snapshots."""
+
+    use_daemon_thread = True  # never keeps the interpreter alive (see runtime.lifecycle)
 
     def __init__(
         self, log: EventLog, clock: Callable[[], float], leases: LeaseKeeper | None = None
@@ -72,6 +76,7 @@ class ProjectionActor(pykka.ThreadingActor):
                 opened = SessionOpened(
                     session_id=session_id, config=message.create_config, created_at=self._clock()
                 )
+                check_recordable([opened])
                 # Another writer may create it first; then it is loaded as it is.
                 with contextlib.suppress(VersionConflictError):
                     if lease is not None:
@@ -124,7 +129,9 @@ class ProjectionActor(pykka.ThreadingActor):
             log.save_snapshot(session_id, message.seq, message.data)
             drop = snapshots_to_drop(log.snapshot_seqs(session_id), message.interval)
             log.delete_snapshots(session_id, drop)
-        except CtxLedgerError as exc:  # a snapshot is an optimisation: its loss costs a longer fold
+        except Exception as exc:  # a snapshot is an optimisation: its loss costs a longer fold
+            if not isinstance(exc, CtxLedgerError):
+                log_failure("snapshot_not_saved", exc, session_id=session_id, seq=message.seq)
             _log.warning(
                 "snapshot_not_saved", session_id=message.session_id, seq=message.seq, error=str(exc)
             )
@@ -133,7 +140,8 @@ class ProjectionActor(pykka.ThreadingActor):
 
 
 class ProjectionPool:
-    """A fixed number of :class:`ProjectionActor` s, given work in turn."""
+    """A fixed number of :class:`ProjectionActor` s, given work in turn (one found dead is
+    started afresh: see :class:`~ctxledger.runtime.failures.Restarting`)."""
 
     def __init__(
         self,
@@ -142,7 +150,10 @@ class ProjectionPool:
         size: int,
         leases: LeaseKeeper | None = None,
     ) -> None:
-        self._actors = [ProjectionActor.start(log, clock, leases) for _ in range(size)]
+        self._actors = [
+            Restarting(lambda: ProjectionActor.start(log, clock, leases), "ProjectionActor")
+            for _ in range(size)
+        ]
         self._turn = itertools.cycle(range(size))
 
     def load(self, message: Load) -> None:
@@ -156,8 +167,7 @@ class ProjectionPool:
     def stop(self) -> None:
         """Finish the queued work, then stop."""
         for actor in self._actors:
-            with contextlib.suppress(pykka.ActorDeadError):
-                actor.stop(block=True, timeout=30)
+            actor.stop(timeout=30)
 
 
 def _teller(ref: pykka.ActorRef[Any], message: Any) -> Callable[[], None]:

@@ -329,6 +329,8 @@ def recall(
     """
     if not isinstance(query, str):
         raise InvalidQueryError(f"query must be a string, got {type(query).__name__}")
+    if not _utf8(query):
+        raise InvalidQueryError("query is not valid UTF-8 (it holds a lone surrogate)")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RECALL_LIMIT:
         raise InvalidQueryError(
             f"limit must be an integer from 1 to {MAX_RECALL_LIMIT}, got {limit!r}"
@@ -392,18 +394,19 @@ def parse_recall_arguments(arguments: str | dict[str, Any]) -> tuple[str, int]:
     if isinstance(arguments, str):
         try:
             decoded = json.loads(arguments or "{}")
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
             raise InvalidToolCallError(f"recall arguments are not JSON: {exc}") from None
     else:
         decoded = arguments
     if not isinstance(decoded, dict):
         raise InvalidToolCallError("recall arguments must be a JSON object")
-    unknown = sorted(set(decoded) - set(RECALL_PARAMETERS["properties"]))
+    known = RECALL_PARAMETERS["properties"]
+    unknown = [key for key in decoded if key not in known]
     if unknown:
         raise InvalidToolCallError(f"recall takes no argument {unknown[0]!r} (only query, limit)")
     query = decoded.get("query")
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidToolCallError("recall needs a non-empty string 'query'")
+    if not isinstance(query, str) or not query.strip() or not _utf8(query):
+        raise InvalidToolCallError("recall needs a non-empty string 'query' of valid UTF-8")
     limit = decoded.get("limit", DEFAULT_RECALL_LIMIT)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RECALL_LIMIT:
         raise InvalidToolCallError(
@@ -443,3 +446,13 @@ def answer_tool_call(
         )
     query, limit = parse_recall_arguments(arguments)
     return format_hits(query, recall_fn(query, limit=limit))
+
+
+def _utf8(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -33,14 +33,21 @@ from ctxledger.domain.cost import Pricing
 from ctxledger.domain.placement import Placement, place_message
 from ctxledger.domain.revert import revert_checkpoint
 from ctxledger.domain.usage import ReportedUsage, UsageTotals, parse_usage, usage_from_counts
+from ctxledger.domain.validation import check_usage_counts
 from ctxledger.errors import (
-    InvalidMessageError,
+    InvalidArgumentError,
     InvalidSeqError,
     InvalidSessionIdError,
     InvalidUsageError,
 )
 from ctxledger.events import Event
 from ctxledger.messages import Message
+from ctxledger.runtime.arguments import (
+    check_limit,
+    check_seq,
+    check_text,
+    message_batch,
+)
 from ctxledger.runtime.loading import fold_view_at, state_at_checkpoint
 from ctxledger.runtime.messages import (
     Append,
@@ -111,7 +118,7 @@ class Session:
             InvalidMessageError: The message is invalid here (nothing is written).
             HostClosedError: The host is closed.
         """
-        seqs: list[int] = self._call(Append(self.id, Waiter(), _batch([message])))
+        seqs: list[int] = self._call(Append(self.id, Waiter(), message_batch((message,))))
         return seqs[0]
 
     def append_many(self, messages: Sequence[Message]) -> list[int]:
@@ -121,7 +128,7 @@ class Session:
             InvalidMessageError: A message is invalid here; nothing of the batch is written.
             HostClosedError: The host is closed.
         """
-        batch = _batch(messages)
+        batch = message_batch(messages)
         if not batch:
             return []
         seqs: list[int] = self._call(Append(self.id, Waiter(), batch))
@@ -151,7 +158,8 @@ class Session:
             cache_write_tokens: Of ``prompt_tokens``, those written to the prompt cache.
 
         Raises:
-            InvalidUsageError: A count is negative or not an integer, or the object is not a
+            InvalidUsageError: A count is negative, not an integer or more than
+                :data:`~ctxledger.domain.validation.MAX_USAGE_TOKENS`, or the object is not a
                 usage report (a ``ValueError``; nothing is recorded).
         """
         usage = _usage(prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens)
@@ -174,7 +182,9 @@ class Session:
         :class:`ctxledger.Pricing`; ``pricing.uncached()`` prices a provider without caching).
         """
         if not isinstance(pricing, Pricing):
-            raise TypeError(f"expected a Pricing, got {type(pricing).__name__}")
+            raise InvalidArgumentError(
+                "pricing", f"expected a ctxledger.Pricing, got {type(pricing).__name__}"
+            )
         return pricing.cost(self.usage())
 
     def history(self) -> list[Message]:
@@ -199,8 +209,7 @@ class Session:
         Raises:
             InvalidSeqError: No message has this seq.
         """
-        if isinstance(seq, bool) or not isinstance(seq, int):
-            raise InvalidSeqError(f"session {self.id!r} has no message with seq {seq!r}")
+        check_seq(self.id, seq)
         self._call(Pin(self.id, Waiter(), seq))
 
     def view_at(self, seq: int) -> ModelView:
@@ -211,8 +220,9 @@ class Session:
         Raises:
             InvalidSeqError: ``seq`` names no message.
         """
+        check_seq(self.id, seq)
         last_seq, _ = self._positions()
-        if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= last_seq:
+        if not 0 <= seq <= last_seq:
             raise InvalidSeqError(f"session {self.id!r} has no message with seq {seq!r}")
         host = self._host
         return fold_view_at(host.log, self.id, seq, tokenizer=host.tokenizer)
@@ -226,26 +236,32 @@ class Session:
             SessionExistsError: ``new_id`` is taken.
             InvalidSeqError: ``at_seq`` names no message.
         """
+        check_session_id(new_id)
         if at_seq is not None:
+            check_seq(self.id, at_seq)
             last_seq, _ = self._positions()
-            if (
-                isinstance(at_seq, bool)
-                or not isinstance(at_seq, int)
-                or not 0 <= at_seq <= last_seq
-            ):
+            if not 0 <= at_seq <= last_seq:
                 raise InvalidSeqError(f"session {self.id!r} has no message with seq {at_seq!r}")
         return self._host._fork(self, new_id, at_seq)
 
     # --- compaction and views ------------------------------------------------------------------
 
     def compact_if_needed(self, pending: str = "") -> CompactionResult:
-        """Compact when the estimate (plus ``pending`` text to be sent) reaches the threshold."""
-        result: CompactionResult = self._decide(Serve(pending=pending, view=False))
+        """Compact when the estimate (plus ``pending`` text to be sent) reaches the threshold.
+
+        Raises:
+            InvalidArgumentError: ``pending`` is not a string.
+        """
+        result: CompactionResult = self._decide(Serve(pending=_pending(pending), view=False))
         return result
 
     def compact(self, focus: str | None = None) -> CompactionResult:
-        """Compact now (manual), optionally telling the summariser what to keep."""
-        result: CompactionResult = self._decide(Compact(trigger="manual", focus=focus))
+        """Compact now (manual), optionally telling the summariser what to keep.
+
+        Raises:
+            InvalidArgumentError: ``focus`` is not None or a string of valid UTF-8.
+        """
+        result: CompactionResult = self._decide(_manual(focus))
         return result
 
     def reactive_compact(self, error: object = None) -> CompactionResult:
@@ -259,8 +275,12 @@ class Session:
         return result
 
     def build_model_view(self, pending: str = "") -> ModelView:
-        """Build the bounded view to send to the model, and record that it was served."""
-        view: ModelView = self._decide(Serve(pending=pending, compact=False))
+        """Build the bounded view to send to the model, and record that it was served.
+
+        Raises:
+            InvalidArgumentError: ``pending`` is not a string.
+        """
+        view: ModelView = self._decide(Serve(pending=_pending(pending), compact=False))
         return view
 
     def prepare_step(self, pending: str = "") -> ModelView:
@@ -268,8 +288,11 @@ class Session:
 
         With background compaction on (``Config.prepare_threshold``), a summary prepared ahead
         of need is activated here without calling the summariser.
+
+        Raises:
+            InvalidArgumentError: ``pending`` is not a string.
         """
-        view: ModelView = self._decide(Serve(pending=pending))
+        view: ModelView = self._decide(Serve(pending=_pending(pending)))
         return view
 
     def wait_background(self) -> None:
@@ -286,12 +309,13 @@ class Session:
 
     async def aappend(self, message: Message) -> int:
         """Async twin of :meth:`append`: awaits durability on the caller's loop."""
-        seqs: list[int] = await self._acall(Append(self.id, _loop_reply(), _batch([message])))
+        batch = message_batch((message,))
+        seqs: list[int] = await self._acall(Append(self.id, _loop_reply(), batch))
         return seqs[0]
 
     async def aappend_many(self, messages: Sequence[Message]) -> list[int]:
         """Async twin of :meth:`append_many`."""
-        batch = _batch(messages)
+        batch = message_batch(messages)
         if not batch:
             return []
         seqs: list[int] = await self._acall(Append(self.id, _loop_reply(), batch))
@@ -311,22 +335,23 @@ class Session:
 
     async def aprepare_step(self, pending: str = "") -> ModelView:
         """Async twin of :meth:`prepare_step` (a coroutine summariser runs on this loop)."""
-        view: ModelView = await self._adecide(Serve(pending=pending))
+        view: ModelView = await self._adecide(Serve(pending=_pending(pending)))
         return view
 
     async def abuild_model_view(self, pending: str = "") -> ModelView:
         """Async twin of :meth:`build_model_view`."""
-        view: ModelView = await self._adecide(Serve(pending=pending, compact=False))
+        view: ModelView = await self._adecide(Serve(pending=_pending(pending), compact=False))
         return view
 
     async def acompact_if_needed(self, pending: str = "") -> CompactionResult:
         """Async twin of :meth:`compact_if_needed`."""
-        result: CompactionResult = await self._adecide(Serve(pending=pending, view=False))
+        request = Serve(pending=_pending(pending), view=False)
+        result: CompactionResult = await self._adecide(request)
         return result
 
     async def acompact(self, focus: str | None = None) -> CompactionResult:
         """Async twin of :meth:`compact`."""
-        result: CompactionResult = await self._adecide(Compact(trigger="manual", focus=focus))
+        result: CompactionResult = await self._adecide(_manual(focus))
         return result
 
     async def await_background(self) -> None:
@@ -388,7 +413,9 @@ class Session:
 
         Raises:
             InvalidCheckpointError: The session has no checkpoint, or none with that id.
+            InvalidArgumentError: ``checkpoint_id`` is not None or a string.
         """
+        check_text("checkpoint_id", checkpoint_id, optional=True)
         self._positions()  # everything asked of the session so far is in the log
         return audit_checkpoint(state_at_checkpoint(self._host.log, self.id, checkpoint_id))
 
@@ -399,6 +426,7 @@ class Session:
         Raises:
             InvalidSeqError: No message has that seq.
         """
+        check_seq(self.id, seq)
         placement: Placement = self._read(lambda state, _: place_message(state, seq))
         return placement
 
@@ -422,7 +450,11 @@ class Session:
         Raises:
             InvalidCheckpointError: Nothing to revert: no checkpoint, not the active one, or the
                 active one was restored by a revert (reverting twice).
+            InvalidArgumentError: ``checkpoint_id`` is not None or a string, or ``reason`` is
+                not a string of valid UTF-8.
         """
+        check_text("checkpoint_id", checkpoint_id, optional=True)
+        check_text("reason", reason)
 
         def build(state: SessionState) -> tuple[list[Event], Any]:
             event = revert_checkpoint(state, checkpoint_id, reason=reason)
@@ -514,10 +546,10 @@ class Session:
             limit: Return only the newest ``limit`` messages.
 
         Raises:
-            ValueError: ``limit`` is not a non-negative integer.
+            InvalidArgumentError: ``limit`` is not a non-negative integer (a ``ValueError``).
             HostClosedError: The host is closed.
         """
-        _check_limit(limit)
+        check_limit(limit)
         shown: list[Message] = self._read(lambda state, _: shown_messages(state, limit))
         return shown
 
@@ -534,28 +566,38 @@ class Session:
 
     async def acurrent_messages(self, limit: int | None = None) -> list[Message]:
         """Async twin of :meth:`current_messages`."""
-        _check_limit(limit)
+        check_limit(limit)
         command = Read(self.id, _loop_reply(), lambda state, _: shown_messages(state, limit))
         shown: list[Message] = await self._acall(command)
         return shown
 
 
-def _batch(messages: Sequence[Message]) -> tuple[Message, ...]:
-    batch = tuple(messages)
-    for message in batch:
-        if not isinstance(message, Message):
-            raise InvalidMessageError(f"expected a Message, got {type(message).__name__}")
-    return batch
+def _pending(pending: object) -> str:
+    check_text("pending", pending, utf8=False)  # measured, never recorded
+    return pending  # type: ignore[return-value]  # checked just above
+
+
+def _manual(focus: object) -> Compact:
+    check_text("focus", focus, optional=True)  # recorded with the compaction and checkpoint
+    return Compact(trigger="manual", focus=focus)  # type: ignore[arg-type]  # checked above
 
 
 def _usage(
     prompt_tokens: object, completion_tokens: object, cached: object, written: object
 ) -> ReportedUsage:
     if isinstance(prompt_tokens, int):
-        return usage_from_counts(prompt_tokens, completion_tokens, cached, written)
-    if (completion_tokens, cached, written) != (0, 0, 0):
+        return check_usage_counts(
+            usage_from_counts(prompt_tokens, completion_tokens, cached, written)
+        )
+    if any(not isinstance(count, int) or count for count in (completion_tokens, cached, written)):
         raise InvalidUsageError("pass either a usage object or counts, not both")
-    return parse_usage(prompt_tokens)
+    try:
+        usage = parse_usage(prompt_tokens)
+    except InvalidUsageError:
+        raise
+    except Exception as exc:  # reading the object's fields raised: it is no usage report
+        raise InvalidUsageError(f"cannot read the usage object: {exc!r}") from exc
+    return check_usage_counts(usage)
 
 
 def _record_usage(session_id: str, reply: Reply, usage: ReportedUsage) -> RecordUsage:
@@ -581,7 +623,7 @@ def _loop_reply() -> Reply:
 def _retract(
     replacement: Sequence[Message],
 ) -> Callable[[SessionState], tuple[list[Event], Any]]:
-    batch = _batch(replacement)
+    batch = message_batch(replacement)
 
     def build(state: SessionState) -> tuple[list[Event], Any]:
         retracted = state.message(state.retraction_target())
@@ -593,8 +635,3 @@ def _retract(
 def _clear(state: SessionState) -> tuple[list[Event], Any]:
     event = clear_event(state)
     return [event], event.through_seq
-
-
-def _check_limit(limit: object) -> None:
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ValueError(f"limit must be a non-negative integer or None, got {limit!r}")

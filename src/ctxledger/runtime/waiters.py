@@ -1,7 +1,9 @@
 """Replies to callers: a thread that blocks, or a task on an event loop that awaits.
 
 Whoever finishes a caller's request (a history actor, or the journal's commit callback) calls
-``resolve`` once, from any thread. A thread waiting in :meth:`Waiter.wait` is woken through a
+``resolve``, from any thread; the first answer wins and a later one is ignored, so that the
+supervision code that fails every waiting caller of a broken session or a dead actor never
+answers a caller twice. A thread waiting in :meth:`Waiter.wait` is woken through a
 pre-acquired lock (the cheapest one-shot signal between two threads); a task awaiting
 :meth:`LoopWaiter.wait` is answered with one ``call_soon_threadsafe`` on its own loop, so an
 async caller needs no worker thread.
@@ -19,16 +21,21 @@ __all__ = ["LoopWaiter", "Reply", "Waiter"]
 class Waiter:
     """The reply slot of a caller that blocks its thread until the answer comes."""
 
-    __slots__ = ("_done", "error", "value")
+    __slots__ = ("_done", "_once", "error", "value")
 
     def __init__(self) -> None:
         self.value: Any = None
         self.error: BaseException | None = None
         self._done = threading.Lock()
         self._done.acquire()
+        self._once = [True]  # popped by the first answer (``list.pop`` is atomic)
 
     def resolve(self, value: Any, error: BaseException | None = None) -> None:
-        """Answer the caller with ``value``, or make it raise ``error``."""
+        """Answer the caller with ``value``, or make it raise ``error`` (first answer only)."""
+        try:
+            self._once.pop()
+        except IndexError:
+            return
         self.value, self.error = value, error
         self._done.release()
 
@@ -43,18 +50,23 @@ class Waiter:
 class LoopWaiter:
     """The reply slot of a task on an event loop: resolved from any thread, awaited on the loop."""
 
-    __slots__ = ("future", "loop")
+    __slots__ = ("_once", "future", "loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.future: asyncio.Future[Any] = loop.create_future()
+        self._once = [True]
 
     def resolve(self, value: Any, error: BaseException | None = None) -> None:
-        """Answer the awaiting task (a no-op when its loop is closed).
+        """Answer the awaiting task (first answer only; a no-op when its loop is closed).
 
         Answers to one loop that come close together share one wake-up of the loop: the first
         schedules a callback there, the others join its list until it runs.
         """
+        try:
+            self._once.pop()
+        except IndexError:
+            return
         loop = self.loop
         with _pending_lock:
             pending = _pending.get(loop)
@@ -81,7 +93,7 @@ def _settle_pending(loop: asyncio.AbstractEventLoop) -> None:
     with _pending_lock:
         answers = _pending.pop(loop, [])
     for future, value, error in answers:
-        if future.cancelled():
+        if future.done():  # cancelled by its task
             continue
         if error is not None:
             future.set_exception(error)

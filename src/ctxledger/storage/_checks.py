@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -18,6 +18,7 @@ __all__ = [
     "check_snapshot",
     "encode_checked",
     "recorded_batch",
+    "stream_events",
 ]
 
 _EVENT_CLASSES = tuple(EVENT_TYPES)
@@ -129,3 +130,28 @@ def recorded_batch(
         )
         for index, event in enumerate(batch)
     ]
+
+
+#: Events per :meth:`~ctxledger.storage.EventLog.read` when :func:`stream_events` streams.
+STREAM_CHUNK = 512
+
+
+def stream_events(
+    read: Callable[..., list[RecordedEvent]],
+    session_id: str,
+    from_seq: int = 1,
+    to_seq: int | None = None,
+) -> Iterator[RecordedEvent]:
+    """:meth:`~ctxledger.storage.EventLog.iter_events` of any backend, over its ``read``.
+
+    Reads :data:`STREAM_CHUNK` events at a time (``read(session_id, first, to_seq, limit=...)``),
+    so memory stays bounded however long the session is, and each chunk is one short read (a
+    read transaction, a query) rather than one held for the whole stream.
+    """
+    first, _ = check_range(from_seq, to_seq, None)
+    while True:
+        chunk = read(session_id, first, to_seq, limit=STREAM_CHUNK)
+        yield from chunk
+        if len(chunk) < STREAM_CHUNK:
+            return
+        first = chunk[-1].seq + 1

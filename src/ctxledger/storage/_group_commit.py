@@ -7,7 +7,8 @@ submit` an op from any thread and block until its group is committed, ``await``
 ops as one group and hands them to the backend's ``commit`` function, which writes them in one
 transaction and returns one outcome per op: an op that fails for a reason of its own fails alone,
 while an exception raised out of ``commit`` (the storage itself failed) fails every op of the
-group with a :class:`~ctxledger.errors.StorageError`.
+group with a :class:`~ctxledger.errors.StorageError` (a ``commit`` that must keep the outcomes
+of ops that already failed on their own returns :func:`failed_outcomes` for the others).
 
 Two groups are in flight at a time: the callers of a committed group are woken when ``commit``
 calls its ``wake_previous`` argument, just before it blocks on the next group's commit, so that
@@ -18,8 +19,8 @@ last group's and those already queued), but for no more than ``gather_gap`` seco
 arrival and ``gather_max`` seconds in all, so a lone caller never waits. Callers on an event
 loop are answered with one ``call_soon_threadsafe`` per loop and group.
 
-The LMDB journal (:mod:`ctxledger.storage.journal`) follows the same scheme with the LMDB
-transaction built in; the PostgreSQL log drives this class.
+Both backends drive this class: the LMDB journal (:mod:`ctxledger.storage.journal`) with an
+LMDB write transaction as its commit, the PostgreSQL log with a database transaction.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any
 from ctxledger._logging import get_logger
 from ctxledger.errors import StorageError
 
-__all__ = ["CommitGroup", "GroupCommitter", "Outcome"]
+__all__ = ["CommitGroup", "GroupCommitter", "Outcome", "failed_outcomes"]
 
 _log = get_logger(__name__)
 
@@ -304,12 +305,28 @@ class GroupCommitter:
 
     @staticmethod
     def _fail(requests: list[Any], cause: BaseException) -> None:
-        _log.error("group commit failed", requests=len(requests), error=repr(cause))
-        for request in requests:
-            # One exception object per caller: each raises (and so mutates) its own.
-            if isinstance(cause, StorageError):
-                error = StorageError(str(cause))
-            else:
-                error = StorageError(f"the write transaction failed: {cause}")
-            error.__cause__ = cause
-            request.resolve(None, error)
+        for request, outcome in zip(requests, failed_outcomes(cause, len(requests)), strict=True):
+            request.resolve(*outcome)
+
+
+def failed_outcomes(cause: BaseException, count: int) -> list[Outcome]:
+    """The outcomes of ``count`` ops of a group the storage failed; nothing of it was committed.
+
+    Each op gets its own :class:`StorageError` (each caller raises, and so mutates, its own). A
+    :class:`StorageError` raised by the backend already says what failed: each caller gets its
+    text, caused by what the backend's error was caused by (an ``lmdb.Error``, a ``psycopg``
+    error); any other exception is "the write transaction failed".
+    """
+    _log.error("group commit failed", requests=count, error=str(cause))
+    origin = cause
+    if isinstance(cause, StorageError) and cause.__cause__ is not None:
+        origin = cause.__cause__
+    outcomes: list[Outcome] = []
+    for _ in range(count):
+        if isinstance(cause, StorageError):
+            error = StorageError(str(cause))
+        else:
+            error = StorageError(f"the write transaction failed: {cause}")
+        error.__cause__ = origin
+        outcomes.append((None, error))
+    return outcomes

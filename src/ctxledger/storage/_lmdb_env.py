@@ -1,7 +1,8 @@
 """The LMDB environment behind every :class:`~ctxledger.storage.LmdbEventLog` handle on a path.
 
 One :class:`SharedEnvironment` per directory and process: the ``lmdb.Environment``, its
-sub-databases, the codec with the log's dictionaries, the journal that owns its writes, and the
+sub-databases, the codec with the log's dictionaries, the journal that owns its writes (with the
+folder's writer lock, :mod:`._lmdb_lock`, while it has one), and the
 :class:`~ctxledger.storage.journal.Gate` that lets reads and map resizes exclude each other.
 """
 
@@ -17,10 +18,11 @@ import lmdb
 import zstandard
 
 from ctxledger._logging import get_logger
-from ctxledger.errors import CorruptRecordError, StorageError
+from ctxledger.errors import CorruptRecordError, LogLockedError, StorageError
 from ctxledger.events.codec import Codec
 from ctxledger.storage._layout import DB_NAMES, FORMAT_NAME, unpack_u32
-from ctxledger.storage._lmdb_writer import Databases, LmdbWriter
+from ctxledger.storage._lmdb_lock import WriterLock
+from ctxledger.storage._lmdb_writer import CountersOp, Databases, LmdbWriter
 from ctxledger.storage.journal import Gate, Journal
 from ctxledger.storage.protocol import Durability
 
@@ -41,10 +43,11 @@ class SharedEnvironment:
         path: The environment's directory (already resolved to a real path).
         durability: ``"sync"`` and ``"group"`` flush every commit; ``"none"`` does not.
         map_size: Initial map size in bytes.
-        readonly: Open read-only, without a journal.
+        readonly: Open read-only, without a journal (and without the writer lock).
         clock: Returns commit timestamps.
 
     Raises:
+        LogLockedError: A writer was asked for and another process writes the folder.
         StorageError: LMDB cannot open the environment, or it holds another format.
     """
 
@@ -61,10 +64,17 @@ class SharedEnvironment:
         self.readonly = readonly
         self.refs = 1
         self.gate = Gate()
+        self.journal: Journal | None = None
+        self._clock = clock
+        self._lock: WriterLock | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
         flush = durability != "none"
         try:
             if not readonly:
                 os.makedirs(path, exist_ok=True)
+                # Before LMDB opens it: opening a new environment writes its format record.
+                self._lock = WriterLock.acquire(path)
             self.env = lmdb.open(
                 path,
                 map_size=map_size,
@@ -77,6 +87,9 @@ class SharedEnvironment:
                 create=not readonly,
             )
         except (lmdb.Error, OSError) as exc:
+            self._release_lock()
+            if isinstance(exc, StorageError):
+                raise
             raise StorageError(f"cannot open the event log at {path!r}: {exc}") from exc
         try:
             self.clear_stale_readers()
@@ -87,26 +100,63 @@ class SharedEnvironment:
             self.meta_codec = Codec()  # dictionaries and snapshots never use a dictionary
             self._check_format()
             self._load_dictionaries()
-        except lmdb.Error as exc:
+        except BaseException as exc:
             self.env.close()
-            raise StorageError(f"cannot open the event log at {path!r}: {exc}") from exc
-        except BaseException:
-            self.env.close()
+            self._release_lock()
+            if isinstance(exc, lmdb.Error):
+                raise StorageError(f"cannot open the event log at {path!r}: {exc}") from exc
             raise
-        self.journal: Journal | None = None
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
         if not readonly:
-            writer = LmdbWriter(
-                self.dbs, codec=self.codec, clock=clock, on_dictionary=self._dictionary_committed
+            self._start_journal()
+
+    def take_writer(self, clock: Callable[[], float]) -> None:
+        """Make this process the folder's writer again (after :meth:`release_writer`).
+
+        Args:
+            clock: Returns the new writer's commit timestamps.
+
+        Raises:
+            LogLockedError: A handle of this process writes it already, or another process does.
+            StorageError: The environment was opened read-only in this process.
+        """
+        if self.journal is not None:
+            raise LogLockedError(self.path, os.getpid())
+        if self.readonly:
+            raise StorageError(
+                f"{self.path!r} is open read-only in this process; close every read-only "
+                "handle on it before opening it for writing"
             )
-            self.journal = Journal(
-                self.env,
-                writer,
-                grow=self.grow,
-                explain=self.explain,
-                name=f"ctxledger-journal:{path}",
-            )
+        self._lock = WriterLock.acquire(self.path)
+        self._clock = clock
+        self._start_journal()
+
+    def release_writer(self) -> None:
+        """Commit what the journal holds, stop it, and let another process write the folder.
+
+        The environment stays open for the read-only handles still on it.
+        """
+        journal, self.journal = self.journal, None
+        if journal is not None:
+            _close_journal(journal, self.path, flushed=self.durability != "none")
+        self._release_lock()
+
+    def _start_journal(self) -> None:
+        # A new writer reads its caches from the disk: another process may have written since.
+        writer = LmdbWriter(
+            self.dbs, codec=self.codec, clock=self._clock, on_dictionary=self._dictionary_committed
+        )
+        self.journal = Journal(
+            self.env,
+            writer,
+            grow=self.grow,
+            explain=self.explain,
+            name=f"ctxledger-journal:{self.path}",
+        )
+
+    def _release_lock(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
 
     def clear_stale_readers(self) -> None:
         """Free the reader slots of dead processes (killed inside a read transaction)."""
@@ -200,12 +250,30 @@ class SharedEnvironment:
             return self._pool
 
     def close(self) -> None:
-        """Commit what the journal holds, stop it, then close the environment."""
+        """Commit what the journal holds, stop it, close the environment, release the lock."""
         with self._pool_lock:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         if self.journal is not None:
-            self.journal.close()
+            _close_journal(self.journal, self.path, flushed=self.durability != "none")
+            self.journal = None
         with self.gate.exclusive():
             self.env.close()
+        self._release_lock()
+
+
+def _close_journal(journal: Journal, path: str, *, flushed: bool) -> None:
+    """Write the byte counters exactly (see ``_lmdb_counters``), then stop the journal.
+
+    Only where commits are flushed (``flushed``): a log written with ``durability="none"`` is
+    made durable by an explicit ``sync()`` before it closes, and a commit after that flush would
+    be exposed to a power loss again. Its counters stay where they were; ``count_bytes`` adds
+    what they lag.
+    """
+    if flushed:
+        try:
+            journal.submit(CountersOp())
+        except StorageError as exc:  # only the figures lag; count_bytes still adds them up
+            _log.warning("byte counters not written at close", path=path, error=str(exc))
+    journal.close()

@@ -34,10 +34,18 @@ from ctxledger.storage._layout import (
     unpack_u32,
     unpack_u64,
 )
+from ctxledger.storage._lmdb_counters import (
+    COUNT_EVERY,
+    COUNTED_THROUGH,
+    RAW_BYTES,
+    STORED_BYTES,
+    count_bytes,
+)
 from ctxledger.storage.journal import RequestFailed
 
 __all__ = [
     "AppendOp",
+    "CountersOp",
     "Databases",
     "DictionaryOp",
     "DropSnapshotsOp",
@@ -101,6 +109,11 @@ class DropSnapshotsOp:
 
 
 @dataclass(slots=True)
+class CountersOp:
+    """Write the byte counters exactly, as a writer does when it closes (see ``_lmdb_counters``)."""
+
+
+@dataclass(slots=True)
 class DictionaryOp:
     """Store a framed zstd dictionary under the next id and make it the active one."""
 
@@ -144,10 +157,17 @@ class LmdbWriter:
         self._position = -1  # unknown until the first group reads it
         self._next_number = 1
         self._counters = [0, 0]  # raw payload bytes, stored frame bytes
+        # Where the counters stored in meta stop (None: they count every event), and the groups
+        # committed since they were last written (see _lmdb_counters).
+        self._counted: int | None = None
+        self._uncounted_groups = 0
         self._pending_numbers: dict[str, int] = {}
         self._pending_last: dict[int, int] = {}
         self._pending_position = 0
         self._pending_counters = [0, 0]
+        self._pending_counted: int | None = None
+        self._pending_uncounted = 0
+        self._pending_exact = False  # a CountersOp is in the group
         self._pending_dictionary: tuple[int, bytes] | None = None
         self._now = 0.0  # the commit timestamp of the open group
 
@@ -156,6 +176,9 @@ class LmdbWriter:
         self._sync_with_disk(txn)
         self._pending_position = self._position
         self._pending_counters = list(self._counters)
+        self._pending_counted = self._counted
+        self._pending_uncounted = self._uncounted_groups
+        self._pending_exact = False
         self._now = self._clock()
 
     def apply(self, txn: lmdb.Transaction, op: Any) -> tuple[Any, BaseException | None]:
@@ -178,6 +201,9 @@ class LmdbWriter:
             if isinstance(op, DropSnapshotsOp):
                 self._drop_snapshots(txn, op)
                 return None, None
+            if isinstance(op, CountersOp):
+                self._pending_exact = True
+                return None, None
             return self._dictionary(txn, op), None
         except (VersionConflictError, UnknownSessionError) as exc:
             return None, exc
@@ -196,11 +222,34 @@ class LmdbWriter:
             raise RequestFailed(error) from exc
 
     def finish_group(self, txn: lmdb.Transaction) -> None:
-        """Store the byte counters the group changed."""
-        if self._pending_counters != self._counters:
-            raw, stored = self._pending_counters
-            txn.put(b"raw_bytes", pack_u64(raw), db=self._dbs.meta)
-            txn.put(b"stored_bytes", pack_u64(stored), db=self._dbs.meta)
+        """Write the byte counters when they are due (see :mod:`._lmdb_counters`).
+
+        Every :data:`COUNT_EVERY` groups that stored events, with the position they count
+        through; exactly (without that position) when a :class:`CountersOp` asks. Between two
+        writes the stored counters lag: the first group that lets them lag records where.
+        """
+        meta = self._dbs.meta
+        changed = self._pending_counters != self._counters
+        if self._pending_exact and (changed or self._counted is not None):
+            self._write_counters(txn)
+            txn.delete(COUNTED_THROUGH, db=meta)
+            self._pending_counted, self._pending_uncounted = None, 0
+        elif not changed:
+            return
+        elif self._pending_uncounted + 1 >= COUNT_EVERY:
+            self._write_counters(txn)
+            txn.put(COUNTED_THROUGH, pack_u64(self._pending_position), db=meta)
+            self._pending_counted, self._pending_uncounted = self._pending_position, 0
+        else:
+            if self._counted is None:  # stored counters counted every event until this group
+                txn.put(COUNTED_THROUGH, pack_u64(self._position), db=meta)
+                self._pending_counted = self._position
+            self._pending_uncounted += 1
+
+    def _write_counters(self, txn: lmdb.Transaction) -> None:
+        raw, stored = self._pending_counters
+        txn.put(RAW_BYTES, pack_u64(raw), db=self._dbs.meta)
+        txn.put(STORED_BYTES, pack_u64(stored), db=self._dbs.meta)
 
     def group_committed(self) -> None:
         """Make the pending state of the committed group the committed state."""
@@ -209,6 +258,8 @@ class LmdbWriter:
         self._last.update(self._pending_last)
         self._position = self._pending_position
         self._counters = self._pending_counters
+        self._counted = self._pending_counted
+        self._uncounted_groups = self._pending_uncounted
         dictionary = self._pending_dictionary
         self._clear_pending()
         if dictionary is not None:
@@ -234,11 +285,9 @@ class LmdbWriter:
         self._last.clear()
         cursor = txn.cursor(db=self._dbs.session_ids)
         self._next_number = unpack_u64(cursor.key()) + 1 if cursor.last() else 1
-        meta = self._dbs.meta
-        self._counters = [
-            unpack_u64(txn.get(b"raw_bytes", b"\0" * 8, db=meta)),
-            unpack_u64(txn.get(b"stored_bytes", b"\0" * 8, db=meta)),
-        ]
+        raw, stored, self._counted = count_bytes(txn, self._dbs)
+        self._counters = [raw, stored]
+        self._uncounted_groups = 0
 
     def _number(self, txn: lmdb.Transaction, session_id: str) -> int | None:
         number = self._pending_numbers.get(session_id) or self._numbers.get(session_id)
@@ -293,7 +342,9 @@ class LmdbWriter:
             ) or not txn.put(
                 pack_u64(position), pack_pair(number, seq), append=True, db=dbs.global_
             ):
-                # The caches disagree with the disk: refuse rather than overwrite history.
+                # The caches disagree with the disk: refuse rather than overwrite history, and
+                # have the next group reload them from the disk.
+                self._position = -1
                 raise StorageError(
                     f"session {op.session_id!r} seq {seq} or position {position} exists"
                 )

@@ -13,7 +13,7 @@ table           rows
 ``events``      (session number, seq) -> position, commit time, the codec's frame
 ``snapshots``   (session number, seq) -> the frame of an opaque projection snapshot
 ``dicts``       dictionary id -> the frame of a zstd dictionary (never deleted)
-``leases``      session id -> host id, epoch, expiry (by the server's clock)
+``leases``      session id -> host id, epoch, expiry (by the server's clock), holder process
 ==============  =====================================================================
 
 Records are the codec's checksummed frames (:mod:`ctxledger.events.codec`), stored as they are,
@@ -73,7 +73,8 @@ CREATE TABLE IF NOT EXISTS {s}.leases (
     session_id text PRIMARY KEY,
     host_id text NOT NULL,
     epoch bigint NOT NULL,
-    expires_at timestamptz NOT NULL
+    expires_at timestamptz NOT NULL,
+    holder jsonb
 );
 INSERT INTO {s}.meta VALUES ('format', '{format}') ON CONFLICT DO NOTHING;
 """
@@ -330,18 +331,6 @@ class Statements:
     def lock_wait(self) -> str:
         """Bound the lock waits of the current transaction (``lock_timeout``)."""
         return "SELECT set_config('lock_timeout', %s, true)"
-
-    @cached_property
-    def acquire_lease(self) -> str:
-        """Take a lease that is free, expired or already the host's; bumps the epoch."""
-        return self._q(
-            "INSERT INTO {s}.leases AS l (session_id, host_id, epoch, expires_at) "
-            "VALUES (%s, %s, 1, clock_timestamp() + make_interval(secs => %s::float8)) "
-            "ON CONFLICT (session_id) DO UPDATE SET host_id = excluded.host_id, "
-            "epoch = l.epoch + 1, expires_at = excluded.expires_at "
-            "WHERE l.expires_at <= clock_timestamp() OR l.host_id = excluded.host_id "
-            "RETURNING epoch, extract(epoch FROM expires_at)::float8"
-        )
 
     @cached_property
     def renew_lease(self) -> str:

@@ -23,10 +23,16 @@ import lmdb
 import zstandard
 
 from ctxledger._logging import get_logger
-from ctxledger.errors import CorruptRecordError, StorageError
+from ctxledger.errors import CorruptRecordError, LogLockedError, StorageError
 from ctxledger.events.codec import Codec, Deferred
 from ctxledger.events.types import Event
-from ctxledger.storage._checks import check_append, check_range, check_snapshot, recorded_batch
+from ctxledger.storage._checks import (
+    check_append,
+    check_range,
+    check_snapshot,
+    recorded_batch,
+    stream_events,
+)
 from ctxledger.storage._layout import (
     STAMP_BODY_SIZE,
     STAMP_SIZE,
@@ -39,6 +45,7 @@ from ctxledger.storage._layout import (
     unpack_stamp,
     unpack_u64,
 )
+from ctxledger.storage._lmdb_counters import count_bytes
 from ctxledger.storage._lmdb_env import SharedEnvironment
 from ctxledger.storage._lmdb_writer import (
     AppendOp,
@@ -61,7 +68,6 @@ _log = get_logger(__name__)
 
 #: Initial map size; the map doubles whenever it fills (it is address space, not disk space).
 DEFAULT_MAP_SIZE = 1 << 30
-_ITER_CHUNK = 512  # events per read transaction when streaming
 _BODY_CHUNK = 2048  # the same for iter_bodies: each chunk costs a hand-off to the zstd worker
 _NO_SEQ = 1 << 64  # above every seq (keys are u64): a range without an end
 _MIN_SAMPLE = 64  # payloads smaller than this teach a dictionary nothing
@@ -114,17 +120,20 @@ class LmdbEventLog:
       Committed data survives the process being killed but NOT an OS crash or power loss. Unsafe:
       for tests and bulk imports only.
 
-    One process writes a directory at a time; other processes may open it ``readonly``.
+    One process writes a directory at a time, through one open handle: a second writing open
+    raises :class:`~ctxledger.errors.LogLockedError` naming the writer's pid. Any number of
+    ``readonly`` handles, in this process or others, read beside the writer.
 
     Attributes:
         path: The environment's directory.
         durability: The durability mode.
     """
 
-    def __init__(self, shared: SharedEnvironment) -> None:
+    def __init__(self, shared: SharedEnvironment, *, readonly: bool) -> None:
         """Wrap a shared environment; use :meth:`open` instead."""
         self._shared = shared
         self._closed = False
+        self._readonly = readonly
         self.path = Path(shared.path)
         self.durability = shared.durability
 
@@ -140,6 +149,10 @@ class LmdbEventLog:
     ) -> LmdbEventLog:
         """Open (creating if needed) the event log in directory ``path``.
 
+        One process writes a folder at a time: a writing open holds the folder's writer lock
+        until it closes (the kernel releases it if the process dies). Read-only opens take no
+        lock and work beside a writer, in this process or another.
+
         Args:
             path: The directory of the LMDB environment.
             durability: ``"sync"``, ``"group"`` or ``"none"`` (see the class docstring).
@@ -149,8 +162,10 @@ class LmdbEventLog:
 
         Raises:
             ConfigError: ``durability`` is not a durability mode.
-            StorageError: LMDB cannot open the environment, or the path is already open in this
-                process with another durability or ``readonly`` setting.
+            LogLockedError: Opening for writing while another process, or another open handle of
+                this process, writes the folder; the error names the folder and the writer's pid.
+            StorageError: LMDB cannot open the environment, or the path is open in this process
+                with another durability (or only read-only, when writing is asked for).
         """
         durability = check_durability(durability)
         key = os.path.realpath(os.fspath(path))
@@ -160,15 +175,19 @@ class LmdbEventLog:
                 shared = _REGISTRY[key] = SharedEnvironment(
                     key, durability, map_size, readonly, clock
                 )
-            elif (shared.durability, shared.readonly) != (durability, readonly):
-                raise StorageError(
-                    f"{key!r} is already open in this process with durability="
-                    f"{shared.durability!r}, readonly={shared.readonly}; close it first"
-                )
-            else:
-                shared.clear_stale_readers()
-                shared.refs += 1
-        return cls(shared)
+                return cls(shared, readonly=readonly)
+            if not readonly:
+                if shared.journal is not None:
+                    raise LogLockedError(key, os.getpid())
+                if shared.durability != durability:
+                    raise StorageError(
+                        f"{key!r} is already open in this process with durability="
+                        f"{shared.durability!r}; close it first"
+                    )
+                shared.take_writer(clock)
+            shared.clear_stale_readers()
+            shared.refs += 1
+        return cls(shared, readonly=readonly)
 
     def __enter__(self) -> LmdbEventLog:
         """Return this handle; :meth:`close` runs when the block ends."""
@@ -184,7 +203,11 @@ class LmdbEventLog:
         self.close()
 
     def close(self) -> None:
-        """Release this handle; the last handle on a path commits pending appends and closes it."""
+        """Release this handle; the last handle on a path commits pending appends and closes it.
+
+        Closing the writing handle stops its journal (after committing what it holds) and
+        releases the folder's writer lock, even while read-only handles stay open.
+        """
         with _REGISTRY_LOCK:  # held while closing, so that a re-open waits for the close
             if self._closed:
                 return
@@ -194,6 +217,8 @@ class LmdbEventLog:
             if not shared.refs:
                 del _REGISTRY[shared.path]
                 shared.close()
+            elif not self._readonly:
+                shared.release_writer()
 
     # --- writes -------------------------------------------------------------------------------
 
@@ -327,13 +352,7 @@ class LmdbEventLog:
         self, session_id: str, from_seq: int = 1, to_seq: int | None = None
     ) -> Iterator[RecordedEvent]:
         """Stream the session's events, one short read transaction per chunk of 512."""
-        first, _ = check_range(from_seq, to_seq, None)
-        while True:
-            chunk = self.read(session_id, first, to_seq, limit=_ITER_CHUNK)
-            yield from chunk
-            if len(chunk) < _ITER_CHUNK:
-                return
-            first = chunk[-1].seq + 1
+        return stream_events(self.read, session_id, from_seq, to_seq)
 
     def iter_bodies(
         self, session_id: str, from_seq: int = 1, to_seq: int | None = None
@@ -521,8 +540,7 @@ class LmdbEventLog:
                 )
                 for number, name in txn.cursor(db=shared.dbs.session_ids)
             }
-            raw = unpack_u64(txn.get(b"raw_bytes", b"\0" * 8, db=shared.dbs.meta))
-            stored = unpack_u64(txn.get(b"stored_bytes", b"\0" * 8, db=shared.dbs.meta))
+            raw, stored, _ = count_bytes(txn, shared.dbs)
             info = shared.env.info()
             page_size = shared.env.stat()["psize"]
         data_file = self.path / "data.mdb"
@@ -548,7 +566,7 @@ class LmdbEventLog:
         if self._closed:
             raise StorageError("the event log is closed")
         journal = self._shared.journal
-        if journal is None:
+        if journal is None or self._readonly:
             raise StorageError(f"the event log at {str(self.path)!r} is open read-only")
         return journal
 

@@ -23,13 +23,13 @@ from ctxledger.storage._checks import (
     check_snapshot,
     encode_checked,
     recorded_batch,
+    stream_events,
 )
 from ctxledger.storage.leases import DEFAULT_LEASE_TTL, Lease, check_lease_request
 from ctxledger.storage.protocol import AppendCallback, RecordedEvent
 
 __all__ = ["MemoryEventLog"]
 
-_ITER_CHUNK = 512
 
 
 class MemoryEventLog:
@@ -139,13 +139,7 @@ class MemoryEventLog:
         self, session_id: str, from_seq: int = 1, to_seq: int | None = None
     ) -> Iterator[RecordedEvent]:
         """Stream the session's events in chunks of 512."""
-        first, _ = check_range(from_seq, to_seq, None)
-        while True:
-            chunk = self.read(session_id, first, to_seq, limit=_ITER_CHUNK)
-            yield from chunk
-            if len(chunk) < _ITER_CHUNK:
-                return
-            first = chunk[-1].seq + 1
+        return stream_events(self.read, session_id, from_seq, to_seq)
 
     def iter_bodies(
         self, session_id: str, from_seq: int = 1, to_seq: int | None = None

@@ -65,7 +65,13 @@ from ctxledger.errors import (
 )
 from ctxledger.events.codec import Codec
 from ctxledger.events.types import Event
-from ctxledger.storage._checks import check_append, check_range, check_snapshot, recorded_batch
+from ctxledger.storage._checks import (
+    check_append,
+    check_range,
+    check_snapshot,
+    recorded_batch,
+    stream_events,
+)
 from ctxledger.storage._group_commit import GroupCommitter
 from ctxledger.storage._pg_connect import Listener, Reader, connect, describe_dsn
 from ctxledger.storage._pg_leases import LOCK_WAIT, LeaseTable
@@ -88,7 +94,6 @@ logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 #: The schema a log lives in unless opened with another.
 DEFAULT_SCHEMA = "ctxledger"
-_ITER_CHUNK = 512  # events per query when streaming
 _BODY_CHUNK = 2048  # the same for iter_bodies
 _NO_SEQ = (1 << 63) - 1  # above every seq: a range without an end
 _MIN_SAMPLE = 64  # payloads smaller than this teach a dictionary nothing
@@ -400,13 +405,7 @@ class PostgresEventLog:
         self, session_id: str, from_seq: int = 1, to_seq: int | None = None
     ) -> Iterator[RecordedEvent]:
         """Stream the session's events, one query per chunk of 512."""
-        first, _ = check_range(from_seq, to_seq, None)
-        while True:
-            chunk = self.read(session_id, first, to_seq, limit=_ITER_CHUNK)
-            yield from chunk
-            if len(chunk) < _ITER_CHUNK:
-                return
-            first = chunk[-1].seq + 1
+        return stream_events(self.read, session_id, from_seq, to_seq)
 
     def iter_bodies(
         self, session_id: str, from_seq: int = 1, to_seq: int | None = None

@@ -1,9 +1,10 @@
 """The :class:`EventLog` protocol every storage backend implements, and :class:`RecordedEvent`.
 
-Backends are checked by one contract test suite (``tests/contract``); a behaviour described here
-and not tested there is a bug in the suite. The limits every backend must be able to store
-(:data:`MAX_SESSION_ID_BYTES`) are checked by :func:`check_session_id`, which backends call
-before they queue or write anything.
+Backends are checked by one contract test suite, published as
+:class:`ctxledger.testing.EventLogContract` so that a backend of your own runs it too; a
+behaviour described here and not tested there is a bug in the suite. The limits every backend
+must be able to store (:data:`MAX_SESSION_ID_BYTES`) are checked by :func:`check_session_id`,
+which backends call before they queue or write anything.
 """
 
 from __future__ import annotations

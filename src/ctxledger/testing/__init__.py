@@ -16,6 +16,14 @@
   them over generated sessions under a family of marks
   (``PolicyMachine.configured(window=..., settings=...)``).
 
+* :class:`EventLogContract` is the storage contract suite as a pytest base class: subclass it
+  with a ``make_log(self, tmp_path)`` and every case runs against your own backend (needs
+  ``pytest``, imported on first use).
+
+* :mod:`ctxledger.testing.processes` (import it by name) owns the child processes of crash
+  tests: ``child_process`` kills, reaps and closes the pipes of a child however its block ends,
+  ``complete_lines`` drops a line torn by SIGKILL.
+
 ``import ctxledger`` never imports this module.
 """
 
@@ -41,6 +49,7 @@ from ctxledger.testing.policy import (
 
 __all__ = [
     "DomainSession",
+    "EventLogContract",
     "PolicyMachine",
     "PolicyRun",
     "PolicyStep",
@@ -60,6 +69,7 @@ __all__ = [
 ]
 
 _STRATEGIES = ("conversations", "messages", "texts")
+_CONTRACT = ("contract", "_contract_reads", "_contract_support", "_contract_writes")
 
 
 def __getattr__(name: str) -> Any:
@@ -68,6 +78,14 @@ def __getattr__(name: str) -> Any:
         from ctxledger.testing import strategies
 
         return getattr(strategies, name)
+    if name == "EventLogContract":
+        import pytest  # a test extra, like hypothesis: only for the one who asks
+
+        # Before the import: pytest then rewrites the suite's asserts to explain failures.
+        pytest.register_assert_rewrite(*(f"ctxledger.testing.{name}" for name in _CONTRACT))
+        from ctxledger.testing.contract import EventLogContract
+
+        return EventLogContract
     if name == "SessionMachine":
         from ctxledger.testing.machine import SessionMachine
 

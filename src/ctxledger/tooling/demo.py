@@ -33,6 +33,7 @@ from ctxledger.replay import VerifyReport, verify
 from ctxledger.runtime.host import Host
 from ctxledger.storage import LmdbEventLog
 from ctxledger.tooling.demo_worker import AgentPlan, Plan, agent_steps, strip_seq
+from ctxledger.tooling.report import write_report
 from ctxledger.tooling.timeline import Timeline, session_timeline, split_steps
 from ctxledger.tooling.traces import read_trace
 
@@ -102,6 +103,8 @@ class DemoResult:
     verify_after_crash: VerifyReport | None = None
     verify_at_end: VerifyReport | None = None
     plot: Path | None = None
+    report: Path | None = None
+    report_session: str = ""
     seconds: float = 0.0
     waited: dict[str, float] = field(default_factory=dict)
 
@@ -189,6 +192,10 @@ def run_demo(
             session_timeline(log, a.session_id, tokenizer=tokenizer) for a in plan.agents
         ]
     result.plot = _plot(result.timelines, plan.agents, paths.plot, err)
+    result.report_session = _report_agent(result.timelines)
+    if result.report_session:
+        with LmdbEventLog.open(paths.log, readonly=True) as log:
+            result.report = write_report(log, result.report_session, paths.report).path
     result.seconds = time.perf_counter() - started
     print(file=out)
     print(_table(result.timelines, plan.agents, result.waited), file=out)
@@ -207,6 +214,7 @@ class _Paths:
     plan: Path
     worker_log: Path
     plot: Path
+    report: Path
 
 
 def _prepare(options: DemoOptions) -> tuple[Plan, _Paths]:
@@ -222,11 +230,18 @@ def _prepare(options: DemoOptions) -> tuple[Plan, _Paths]:
     if steps < 4:
         raise DemoFailed("--steps must be at least 4")
     root = options.directory
-    paths = _Paths(root, root / "log", root / "plan.json", root / "worker.log", root / "tokens.png")
+    paths = _Paths(
+        root,
+        root / "log",
+        root / "plan.json",
+        root / "worker.log",
+        root / "tokens.png",
+        root / "report.html",
+    )
     root.mkdir(parents=True, exist_ok=True)
     # The demo owns these names inside its folder and starts afresh; nothing else is touched.
     shutil.rmtree(paths.log, ignore_errors=True)
-    for stale in (paths.plan, paths.worker_log, paths.plot):
+    for stale in (paths.plan, paths.worker_log, paths.plot, paths.report):
         stale.unlink(missing_ok=True)
     agents = [
         AgentPlan(
@@ -483,6 +498,12 @@ def _summary(result: DemoResult, plan: Plan) -> str:
             f"(background compaction from {config.sizes().prepare_tokens:,} tokens)",
         ),
         ("plot", str(result.plot) if result.plot else "skipped (matplotlib is not installed)"),
+        (
+            "report",
+            f"{result.report} (session {result.report_session}: open it in a browser)"
+            if result.report
+            else "none (no session served a view)",
+        ),
         ("time", f"{result.seconds:.1f} s"),
         ("result", "OK" if result.ok else "FAILED"),
     ]
@@ -500,6 +521,19 @@ def _verdict(report: VerifyReport | None) -> str:
     if report.ok:
         return f"ok ({report.views_checked:,} served views reproduced, 0 mismatches)"
     return f"FAILED ({len(report.mismatches)} mismatches)"
+
+
+def _report_agent(timelines: Sequence[Timeline]) -> str:
+    """The session whose report shows the most: the most kinds of compaction, then the most."""
+    ranked = sorted(
+        (t for t in timelines if t.steps),
+        key=lambda t: (
+            -len({c.layer for c in t.compactions}),
+            -len(t.compactions),
+            t.session_id,
+        ),
+    )
+    return ranked[0].session_id if ranked else ""
 
 
 def _plot(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-__all__ = ["clip", "human_bytes", "human_time", "human_tokens", "table"]
+__all__ = ["clip", "human_bytes", "human_seconds", "human_time", "human_tokens", "table"]
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, right: str = "") -> str:
@@ -50,6 +50,19 @@ def human_bytes(value: float) -> str:
         if abs(value) >= scale:
             return f"{value / scale:.1f} {suffix}"
     return f"{value:.0f} B"
+
+
+def human_seconds(seconds: float) -> str:
+    """A duration as people say it: 0 s, 0.4 ms, 12 ms, 1.25 s, 42.0 s, 3 min 5 s."""
+    if seconds <= 0:
+        return "0 s"
+    if seconds < 0.001:
+        return f"{seconds * 1000:.1f} ms"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.2f} s" if seconds < 10 else f"{seconds:.1f} s"
+    return f"{int(seconds // 60)} min {round(seconds % 60)} s"
 
 
 def human_time(timestamp: float) -> str:

@@ -16,12 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LAYERS", "MAX_PANELS", "TokenSeries", "plot_token_series"]
+from ctxledger.tooling.format import human_seconds
+
+__all__ = ["FORMATS", "LAYERS", "MAX_PANELS", "TokenSeries", "placed_notes", "plot_token_series"]
 
 #: Compaction layers, cheapest first, as the design names them.
 LAYERS: tuple[str, ...] = ("micro", "auto", "manual", "reactive")
 #: Sessions per figure; more panels would be too small to read.
 MAX_PANELS = 6
+#: File suffixes a plot can be written as (the format follows the suffix).
+FORMATS = (".png", ".svg", ".pdf")
 
 # Marker style per layer: colour-blind-safe colours (Okabe-Ito) and distinct shapes, so the
 # layers stay apart in greyscale prints too.
@@ -35,6 +39,8 @@ _HISTORY_COLOR, _VIEW_COLOR, _THRESHOLD_COLOR = "#7f7f7f", "#0072B2", "#CC79A7"
 # Beyond this ratio of history to view (in any panel), a linear axis flattens the view into a
 # line at the bottom; a log axis keeps both readable.
 _LOG_SCALE_RATIO = 8
+# A panel has room for about this many duration labels side by side.
+_NOTE_SLOTS = 14
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,24 @@ def _wants_log_scale(series: TokenSeries) -> bool:
     return 0 < peak_view * _LOG_SCALE_RATIO < max(series.history_tokens, default=0)
 
 
+def placed_notes(series: TokenSeries) -> list[tuple[int, str, int]]:
+    """The notes a panel draws, as ``(step, text, level)``: labels too close to the one before
+    would print over it, so a note is skipped unless it is at least 1/:data:`_NOTE_SLOTS` of
+    the panel's width from the last one drawn, and near neighbours alternate between two
+    heights (``level`` 0 or 1)."""
+    if not series.steps:
+        return []
+    span = max(series.steps[-1] - series.steps[0], 1)
+    gap = span / _NOTE_SLOTS
+    placed: list[tuple[int, str, int]] = []
+    for step, text in sorted(series.notes):
+        if placed and step - placed[-1][0] < gap:
+            continue
+        level = 1 - placed[-1][2] if placed and step - placed[-1][0] < 2 * gap else 0
+        placed.append((step, text, level))
+    return placed
+
+
 def _draw_panel(axes: Any, series: TokenSeries, log_scale: bool) -> None:
     from matplotlib.ticker import FuncFormatter
 
@@ -149,10 +173,9 @@ def _draw_panel(axes: Any, series: TokenSeries, log_scale: bool) -> None:
             heights = [_marker_height(series, step) for step in points]
             axes.scatter(points, heights, zorder=3, label=f"{layer} compaction",
                          edgecolors="white", linewidths=0.6, **_LAYER_STYLE[layer])
-    for step, text in series.notes:
-        if steps:
-            axes.annotate(text, (step, _marker_height(series, step)), textcoords="offset points",
-                          xytext=(0, 7), ha="center", fontsize=6.5, color="#555555")
+    for step, text, level in placed_notes(series):
+        axes.annotate(text, (step, _marker_height(series, step)), textcoords="offset points",
+                      xytext=(0, 7 + 9 * level), ha="center", fontsize=6.5, color="#555555")
     peak_view = max(series.view_tokens, default=0)
     peak_history = max(series.history_tokens, default=0)
     if log_scale:
@@ -171,7 +194,9 @@ def _draw_panel(axes: Any, series: TokenSeries, log_scale: bool) -> None:
     for side in ("top", "right"):
         axes.spines[side].set_visible(False)
     axes.set_title(series.session_id, fontsize=10, fontweight="bold", loc="left")
-    summariser = f" · summariser {series.summary_seconds:.1f} s" if series.summary_seconds else ""
+    summariser = (
+        f" · summariser {human_seconds(series.summary_seconds)}" if series.summary_seconds else ""
+    )
     axes.set_title(
         f"peak view {_short(peak_view)} · history {_short(peak_history)} · "
         f"{len(series.compactions)} compactions{summariser}",
@@ -182,22 +207,26 @@ def _draw_panel(axes: Any, series: TokenSeries, log_scale: bool) -> None:
 def plot_token_series(
     series: Sequence[TokenSeries], path: str | os.PathLike[str], *, title: str | None = None
 ) -> Path:
-    """Draw one panel per session and write the figure as a PNG.
+    """Draw one panel per session and write the figure as PNG, SVG or PDF (by its suffix).
 
     Args:
         series: One to :data:`MAX_PANELS` sessions.
-        path: Where to write the PNG; parent folders must exist.
+        path: Where to write it, ending in one of :data:`FORMATS`; parent folders must exist.
         title: A title above all panels.
 
     Returns:
         The path written.
 
     Raises:
-        ValueError: No series, or more than :data:`MAX_PANELS`.
+        ValueError: No series, more than :data:`MAX_PANELS`, or a suffix not in
+            :data:`FORMATS`.
         ImportError: matplotlib is not installed (``pip install 'ctxledger[plot]'``).
     """
     if not series:
         raise ValueError("nothing to plot: no token series given")
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise ValueError(f"a plot is written as {', '.join(FORMATS)}: not '{Path(path).name}'")
     if len(series) > MAX_PANELS:
         raise ValueError(f"at most {MAX_PANELS} sessions fit one figure, got {len(series)}")
     figure_class = _figure_class()
@@ -221,5 +250,5 @@ def plot_token_series(
     if title:
         figure.suptitle(title, fontsize=12, fontweight="bold")
     target = Path(path)
-    figure.savefig(target, format="png", dpi=110)
+    figure.savefig(target, format=suffix[1:], dpi=110)
     return target

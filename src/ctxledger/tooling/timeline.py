@@ -32,6 +32,7 @@ from ctxledger.events import (
 from ctxledger.messages import Message
 from ctxledger.runtime.loading import fold_session
 from ctxledger.storage import EventLog, RecordedEvent
+from ctxledger.tooling.format import human_seconds
 from ctxledger.tooling.plotting import TokenSeries
 
 __all__ = [
@@ -151,9 +152,8 @@ class Timeline:
         """
         marks = [(step.index, "micro") for step in self.steps if step.masking_advanced]
         marks += [(c.step, c.layer) for c in self.compactions]
-        notes = [
-            (c.step, f"{c.summary_seconds:.1f} s") for c in self.compactions if c.summary_seconds
-        ]
+        timed = [c for c in self.compactions if c.summary_seconds]
+        notes = [(c.step, human_seconds(c.summary_seconds)) for c in timed]
         thresholds = [step.threshold for step in self.steps]
         fixed = len(set(thresholds)) <= 1
         return TokenSeries(

@@ -20,6 +20,6 @@ assert "hypothesis" in sys.modules
 def test_import_graph() -> None:
     """`import ctxledger` loads neither ctxledger.testing nor hypothesis; strategies load it."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE], capture_output=True, text=True, check=False
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, check=False, timeout=120
     )
     assert done.returncode == 0, done.stderr

@@ -1,0 +1,192 @@
+"""OpenTelemetry traces and metrics of what the context layer did (extra ``otel``).
+
+:class:`CtxledgerInstrumentor` follows the OpenTelemetry instrumentor convention
+(``CtxledgerInstrumentor().instrument(tracer_provider=..., meter_provider=...)``,
+``uninstrument()``): it wraps public methods of :class:`ctxledger.Session`,
+:class:`ctxledger.Host` and the HTTP summarisers when instrumented and unwraps them after, so an
+application that never instruments pays nothing.
+
+Spans (each carries ``gen_ai.conversation.id`` = the session id, so they join the agent
+framework's own spans in Langfuse, Phoenix or any OTLP backend):
+
+- ``ctxledger.prepare_step`` around :meth:`Session.prepare_step` (and its async twin), with the
+  view's estimate, token count, message count, newest seq and checkpoint; ``ctxledger.compact``,
+  ``ctxledger.reactive_compact`` and ``ctxledger.compact_if_needed`` around those calls.
+- ``ctxledger.compaction`` for each compaction, made from the events the session recorded
+  (read back from the log, newest first, after a call that compacted, whose view shows a new
+  checkpoint, or that took 20 ms or more, so nothing of the runtime is hooked): attributes
+  ``ctxledger.compaction.reason``, ``.tokens_before``, ``.tokens_after``, ``.prepared``,
+  ``.waited_seconds``, ``.summarizer`` (and ``.checkpoint_id``, ``.summary_seconds``); a child of
+  the call that made it, from its ``CompactionStarted`` to its ``CheckpointCreated``. A failed
+  compaction is one too, with an error status. A summary prepared in the background is a
+  ``ctxledger.summary.prepare`` span of its own trace, linked from the compaction that uses it.
+- Each call of an LLM summariser (:class:`~ctxledger.OpenAIChatSummarizer`,
+  :class:`~ctxledger.AnthropicSummarizer`) as a GenAI client span ``chat <model>``
+  (``gen_ai.operation.name``, ``gen_ai.provider.name``, ``gen_ai.request.model``,
+  ``gen_ai.response.model``, ``gen_ai.usage.input_tokens`` / ``output_tokens``,
+  ``server.address``, ``error.type``), timed when the call was made and placed under the
+  compaction it served once the log shows which one that was.
+
+Metrics: ``ctxledger.view.tokens`` (histogram of served views' estimates),
+``ctxledger.compactions`` (counter by ``ctxledger.compaction.reason``, ``.prepared`` and
+``.outcome``), ``ctxledger.compaction.wait`` (histogram of seconds the agent waited on summaries).
+
+Limits: a compaction that failed within a fast ``prepare_step`` (an offline summariser that
+raised) and a summary prepared in the background but never used are traced when the log is
+next read back (at the latest when the host closes, up to its last 512 events); an LLM call is
+matched with its compaction by the summary text it returned.
+
+Instrument before opening hosts: a session is traced fully when it was opened through
+:meth:`Host.session` (or ``asession``, or :meth:`Session.fork`) while instrumented; the log it
+lives in is learnt there.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import time
+import weakref
+from collections.abc import Callable, Collection
+from typing import Any
+
+try:
+    from opentelemetry import metrics, trace
+    from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
+        BaseInstrumentor,
+    )
+    from opentelemetry.instrumentation.utils import unwrap
+    from wrapt import wrap_function_wrapper
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "ctxledger.integrations.otel needs OpenTelemetry: pip install 'ctxledger[otel]'"
+    ) from exc
+
+import ctxledger
+from ctxledger import AnthropicSummarizer, Host, OpenAIChatSummarizer, Session
+from ctxledger.integrations._otel_calls import SummaryCalls
+from ctxledger.integrations._otel_spans import CONVERSATION_ID, Telemetry
+
+__all__ = ["CONVERSATION_ID", "CtxledgerInstrumentor"]
+
+_SESSION_CALLS = {
+    "prepare_step": "ctxledger.prepare_step",
+    "aprepare_step": "ctxledger.prepare_step",
+    "compact": "ctxledger.compact",
+    "acompact": "ctxledger.compact",
+    "reactive_compact": "ctxledger.reactive_compact",
+    "areactive_compact": "ctxledger.reactive_compact",
+    "compact_if_needed": "ctxledger.compact_if_needed",
+    "acompact_if_needed": "ctxledger.compact_if_needed",
+}
+_OPENERS = (("Host", Host, "session"), ("Host", Host, "asession"), ("Session", Session, "fork"))
+_SUMMARIZERS: tuple[type, ...] = (OpenAIChatSummarizer, AnthropicSummarizer)
+
+
+class CtxledgerInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Traces and measures ctxledger sessions (see the module docstring).
+
+    A singleton, as every OpenTelemetry instrumentor: ``CtxledgerInstrumentor()`` is always the
+    same object, ``instrument()`` twice warns and does nothing.
+
+    Example:
+        >>> from ctxledger.integrations.otel import CtxledgerInstrumentor
+        >>> CtxledgerInstrumentor().instrument()    # the global providers
+        >>> CtxledgerInstrumentor().uninstrument()
+    """
+
+    _telemetry: Telemetry | None = None
+    _inherited: dict[type, bool] = {}  # noqa: RUF012 - one instance (a singleton)
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        """Nothing outside ctxledger is instrumented."""
+        return ()
+
+    def _instrument(self, **kwargs: Any) -> None:
+        tracer = trace.get_tracer(
+            __name__, ctxledger.__version__, kwargs.get("tracer_provider")
+        )
+        meter = metrics.get_meter(__name__, ctxledger.__version__, kwargs.get("meter_provider"))
+        telemetry = self._telemetry = Telemetry(tracer, meter, SummaryCalls())
+        logs: weakref.WeakKeyDictionary[Session, Any] = weakref.WeakKeyDictionary()
+        telemetry.log_of = logs.get
+        lock = threading.Lock()
+
+        def learn(session: object, log: object) -> None:
+            if isinstance(session, Session):
+                with lock:
+                    logs[session] = log
+
+        def opened(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+            if inspect.iscoroutinefunction(wrapped):
+
+                async def opening() -> Any:
+                    session = await wrapped(*args, **kwargs)
+                    learn(session, instance.log)
+                    return session
+
+                return opening()
+            session = wrapped(*args, **kwargs)
+            learn(session, instance.log if isinstance(instance, Host) else logs.get(instance))
+            return session
+
+        def closing(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+            if not instance.closed:
+                telemetry.flush(instance.log)
+            return wrapped(*args, **kwargs)
+
+        for _name, owner, method in _OPENERS:
+            wrap_function_wrapper(owner, method, opened)
+        wrap_function_wrapper(Host, "close", closing)
+        for method, span_name in _SESSION_CALLS.items():
+            wrap_function_wrapper(Session, method, _call_wrapper(telemetry, span_name))
+        for summarizer in _SUMMARIZERS:
+            # __call__ is inherited: note it, so uninstrument() leaves the class as it was.
+            self._inherited[summarizer] = "__call__" not in vars(summarizer)
+            wrap_function_wrapper(summarizer, "__call__", telemetry.calls.wrap_call)
+            wrap_function_wrapper(summarizer, "answer", telemetry.calls.wrap_answer)
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        for _name, owner, method in _OPENERS:
+            unwrap(owner, method)
+        unwrap(Host, "close")
+        for method in _SESSION_CALLS:
+            unwrap(Session, method)
+        for summarizer in _SUMMARIZERS:
+            unwrap(summarizer, "answer")
+            if self._inherited.pop(summarizer, False):
+                delattr(summarizer, "__call__")
+            else:
+                unwrap(summarizer, "__call__")
+        self._telemetry = None
+
+
+def _call_wrapper(telemetry: Telemetry, span_name: str) -> Callable[..., Any]:
+    """The wrapper of one traced Session method (a coroutine function gets an async one)."""
+
+    def wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        if inspect.iscoroutinefunction(wrapped):
+            return _acall(telemetry, span_name, wrapped, instance, args, kwargs)
+        started = time.time_ns()
+        with telemetry.call_span(span_name, instance.id) as span:
+            result = wrapped(*args, **kwargs)
+            telemetry.finish_call(instance, span, started, result)
+            return result
+
+    return functools.update_wrapper(wrapper, _call_wrapper)
+
+
+async def _acall(
+    telemetry: Telemetry,
+    span_name: str,
+    wrapped: Callable[..., Any],
+    instance: Any,
+    args: Any,
+    kwargs: Any,
+) -> Any:
+    started = time.time_ns()
+    with telemetry.call_span(span_name, instance.id) as span:
+        result = await wrapped(*args, **kwargs)
+        telemetry.finish_call(instance, span, started, result)
+        return result

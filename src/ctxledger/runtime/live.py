@@ -1,0 +1,161 @@
+"""A history actor's per-session bookkeeping: the state, the command in progress, the writes.
+
+:class:`Live` is everything a history actor holds for one session; :class:`Op` a command being
+carried out; :class:`Write` a batch on its way to the journal. :func:`fail_work` is the one
+place that fails the callers waiting on a session's work, for every reason the work can end
+early (a failed request, a lost lease, a dead or stopped actor), so that none of them is
+forgotten and no mark (``writing``, an op, a queue) outlives the work it stood for.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ctxledger.domain import Job, Request, SessionState
+from ctxledger.events import Event
+from ctxledger.runtime.messages import Command
+from ctxledger.runtime.waiters import Reply
+from ctxledger.storage import Lease, RecordedEvent
+
+__all__ = ["Live", "Op", "Write", "fail", "fail_work"]
+
+
+class Write:
+    """A batch of one session in the journal; a session has at most one at a time."""
+
+    __slots__ = ("events", "on_done", "op", "reply", "snapshot", "token", "value")
+
+    def __init__(
+        self,
+        token: int,
+        events: Sequence[Event],
+        on_done: Callable[[list[RecordedEvent] | None, BaseException | None], None] | None,
+        reply: Reply | None,
+        value: Any,
+        op: Op | None,
+    ) -> None:
+        self.token = token
+        self.events = events
+        self.on_done = on_done
+        self.reply = reply  # answered by the journal itself once the batch is durable
+        self.value = value
+        self.op = op  # the command in progress the batch belongs to, if any
+        # Instead of events: a snapshot (seq, data), stored by a projection actor. It goes
+        # through the session's write queue, so a command after it finds it stored.
+        self.snapshot: tuple[int, bytes] | None = None
+
+
+class Live:
+    """A session's state in memory and the work in progress on it."""
+
+    __slots__ = (
+        "background",
+        "background_timer",
+        "bound",
+        "id",
+        "last_event_seq",
+        "lease",
+        "op",
+        "pending_writes",
+        "prepare_pending",
+        "pressure_sent",
+        "queue",
+        "quiet_until",
+        "settle_replies",
+        "state",
+        "writing",
+    )
+
+    def __init__(self, session_id: str) -> None:
+        self.id = session_id
+        self.state: SessionState | None = None  # None while the projection actors load it
+        self.last_event_seq = 0
+        self.lease: Lease | None = None  # on a shared log: every write is fenced with it
+        self.queue: deque[Command] = deque()  # commands waiting for the current one
+        self.op: Op | None = None  # the command being carried out
+        self.writing: Write | None = None
+        self.pending_writes: deque[Write] = deque()
+        self.background: Job | None = None  # a background summary being written
+        self.background_timer: int | None = None
+        self.prepare_pending = False
+        self.pressure_sent = False
+        self.settle_replies: list[Reply] = []
+        self.bound: int | None = None  # an upper bound of the background estimate, in tokens
+        self.quiet_until = 0  # no background compaction is looked for before this seq
+
+    @property
+    def idle(self) -> bool:
+        """Whether nothing is in progress or waiting on the session (it may be evicted)."""
+        return (
+            self.state is not None
+            and self.op is None
+            and not self.queue
+            and self.writing is None
+            and self.background is None
+            and not self.pending_writes
+            and not self.settle_replies
+        )
+
+
+class Op:
+    """A command in progress: a decision writing, or waiting for a summary (its own or one in the
+    background)."""
+
+    __slots__ = (
+        "attempt",
+        "command",
+        "handed_off",
+        "job",
+        "job_started",
+        "job_timer",
+        "request",
+        "wait_started",
+        "waited",
+        "waiting_for",
+    )
+
+    def __init__(self, command: Command, request: Request | None = None) -> None:
+        self.command = command
+        self.request = request
+        self.attempt = 0
+        self.job: Job | None = None
+        self.job_started = 0.0
+        self.job_timer: int | None = None
+        self.waiting_for: str | None = None
+        self.wait_started = 0.0
+        self.waited = 0.0
+        self.handed_off = False  # the reply went to the journal with the last batch
+
+
+def fail(reply: Reply, error: BaseException) -> None:
+    """Make the caller waiting on ``reply`` raise ``error`` (a no-op if it was answered)."""
+    reply.resolve(None, error)
+
+
+def fail_work(live: Live, error: BaseException, *, queued: bool) -> None:
+    """Fail the callers waiting on the work in progress of ``live`` and forget that work.
+
+    The command in progress (unless its reply already went to the journal with its last batch,
+    which answers it) and the batches not yet handed to the journal fail with ``error``. With
+    ``queued`` the commands waiting for their turn and the callers of ``wait_background`` fail
+    too; without, they stay queued for the session's next state. The batch in the journal, if
+    any (``live.writing``), is left to the journal, which answers its caller.
+    """
+    op = live.op
+    if op is not None and not op.handed_off:
+        fail(op.command.reply, error)
+    for write in live.pending_writes:
+        if write.reply is not None:
+            fail(write.reply, error)
+    live.op = None
+    live.pending_writes.clear()
+    live.prepare_pending = False
+    if queued:
+        for command in live.queue:
+            fail(command.reply, error)
+        for reply in live.settle_replies:
+            fail(reply, error)
+        live.queue.clear()
+        live.settle_replies.clear()
