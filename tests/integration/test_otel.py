@@ -191,7 +191,10 @@ def test_a_failed_llm_call_is_an_error_span_under_a_failed_compaction(
     with (
         FakeLLMServer(status=500, body="boom") as server,
         OpenAIChatSummarizer(server.openai_base_url, "fake-gpt") as summarizer,
-        Host.open(tmp_path / "db", config=CONFIG, summarizer=summarizer) as host,
+        # No background summary: the failing one is the manual compaction, alone.
+        Host.open(
+            tmp_path / "db", config=CONFIG.replace(prepare_threshold=0.0), summarizer=summarizer
+        ) as host,
     ):
         session = host.session("fails")
         for step in iter_agent_steps(2, steps=6):

@@ -306,7 +306,7 @@ def test_a_dead_budget_actor_is_logged_and_started_again_on_use(
 
     monkeypatch.setattr(BudgetActor, "on_receive", _raise_once(BudgetActor.on_receive))
     config = Config(
-        context_window=2000, compression_threshold=0.5, min_retain_rounds=1, prepare_threshold=0.5
+        context_window=2000, compression_threshold=0.5, min_retain_rounds=1, prepare_threshold=0.7
     )
     with capture_logs() as logs, Host.open(tmp_path / "db", config=config) as host:
         session = host.session("s")

@@ -48,6 +48,7 @@ class _Cursor:
     started: dict[str, tuple[int, bool]] = field(default_factory=dict)
     prepared: dict[str, tuple[int, SpanContext | None]] = field(default_factory=dict)
     last_agent_ns: int = 0
+    calls_seen: int = 0
 
 
 class Telemetry:
@@ -128,12 +129,18 @@ class Telemetry:
             if cursor is not None:
                 # Reading the log back costs more than the span: only when something may have
                 # happened in this call (a new checkpoint, or long enough for a summariser).
+                # An LLM summariser call finished since the last read (a background summary
+                # between two steps, maybe superseded before any checkpoint used it): read it
+                # back now, while it is still behind the previous step's view.
+                finished = self.calls.finished
                 read = (
                     cursor.event_seq is None
                     or result.checkpoint_id != cursor.checkpoint_id
+                    or finished != cursor.calls_seen
                     or time.time_ns() - started_ns > _SLOW_NS
                 )
                 cursor.checkpoint_id = result.checkpoint_id
+                cursor.calls_seen = finished
         elif isinstance(result, CompactionResult):
             waited = result.waited_seconds
             span.set_attributes(
