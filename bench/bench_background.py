@@ -91,6 +91,7 @@ class LiveRun:
     summarizer_chars: int = 0
     seconds: float = 0.0
     refused: int = 0
+    growths: list[int] = field(default_factory=list)  # view estimate rise over a plain step
 
     def row(self) -> dict[str, Any]:
         n = len(self.waits)
@@ -136,12 +137,17 @@ def live_run(
                 session = host.session(f"agent-{index:02d}")
                 work = list(iter_agent_steps(seed=index, steps=steps))
                 barrier.wait()
+                last: int | None = None
                 for step in work:
                     begun = time.perf_counter()
                     session.append_many(step)
                     result = session.compact_if_needed()
                     try:
-                        session.prepare_step()
+                        estimate = session.prepare_step().estimated_tokens
+                        if last is not None and not result.compacted:
+                            with lock:
+                                run.growths.append(estimate - last)
+                        last = estimate
                     except ContextOverflowError:
                         # The newest step alone does not fit this window (a few parallel reads
                         # of long files at 4k): refused, nothing served; the agent goes on.
@@ -168,6 +174,48 @@ def live_run(
     run.summarizer_calls = summarizer.calls
     run.summarizer_chars = summarizer.input_chars
     return run
+
+
+def room_row(run: LiveRun) -> dict[str, Any]:
+    """The floor of a live run: how many of its agent steps fit between the prepare point and
+    the threshold, against the steps a summary takes (``SUMMARY_SECONDS / STEP_SECONDS``). A
+    compaction waits 0 s only if its summary, started at the prepare point, is ready before the
+    threshold; when the steps are larger than that room allows, no scheduling avoids the wait
+    at this window with this prepare point. A step's growth is measured in the same run: the
+    rise of the served view's estimate over a step that did not compact (masking included).
+    """
+    sizes = LIVE_CONFIG.replace(
+        context_window=run.window, prepare_threshold=run.prepare_threshold
+    ).sizes()
+    need = SUMMARY_SECONDS / STEP_SECONDS
+    rises = [g for g in run.growths if g > 0]
+    median = statistics.median(rises) if rises else 0
+    room = sizes.threshold_tokens - sizes.prepare_tokens
+    return {
+        "window": run.window,
+        "threshold_tokens": sizes.threshold_tokens,
+        "prepare_tokens": sizes.prepare_tokens,
+        "median_step_tokens": median,
+        "room_steps": room / median if median else None,
+        "summary_steps": need,
+    }
+
+
+def room_markdown(rows: list[dict[str, Any]]) -> str:
+    out = [
+        "### The floor: room between the prepare point and the threshold, in agent steps",
+        "",
+        "| window | prepare point | threshold | median step (tokens) | room (steps) | a summary "
+        "takes (steps) |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        room = f"{r['room_steps']:.1f}" if r["room_steps"] is not None else "-"
+        out.append(
+            f"| {r['window']:,} | {r['prepare_tokens']:,} | {r['threshold_tokens']:,} | "
+            f"{r['median_step_tokens']:,.0f} | {room} | {r['summary_steps']:.0f} |"
+        )
+    return "\n".join(out)
 
 
 # --- summariser input on the real traces -------------------------------------------------------
@@ -336,13 +384,17 @@ def main(argv: list[str] | None = None) -> int:
     sessions, steps = (2, 60) if args.quick else (args.sessions, args.steps)
     if not args.skip_live:
         rows = []
+        runs: list[LiveRun] = []
         for window in (int(value) for value in args.windows.split(",") if value.strip()):
             for value in args.thresholds.split(","):
                 threshold = None if value.strip() == "default" else float(value)
                 run = live_run(threshold, sessions, steps, window)
+                runs.append(run)
                 rows.append(run.row())
                 print(f"live window={window} prepare={threshold}: {rows[-1]}", file=sys.stderr)
         print(live_markdown(rows, sessions, steps))
+        print()
+        print(room_markdown([room_row(run) for run in runs if run.prepare_threshold != 0]))
         print()
     if not args.skip_traces:
         files = sorted(TRACES.glob("*.jsonl")) if TRACES.is_dir() else []
