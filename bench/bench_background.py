@@ -197,6 +197,7 @@ def room_row(run: LiveRun) -> dict[str, Any]:
         "prepare_tokens": sizes.prepare_tokens,
         "median_step_tokens": median,
         "room_steps": room / median if median else None,
+        "gap_steps": (sizes.threshold_tokens - sizes.target_tokens) / median if median else None,
         "summary_steps": need,
     }
 
@@ -205,15 +206,16 @@ def room_markdown(rows: list[dict[str, Any]]) -> str:
     out = [
         "### The floor: room between the prepare point and the threshold, in agent steps",
         "",
-        "| window | prepare point | threshold | median step (tokens) | room (steps) | a summary "
-        "takes (steps) |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| window | prepare point | threshold | median step (tokens) | room (steps) | the whole "
+        "gap, target to threshold (steps) | a summary takes (steps) |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         room = f"{r['room_steps']:.1f}" if r["room_steps"] is not None else "-"
+        gap = f"{r['gap_steps']:.1f}" if r["gap_steps"] is not None else "-"
         out.append(
             f"| {r['window']:,} | {r['prepare_tokens']:,} | {r['threshold_tokens']:,} | "
-            f"{r['median_step_tokens']:,.0f} | {room} | {r['summary_steps']:.0f} |"
+            f"{r['median_step_tokens']:,.0f} | {room} | {gap} | {r['summary_steps']:.0f} |"
         )
     return "\n".join(out)
 

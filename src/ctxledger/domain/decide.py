@@ -43,6 +43,7 @@ from ctxledger.domain.compaction import (
 from ctxledger.domain.policy import (
     absorbs,
     background_on,
+    extend_due,
     marks,
     overflow_error,
     plan_compaction,
@@ -305,8 +306,42 @@ def background_estimate(state: SessionState, *, tokenizer: Tokenizer) -> int:
     absorbs the growth.
     """
     prepared = usable_prepared(state)
-    checkpoint = prepared_checkpoint(prepared) if prepared is not None else None
+    checkpoint = as_activated(state, prepared, tokenizer) if prepared is not None else None
     return draft_view(state, tokenizer=tokenizer, checkpoint=checkpoint).estimated_tokens
+
+
+def background_level(state: SessionState) -> int:
+    """The estimate (:func:`background_estimate`) at which a background compaction is due: the
+    prepare point, or, while a prepared summary may still be activated, the level where its
+    delta must start (:func:`ctxledger.domain.policy.extend_due`); 0 when none is ever due."""
+    in_force = marks(state)
+    if not in_force.prepare:
+        return 0
+    if usable_prepared(state) is None:
+        return in_force.prepare
+    low, high = 0, in_force.threshold
+    while low < high:  # the least estimate extend_due accepts (it is monotone)
+        middle = (low + high) // 2
+        if extend_due(in_force, middle):
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
+def as_activated(
+    state: SessionState, prepared: SummaryPrepared, tokenizer: Tokenizer
+) -> Checkpoint:
+    """The checkpoint a prepared summary stands for, measured as its activation would make it:
+    with its fact block. Without the block, the background would think a prepared summary still
+    absorbs the growth when, at the threshold, the view it gives lies above the target by up to
+    the block's room, and the agent then waits for a summary made at the threshold."""
+    return finish_checkpoint(
+        state,
+        prepared_checkpoint(prepared),
+        fact_chars=prepared.fact_chars,
+        tokenizer=tokenizer,
+    )
 
 
 def usable_prepared(state: SessionState) -> SummaryPrepared | None:
@@ -614,8 +649,10 @@ def _background(
         return Decision()
     prepared = usable_prepared(state)
     if prepared is not None:
-        under = draft_view(state, tokenizer=tokenizer, checkpoint=prepared_checkpoint(prepared))
-        if not prepare_due(in_force, under.estimated_tokens):
+        under = draft_view(
+            state, tokenizer=tokenizer, checkpoint=as_activated(state, prepared, tokenizer)
+        )
+        if not extend_due(in_force, under.estimated_tokens):
             return Decision()  # what is prepared still absorbs the growth
         outcome = plan_compaction(
             state, tokenizer=tokenizer, prepared=prepared, draft=under, force=True

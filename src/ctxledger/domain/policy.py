@@ -50,6 +50,7 @@ __all__ = [
     "absorbs",
     "aim",
     "background_on",
+    "extend_due",
     "marks",
     "overflow_error",
     "plan_compaction",
@@ -96,6 +97,23 @@ def should_compact(marks: Marks, estimate: int) -> bool:
 def prepare_due(marks: Marks, estimate: int) -> bool:
     """Whether a summary should be prepared in the background at this estimate."""
     return 0 < marks.prepare <= estimate
+
+
+def extend_due(marks: Marks, tokens: int) -> bool:
+    """Whether a summary prepared ahead no longer gives enough room and its delta should be
+    prepared now, ``tokens`` being the view it would give activated (its fact block included).
+
+    A one-mark Config extends at the prepare point, as it always did. With two marks, a prepared
+    summary is activated at the threshold only while it :func:`absorbs` the growth (the view at
+    most half the gap above the target); its delta gets the same room to be ready as the first
+    summary had (from the prepare point to the threshold), so it starts that far below the
+    limit of :func:`absorbs`, never below the target minus the gap.
+    """
+    if marks.one_mark or not marks.prepare:
+        return prepare_due(marks, tokens)
+    gap = marks.threshold - marks.target
+    limit = marks.target + gap // 2
+    return tokens >= max(marks.target - gap, limit - (marks.threshold - marks.prepare))
 
 
 def absorbs(marks: Marks, tokens: int) -> bool:

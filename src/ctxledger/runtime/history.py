@@ -51,6 +51,7 @@ from ctxledger.domain import (
     Summarized,
     Tokenizer,
     background_estimate,
+    background_level,
     decide,
     marks,
     message_chars,
@@ -697,7 +698,7 @@ class HistoryActor(_SimpleQueue):
         else:
             live.bound = None  # a usage report, or a tokenizer whose counts cannot be bounded
         threshold = in_force.threshold
-        prepare_at = in_force.prepare  # the domain's prepare point (ctxledger.domain.policy)
+        prepare_at = background_level(state)  # the prepare point, or a prepared one's delta
         if live.bound is not None and live.bound < prepare_at:
             return
         estimate = background_estimate(state, tokenizer=tokenizer)

@@ -3,7 +3,19 @@
 from __future__ import annotations
 
 from ctxledger import Config, Message, ToolCall
-from ctxledger.domain import Background, Serve, background_estimate, threshold_for
+from ctxledger.domain import (
+    Background,
+    Serve,
+    background_estimate,
+    background_level,
+    draft_view,
+    marks,
+    threshold_for,
+)
+from ctxledger.domain.compaction import prepared_checkpoint
+from ctxledger.domain.cuts import Marks
+from ctxledger.domain.decide import as_activated
+from ctxledger.domain.policy import extend_due
 from ctxledger.events import CheckpointCreated, CompactionStarted, SummaryPrepared
 from ctxledger.testing import DomainSession
 
@@ -85,3 +97,96 @@ def test_a_sufficient_prepared_summary_is_activated_while_a_newer_one_runs() -> 
     assert len(created) == 1 and created[0].prepared
     assert created[0].compaction_id == prepared.compaction_id
     assert decision.view is not None and decision.view.estimated_tokens < threshold
+
+
+FACTS_CONFIG = Config(
+    context_window=24_000,
+    compression_threshold=0.8,
+    min_retain_rounds=1,
+    micro_batch=1,
+    micro_keep_recent=1_000,  # nothing masked: each step adds what it says
+)
+
+
+def fact_step(session: DomainSession, n: int) -> None:
+    """A step whose output is full of facts (paths, commands, errors) for the fact block."""
+    call = ToolCall(f"call-{n}", "bash", f'{{"command": "pytest tests/test_{n}.py"}}')
+    output = "\n".join(
+        f"src/pkg/module_{n}_{k}.py:{k}: AssertionError: value_{n}_{k} != expected"
+        for k in range(8)
+    )
+    session.append(
+        Message.user(f"now look at src/pkg/module_{n}.py"),
+        Message.assistant(f"step {n}", [call]),
+        Message.tool(output, call.id, "bash"),
+    )
+
+
+def test_the_background_measures_a_prepared_summary_with_its_fact_block() -> None:
+    """A prepared summary becomes a checkpoint with a fact block; the background estimate (and
+    so when its delta starts) counts that block, as the activation at the threshold will."""
+    session = DomainSession(FACTS_CONFIG)
+    session.append(Message.system("You are a coding agent."), Message.user("fix the tests"))
+    n = 0
+    while background_estimate(session.state, tokenizer=session.tokenizer) < (
+        FACTS_CONFIG.sizes().prepare_tokens
+    ):
+        n += 1
+        fact_step(session, n)
+        assert n < 400
+    session.decide(Background())
+    (prepared,) = [e for e in session.events if isinstance(e, SummaryPrepared)]
+    assert prepared.fact_chars > 0
+    bare = draft_view(
+        session.state, tokenizer=session.tokenizer, checkpoint=prepared_checkpoint(prepared)
+    ).estimated_tokens
+    activated = as_activated(session.state, prepared, session.tokenizer)
+    assert activated.facts  # the block the threshold will show
+    measured = background_estimate(session.state, tokenizer=session.tokenizer)
+    assert (
+        measured
+        == draft_view(
+            session.state, tokenizer=session.tokenizer, checkpoint=activated
+        ).estimated_tokens
+    )
+    assert measured > bare
+
+
+def test_a_prepared_summary_is_extended_in_time_to_be_absorbed_at_the_threshold() -> None:
+    """While a prepared summary may be activated, its delta starts where it still has the room
+    the first summary had (prepare point to threshold) before the view it gives passes the
+    limit of absorbs(); so at the threshold a summary that absorbs the growth is ready."""
+    sizes = FACTS_CONFIG.sizes()
+    session = DomainSession(FACTS_CONFIG)
+    session.append(Message.system("You are a coding agent."), Message.user("fix the tests"))
+    assert background_level(session.state) == sizes.prepare_tokens  # nothing prepared yet
+    n = 0
+    while background_estimate(session.state, tokenizer=session.tokenizer) < sizes.prepare_tokens:
+        n += 1
+        fact_step(session, n)
+    session.decide(Background())
+    gap = sizes.threshold_tokens - sizes.target_tokens
+    limit = sizes.target_tokens + gap // 2
+    level = background_level(session.state)
+    assert level == limit - (sizes.threshold_tokens - sizes.prepare_tokens)
+    marks_ = marks(session.state)
+    assert extend_due(marks_, level) and not extend_due(marks_, level - 1)
+    # Below the level nothing new starts; at it, the delta does (on top of the prepared one).
+    while background_estimate(session.state, tokenizer=session.tokenizer) < level:
+        assert not session.decide(Background()).events
+        n += 1
+        fact_step(session, n)
+        assert n < 400
+    session.decide(Background())
+    summaries = [e for e in session.events if isinstance(e, SummaryPrepared)]
+    assert len(summaries) == 2
+    assert summaries[1].previous_checkpoint_id == summaries[0].previous_checkpoint_id
+    assert session.view().estimated_tokens < sizes.threshold_tokens  # still ahead of need
+
+
+def test_a_one_mark_config_extends_at_its_prepare_point_as_recorded() -> None:
+    """Old logs' Configs (schema 3) keep the rule they were served with."""
+    one = Marks(threshold=10_000, target=10_000, prepare=8_500, one_mark=True)
+    assert extend_due(one, 8_500) and not extend_due(one, 8_499)
+    off = Marks(threshold=10_000, target=5_000, prepare=0)
+    assert not extend_due(off, 20_000)
