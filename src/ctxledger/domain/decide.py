@@ -79,6 +79,7 @@ __all__ = [
     "Summarized",
     "background_estimate",
     "decide",
+    "extension_due",
     "over_budget",
     "served",
     "usable_prepared",
@@ -310,23 +311,17 @@ def background_estimate(state: SessionState, *, tokenizer: Tokenizer) -> int:
     return draft_view(state, tokenizer=tokenizer, checkpoint=checkpoint).estimated_tokens
 
 
-def background_level(state: SessionState) -> int:
-    """The estimate (:func:`background_estimate`) at which a background compaction is due: the
-    prepare point, or, while a prepared summary may still be activated, the level where its
-    delta must start (:func:`ctxledger.domain.policy.extend_due`); 0 when none is ever due."""
-    in_force = marks(state)
-    if not in_force.prepare:
-        return 0
-    if usable_prepared(state) is None:
-        return in_force.prepare
-    low, high = 0, in_force.threshold
-    while low < high:  # the least estimate extend_due accepts (it is monotone)
-        middle = (low + high) // 2
-        if extend_due(in_force, middle):
-            high = middle
-        else:
-            low = middle + 1
-    return low
+def extension_due(state: SessionState, tokenizer: Tokenizer, estimate: int) -> bool:
+    """Whether the usable prepared summary's delta should be prepared now
+    (:func:`ctxledger.domain.policy.extend_due`), ``estimate`` being the view's now; ``True``
+    when nothing prepared may be activated."""
+    prepared = usable_prepared(state)
+    if prepared is None:
+        return True
+    activated = draft_view(
+        state, tokenizer=tokenizer, checkpoint=as_activated(state, prepared, tokenizer)
+    ).estimated_tokens
+    return extend_due(marks(state), activated, estimate)
 
 
 def as_activated(
@@ -652,8 +647,8 @@ def _background(
         under = draft_view(
             state, tokenizer=tokenizer, checkpoint=as_activated(state, prepared, tokenizer)
         )
-        if not extend_due(in_force, under.estimated_tokens):
-            return Decision()  # what is prepared still absorbs the growth
+        if not extend_due(in_force, under.estimated_tokens, draft.estimated_tokens):
+            return Decision()  # what is prepared will absorb the growth
         outcome = plan_compaction(
             state, tokenizer=tokenizer, prepared=prepared, draft=under, force=True
         )

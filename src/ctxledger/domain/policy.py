@@ -99,21 +99,26 @@ def prepare_due(marks: Marks, estimate: int) -> bool:
     return 0 < marks.prepare <= estimate
 
 
-def extend_due(marks: Marks, tokens: int) -> bool:
-    """Whether a summary prepared ahead no longer gives enough room and its delta should be
-    prepared now, ``tokens`` being the view it would give activated (its fact block included).
+def extend_due(marks: Marks, activated: int, estimate: int) -> bool:
+    """Whether the delta of a summary prepared ahead should be prepared now: ``activated`` is
+    the view that summary gives activated (its fact block included), ``estimate`` the view now.
 
-    A one-mark Config extends at the prepare point, as it always did. With two marks, a prepared
-    summary is activated at the threshold only while it :func:`absorbs` the growth (the view at
-    most half the gap above the target); its delta gets the same room to be ready as the first
-    summary had (from the prepare point to the threshold), so it starts that far below the
-    limit of :func:`absorbs`, never below the target minus the gap.
+    A one-mark Config extends when the activated view reaches the prepare point, as it always
+    did. With two marks, a prepared summary is activated at the threshold only while it
+    :func:`absorbs` the growth; the history grows both views alike, so the one it will give
+    when the view now reaches the threshold is ``activated + threshold - estimate``, plus what
+    the step that reaches it passes it by (a quarter of the room between the prepare point and
+    the threshold is allowed for that). Its delta is due as soon as that passes the limit of
+    :func:`absorbs` (at once, when the prepared cut fell short of its aim), and never while it
+    does not: no summariser call is spent on a summary that will not be needed.
     """
     if marks.one_mark or not marks.prepare:
-        return prepare_due(marks, tokens)
-    gap = marks.threshold - marks.target
-    limit = marks.target + gap // 2
-    return tokens >= max(marks.target - gap, limit - (marks.threshold - marks.prepare))
+        return prepare_due(marks, activated)
+    # The step that reaches the threshold passes it by up to its own size: allow a quarter of
+    # the room between the prepare point and the threshold for it.
+    overshoot = (marks.threshold - marks.prepare) // 4
+    at_threshold = activated + max(0, marks.threshold - estimate) + overshoot
+    return not absorbs(marks, at_threshold)
 
 
 def absorbs(marks: Marks, tokens: int) -> bool:

@@ -50,11 +50,12 @@ from ctxledger.domain import (
     Serve,
     Summarized,
     Tokenizer,
-    background_estimate,
-    background_level,
     decide,
+    draft_view,
+    extension_due,
     marks,
     message_chars,
+    usable_prepared,
     usage_events,
 )
 from ctxledger.domain.system_prompt import system_prompt_messages
@@ -698,13 +699,29 @@ class HistoryActor(_SimpleQueue):
         else:
             live.bound = None  # a usage report, or a tokenizer whose counts cannot be bounded
         threshold = in_force.threshold
-        prepare_at = background_level(state)  # the prepare point, or a prepared one's delta
-        if live.bound is not None and live.bound < prepare_at:
+        if live.bound is not None and live.bound < in_force.prepare:
             return
-        estimate = background_estimate(state, tokenizer=tokenizer)
+        estimate = draft_view(state, tokenizer=tokenizer).estimated_tokens
         live.bound = estimate
-        if estimate < prepare_at:
+        if estimate < in_force.prepare:
             return
+        prepared = usable_prepared(state)
+        if prepared is not None:
+            # Whether it will absorb the growth changes slowly as messages come (both views
+            # grow alike but for masking, which shrinks only the view now): look again each
+            # time the view grew by a quarter of the room between the prepare point and the
+            # threshold since the last look.
+            step = max(1, (threshold - in_force.prepare) // 4)
+            checked = live.absorbing
+            if (
+                checked is not None
+                and checked[0] == prepared.compaction_id
+                and estimate < checked[1] + step
+            ):
+                return
+            if not extension_due(state, tokenizer, estimate):
+                live.absorbing = (prepared.compaction_id, estimate)
+                return
         live.pressure_sent = True
         self._rt.budget.tell(Pressure(live.id, estimate / threshold, self.actor_ref))
 

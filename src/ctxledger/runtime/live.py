@@ -51,6 +51,7 @@ class Live:
     """A session's state in memory and the work in progress on it."""
 
     __slots__ = (
+        "absorbing",
         "background",
         "background_timer",
         "bound",
@@ -84,6 +85,8 @@ class Live:
         self.settle_replies: list[Reply] = []
         self.bound: int | None = None  # an upper bound of the background estimate, in tokens
         self.quiet_until = 0  # no background compaction is looked for before this seq
+        # The prepared summary last found to absorb the growth, and the estimate then.
+        self.absorbing: tuple[str, int] | None = None
 
     @property
     def idle(self) -> bool:

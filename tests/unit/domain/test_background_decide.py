@@ -7,14 +7,12 @@ from ctxledger.domain import (
     Background,
     Serve,
     background_estimate,
-    background_level,
     draft_view,
-    marks,
     threshold_for,
 )
 from ctxledger.domain.compaction import prepared_checkpoint
 from ctxledger.domain.cuts import Marks
-from ctxledger.domain.decide import as_activated
+from ctxledger.domain.decide import as_activated, extension_due
 from ctxledger.domain.policy import extend_due
 from ctxledger.events import CheckpointCreated, CompactionStarted, SummaryPrepared
 from ctxledger.testing import DomainSession
@@ -152,41 +150,46 @@ def test_the_background_measures_a_prepared_summary_with_its_fact_block() -> Non
     assert measured > bare
 
 
-def test_a_prepared_summary_is_extended_in_time_to_be_absorbed_at_the_threshold() -> None:
-    """While a prepared summary may be activated, its delta starts where it still has the room
-    the first summary had (prepare point to threshold) before the view it gives passes the
-    limit of absorbs(); so at the threshold a summary that absorbs the growth is ready."""
+def test_a_prepared_summary_that_will_absorb_the_growth_is_not_extended() -> None:
+    """A summary prepared at the prepare point lands at the target when activated at the
+    threshold: no delta (no summariser call) is prepared while the view grows to the
+    threshold."""
     sizes = FACTS_CONFIG.sizes()
     session = DomainSession(FACTS_CONFIG)
     session.append(Message.system("You are a coding agent."), Message.user("fix the tests"))
-    assert background_level(session.state) == sizes.prepare_tokens  # nothing prepared yet
     n = 0
-    while background_estimate(session.state, tokenizer=session.tokenizer) < sizes.prepare_tokens:
+    while session.view().estimated_tokens < sizes.prepare_tokens:
         n += 1
         fact_step(session, n)
     session.decide(Background())
-    gap = sizes.threshold_tokens - sizes.target_tokens
-    limit = sizes.target_tokens + gap // 2
-    level = background_level(session.state)
-    assert level == limit - (sizes.threshold_tokens - sizes.prepare_tokens)
-    marks_ = marks(session.state)
-    assert extend_due(marks_, level) and not extend_due(marks_, level - 1)
-    # Below the level nothing new starts; at it, the delta does (on top of the prepared one).
-    while background_estimate(session.state, tokenizer=session.tokenizer) < level:
+    assert len([e for e in session.events if isinstance(e, SummaryPrepared)]) == 1
+    while True:
+        n += 1
+        fact_step(session, n)
+        estimate = session.view().estimated_tokens
+        if estimate >= sizes.threshold_tokens:
+            break
+        assert not extension_due(session.state, session.tokenizer, estimate)
         assert not session.decide(Background()).events
-        n += 1
-        fact_step(session, n)
-        assert n < 400
-    session.decide(Background())
-    summaries = [e for e in session.events if isinstance(e, SummaryPrepared)]
-    assert len(summaries) == 2
-    assert summaries[1].previous_checkpoint_id == summaries[0].previous_checkpoint_id
-    assert session.view().estimated_tokens < sizes.threshold_tokens  # still ahead of need
+    assert len([e for e in session.events if isinstance(e, SummaryPrepared)]) == 1
+
+
+def test_the_delta_is_due_as_soon_as_the_prepared_view_would_not_be_absorbed() -> None:
+    """The view a prepared summary gives at the threshold is the one it gives now plus the
+    growth still to come; past the limit of absorbs (half the gap above the target), the delta
+    is due at once, however far the threshold still is."""
+    two = Marks(threshold=10_000, target=6_000, prepare=7_000)
+    limit = 6_000 + 4_000 // 2
+    overshoot = (10_000 - 7_000) // 4  # the step that reaches the threshold passes it
+    assert not extend_due(two, activated=limit - 3_000 - overshoot, estimate=7_000)
+    assert extend_due(two, activated=limit - 2_999 - overshoot, estimate=7_000)
+    assert extend_due(two, activated=limit - overshoot + 1, estimate=10_500)  # over already
+    assert not extend_due(two, activated=limit - overshoot, estimate=10_500)
 
 
 def test_a_one_mark_config_extends_at_its_prepare_point_as_recorded() -> None:
     """Old logs' Configs (schema 3) keep the rule they were served with."""
     one = Marks(threshold=10_000, target=10_000, prepare=8_500, one_mark=True)
-    assert extend_due(one, 8_500) and not extend_due(one, 8_499)
+    assert extend_due(one, 8_500, 9_000) and not extend_due(one, 8_499, 9_999)
     off = Marks(threshold=10_000, target=5_000, prepare=0)
-    assert not extend_due(off, 20_000)
+    assert not extend_due(off, 20_000, 20_000)
