@@ -69,7 +69,11 @@ def apply(state: StateRecord, event: Event) -> None:
 
 
 def _message_appended(state: StateRecord, event: MessageAppended | ToolResultSynthesized) -> None:
-    _append(state, event.message)
+    # _append inlined: two events in three are appends, and replay pays for every call.
+    message = event.message
+    state._append(message)
+    if message.role == "tool":
+        advance_mask(state)
 
 
 def _append(state: StateRecord, message: Message) -> None:
