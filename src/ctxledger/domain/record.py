@@ -49,8 +49,9 @@ class StateRecord:
     """A session's record and indices, with the facts derived from them.
 
     The attributes are documented on :class:`~ctxledger.domain.state.SessionState`, the class
-    the rest of the code uses; this base holds what the fold, the codec and the masking policy
-    share, so that none of them imports the others.
+    the rest of the code uses. This base is what the fold, the snapshot codec and the masking
+    policy work on, so that they depend on it and :class:`SessionState` on them, never the
+    other way round.
     """
 
     def __init__(self, session_id: str, config: Config) -> None:
