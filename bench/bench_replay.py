@@ -69,7 +69,7 @@ from ctxledger import Config, Host, replay
 from ctxledger.domain import CharTokenizer, SessionState, build_view
 from ctxledger.events.codec import Codec
 from ctxledger.messages import Message, ToolCall
-from ctxledger.runtime.loading import fold_session, snapshots_to_drop, view_span_end
+from ctxledger.replay.loading import fold_session, snapshots_to_drop, view_span_end
 from ctxledger.storage import LmdbEventLog
 from ctxledger.testing import DomainSession, digest_summarizer
 from ctxledger.tooling.workload import iter_agent_steps
@@ -145,7 +145,7 @@ def build_session(
             crosses the point, and the message seq newest ``offset`` events later becomes a
             ``view_at`` target. Without them, ``samples`` targets are drawn uniformly.
         prune: Keep a bounded set of snapshots the way a host does
-            (:func:`~ctxledger.runtime.loading.snapshots_to_drop` after each save), and record
+            (:func:`~ctxledger.replay.loading.snapshots_to_drop` after each save), and record
             the framed size of each and, per step, the event seq and message seq reached.
     """
     started = time.perf_counter()

@@ -64,7 +64,7 @@ from ctxledger.events import (
     carried_message,
 )
 from ctxledger.replay import verify
-from ctxledger.runtime.loading import fold_session
+from ctxledger.replay.loading import fold_session
 from ctxledger.storage import RecordedEvent, open_log
 from ctxledger.summarizers import SummaryRequest
 from ctxledger.testing import digest_summarizer

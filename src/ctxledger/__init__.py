@@ -46,8 +46,8 @@ from ctxledger.errors import (
     VersionConflictError,
 )
 from ctxledger.messages import Message, ToolCall
+from ctxledger.replay.recall_index import RecallHit
 from ctxledger.runtime import Host, Session
-from ctxledger.runtime.recall import RecallHit
 from ctxledger.summarizers import (
     AnthropicSummarizer,
     ExtractiveSummarizer,

@@ -11,7 +11,7 @@ answer is appended as the tool result, like any other::
     session.append(Message.tool(answer, call.id, call.name))
 
 The tool searches the session's messages that the view no longer shows in full (summarised,
-masked or truncated), ranked by SQLite FTS5's BM25 (see :mod:`ctxledger.runtime.recall`).
+masked or truncated), ranked by SQLite FTS5's BM25 (see :mod:`ctxledger.replay.recall_index`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from ctxledger.runtime.recall import (
+from ctxledger.replay.recall_index import (
     RECALL_DESCRIPTION,
     RECALL_PARAMETERS,
     RECALL_TOOL_NAME,

@@ -14,15 +14,14 @@ from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from ctxledger import Host, InvalidSeqError, Message
-from ctxledger.domain import SessionState
-from ctxledger.domain import state as state_module
+from ctxledger.domain import SessionState, readers
 from ctxledger.runtime.loading import fold_session, read_messages
 from ctxledger.testing import SessionMachine
 
 
 @pytest.fixture(autouse=True)
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(state_module, "HISTORY_CHUNK", 4)
+    monkeypatch.setattr(readers, "HISTORY_CHUNK", 4)
 
 
 def test_resumed_state_reads_chunks_lazily_and_equals_the_full_fold(tmp_path: Path) -> None:

@@ -12,15 +12,14 @@ import pytest
 from chunky import SMALL, drive, ids
 
 from ctxledger import Host, InvalidMessageError, Message, ToolCall
-from ctxledger.domain import indices
-from ctxledger.domain import state as state_module
-from ctxledger.domain.state import _snapshot_decoder
+from ctxledger.domain import indices, readers
+from ctxledger.domain.snapshot import _snapshot_decoder
 from ctxledger.runtime.loading import fold_session
 
 
 @pytest.fixture(autouse=True)
 def small_windows(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(state_module, "HISTORY_CHUNK", 4)
+    monkeypatch.setattr(readers, "HISTORY_CHUNK", 4)
     monkeypatch.setattr(indices, "SLACK", 2)
 
 

@@ -2,7 +2,7 @@
 ``revert``.
 
 ``audit``, ``explain`` and ``recall`` read the log (``recall`` keeps its search index next to it,
-see :mod:`ctxledger.runtime.recall`); ``revert`` writes a ``CheckpointReverted`` event.
+see :mod:`ctxledger.replay.recall_index`); ``revert`` writes a ``CheckpointReverted`` event.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from ctxledger.cli._app import db_option, open_log, require_db, require_session
 from ctxledger.domain.audit import LossReport
 from ctxledger.domain.facts import FACT_KINDS
 from ctxledger.replay.audit import audit_log, explain, recall
+from ctxledger.replay.recall_index import DEFAULT_RECALL_LIMIT, MAX_RECALL_LIMIT, format_hits
 from ctxledger.runtime.host import Host
-from ctxledger.runtime.recall import DEFAULT_RECALL_LIMIT, MAX_RECALL_LIMIT, format_hits
 from ctxledger.tooling.format import clip, human_time, table
 
 __all__ = ["audit", "checkpoint_lines", "explain_", "recall_", "revert"]

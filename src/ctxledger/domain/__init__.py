@@ -63,6 +63,7 @@ from ctxledger.domain.facts import (
     extract_facts,
     shown_text,
 )
+from ctxledger.domain.fold import BACKGROUND_BACKOFF
 from ctxledger.domain.limits import (
     base_threshold_tokens,
     fact_index_chars,
@@ -84,6 +85,7 @@ from ctxledger.domain.policy import (
     unshrinkable_tokens,
 )
 from ctxledger.domain.projection import assemble, summary_message
+from ctxledger.domain.record import Usage
 from ctxledger.domain.render import (
     TRUNCATION_MARKER,
     RenderPolicy,
@@ -94,7 +96,8 @@ from ctxledger.domain.render import (
     truncate_text,
 )
 from ctxledger.domain.revert import revert_checkpoint
-from ctxledger.domain.state import BACKGROUND_BACKOFF, SNAPSHOT_VERSION, SessionState, Usage
+from ctxledger.domain.snapshot import SNAPSHOT_VERSION
+from ctxledger.domain.state import SessionState
 from ctxledger.domain.summary import (
     AsyncSummarizer,
     Summarizer,

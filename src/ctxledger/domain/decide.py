@@ -1,7 +1,7 @@
 """The one decision step: for a session state and a request, what to record and what to serve.
 
 Every flow that compacts or serves a view goes through :func:`decide`: the live runtime
-(:mod:`ctxledger.runtime`), the testing driver (:class:`ctxledger.testing.DomainSession`),
+(the host's history actor), the testing driver (:class:`ctxledger.testing.DomainSession`),
 what-if re-projection (:func:`ctxledger.replay.what_if`) and transcript import. None keeps a copy
 of the flow, so they record the same events for the same state.
 

@@ -11,11 +11,11 @@ view) and :func:`recall` (full-text search of what the view no longer shows raw)
 
 from ctxledger.replay.audit import audit, explain, recall, state_at_checkpoint
 from ctxledger.replay.damage import Damage, find_damage
+from ctxledger.replay.loading import fold_session
 from ctxledger.replay.rebuild import LogSource, SessionState, rebuild, view_at
 from ctxledger.replay.salvage import Replaced, SalvageReport, SessionSalvage, salvage
 from ctxledger.replay.verify import Mismatch, VerifyReport, verify
 from ctxledger.replay.whatif import WhatIfReport, WhatIfStep, what_if
-from ctxledger.runtime.loading import fold_session
 
 __all__ = [
     "Damage",

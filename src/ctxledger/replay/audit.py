@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from ctxledger.domain.audit import LossReport, audit_checkpoint
 from ctxledger.domain.placement import Placement, place_message
+from ctxledger.replay.loading import fold_session, state_at_checkpoint
 from ctxledger.replay.rebuild import LogSource, open_log
-from ctxledger.runtime.loading import fold_session, state_at_checkpoint
-from ctxledger.runtime.recall import DEFAULT_RECALL_LIMIT, RecallHit
-from ctxledger.runtime.recall import recall as _recall
+from ctxledger.replay.recall_index import DEFAULT_RECALL_LIMIT, RecallHit
+from ctxledger.replay.recall_index import recall as _recall
 from ctxledger.storage import EventLog
 
 __all__ = ["audit", "audit_log", "explain", "recall", "state_at_checkpoint"]
@@ -57,7 +57,7 @@ def recall(
     """Search the session's messages its view does not show raw (see ``Session.recall``).
 
     The index file is kept in the log's folder when it can be written (see
-    :mod:`ctxledger.runtime.recall`).
+    :mod:`ctxledger.replay.recall_index`).
 
     Raises:
         UnknownSessionError: The session is not in the log.

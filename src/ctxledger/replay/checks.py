@@ -32,7 +32,7 @@ from ctxledger.events import (
 )
 from ctxledger.messages import Message
 from ctxledger.replay.damage import read_until_damage
-from ctxledger.runtime.loading import fold_session, read_checkpoints, read_messages
+from ctxledger.replay.loading import fold_session, read_checkpoints, read_messages
 from ctxledger.storage import EventLog
 
 __all__ = ["ForkFold", "Mismatch", "SessionCheck", "fold_with_losses"]

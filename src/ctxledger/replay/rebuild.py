@@ -13,7 +13,7 @@ from ctxledger.config import Config
 from ctxledger.domain import CharTokenizer, ModelView, Tokenizer, build_view
 from ctxledger.domain import SessionState as _Fold
 from ctxledger.messages import Message
-from ctxledger.runtime.loading import fold_session, fold_view_at, view_span_end
+from ctxledger.replay.loading import fold_session, fold_view_at, view_span_end
 from ctxledger.storage import EventLog
 from ctxledger.storage import open_log as open_target
 

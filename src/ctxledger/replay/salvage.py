@@ -12,8 +12,9 @@ that does not rebuild in an undamaged stretch), so ``verify`` passes on the new 
 made impossible to check is listed by ``verify`` as lost, never as a mismatch. Events keep their
 order, their batches and their commit timestamps.
 
-A session that lost records or was cut short is then opened once, as after a crash: tool calls
-its copy leaves unanswered get the runtime's synthetic ``interrupted`` results.
+A session that lost records or was cut short is then recovered as a host recovers it after a
+crash (the same domain decision, :class:`~ctxledger.domain.Recover`): tool calls its copy leaves
+unanswered get the synthetic ``interrupted`` results.
 
 A fork is copied on top of its parent's copy: a fork whose parent's copy does not reach the fork
 point is dropped whole (the original log keeps it; salvage never writes to it). A session whose
@@ -25,14 +26,16 @@ refuses (longer than 255 bytes, or with a NUL), saying so.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import msgspec
 
-from ctxledger.domain import CharTokenizer, SessionState, Tokenizer
+from ctxledger.domain import CharTokenizer, Recover, SessionState, Tokenizer, decide
 from ctxledger.errors import CtxLedgerError, InvalidSessionIdError
 from ctxledger.events import ToolResultSynthesized
 from ctxledger.replay.checks import SessionCheck, fold_with_losses
+from ctxledger.replay.loading import fold_session, snapshot_due, snapshots_to_drop
 from ctxledger.replay.rebuild import LogSource, open_log
 from ctxledger.replay.standins import Replaced, SessionWalk, Unsalvageable, WalkedRecord
 from ctxledger.storage import EventLog, LmdbEventLog, check_session_id
@@ -131,13 +134,14 @@ def salvage(
         stamp = _Stamp()
         copy = LmdbEventLog.open(target, durability="none", clock=stamp)
         try:
+            counter = tokenizer or CharTokenizer()
             for session_id in log.sessions():
-                session = _Copy(log, copy, stamp, session_id, tokenizer or CharTokenizer())
-                entries.append(session.run())
+                entries.append(_Copy(log, copy, stamp, session_id, counter).run())
+            entries = _recover(copy, stamp, entries, counter)
             copy.sync()
         finally:
             copy.close()
-    return SalvageReport(sessions=_recover(target, entries))
+    return SalvageReport(sessions=entries)
 
 
 class _Stamp:
@@ -286,24 +290,40 @@ def _describe(replaced: tuple[Replaced, ...]) -> str:
     return "; ".join(parts)
 
 
-def _recover(target: Path, entries: list[SessionSalvage]) -> list[SessionSalvage]:
-    """Open each session that lost records or was cut short once, as after a crash; count the
-    tool calls it answered."""
+def _recover(
+    copy: LmdbEventLog, stamp: _Stamp, entries: list[SessionSalvage], tokenizer: Tokenizer
+) -> list[SessionSalvage]:
+    """Recover each session that lost records or was cut short, as a host does after a crash;
+    count the tool calls it answered."""
     touched = [e for e in entries if (e.cut_at is not None or e.replaced) and e.kept]
     if not touched:
         return entries
-    from ctxledger.runtime import Host  # the runtime's own recovery; imported only when needed
-
-    recovered: dict[str, int] = {}
-    with Host.open(target) as host:
-        for entry in touched:
-            before = host.log.last_seq(entry.session)
-            host.session(entry.session).history()  # activation answers open tool calls
-            added = host.log.read(entry.session, before + 1)
-            recovered[entry.session] = sum(
-                isinstance(record.event, ToolResultSynthesized) for record in added
-            )
+    stamp.now = time.time()  # recovery is written now, like a host's, not at a copied time
+    recovered = {entry.session: _recover_one(copy, entry.session, tokenizer) for entry in touched}
     return [
         msgspec.structs.replace(entry, synthesized=recovered.get(entry.session, 0))
         for entry in entries
     ]
+
+
+def _recover_one(copy: LmdbEventLog, session_id: str, tokenizer: Tokenizer) -> int:
+    """Record what the domain's :class:`~ctxledger.domain.Recover` decision repairs (the same
+    decision a host takes on activation), and a snapshot where a host would take one."""
+    state, last = fold_session(copy, session_id)
+    decision = decide(state, Recover(), tokenizer=tokenizer, new_id=_no_id, now=time.time)
+    if not decision.events:
+        return 0
+    records = copy.append(session_id, list(decision.events), expected_seq=last)
+    for record in records:
+        state.apply(record.event)
+    interval = state.config.snapshot_interval
+    if snapshot_due(last, records[-1].seq, interval):
+        copy.save_snapshot(session_id, records[-1].seq, state.to_snapshot())
+        copy.delete_snapshots(
+            session_id, snapshots_to_drop(copy.snapshot_seqs(session_id), interval)
+        )
+    return sum(isinstance(record.event, ToolResultSynthesized) for record in records)
+
+
+def _no_id() -> str:
+    raise AssertionError("recovery creates no compaction or checkpoint")  # pragma: no cover

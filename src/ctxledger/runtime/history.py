@@ -76,6 +76,7 @@ from ctxledger.events import (
     UsageReported,
     ViewServed,
 )
+from ctxledger.replay.loading import snapshot_due
 from ctxledger.runtime.failures import (
     hand_to,
     internal,
@@ -85,7 +86,6 @@ from ctxledger.runtime.failures import (
 )
 from ctxledger.runtime.leases import LeaseKeeper, LeaseLost
 from ctxledger.runtime.live import Live, Op, Write, fail, fail_work
-from ctxledger.runtime.loading import snapshot_due
 from ctxledger.runtime.messages import (
     Append,
     BackgroundEnded,

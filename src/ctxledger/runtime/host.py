@@ -53,6 +53,7 @@ from ctxledger.errors import (
 )
 from ctxledger.events import Event, SessionForked, SessionOpened
 from ctxledger.messages import Message
+from ctxledger.replay.loading import event_seq_before_message, fold_session
 from ctxledger.runtime import lifecycle
 from ctxledger.runtime.arguments import check_config, check_flag, check_host_options
 from ctxledger.runtime.budget import BudgetActor
@@ -60,7 +61,6 @@ from ctxledger.runtime.compaction import CompactionPool, HostLoop
 from ctxledger.runtime.failures import Restarting
 from ctxledger.runtime.history import HistoryActor, HistoryActorProxy, Runtime
 from ctxledger.runtime.leases import LeaseKeeper
-from ctxledger.runtime.loading import event_seq_before_message, fold_session
 from ctxledger.runtime.messages import Command, Open
 from ctxledger.runtime.projection import ProjectionPool
 from ctxledger.runtime.recordable import check_recordable

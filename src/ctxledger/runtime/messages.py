@@ -220,7 +220,7 @@ class Evict:
 @dataclass(slots=True)
 class SaveSnapshot:
     """Projection actor: store ``data``, the session's snapshot after event ``seq``, and drop
-    the older ones it no longer needs (:func:`~ctxledger.runtime.loading.snapshots_to_drop`).
+    the older ones it no longer needs (:func:`~ctxledger.replay.loading.snapshots_to_drop`).
 
     ``owner`` is then told ``Durable(session_id, token, [], None)`` (a snapshot that cannot be
     stored is logged, not reported: it only makes a later fold longer).

@@ -8,7 +8,7 @@ tried again later on the host's timer, never waited for on the actor's thread. T
 store the snapshots the history actors take.
 Views themselves are pure functions of a fold (:mod:`ctxledger.domain`), built wherever the
 state is: the history actor serves live views, :mod:`ctxledger.replay` time travel, verify and
-what-if, all through :mod:`ctxledger.runtime.loading`.
+what-if, all through :mod:`ctxledger.replay.loading`.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from ctxledger.errors import (
     VersionConflictError,
 )
 from ctxledger.events import SessionOpened
+from ctxledger.replay.loading import fold_session, snapshots_to_drop
 from ctxledger.runtime.failures import LoggedFailures, Restarting, log_failure
 from ctxledger.runtime.leases import LeaseKeeper
-from ctxledger.runtime.loading import fold_session, snapshots_to_drop
 from ctxledger.runtime.messages import Durable, Load, Loaded, SaveSnapshot
 from ctxledger.runtime.recordable import check_recordable
 from ctxledger.storage import EventLog, Lease, LeaseStore

@@ -42,13 +42,14 @@ from ctxledger.errors import (
 )
 from ctxledger.events import Event
 from ctxledger.messages import Message
+from ctxledger.replay.loading import fold_view_at, state_at_checkpoint
+from ctxledger.replay.recall_index import DEFAULT_RECALL_LIMIT, RecallHit, answer_tool_call, recall
 from ctxledger.runtime.arguments import (
     check_limit,
     check_seq,
     check_text,
     message_batch,
 )
-from ctxledger.runtime.loading import fold_view_at, state_at_checkpoint
 from ctxledger.runtime.messages import (
     Append,
     Command,
@@ -59,7 +60,6 @@ from ctxledger.runtime.messages import (
     RecordUsage,
     Settle,
 )
-from ctxledger.runtime.recall import DEFAULT_RECALL_LIMIT, RecallHit, answer_tool_call, recall
 from ctxledger.runtime.waiters import LoopWaiter, Reply, Waiter
 from ctxledger.storage import EventLog
 from ctxledger.storage import check_session_id as check_stored_id
@@ -399,7 +399,7 @@ class Session:
 
     # --- what compactions did: audit, explain, revert, recall -----------------------------------
     # The substance is pure domain code (ctxledger.domain.audit / placement / revert), the folds
-    # in ctxledger.runtime.loading and the index in ctxledger.runtime.recall, which the offline
+    # in ctxledger.replay.loading and the index in ctxledger.replay.recall_index, which the offline
     # ctxledger.replay functions of the same names call too: the answers are identical live,
     # after recovery and offline.
 
@@ -467,7 +467,7 @@ class Session:
         """Search the messages the view no longer shows raw (summarised, masked or truncated).
 
         Ranked by SQLite FTS5's BM25 over an index that is a projection of the log (see
-        :mod:`ctxledger.runtime.recall`).
+        :mod:`ctxledger.replay.recall_index`).
 
         Args:
             query: Free text: words, a command, a file name, error text.

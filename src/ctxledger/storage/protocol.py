@@ -290,7 +290,7 @@ class EventLog(Protocol):
 
         Snapshots are an optimisation: a fold starts from the newest one at or before its bound,
         or from the first event. Hosts keep a bounded set of them (see
-        :func:`ctxledger.runtime.loading.snapshots_to_drop`).
+        :func:`ctxledger.replay.loading.snapshots_to_drop`).
         """
         ...
 

@@ -30,7 +30,7 @@ from ctxledger.events import (
     ViewServed,
 )
 from ctxledger.messages import Message
-from ctxledger.runtime.loading import fold_session
+from ctxledger.replay.loading import fold_session
 from ctxledger.storage import EventLog, RecordedEvent
 from ctxledger.tooling.format import human_seconds
 from ctxledger.tooling.plotting import TokenSeries
