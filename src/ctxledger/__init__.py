@@ -46,7 +46,7 @@ from ctxledger.errors import (
     VersionConflictError,
 )
 from ctxledger.messages import Message, ToolCall
-from ctxledger.runtime import Host, Session
+from ctxledger.runtime import Host, HostOptions, Session
 from ctxledger.runtime.recall import RecallHit
 from ctxledger.summarizers import (
     AnthropicSummarizer,
@@ -73,6 +73,7 @@ __all__ = [
     "Fact",
     "Host",
     "HostClosedError",
+    "HostOptions",
     "InternalError",
     "InvalidArgumentError",
     "InvalidCheckpointError",
