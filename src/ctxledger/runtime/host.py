@@ -136,8 +136,13 @@ class Host:
         self._router: HistoryRouter | None = None  # set last: the host is then complete
         chosen = resolve_options(options, dict(legacy), "Host")
         check_host_objects(
-            {"config": config, "summarizer": summarizer, "tokenizer": tokenizer}
-            | {"clock": clock, "id_factory": id_factory}
+            {
+                "config": config,
+                "summarizer": summarizer,
+                "tokenizer": tokenizer,
+                "clock": clock,
+                "id_factory": id_factory,
+            }
         )
         if not isinstance(log, EventLog):
             raise InvalidArgumentError("log", f"expected an EventLog, got {type(log).__name__}")
@@ -250,8 +255,13 @@ class Host:
             raise InvalidArgumentError(
                 "path", f"expected a folder or a postgresql:// URI, got {type(path).__name__}"
             )
-        objects: dict[str, Any] = {"config": config, "summarizer": summarizer}
-        objects |= {"tokenizer": tokenizer, "clock": clock, "id_factory": id_factory}
+        objects: dict[str, Any] = {
+            "config": config,
+            "summarizer": summarizer,
+            "tokenizer": tokenizer,
+            "clock": clock,
+            "id_factory": id_factory,
+        }
         check_host_objects(objects)  # before the folder is opened (or created)
         if chosen.leases and not is_postgres_target(path):
             raise InvalidArgumentError("leases", "leases=True needs a postgresql:// database")
