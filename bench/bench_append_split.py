@@ -40,7 +40,7 @@ from pathlib import Path
 from peers import as_dict, from_dict
 from peers_systems import RawLmdb
 
-from ctxledger import Host
+from ctxledger import Host, HostOptions
 from ctxledger.config import Config
 from ctxledger.events import MessageAppended, SessionOpened
 from ctxledger.messages import Message
@@ -139,7 +139,7 @@ def run_log_submit(folder: Path, messages: list[Message]) -> Figures:
 
 def run_session(folder: Path, messages: list[Message]) -> Figures:
     """``Session.append`` on a host."""
-    host = Host.open(folder, durability="sync")
+    host = Host.open(folder, options=HostOptions(durability="sync"))
     session = host.session("seq-0")
     try:
         return measure(lambda index: session.append(messages[index]), len(messages))

@@ -63,10 +63,10 @@ def child_serve(dsn: str, ttl: float, machine: str = "same") -> None:
         import socket
 
         socket.gethostname = lambda: "another-machine"  # read once, when the lease is taken
-    from ctxledger import Host, Message, ToolCall
+    from ctxledger import Host, HostOptions, Message, ToolCall
 
     _quiet()
-    with Host.open(dsn, host_id=f"a-{os.getpid()}", lease_ttl=ttl) as host:
+    with Host.open(dsn, options=HostOptions(host_id=f"a-{os.getpid()}", lease_ttl=ttl)) as host:
         session = host.session(SESSION)
         step = 0
         told = False
@@ -94,10 +94,10 @@ def child_restart(dsn: str, started: float) -> None:
 
 def child_graceful(dsn: str, ttl: float) -> None:
     """Serve SESSION for a while, then on ``close`` from stdin print the time and close."""
-    from ctxledger import Host, Message
+    from ctxledger import Host, HostOptions, Message
 
     _quiet()
-    host = Host.open(dsn, host_id=f"a-{os.getpid()}", lease_ttl=ttl)
+    host = Host.open(dsn, options=HostOptions(host_id=f"a-{os.getpid()}", lease_ttl=ttl))
     session = host.session(SESSION)
     for n in range(20):
         session.append(Message.user(f"m{n}"))
@@ -110,10 +110,10 @@ def child_graceful(dsn: str, ttl: float) -> None:
 
 def child_standby(dsn: str, ttl: float) -> None:
     """Open a host; on ``go`` take SESSION over and append; print the wall time it returned."""
-    from ctxledger import Host, Message
+    from ctxledger import Host, HostOptions, Message
 
     _quiet()
-    with Host.open(dsn, host_id=f"b-{os.getpid()}", lease_ttl=ttl) as host:
+    with Host.open(dsn, options=HostOptions(host_id=f"b-{os.getpid()}", lease_ttl=ttl)) as host:
         print("ready", flush=True)
         sys.stdin.readline()
         session = host.session(SESSION)

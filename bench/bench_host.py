@@ -44,14 +44,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ctxledger import Config, Host, Message
+from ctxledger import Config, Host, HostOptions, Message
 from ctxledger.events import CompactionStarted
 from ctxledger.tooling.workload import iter_agent_steps, take_messages
 
 CONFIG = Config(context_window=32_000)
-#: ``Host(max_active_sessions=...)`` of the runs; 0: the default (1,024, or the run's sessions if
-#: more). ``--max-active`` sets it: the host splits it evenly over its history actors while ids
-#: hash unevenly, so at exactly 1,024 sessions one actor evicts and re-activates sessions.
+#: ``HostOptions(max_active_sessions=...)`` of the runs; 0: the default (1,024, or the run's
+#: sessions if more). ``--max-active`` sets it: the host splits it evenly over its history
+#: actors while ids hash unevenly, so at exactly 1,024 sessions one actor evicts and
+#: re-activates sessions.
 MAX_ACTIVE = [0]
 #: For the CPU figure: a window no step of the run fills, so that no compaction happens.
 NO_COMPACTION = Config(context_window=10_000_000)
@@ -108,8 +109,10 @@ def new_host(durability: str, sessions: int, config: Config = CONFIG) -> Iterato
         Host.open(
             Path(tmp) / "db",
             config=config,
-            durability=durability,  # type: ignore[arg-type]
-            max_active_sessions=MAX_ACTIVE[0] or max(1024, sessions),
+            options=HostOptions(
+                durability=durability,  # type: ignore[arg-type]
+                max_active_sessions=MAX_ACTIVE[0] or max(1024, sessions),
+            ),
         ) as host,
     ):
         yield host
@@ -296,7 +299,11 @@ def reopen(sessions: int, messages: int) -> list[dict[str, Any]]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "db"
-        with Host.open(path, config=CONFIG, durability="none", max_active_sessions=16) as host:
+        with Host.open(
+            path,
+            config=CONFIG,
+            options=HostOptions(durability="none", max_active_sessions=16),
+        ) as host:
             for index in range(sessions):
                 session = host.session(f"s{index}")
                 session.append_many(take_messages(seed=index, count=messages))
@@ -457,7 +464,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
     parser.add_argument("--sizes", default=None, help="closed-loop sizes (1,16,128,1024)")
     parser.add_argument(
-        "--max-active", type=int, default=0, help="Host(max_active_sessions=...) of the runs"
+        "--max-active", type=int, default=0, help="HostOptions(max_active_sessions=...) of the runs"
     )
     parser.add_argument("--skip", default="", help="parts to skip, comma-separated: reopen,cpu")
     args = parser.parse_args()

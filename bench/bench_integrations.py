@@ -53,7 +53,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from ctxledger import Config, Host
+from ctxledger import Config, Host, HostOptions
 from ctxledger.integrations.langchain import LedgerMiddleware
 from ctxledger.integrations.openai_agents import LedgerSession
 
@@ -172,7 +172,11 @@ def run(turns: int, durability: str) -> tuple[dict[str, list[float]], dict[str, 
     """
     with tempfile.TemporaryDirectory() as tmp:
         hosts = [
-            Host.open(Path(tmp) / name, config=CONFIG, durability=durability)  # type: ignore[arg-type]
+            Host.open(
+                Path(tmp) / name,
+                config=CONFIG,
+                options=HostOptions(durability=durability),  # type: ignore[arg-type]
+            )
             for name in ("sdk", "filter", "langchain")
         ]
         counters = [count_commits(host) for host in hosts]

@@ -65,7 +65,7 @@ from pathlib import Path
 
 import msgspec
 
-from ctxledger import Config, Host, replay
+from ctxledger import Config, Host, HostOptions, replay
 from ctxledger.domain import CharTokenizer, SessionState, build_view
 from ctxledger.events.codec import Codec
 from ctxledger.messages import Message, ToolCall
@@ -424,7 +424,7 @@ def retention_run(args: argparse.Namespace, folder: Path) -> Rows:
     log.close()
 
     def first_view() -> None:
-        with Host.open(path, durability="none") as host:
+        with Host.open(path, options=HostOptions(durability="none")) as host:
             host.session("big").build_model_view()
 
     host_recovery = timed(first_view, args.repeat)

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ctxledger import Config, Host
+from ctxledger import Config, Host, HostOptions
 from ctxledger.storage import open_log
 from ctxledger.tooling.report import write_report
 from ctxledger.tooling.workload import iter_agent_steps
@@ -66,7 +66,7 @@ def bench_synthetic_report(work: Path, steps: int, repeat: int) -> dict[str, Any
     """A synthetic session of ``steps`` steps, reported ``repeat`` times."""
     db = work / "synthetic-db"
     started = time.perf_counter()
-    with Host.open(db, config=WORKLOAD, durability="none") as host:
+    with Host.open(db, config=WORKLOAD, options=HostOptions(durability="none")) as host:
         session = host.session("synthetic")
         for step in iter_agent_steps(0, steps=steps):
             session.append_many(step)
@@ -102,7 +102,11 @@ def bench_ui_first_page(work: Path, sessions: int, repeat: int) -> dict[str, Any
     """A log of ``sessions`` sessions (one step each); first page time in fresh processes."""
     db = work / "many-db"
     started = time.perf_counter()
-    with Host.open(db, config=WORKLOAD, durability="none", max_active_sessions=64) as host:
+    with Host.open(
+        db,
+        config=WORKLOAD,
+        options=HostOptions(durability="none", max_active_sessions=64),
+    ) as host:
         for index in range(sessions):
             session = host.session(f"agent-{index:05d}")
             session.append_many(next(iter(iter_agent_steps(index, steps=1))))
@@ -205,7 +209,8 @@ def bench_otel(work: Path, steps: int, rounds: int, durability: str) -> dict[str
 
 def _steps(db: Path, steps: int, durability: str) -> tuple[float, float]:
     """Wall and process CPU seconds per step (every thread of the host counted)."""
-    with Host.open(db, config=WORKLOAD, durability=durability) as host:  # type: ignore[arg-type]
+    options = HostOptions(durability=durability)  # type: ignore[arg-type]
+    with Host.open(db, config=WORKLOAD, options=options) as host:
         session = host.session("s")
         work = list(iter_agent_steps(7, steps=steps))
         started, cpu = time.perf_counter(), time.process_time()

@@ -51,7 +51,7 @@ from peers_systems import (
 )
 from pg_support import PgDatabases, available, table_bytes
 
-from ctxledger import Config, Host, Session, ToolCall
+from ctxledger import Config, Host, HostOptions, Session, ToolCall
 from ctxledger.events import MessageAppended, SessionOpened
 from ctxledger.messages import Message as LedgerMessage
 from ctxledger.storage import LmdbEventLog
@@ -73,7 +73,10 @@ class CtxLedgerSystem:
 
     def open(self, directory: Path) -> None:
         self.directory = directory
-        self.host = Host.open(self._target(directory), durability="sync", max_active_sessions=256)
+        self.host = Host.open(
+            self._target(directory),
+            options=HostOptions(durability="sync", max_active_sessions=256),
+        )
         self.sessions: dict[str, Session] = {}
         self.lock = threading.Lock()
 

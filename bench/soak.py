@@ -47,7 +47,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctxledger import Config, Host, Message, ToolCall
+from ctxledger import Config, Host, HostOptions, Message, ToolCall
 from ctxledger.errors import CtxLedgerError
 from ctxledger.events import (
     CheckpointCreated,
@@ -201,7 +201,12 @@ def child_main(target: str, side_path: str, run: int, seed: int, hold: str) -> N
     side = SideFile(Path(side_path))
     busy = dict.fromkeys(SESSIONS, False)
     summarizer = SleepySummarizer(seed, busy, hold)
-    host = Host.open(target, config=CONFIG, summarizer=summarizer, host_id=HOST_ID)
+    host = Host.open(
+        target,
+        config=CONFIG,
+        summarizer=summarizer,
+        options=HostOptions(host_id=HOST_ID),
+    )
     threads = [
         threading.Thread(
             target=agent, args=(host, sid, run, seed * 100 + n, side, busy), daemon=True
@@ -395,7 +400,7 @@ def _check(target: str | Path, workdir: Path, report: SoakReport) -> None:
             f"{sid}: message seq gap",
         )
     open_calls = {sid: _open_calls(records) for sid, records in before.items()}
-    with Host.open(target, host_id=HOST_ID) as host:
+    with Host.open(target, options=HostOptions(host_id=HOST_ID)) as host:
         for sid, records in before.items():
             session = host.session(sid)
             history = session.history()  # activation recovers the session

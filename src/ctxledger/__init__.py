@@ -47,7 +47,7 @@ from ctxledger.errors import (
 )
 from ctxledger.messages import Message, ToolCall
 from ctxledger.replay.recall_index import RecallHit
-from ctxledger.runtime import Host, Session
+from ctxledger.runtime import Host, HostOptions, Session
 from ctxledger.summarizers import (
     AnthropicSummarizer,
     ExtractiveSummarizer,
@@ -73,6 +73,7 @@ __all__ = [
     "Fact",
     "Host",
     "HostClosedError",
+    "HostOptions",
     "InternalError",
     "InvalidArgumentError",
     "InvalidCheckpointError",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxledger import Host, Message
+from ctxledger import Host, HostOptions, Message
 from ctxledger.errors import LogLockedError, StorageError
 from ctxledger.events.types import UsageReported
 from ctxledger.replay import rebuild
@@ -122,11 +122,11 @@ def test_two_writing_handles_in_one_process_are_refused(tmp_path: Path) -> None:
 
 def test_a_second_host_on_a_folder_is_refused_and_readers_still_work(tmp_path: Path) -> None:
     """Host.open of a folder a Host of this process writes fails; rebuild reads beside it."""
-    host = Host.open(tmp_path / "log", durability="none")
+    host = Host.open(tmp_path / "log", options=HostOptions(durability="none"))
     try:
         host.session("s").append(Message.user("hello"))
         with pytest.raises(LogLockedError):
-            Host.open(tmp_path / "log", durability="none")
+            Host.open(tmp_path / "log", options=HostOptions(durability="none"))
         assert [m.content for m in rebuild(tmp_path / "log", "s").history] == ["hello"]
         assert host.session("s").append(Message.user("still here")) == 2
     finally:

@@ -36,7 +36,7 @@ from typing import Any
 
 import msgspec
 
-from ctxledger import Config, Host, Message
+from ctxledger import Config, Host, HostOptions, Message
 from ctxledger.tooling.traces import read_trace
 
 WINDOW = 32_000
@@ -103,9 +103,9 @@ def host_hashes(
     with Host.open(
         folder,
         config=config(settings),
-        durability="none",
         clock=lambda: float(next(ticks)),
         id_factory=lambda: f"id{next(ids)}",
+        options=HostOptions(durability="none"),
     ) as host:
         for name, messages in sorted(traces.items()):
             session = host.session(name)

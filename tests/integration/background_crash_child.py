@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import time
 
-from ctxledger import Config, Host, Message
+from ctxledger import Config, Host, HostOptions, Message
 from ctxledger.events import SummaryPrepared
 from ctxledger.testing import digest_summarizer
 
@@ -27,7 +27,12 @@ CONFIG = Config(
 
 def main() -> None:
     db = sys.argv[1]
-    with Host.open(db, config=CONFIG, summarizer=digest_summarizer, durability="sync") as host:
+    with Host.open(
+        db,
+        config=CONFIG,
+        summarizer=digest_summarizer,
+        options=HostOptions(durability="sync"),
+    ) as host:
         session = host.session("agent")
         for n in range(1, 200):
             session.append_many(

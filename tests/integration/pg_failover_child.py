@@ -25,7 +25,7 @@ import time
 
 import structlog
 
-from ctxledger import Config, Host, Message, ToolCall
+from ctxledger import Config, Host, HostOptions, Message, ToolCall
 from ctxledger.errors import CtxLedgerError
 
 CONFIG = Config(context_window=3000, compression_threshold=0.6, min_retain_rounds=2, micro_batch=2)
@@ -78,7 +78,11 @@ def main() -> None:
     )
     dsn, host_id, ttl, session_id, role = sys.argv[1:6]
     chosen = None if host_id == "-" else host_id
-    with Host.open(dsn, config=CONFIG, host_id=chosen, lease_ttl=float(ttl)) as host:
+    with Host.open(
+        dsn,
+        config=CONFIG,
+        options=HostOptions(host_id=chosen, lease_ttl=float(ttl)),
+    ) as host:
         if role == "serve":
             serve(host, session_id, int(sys.argv[6]) if len(sys.argv) > 6 else 0)
         else:

@@ -18,6 +18,7 @@ from ctxledger import (
     ContextOverflowError,
     Host,
     HostClosedError,
+    HostOptions,
     InvalidMessageError,
     InvalidSeqError,
     Message,
@@ -364,7 +365,7 @@ def test_unanswered_tool_call_gets_synthetic_result_on_reopen(tmp_path: Path) ->
 
 def test_passivation_bounds_active_sessions(tmp_path: Path) -> None:
     """Beyond max_active_sessions idle sessions are passivated and re-activated by replay."""
-    with Host.open(tmp_path / "db", max_active_sessions=3) as host:
+    with Host.open(tmp_path / "db", options=HostOptions(max_active_sessions=3)) as host:
         for n in range(8):
             host.session(f"s{n}").append(Message.user(f"hello {n}"))
             assert len(host.active_sessions()) <= 3

@@ -11,10 +11,11 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ctxledger import Host, Message, ToolCall
+from ctxledger import Host, HostOptions, Message, ToolCall
 from ctxledger.errors import LeaseHeldError
 from ctxledger.events import ToolResultSynthesized
 from ctxledger.storage import MemoryEventLog, PostgresEventLog
@@ -27,9 +28,9 @@ def dsn(pg_database: str) -> Iterator[str]:
     yield pg_database
 
 
-def open_host(dsn: str, host_id: str, **options: object) -> Host:
+def open_host(dsn: str, host_id: str, **options: Any) -> Host:
     options.setdefault("lease_ttl", TTL)
-    return Host.open(dsn, host_id=host_id, **options)  # type: ignore[arg-type]
+    return Host.open(dsn, options=HostOptions(host_id=host_id, **options))
 
 
 @pytest.mark.postgres
@@ -62,7 +63,10 @@ def test_close_releases_so_another_host_takes_over_at_once(dsn: str) -> None:
     with open_host(dsn, "host-a", lease_ttl=60.0) as a:
         a.session("s1").append(Message.user("hello"))
     # A 60 s lease: only its release lets host-b in within lease_wait.
-    with Host.open(dsn, host_id="host-b", lease_ttl=60.0, lease_wait=0.5) as b:
+    with Host.open(
+        dsn,
+        options=HostOptions(host_id="host-b", lease_ttl=60.0, lease_wait=0.5),
+    ) as b:
         session = b.session("s1")
         assert [m.content for m in session.history()] == ["hello"]
         lease = b.log.current_lease("s1")  # type: ignore[attr-defined]
@@ -73,8 +77,11 @@ def test_close_releases_so_another_host_takes_over_at_once(dsn: str) -> None:
 @pytest.mark.postgres
 def test_eviction_releases_the_lease(dsn: str) -> None:
     with (
-        Host.open(dsn, host_id="host-a", lease_ttl=60.0, max_active_sessions=1) as a,
-        Host.open(dsn, host_id="host-b", lease_ttl=60.0, lease_wait=0.5) as b,
+        Host.open(
+            dsn,
+            options=HostOptions(host_id="host-a", lease_ttl=60.0, max_active_sessions=1),
+        ) as a,
+        Host.open(dsn, options=HostOptions(host_id="host-b", lease_ttl=60.0, lease_wait=0.5)) as b,
     ):
         a.session("s1").append(Message.user("one"))
         a.session("s2").append(Message.user("two"))  # evicts s1
@@ -150,18 +157,26 @@ def _loading(host: Host) -> bool:
 
 def test_memory_log_takes_no_leases_unless_asked() -> None:
     log = MemoryEventLog()
-    with Host(log, host_id="host-a", owns_log=False) as host:
+    with Host(log, owns_log=False, options=HostOptions(host_id="host-a")) as host:
         host.session("s1").append(Message.user("hello"))
         assert log.current_lease("s1") is None
-    with Host(log, host_id="host-a", owns_log=False, leases=True) as host:
+    with Host(log, owns_log=False, options=HostOptions(host_id="host-a", leases=True)) as host:
         host.session("s1").append(Message.user("again"))
         assert log.current_lease("s1").host_id == "host-a"  # type: ignore[union-attr]
 
 
 def test_two_hosts_on_one_memory_log_with_leases() -> None:
     log = MemoryEventLog()
-    a = Host(log, host_id="host-a", owns_log=False, leases=True, lease_ttl=30.0)
-    b = Host(log, host_id="host-b", owns_log=False, leases=True, lease_ttl=30.0, lease_wait=0.3)
+    a = Host(
+        log,
+        owns_log=False,
+        options=HostOptions(host_id="host-a", leases=True, lease_ttl=30.0),
+    )
+    b = Host(
+        log,
+        owns_log=False,
+        options=HostOptions(host_id="host-b", leases=True, lease_ttl=30.0, lease_wait=0.3),
+    )
     try:
         a.session("s1").append(Message.user("hello"))
         with pytest.raises(LeaseHeldError):
@@ -175,7 +190,7 @@ def test_two_hosts_on_one_memory_log_with_leases() -> None:
 
 
 def test_lmdb_host_takes_no_leases(tmp_path: Path) -> None:
-    with Host.open(tmp_path / "db", host_id="h") as host:
+    with Host.open(tmp_path / "db", options=HostOptions(host_id="h")) as host:
         host.session("s1").append(Message.user("hello"))
         assert host._leases is None
 
@@ -190,16 +205,16 @@ def test_lmdb_host_takes_no_leases(tmp_path: Path) -> None:
         ({"lease_wait": -1.0}, ValueError),
     ],
 )
-def test_bad_lease_options_are_rejected(options: dict[str, object], error: type) -> None:
+def test_bad_lease_options_are_rejected(options: dict[str, Any], error: type) -> None:
     with pytest.raises(error):
-        Host(MemoryEventLog(), **options)  # type: ignore[arg-type]
+        HostOptions(**options)
 
 
 def test_leases_need_a_lease_store(tmp_path: Path) -> None:
     from ctxledger.storage import LmdbEventLog
 
     with LmdbEventLog.open(tmp_path / "db") as log, pytest.raises(ValueError, match="LeaseStore"):
-        Host(log, leases=True, owns_log=False)
+        Host(log, owns_log=False, options=HostOptions(leases=True))
 
 
 def test_default_host_ids_differ() -> None:
@@ -213,7 +228,10 @@ def test_reactivation_by_the_same_host_keeps_a_pending_tool_call(dsn: str) -> No
     """Evicted and re-activated by the host that served it all along (the epoch right after its
     own): a tool call still running is not answered as interrupted."""
     call = ToolCall("c1", "bash", "{}")
-    with Host.open(dsn, host_id="host-a", lease_ttl=60.0, max_active_sessions=1) as a:
+    with Host.open(
+        dsn,
+        options=HostOptions(host_id="host-a", lease_ttl=60.0, max_active_sessions=1),
+    ) as a:
         session = a.session("s1")
         session.append_many([Message.user("run it"), Message.assistant("", [call])])
         for other in ("s2", "s3", "s4"):
@@ -230,8 +248,14 @@ def test_reactivation_after_another_host_served_recovers(dsn: str) -> None:
     """Re-activated after another host served the session in between: recovered again."""
     call = ToolCall("c2", "bash", "{}")
     with (
-        Host.open(dsn, host_id="host-a", lease_ttl=60.0, max_active_sessions=1) as a,
-        Host.open(dsn, host_id="host-b", lease_ttl=60.0, max_active_sessions=1) as b,
+        Host.open(
+            dsn,
+            options=HostOptions(host_id="host-a", lease_ttl=60.0, max_active_sessions=1),
+        ) as a,
+        Host.open(
+            dsn,
+            options=HostOptions(host_id="host-b", lease_ttl=60.0, max_active_sessions=1),
+        ) as b,
     ):
         a.session("s1").append(Message.user("hello"))
         a.session("s2").append(Message.user("other"))  # evicts s1, releasing its lease

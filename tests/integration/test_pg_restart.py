@@ -19,7 +19,7 @@ import pytest
 from psycopg.types.json import Jsonb
 from test_pg_failover import SESSION, Child
 
-from ctxledger import Host, LeaseHeldError, Message
+from ctxledger import Host, HostOptions, LeaseHeldError, Message
 from ctxledger.events import ToolResultSynthesized
 from ctxledger.replay import verify
 from ctxledger.storage import DEFAULT_LEASE_TTL, PostgresEventLog
@@ -72,7 +72,7 @@ def test_a_live_process_holding_the_lease_is_still_waited_for(pg_database: str) 
         with PostgresEventLog.open(pg_database) as log:
             before = log.current_lease(SESSION)
         with (
-            Host.open(pg_database, lease_wait=1.0) as host,
+            Host.open(pg_database, options=HostOptions(lease_wait=1.0)) as host,
             pytest.raises(LeaseHeldError, match=rf"pid {live.proc.pid} on ") as refused,
         ):
             host.session(SESSION)

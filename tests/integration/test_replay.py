@@ -12,7 +12,16 @@ from typing import Any
 import lmdb
 import pytest
 
-from ctxledger import Config, ContextOverflowError, Host, InvalidSeqError, Message, ToolCall, replay
+from ctxledger import (
+    Config,
+    ContextOverflowError,
+    Host,
+    HostOptions,
+    InvalidSeqError,
+    Message,
+    ToolCall,
+    replay,
+)
 from ctxledger.domain import SessionState
 from ctxledger.events import CheckpointCreated, Event, SummaryPrepared, ViewServed
 from ctxledger.runtime.loading import DENSE_SNAPSHOTS, fold_session
@@ -274,7 +283,12 @@ def test_what_if_under_own_config_reuses_every_summary(
     """Under the log's own Config what_if reproduces the compactions without summariser calls."""
     messages = traces["miniswe-gemini3pro-django-django-13363"]
     config = Config(context_window=9_000, compression_threshold=0.7, min_retain_rounds=2)
-    with Host.open(db, config=config, id_factory=_ids(), durability="none") as host:
+    with Host.open(
+        db,
+        config=config,
+        id_factory=_ids(),
+        options=HostOptions(durability="none"),
+    ) as host:
         s = host.session("t")
         for message in messages:
             if message.role == "assistant":
@@ -371,7 +385,12 @@ def test_full_replay_equals_snapshot_plus_tail_equals_live(
     tmp_path: Path, traces: dict[str, list[Message]], config: Config
 ) -> None:
     """For every trace: full replay == snapshot + tail == the live state, byte for byte."""
-    with Host.open(tmp_path / "db", config=config, id_factory=_ids(), durability="none") as host:
+    with Host.open(
+        tmp_path / "db",
+        config=config,
+        id_factory=_ids(),
+        options=HostOptions(durability="none"),
+    ) as host:
         for name, messages in traces.items():
             s = host.session(name)
             for message in messages:

@@ -12,7 +12,7 @@ import pytest
 from cli_helpers import assert_one_line_error, run
 from report_helpers import CONFIG, HOSTILE, SESSION, build_log, report_data, view_entries
 
-from ctxledger import Config, Host, Pricing
+from ctxledger import Config, Host, HostOptions, Pricing
 from ctxledger.events import CheckpointCreated
 from ctxledger.replay import audit, view_at
 from ctxledger.storage import open_log
@@ -145,7 +145,7 @@ def test_usage_and_cost_totals_are_shown_when_recorded(db: Path, page: str) -> N
 def test_a_session_of_1000_steps_makes_a_report_under_3_mb(tmp_path: Path) -> None:
     """The size promise, on the synthetic workload (the chart, views and texts of 1,000 steps)."""
     config = Config(context_window=24_000, compression_threshold=0.8, min_retain_rounds=2)
-    with Host.open(tmp_path / "db", config=config, durability="none") as host:
+    with Host.open(tmp_path / "db", config=config, options=HostOptions(durability="none")) as host:
         session = host.session("long")
         for step in iter_agent_steps(0, steps=1000):
             session.append_many(step)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ctxledger import Config, Host, Message, SummaryRequest, ToolCall
+from ctxledger import Config, Host, HostOptions, Message, SummaryRequest, ToolCall
 from ctxledger.events import CheckpointCreated, CompactionFailed, CompactionStarted, Event
 from ctxledger.storage.lmdb import LmdbEventLog
 
@@ -65,7 +65,7 @@ def _in_thread(call: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
 def test_thread_count_does_not_depend_on_the_number_of_sessions(tmp_path: Path) -> None:
     """10 or 1,000 open sessions, used one by one or all at once: the same threads, at most 32."""
     before = set(threading.enumerate())
-    with Host.open(tmp_path / "db", config=SMALL, durability="none") as host:
+    with Host.open(tmp_path / "db", config=SMALL, options=HostOptions(durability="none")) as host:
 
         def use(first: int, last: int) -> None:
             for n in range(first, last):
@@ -139,7 +139,11 @@ def test_long_activation_does_not_block_appends_of_its_actors_other_sessions(
     appends, serves views and reports usage; the long one then opens with all its events."""
     path = tmp_path / "db"
     events = 20_000
-    with Host.open(path, config=SMALL.replace(snapshot_interval=10**9), durability="none") as host:
+    with Host.open(
+        path,
+        config=SMALL.replace(snapshot_interval=10**9),
+        options=HostOptions(durability="none"),
+    ) as host:
         slow = host.session("slow")
         for n in range(events // 4 // 100):
             slow.append_many([m for k in range(100) for m in _step("slow", n * 100 + k, 4)])
@@ -303,7 +307,7 @@ def test_async_twins_use_no_worker_thread(tmp_path: Path) -> None:
         executor.shutdown()
         return calls
 
-    with Host.open(tmp_path / "db", config=SMALL, durability="none") as host:
+    with Host.open(tmp_path / "db", config=SMALL, options=HostOptions(durability="none")) as host:
         calls = asyncio.run(main(host))
         assert len(host.session("a7").history()) == 15
         kinds = {type(record.event) for record in host.log.read("a7")}
@@ -330,7 +334,10 @@ def test_hung_summarizer_times_out_while_other_sessions_go_on(tmp_path: Path) ->
     config = SMALL.replace(summary_timeout=1.0)
     try:
         with Host.open(
-            tmp_path / "db", config=config, summarizer=summarizer, compaction_workers=1
+            tmp_path / "db",
+            config=config,
+            summarizer=summarizer,
+            options=HostOptions(compaction_workers=1),
         ) as host:
             hung = host.session("hung")
             hung.append(Message.user("HANG here"))
@@ -375,7 +382,10 @@ def test_no_session_is_evicted_while_the_host_holds_at_most_max_active_sessions(
     ids = [f"s{n}" for n in range(200)]
     lopsided = [i for i in ids if zlib.crc32(i.encode()) % 2 == 0][:40]
     lopsided += [i for i in ids if zlib.crc32(i.encode()) % 2 == 1][:24]
-    with Host.open(tmp_path / "db", durability="none", max_active_sessions=64) as host:
+    with Host.open(
+        tmp_path / "db",
+        options=HostOptions(durability="none", max_active_sessions=64),
+    ) as host:
         assert {host._owner(i) for i in lopsided[:40]} == {host._owner(lopsided[0])}
         for session_id in lopsided:
             host.session(session_id).append(Message.user("hello"))

@@ -17,6 +17,7 @@ from ctxledger import (
     CtxLedgerError,
     Host,
     HostClosedError,
+    HostOptions,
     InternalError,
     InvalidMessageError,
     Message,
@@ -67,7 +68,7 @@ def test_a_config_that_is_not_a_config_fails_its_call_and_kills_nothing(
 ) -> None:
     """``host.session(id, config=<not a Config>)`` raises ConfigError for a new and for an
     existing session; nothing is written, and every session of the host keeps working."""
-    with Host.open(tmp_path / "db", history_actors=1) as host:
+    with Host.open(tmp_path / "db", options=HostOptions(history_actors=1)) as host:
         sessions = [host.session(f"s{n}") for n in range(4)]
         for session in sessions:
             session.append(Message.user("one"))
@@ -192,7 +193,10 @@ def test_a_dead_history_actor_is_replaced_and_no_caller_waits_forever(
 
     config = Config(context_window=2000, compression_threshold=0.5, min_retain_rounds=1)
     with Host.open(
-        tmp_path / "db", config=config, summarizer=summarizer, history_actors=1
+        tmp_path / "db",
+        config=config,
+        summarizer=summarizer,
+        options=HostOptions(history_actors=1),
     ) as host:
         busy, idle = host.session("busy"), host.session("idle")
         for n in range(6):

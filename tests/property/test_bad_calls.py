@@ -28,6 +28,7 @@ from ctxledger import (
     Config,
     CtxLedgerError,
     Host,
+    HostOptions,
     Message,
     ToolCall,
 )
@@ -351,6 +352,28 @@ def test_bad_calls_fail_alone_while_agents_step(tmp_path: Path) -> None:
         ("lease_ttl", -1),
         ("lease_wait", float("nan")),
         ("host_id", 5),
+        ("durability", "fast"),
+        ("leases", 1),
+    ],
+)
+def test_bad_host_options_fail_before_anything_is_opened(
+    tmp_path: Path, argument: str, value: object
+) -> None:
+    """A bad HostOptions field fails when the options are built, and as an old ``Host.open``
+    keyword before anything is created."""
+    with pytest.raises(CtxLedgerError, match=argument):
+        HostOptions(**{argument: value})  # type: ignore[arg-type]
+    with (
+        pytest.warns(DeprecationWarning, match=argument),
+        pytest.raises(CtxLedgerError, match=argument),
+    ):
+        Host.open(tmp_path / "db", **{argument: value})  # type: ignore[arg-type]
+    assert not (tmp_path / "db").exists()
+
+
+@pytest.mark.parametrize(
+    ("argument", "value"),
+    [
         ("clock", "now"),
         ("id_factory", 3),
         ("summarizer", "extractive"),

@@ -10,7 +10,7 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxledger import Config, Host, Message
+from ctxledger import Config, Host, HostOptions, Message
 from ctxledger.integrations.openai_agents import (
     LedgerSession,
     items_to_messages,
@@ -157,8 +157,9 @@ def test_a_ledger_session_returns_what_was_stored(tmp_path_factory: Any, batches
         return await session.get_items(limit=len(items)), await session.get_items()
 
     unmasked = Config(context_window=10**6, micro_keep_recent=10**4)
-    with Host.open(path, config=unmasked, durability="none") as host:
+    with Host.open(path, config=unmasked, options=HostOptions(durability="none")) as host:
         tail, view = asyncio.run(run(LedgerSession(host.session("s"))))
-    with Host.open(path, durability="none") as host:  # decoded from the log this time
+    # The Config is decoded from the log this time.
+    with Host.open(path, options=HostOptions(durability="none")) as host:
         again = asyncio.run(LedgerSession(host.session("s")).get_items(limit=len(items) + 5))
     assert tail == view == again == items

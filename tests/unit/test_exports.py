@@ -22,6 +22,7 @@ PUBLIC = {
     "Fact",
     "Host",
     "HostClosedError",
+    "HostOptions",
     "InternalError",
     "InvalidArgumentError",
     "InvalidCheckpointError",

@@ -22,7 +22,7 @@ from ctxledger.cli._app import (
 from ctxledger.cli._progress import reading_progress
 from ctxledger.config import Config
 from ctxledger.errors import SessionExistsError
-from ctxledger.runtime.host import Host
+from ctxledger.runtime.host import Host, HostOptions
 from ctxledger.storage import DURABILITY_MODES, Durability, LogTarget
 from ctxledger.storage import open_log as open_target
 from ctxledger.tooling.format import human_bytes, human_tokens
@@ -104,7 +104,8 @@ def ingest(
     messages = read_trace(file, allow_pending=allow_pending)
     started = time.perf_counter()
     summarize = make_summarizer(summarizer, base_url, model)
-    with Host.open(db, config=config, summarizer=summarize, durability=durability) as host:
+    options = HostOptions(durability=durability)
+    with Host.open(db, config=config, summarizer=summarize, options=options) as host:
         if host.log.last_seq(session_id) != 0:
             raise SessionExistsError(
                 f"session {session_id!r} already exists in '{db}'; choose another --session"

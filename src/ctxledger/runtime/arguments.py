@@ -28,7 +28,7 @@ __all__ = [
     "check_config",
     "check_count",
     "check_flag",
-    "check_host_options",
+    "check_host_objects",
     "check_limit",
     "check_seconds",
     "check_seq",
@@ -162,39 +162,23 @@ def message_batch(messages: Any) -> tuple[Message, ...]:
     return batch
 
 
-#: The Host arguments that are counts (positive integers).
-_HOST_COUNTS = (
-    "max_active_sessions",
-    "history_actors",
-    "compaction_workers",
-    "projection_actors",
-    "background_compactions",
-)
+def check_host_objects(objects: dict[str, Any]) -> None:
+    """Check the objects ``Host`` and ``Host.open`` are given (before a log is opened).
 
-
-def check_host_options(options: dict[str, Any]) -> None:
-    """Check the keyword arguments ``Host`` and ``Host.open`` share (before a log is opened).
+    The host-level settings are a :class:`~ctxledger.HostOptions`, checked when it is built.
 
     Raises:
         ConfigError: ``config`` is not None or a Config, or one that cannot be recorded.
-        InvalidArgumentError: Another argument has the wrong type or value.
+        InvalidArgumentError: Another argument has the wrong type.
     """
-    config = check_config(options.get("config"))
+    config = check_config(objects.get("config"))
     if config is not None:
         check_recordable([SessionOpened(session_id="-", config=config)])
-    check_callable("summarizer", options.get("summarizer"), optional=True)
-    tokenizer = options.get("tokenizer")
+    check_callable("summarizer", objects.get("summarizer"), optional=True)
+    tokenizer = objects.get("tokenizer")
     if tokenizer is not None and not isinstance(tokenizer, Tokenizer):
         raise InvalidArgumentError(
             "tokenizer", f"expected a ctxledger Tokenizer, got {type(tokenizer).__name__}"
         )
-    check_callable("clock", options.get("clock"))
-    check_callable("id_factory", options.get("id_factory"), optional=True)
-    for name in _HOST_COUNTS:
-        check_count(name, options.get(name))
-    host_id = options.get("host_id")
-    if host_id is not None and (not isinstance(host_id, str) or not host_id):
-        raise InvalidArgumentError("host_id", f"must be a non-empty string, got {host_id!r}")
-    check_seconds("lease_ttl", options.get("lease_ttl"))
-    if options.get("lease_wait") is not None:
-        check_seconds("lease_wait", options.get("lease_wait"))
+    check_callable("clock", objects.get("clock"))
+    check_callable("id_factory", objects.get("id_factory"), optional=True)

@@ -1,7 +1,7 @@
 """The compaction pool: summarisers run off every critical path, a few at a time.
 
 Summarisers are LLM calls: I/O-bound, slow, and they may hang. A host runs a fixed number of
-compaction actors (``Host(compaction_workers=...)``) that take jobs from one queue; each answers
+compaction actors (``HostOptions.compaction_workers``) that take jobs from one queue; each answers
 the history actor that asked with :class:`~ctxledger.runtime.messages.SummaryDone`. The history
 actor enforces the timeout: a job that times out is abandoned here, its worker is retired (its
 thread ends when the stuck call returns; it is a daemon, so it never keeps the process alive)

@@ -30,15 +30,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import secrets
-import socket
 import threading
 import time
 import uuid
 import warnings
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Unpack, cast
 
 import pykka
 
@@ -55,37 +53,32 @@ from ctxledger.events import Event, SessionForked, SessionOpened
 from ctxledger.messages import Message
 from ctxledger.replay.loading import event_seq_before_message, fold_session
 from ctxledger.runtime import lifecycle
-from ctxledger.runtime.arguments import check_config, check_flag, check_host_options
+from ctxledger.runtime.arguments import check_config, check_flag, check_host_objects
 from ctxledger.runtime.budget import BudgetActor
 from ctxledger.runtime.compaction import CompactionPool, HostLoop
 from ctxledger.runtime.failures import Restarting
 from ctxledger.runtime.history import HistoryActor, HistoryActorProxy, Runtime
 from ctxledger.runtime.leases import LeaseKeeper
 from ctxledger.runtime.messages import Command, Open
+from ctxledger.runtime.options import (
+    HostOptions,
+    LegacyHostKeywords,
+    default_host_id,
+    options_in_force,
+    resolve_options,
+)
 from ctxledger.runtime.projection import ProjectionPool
 from ctxledger.runtime.recordable import check_recordable
 from ctxledger.runtime.router import HistoryRouter
 from ctxledger.runtime.session import Session, check_session_id
 from ctxledger.runtime.timer import Timer
 from ctxledger.runtime.waiters import LoopWaiter, Reply, Waiter
-from ctxledger.storage import (
-    DEFAULT_LEASE_TTL,
-    Durability,
-    EventLog,
-    LeaseStore,
-    MemoryEventLog,
-    open_log,
-)
+from ctxledger.storage import EventLog, LeaseStore, is_postgres_target, open_log
 from ctxledger.summarizers import ExtractiveSummarizer, Summarizer, describe_summarizer
 
-__all__ = ["Host", "default_host_id"]
+__all__ = ["Host", "HostOptions", "default_host_id"]
 
 _logger = get_logger(__name__)
-
-
-def default_host_id() -> str:
-    """A host id unique to this process: ``<hostname>-<pid>-<random hex>``."""
-    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
 def _system_text(system: object) -> str | None:
@@ -109,28 +102,13 @@ class Host:
             callable runs on the compaction actors, a coroutine function is awaited on the
             calling task's event loop (or the host's own).
         tokenizer: The token estimator; chars // 3 if omitted.
-        max_active_sessions: Session states kept in memory; the least recently used idle ones
-            beyond it are evicted (their log stays; they are re-activated on next use).
         clock: Returns the current unix time (injectable for deterministic tests).
         id_factory: Returns fresh ids for checkpoints and compactions.
         owns_log: Close ``log`` in :meth:`close`.
-        history_actors: History actors (writers); sessions are spread over them by id.
-        compaction_workers: Summariser calls that can run at once.
-        projection_actors: Sessions that can be loaded from the log at once.
-        background_compactions: Background compactions at once, host-wide.
-        host_id: This host's id on a shared log (leases name it); a fresh
-            :func:`default_host_id` if omitted. Give every running host its own. A lease also
-            records the process holding it, so a host restarted on the same machine takes the
-            leases of its dead predecessor at once, whatever either's id.
-        lease_ttl: Seconds a session's lease lasts unless renewed (renewed every third of
-            it); a host that dies is taken over this long after its last renewal at most.
-        lease_wait: Seconds an activation waits at most for a lease another host holds before
-            it fails with :class:`~ctxledger.errors.LeaseHeldError`; ``2 * lease_ttl + 1`` s if
-            omitted (long enough for the lease of a dead host to expire).
-        leases: Take session leases: ``None`` (the default) takes them when the log is a
-            :class:`~ctxledger.storage.LeaseStore` shared between hosts (PostgreSQL; not the
-            in-memory log, which no other process can see); ``True`` on any LeaseStore;
-            ``False`` never (one host per database only).
+        options: The host-level settings (pool sizes, eviction, leases, durability): a
+            :class:`~ctxledger.HostOptions`; its defaults if omitted.
+        **legacy: Deprecated: the HostOptions fields as keywords (``history_actors=1``, ...);
+            each still works, with a :class:`DeprecationWarning` naming the field.
     """
 
     def __init__(
@@ -140,58 +118,51 @@ class Host:
         config: Config | None = None,
         summarizer: Summarizer | None = None,
         tokenizer: Tokenizer | None = None,
-        max_active_sessions: int = 1024,
         clock: Callable[[], float] = time.time,
         id_factory: Callable[[], str] | None = None,
         owns_log: bool = True,
-        history_actors: int = 2,
-        compaction_workers: int = 4,
-        projection_actors: int = 2,
-        background_compactions: int = 4,
-        host_id: str | None = None,
-        lease_ttl: float = DEFAULT_LEASE_TTL,
-        lease_wait: float | None = None,
-        leases: bool | None = None,
+        options: HostOptions | None = None,
+        **legacy: Unpack[LegacyHostKeywords],
     ) -> None:
         """Wrap ``log``; see the class docstring for the arguments.
 
         Raises:
-            InvalidArgumentError: An argument has the wrong type or value (a count that is not
-                a positive integer, ``lease_ttl`` or ``lease_wait`` not a positive number,
-                ``leases=True`` with a log that is no LeaseStore, ...); a ``TypeError`` and a
-                ``ValueError``.
+            InvalidArgumentError: An argument has the wrong type or value (``options`` is not
+                a HostOptions or is given beside an old keyword, ``leases=True`` with a log
+                that is no LeaseStore, a ``durability`` the log was not opened with, ...); a
+                ``TypeError`` and a ``ValueError``.
             ConfigError: ``config`` is not a Config, or one that cannot be recorded.
         """
-        check_host_options(locals())  # the parameters, by name (nothing else is bound yet)
         self._router: HistoryRouter | None = None  # set last: the host is then complete
+        chosen = resolve_options(options, dict(legacy), "Host")
+        check_host_objects(
+            {
+                "config": config,
+                "summarizer": summarizer,
+                "tokenizer": tokenizer,
+                "clock": clock,
+                "id_factory": id_factory,
+            }
+        )
         if not isinstance(log, EventLog):
             raise InvalidArgumentError("log", f"expected an EventLog, got {type(log).__name__}")
         check_flag("owns_log", owns_log)
-        check_flag("leases", leases, optional=True)
-        if host_id is None:
-            host_id = default_host_id()
-        lease_ttl = float(lease_ttl)
-        lease_wait = 2 * lease_ttl + 1.0 if lease_wait is None else float(lease_wait)
-        is_store = isinstance(log, LeaseStore)
-        if leases and not is_store:
-            raise InvalidArgumentError(
-                "leases", f"leases=True needs a LeaseStore log, not {type(log).__name__}"
-            )
-        if leases is None:
-            leases = is_store and not isinstance(log, MemoryEventLog)
-        #: This host's id (on a shared log, the holder named by its leases).
-        self.host_id = host_id
-        #: Seconds a lease lasts unless renewed.
-        self.lease_ttl = lease_ttl
-        #: Seconds an activation waits at most for another host's lease.
-        self.lease_wait = lease_wait
+        self._options = chosen = options_in_force(chosen, log)
+        assert chosen.host_id is not None and chosen.lease_wait is not None  # resolved
+        #: This host's id (on a shared log, the holder named by its leases): ``options.host_id``.
+        self.host_id: str = chosen.host_id
+        #: Seconds a lease lasts unless renewed: ``options.lease_ttl``.
+        self.lease_ttl: float = chosen.lease_ttl
+        #: Seconds an activation waits at most for another host's lease: ``options.lease_wait``.
+        self.lease_wait: float = chosen.lease_wait
         self.log = log
         self.config = config if config is not None else Config()
         self.summarizer: Summarizer = (
             summarizer if summarizer is not None else ExtractiveSummarizer()
         )
         self.tokenizer: Tokenizer = tokenizer if tokenizer is not None else CharTokenizer()
-        self.max_active_sessions = max_active_sessions
+        #: Session states kept in memory: ``options.max_active_sessions``.
+        self.max_active_sessions = chosen.max_active_sessions
         self.clock = clock
         self.new_id: Callable[[], str] = id_factory or (lambda: uuid.uuid4().hex)
         self._owns_log = owns_log
@@ -201,13 +172,18 @@ class Host:
         self._loop = HostLoop()
         self._timer = Timer()
         self._leases = (
-            LeaseKeeper(cast(LeaseStore, log), host_id, lease_ttl, lease_wait, self._timer)
-            if leases
+            LeaseKeeper(
+                cast(LeaseStore, log), self.host_id, self.lease_ttl, self.lease_wait, self._timer
+            )
+            if chosen.leases
             else None
         )
-        self._compaction = CompactionPool(self.summarizer, compaction_workers, self._loop.get)
-        self._projection = ProjectionPool(log, clock, projection_actors, self._leases)
-        self._budget = Restarting(lambda: BudgetActor.start(background_compactions), "budget")
+        self._compaction = CompactionPool(
+            self.summarizer, chosen.compaction_workers, self._loop.get
+        )
+        self._projection = ProjectionPool(log, clock, chosen.projection_actors, self._leases)
+        background = chosen.background_compactions
+        self._budget = Restarting(lambda: BudgetActor.start(background), "budget")
         runtime = Runtime(
             log=log,
             tokenizer=self.tokenizer,
@@ -223,10 +199,12 @@ class Host:
         self._recovered = runtime.recovered
         # max_active_sessions holds host-wide: session ids do not spread evenly over the
         # actors, so a fixed share per actor would evict below the limit.
-        runtime.max_live = max_active_sessions
-        runtime.live_counts = [0] * history_actors
+        runtime.max_live = chosen.max_active_sessions
+        runtime.live_counts = [0] * chosen.history_actors
         router = HistoryRouter(
-            lambda number: HistoryActor.start(runtime, number), history_actors, runtime.history
+            lambda number: HistoryActor.start(runtime, number),
+            chosen.history_actors,
+            runtime.history,
         )
         runtime.restart = router.restart
         runtime.closed = lambda: router.closed
@@ -243,17 +221,10 @@ class Host:
         config: Config | None = None,
         summarizer: Summarizer | None = None,
         tokenizer: Tokenizer | None = None,
-        durability: Durability = "sync",
-        max_active_sessions: int = 1024,
         clock: Callable[[], float] = time.time,
         id_factory: Callable[[], str] | None = None,
-        history_actors: int = 2,
-        compaction_workers: int = 4,
-        projection_actors: int = 2,
-        background_compactions: int = 4,
-        host_id: str | None = None,
-        lease_ttl: float = DEFAULT_LEASE_TTL,
-        lease_wait: float | None = None,
+        options: HostOptions | None = None,
+        **legacy: Unpack[LegacyHostKeywords],
     ) -> Host:
         """Open (or create) a host on an LMDB folder or a PostgreSQL database.
 
@@ -263,53 +234,54 @@ class Host:
             config: The default Config of new sessions (``Config()`` if omitted).
             summarizer: The summariser; ``ExtractiveSummarizer()`` (offline) if omitted.
             tokenizer: The token estimator; chars // 3 if omitted.
-            durability: ``"sync"`` (an append that returned is on disk), ``"group"`` (same
-                guarantee, batched) or ``"none"`` (unsafe: for tests and bulk imports).
-            max_active_sessions: Session states kept in memory (see the class docstring).
             clock: Returns the current unix time (injectable for deterministic tests).
             id_factory: Returns fresh ids for checkpoints and compactions.
-            history_actors: History actors (see the class docstring).
-            compaction_workers: Summariser calls that can run at once.
-            projection_actors: Sessions that can be loaded from the log at once.
-            background_compactions: Background compactions at once, host-wide.
-            host_id: This host's id on a shared (PostgreSQL) database; unique per process if
-                omitted (see the class docstring).
-            lease_ttl: Seconds a session's lease lasts unless renewed (PostgreSQL only).
-            lease_wait: Seconds an activation waits at most for another host's lease.
+            options: The host-level settings: a :class:`~ctxledger.HostOptions` (durability
+                ``"sync"``, pool sizes, eviction, leases); its defaults if omitted.
+            **legacy: Deprecated: the HostOptions fields as keywords (``durability="none"``,
+                ``max_active_sessions=64``, ...); each still works, with a
+                :class:`DeprecationWarning` naming the field.
 
         Raises:
             ConfigError: ``durability`` is not one of the three modes, or ``config`` is not a
                 Config (or one that cannot be recorded).
-            InvalidArgumentError: Another argument has the wrong type or value (nothing is
+            InvalidArgumentError: Another argument has the wrong type or value, ``options`` is
+                given beside an old keyword, or ``leases=True`` for an LMDB folder (nothing is
                 opened or created then).
             StorageError: The folder or database cannot be opened as an event log.
         """
+        chosen = resolve_options(options, dict(legacy), "Host.open")
         if not isinstance(path, str | os.PathLike):
             raise InvalidArgumentError(
                 "path", f"expected a folder or a postgresql:// URI, got {type(path).__name__}"
             )
-        options: dict[str, Any] = {
+        objects: dict[str, Any] = {
             "config": config,
             "summarizer": summarizer,
             "tokenizer": tokenizer,
-            "max_active_sessions": max_active_sessions,
             "clock": clock,
             "id_factory": id_factory,
-            "history_actors": history_actors,
-            "compaction_workers": compaction_workers,
-            "projection_actors": projection_actors,
-            "background_compactions": background_compactions,
-            "host_id": host_id,
-            "lease_ttl": lease_ttl,
-            "lease_wait": lease_wait,
         }
-        check_host_options(options)  # before the folder is opened (or created)
-        log = open_log(path, durability=durability)
+        check_host_objects(objects)  # before the folder is opened (or created)
+        if chosen.leases and not is_postgres_target(path):
+            raise InvalidArgumentError("leases", "leases=True needs a postgresql:// database")
+        log = open_log(path, durability=chosen.durability or "sync")
         try:
-            return cls(log, **options)
+            return cls(log, options=chosen, **objects)
         except BaseException:
             log.close()
             raise
+
+    @property
+    def options(self) -> HostOptions:
+        """The :class:`~ctxledger.HostOptions` in force, every ``None`` field resolved.
+
+        ``durability`` is the log's mode (``None`` for a log without modes, the in-memory
+        one), ``host_id`` this host's, ``lease_wait`` in seconds and ``leases`` whether the host
+        takes session leases. To start another host like this one, clear ``host_id``:
+        ``msgspec.structs.replace(host.options, host_id=None)``.
+        """
+        return self._options
 
     # --- sessions ------------------------------------------------------------------------------
 

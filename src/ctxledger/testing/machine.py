@@ -50,7 +50,7 @@ from ctxledger.events import (
 )
 from ctxledger.messages import Message, ToolCall
 from ctxledger.replay import fold_session, rebuild, verify, view_at
-from ctxledger.runtime.host import Host
+from ctxledger.runtime.host import Host, HostOptions
 from ctxledger.runtime.session import INTERRUPTED_RESULT, Session
 from ctxledger.storage import Durability, RecordedEvent
 from ctxledger.summarizers import ExtractiveSummarizer, Summarizer, SummaryRequest
@@ -275,8 +275,9 @@ class SessionMachine(RuleBasedStateMachine):
             config=self.config,
             summarizer=self.flaky,
             tokenizer=self.tokenizer,
-            durability=self.durability,
-            max_active_sessions=self.max_active_sessions,
+            options=HostOptions(
+                durability=self.durability, max_active_sessions=self.max_active_sessions
+            ),
             clock=lambda: float(next(self._ticks)),
             id_factory=lambda: f"id{next(self._ids)}",
         )

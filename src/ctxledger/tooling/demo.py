@@ -30,7 +30,7 @@ from typing import TextIO
 from ctxledger.config import Config
 from ctxledger.domain import CharTokenizer
 from ctxledger.replay import VerifyReport, verify
-from ctxledger.runtime.host import Host
+from ctxledger.runtime.host import Host, HostOptions
 from ctxledger.storage import LmdbEventLog
 from ctxledger.tooling.demo_worker import AgentPlan, Plan, agent_steps, strip_seq
 from ctxledger.tooling.report import write_report
@@ -334,7 +334,8 @@ def _run_worker(
 def _recover(plan: Plan, acked: dict[str, tuple[int, str]], result: DemoResult) -> None:
     """Re-open the log after the kill and check every acknowledged message is there."""
     started = time.perf_counter()
-    with Host.open(plan.db, config=plan.config, max_active_sessions=len(plan.agents)) as host:
+    options = HostOptions(max_active_sessions=len(plan.agents))
+    with Host.open(plan.db, config=plan.config, options=options) as host:
         histories = {a.session_id: host.session(a.session_id).history() for a in plan.agents}
         result.recovery_seconds = time.perf_counter() - started
         result.recovered_events = sum(host.log.last_seq(sid) for sid in histories)

@@ -27,7 +27,7 @@ from ctxledger._logging import log_to_stderr
 from ctxledger.config import Config
 from ctxledger.errors import ContextOverflowError
 from ctxledger.messages import Message
-from ctxledger.runtime.host import Host
+from ctxledger.runtime.host import Host, HostOptions
 from ctxledger.runtime.session import Session
 from ctxledger.tooling.timeline import split_steps
 from ctxledger.tooling.traces import read_trace
@@ -193,7 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             failures.append(exc)
             raise
 
-    with Host.open(plan.db, config=plan.config, max_active_sessions=len(plan.agents)) as host:
+    options = HostOptions(max_active_sessions=len(plan.agents))
+    with Host.open(plan.db, config=plan.config, options=options) as host:
         threads = [
             threading.Thread(target=run, args=(agent,), name=f"agent-{agent.session_id}")
             for agent in plan.agents
