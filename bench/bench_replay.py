@@ -66,7 +66,8 @@ from pathlib import Path
 import msgspec
 
 from ctxledger import Config, Host, HostOptions, replay
-from ctxledger.domain import CharTokenizer, SessionState, build_view
+from ctxledger.domain import CharTokenizer, ModelView, SessionState, build_view
+from ctxledger.events import CheckpointCreated
 from ctxledger.events.codec import Codec
 from ctxledger.messages import Message, ToolCall
 from ctxledger.replay.loading import fold_session, snapshots_to_drop, view_span_end
@@ -78,6 +79,23 @@ CONFIG = Config(context_window=16_000, min_retain_rounds=2, snapshot_interval=10
 BATCH = 4096  # events per log append while building
 POOL_SEEDS = 4  # conversations in the pool of steps the session cycles through
 POOL_STEPS = 5000  # steps per pooled conversation
+
+
+#: What the provider counts besides the view's messages (tool schemas, framing), in tokens.
+PROMPT_OVERHEAD = 1500
+
+
+def provider_prompt_tokens(view: ModelView) -> int:
+    """The prompt tokens a provider reports for ``view``: its messages at three characters a
+    token (the default estimate's ratio) plus :data:`PROMPT_OVERHEAD`.
+
+    Counted from the messages, not from ``view.estimated_tokens``: that estimate already
+    includes the last report, so reporting it plus the overhead would add the overhead again at
+    every step, and the calibration fitted to those reports learns one character a token, which
+    triples every estimate until the newest step alone no longer fits the window
+    (``ContextOverflowError``).
+    """
+    return CharTokenizer().count_messages(view.messages) + PROMPT_OVERHEAD
 
 
 def quiet_logs() -> None:
@@ -124,6 +142,8 @@ class Built:
     stored: dict[int, int] = field(default_factory=dict)  # kept snapshot -> framed bytes
     stored_ever: int = 0  # framed bytes of every snapshot written, kept or not
     marks: list[tuple[int, int]] = field(default_factory=list)  # (event seq, message seq)
+    steps: int = 0  # agent steps written
+    checkpoints: int = 0  # compactions (CheckpointCreated events) written
 
 
 def build_session(
@@ -165,6 +185,7 @@ def build_session(
     def flush() -> None:
         nonlocal written
         if session.events:
+            built.checkpoints += sum(type(e) is CheckpointCreated for e in session.events)
             log.append(session_id, session.events, expected_seq=written)
             written += len(session.events)
             session.events.clear()
@@ -174,7 +195,8 @@ def build_session(
         before = written + len(session.events)
         session.append(*next(steps))
         view = session.step()
-        session.record_usage(view.estimated_tokens + 1500, 400)  # system prompt + tool schemas
+        built.steps += 1
+        session.record_usage(provider_prompt_tokens(view), 400)
         session.views.clear()
         session.results.clear()
         now = written + len(session.events)
@@ -382,10 +404,11 @@ def build_all(args: argparse.Namespace, folder: Path) -> dict[str, Built]:
     encoded = sum(big.snapshots.values())
     print(
         f"built: small {small.events:,} events / {small.messages:,} messages in "
-        f"{small.seconds:.1f} s; big {big.events:,} events / {big.messages:,} messages in "
-        f"{big.seconds:.1f} s (snapshots {big.snapshot_seconds:.1f} s of it); big log on "
-        f"disk {folder_bytes(paths['big']) / 1e9:.2f} GB, with {len(big.snapshots)} "
-        f"snapshots ({encoded / 1e9:.2f} GB before zstd)",
+        f"{small.seconds:.1f} s; big {big.events:,} events / {big.messages:,} messages / "
+        f"{big.steps:,} steps / {big.checkpoints:,} compactions in {big.seconds:.1f} s "
+        f"(snapshots {big.snapshot_seconds:.1f} s of it); big log on disk "
+        f"{folder_bytes(paths['big']) / 1e9:.2f} GB, with {len(big.snapshots)} snapshots "
+        f"({encoded / 1e9:.2f} GB before zstd)",
         flush=True,
     )
     return {"small": small, "big": big}
