@@ -5,7 +5,8 @@ A *step* is what an agent does before each model call: append the messages of on
 with the offline extractive summariser). Durability "sync" unless told otherwise.
 
 1. Closed loop: 1, 16, 128 and 1,024 sessions stepping back to back. Reports steps/s, the p50 and
-   p99 of a step, and the threads of the host (threads the driver starts are not counted). Each
+   p99 of a step, the compactions started (how often the policy makes a step compact or prepare
+   a summary), and the threads of the host (threads the driver starts are not counted). Each
    size runs with two drivers: ``threads`` (one thread per session, sync calls) and ``asyncio``
    (one event loop, the native async twins ``aappend_many`` / ``aprepare_step``).
 2. Open loop, the way agents behave (they wait for the LLM between steps): 1,024 sessions each
@@ -133,6 +134,13 @@ def new_host(durability: str, sessions: int, config: Config = CONFIG) -> Iterato
         yield host
 
 
+def compactions_started(host: Host, names: list[str]) -> int:
+    """``CompactionStarted`` events in the logs of ``names`` (foreground and background)."""
+    return sum(
+        type(record.event) is CompactionStarted for name in names for record in host.log.read(name)
+    )
+
+
 # --- 1. closed loop ----------------------------------------------------------------------------
 
 
@@ -166,7 +174,8 @@ def closed_threads(sessions: int, steps: int, durability: str) -> dict[str, Any]
             for worker in workers:
                 worker.join()
             elapsed = time.perf_counter() - began
-    return _closed_row("threads", sessions, latencies, elapsed, sampler)
+        started = compactions_started(host, [f"agent-{n}" for n in range(sessions)])
+    return _closed_row("threads", sessions, latencies, elapsed, sampler, started)
 
 
 def closed_asyncio(sessions: int, steps: int, durability: str) -> dict[str, Any]:
@@ -200,7 +209,8 @@ def closed_asyncio(sessions: int, steps: int, durability: str) -> dict[str, Any]
 
         with ThreadSampler(before) as sampler:
             elapsed = asyncio.run(main())
-    return _closed_row("asyncio", sessions, latencies, elapsed, sampler)
+        started = compactions_started(host, [f"agent-{n}" for n in range(sessions)])
+    return _closed_row("asyncio", sessions, latencies, elapsed, sampler, started)
 
 
 def _closed_row(
@@ -209,12 +219,14 @@ def _closed_row(
     latencies: list[list[float]],
     elapsed: float,
     sampler: ThreadSampler,
+    compactions: int,
 ) -> dict[str, Any]:
     flat = sorted(lat for per in latencies for lat in per)
     return {
         "driver": driver,
         "sessions": sessions,
         "steps": len(flat),
+        "compactions": compactions,
         "steps_per_s": len(flat) / elapsed,
         "p50_ms": statistics.median(flat) * 1000,
         "p99_ms": percentile(flat, 0.99) * 1000,
@@ -546,6 +558,7 @@ def main() -> None:
             ("driver", "driver"),
             ("sessions", "sessions"),
             ("steps", "steps"),
+            ("compactions started (warm-up included)", "compactions"),
             ("steps/s", "steps_per_s"),
             ("p50 ms", "p50_ms"),
             ("p99 ms", "p99_ms"),
