@@ -3,11 +3,13 @@
 The logs are written the way a host writes them, without the actors: a
 :class:`~ctxledger.testing.DomainSession` runs the host's step (append the step's messages from
 ``ctxledger.tooling.workload``, compact if needed with the offline digest summariser, serve the
-view,
-report usage) and its events go to an :class:`~ctxledger.storage.LmdbEventLog` (durability
-``"none"``) in batches of a few thousand. Per agent step that is ~2.25 messages, a served view, a
-usage report and now and then a compaction: ~4.5 events. Tool-call ids are renumbered so that
-every call in the session is unique.
+view, report the provider's usage: the view's characters / 3 plus 1,500 tokens of tool schemas)
+and its events go to an :class:`~ctxledger.storage.LmdbEventLog` (durability ``"none"``) in
+batches of a few thousand. Per agent step that is ~2.25 messages, a served view, a usage report
+with its calibration step (``TokenizerCalibrated``, since issue 17) and, at one step in 6.5, a
+compaction (two events): ~5.6 events. Every view fits the 16,000-token window (the two-mark
+policy refuses one that does not). Tool-call ids are renumbered so that every call in the
+session is unique.
 
 The logs are written by a child process and replayed in a fresh one, as after a restart
 (``--same-process`` replays in the writing process instead, as session 1 did: its heap, having
