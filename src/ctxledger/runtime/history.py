@@ -55,6 +55,7 @@ from ctxledger.domain import (
     extension_due,
     marks,
     message_chars,
+    ready_in_time,
     usable_prepared,
     usage_events,
 )
@@ -706,6 +707,15 @@ class HistoryActor(_SimpleQueue):
         if estimate < in_force.prepare:
             return
         prepared = usable_prepared(state)
+        active = state.active_checkpoint
+        if prepared is None and active is not None:
+            if live.late_for == active.id:
+                return  # judged too late for this checkpoint's cycle: the threshold compacts
+            grown = estimate - active.tokens_after
+            seconds = self._rt.clock() - active.created_at
+            if not ready_in_time(threshold - estimate, grown, seconds, active.summary_seconds):
+                live.late_for = active.id
+                return
         if prepared is not None:
             # Whether it will absorb the growth changes slowly as messages come (both views
             # grow alike but for masking, which shrinks only the view now): look again each

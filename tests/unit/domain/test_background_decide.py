@@ -13,7 +13,7 @@ from ctxledger.domain import (
 from ctxledger.domain.compaction import prepared_checkpoint
 from ctxledger.domain.cuts import Marks
 from ctxledger.domain.decide import as_activated, extension_due
-from ctxledger.domain.policy import extend_due
+from ctxledger.domain.policy import extend_due, ready_in_time
 from ctxledger.events import CheckpointCreated, CompactionStarted, SummaryPrepared
 from ctxledger.testing import DomainSession
 
@@ -193,3 +193,14 @@ def test_a_one_mark_config_extends_at_its_prepare_point_as_recorded() -> None:
     assert extend_due(one, 8_500, 9_000) and not extend_due(one, 8_499, 9_999)
     off = Marks(threshold=10_000, target=5_000, prepare=0)
     assert not extend_due(off, 20_000, 20_000)
+
+
+def test_a_summary_that_cannot_be_ready_before_the_threshold_is_not_prepared() -> None:
+    """The growth rate since the last checkpoint times the last summary's time against the room
+    left below the threshold; unknown rates prepare as before."""
+    # 600 tokens a second, summaries of 2 s: 1,200 tokens of growth while one runs.
+    assert ready_in_time(room=1_200, grown=6_000, seconds=10.0, summary_seconds=2.0)
+    assert not ready_in_time(room=1_199, grown=6_000, seconds=10.0, summary_seconds=2.0)
+    assert ready_in_time(room=10, grown=0, seconds=10.0, summary_seconds=2.0)
+    assert ready_in_time(room=10, grown=6_000, seconds=0.0, summary_seconds=2.0)
+    assert ready_in_time(room=10, grown=6_000, seconds=10.0, summary_seconds=0.0)
