@@ -20,9 +20,11 @@ CONFIG = Config(
 
 def tool_step(session: DomainSession, n: int, chars: int = 600) -> None:
     call = ToolCall(f"call-{n}", "bash", '{"command": "ls"}')
-    session.append(
-        Message.assistant(f"step {n}", [call]),
-        Message.tool(f"output {n} " + "o" * chars, call.id, "bash"),
+    session.append_many(
+        [
+            Message.assistant(f"step {n}", [call]),
+            Message.tool(f"output {n} " + "o" * chars, call.id, "bash"),
+        ]
     )
 
 
@@ -42,7 +44,7 @@ def test_a_background_cut_is_planned_inside_the_rounds_below_the_threshold() -> 
     """One long round (no round cut makes progress): ahead of need the background still plans
     a step-level cut, as a compaction at the threshold would."""
     session = DomainSession(CONFIG)
-    session.append(Message.system("You are a coding agent."), Message.user("fix the tests"))
+    session.append_many([Message.system("You are a coding agent."), Message.user("fix the tests")])
     grow_until(session, CONFIG.prepare_threshold, 0)
     draft_tokens = session.view().estimated_tokens
     assert draft_tokens < threshold_for(session.state)
@@ -59,7 +61,7 @@ def test_a_sufficient_prepared_summary_is_activated_while_a_newer_one_runs() -> 
     already has absorbs the growth (the view it gives is at most half the gap between the
     marks above the target)."""
     session = DomainSession(CONFIG)
-    session.append(Message.system("You are a coding agent."), Message.user("fix the tests"))
+    session.append_many([Message.system("You are a coding agent."), Message.user("fix the tests")])
     n = grow_until(session, CONFIG.prepare_threshold, 0)
     session.decide(Background())  # written at once: SummaryPrepared
     (prepared,) = [e for e in session.events if isinstance(e, SummaryPrepared)]
