@@ -398,8 +398,9 @@ class HistoryActor(_SimpleQueue):
             self._execute(live, command.reply, configure)
 
     def _execute(self, live: Live, reply: Reply, command: DomainCommand) -> None:
-        """Decide a command that records without compacting (:func:`ctxledger.domain.execute`);
-        a refusal raises here, before anything is written, and fails only the caller."""
+        """Decide a command that records without compacting
+        (:func:`ctxledger.domain.commands.execute`); a refusal raises here, before anything is
+        written, and fails only the caller."""
         state = live.state
         assert state is not None
         outcome = execute(state, command)
@@ -512,8 +513,9 @@ class HistoryActor(_SimpleQueue):
         self._attempt(live, op, self._reactive.setdefault(live.id, []))
 
     def _attempt(self, live: Live, op: Op, tried: list[str]) -> None:
-        """Start the next reactive attempt (:func:`ctxledger.domain.reactive_attempt`), or
-        answer the overflow error once the attempts are spent."""
+        """Start the next reactive attempt
+        (:func:`ctxledger.domain.commands.reactive_attempt`), or answer the overflow error once
+        the attempts are spent."""
         state = live.state
         assert state is not None
         try:

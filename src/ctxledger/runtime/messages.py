@@ -109,9 +109,9 @@ class Open(Command):
 
 @dataclass(slots=True)
 class Execute(Command):
-    """Decide ``command`` on the session's current state (:func:`ctxledger.domain.execute`),
-    record its events and answer its answer; a command the domain refuses is answered with
-    the error, and nothing is recorded."""
+    """Decide ``command`` on the session's current state
+    (:func:`ctxledger.domain.commands.execute`), record its events and answer its answer; a
+    command the domain refuses is answered with the error, and nothing is recorded."""
 
     command: DomainCommand
 

@@ -3,10 +3,11 @@
 :class:`DomainSession` has every command of :class:`ctxledger.Session`, with the same names,
 arguments, answers and errors, and each calls the same pure domain function the host's history
 actor calls (:func:`ctxledger.domain.decide` for views and compactions,
-:func:`ctxledger.domain.execute` for the rest, :func:`ctxledger.domain.reactive_attempt` for the
-reactive retry loop). It records every event in a list and folds it, exactly as the host does
-after persisting, so a property test drives what production runs, command for command, without
-actors or storage. :func:`digest_summarizer` is a small deterministic summariser for such tests.
+:func:`ctxledger.domain.commands.execute` for the rest,
+:func:`ctxledger.domain.commands.reactive_attempt` for the reactive retry loop). It records
+every event in a list and folds it, exactly as the host does after persisting, so a property
+test drives what production runs, command for command, without actors or storage.
+:func:`digest_summarizer` is a small deterministic summariser for such tests.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from ctxledger.domain.commands import (
     usage_of,
 )
 from ctxledger.domain.compaction import CompactionResult, run_summarizer
-from ctxledger.domain.cost import Pricing
 from ctxledger.domain.decide import (
     Background,
     Compact,
@@ -42,18 +42,15 @@ from ctxledger.domain.decide import (
     Summarized,
     decide,
 )
-from ctxledger.domain.placement import Placement, place_message
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.summary import Summarizer, SummaryRequest, describe_summarizer
 from ctxledger.domain.tokenizer import CharTokenizer, Tokenizer
-from ctxledger.domain.usage import UsageTotals
 from ctxledger.domain.view import ModelView
-from ctxledger.domain.withdrawal import shown_messages
-from ctxledger.errors import InvalidArgumentError
 from ctxledger.events.types import Event, SessionOpened
 from ctxledger.messages import Message
-from ctxledger.runtime.arguments import check_limit, check_seq, check_text, message_batch
+from ctxledger.runtime.arguments import check_seq, check_text, message_batch
 from ctxledger.runtime.recordable import check_recordable
+from ctxledger.testing._reads import SessionReads
 
 __all__ = ["DomainSession", "digest_summarizer"]
 
@@ -69,7 +66,7 @@ def digest_summarizer(request: SummaryRequest) -> str:
     return "\n".join(lines)[: request.max_chars] or "(nothing)"
 
 
-class DomainSession:
+class DomainSession(SessionReads):
     """One session driven through the domain functions, its events kept in :attr:`events`.
 
     The commands are :class:`ctxledger.Session`'s, with its arguments, answers and errors; a
@@ -126,17 +123,12 @@ class DomainSession:
     def __repr__(self) -> str:
         return f"<DomainSession {self.state.session_id!r}>"
 
-    @property
-    def id(self) -> str:
-        """The session id (as :attr:`ctxledger.Session.id`)."""
-        return self.state.session_id
-
     def record(self, event: Event) -> None:
         """Record ``event`` and fold it (no decision: the caller vouches for it)."""
         self.events.append(event)
         self.state.apply(event)
 
-    # --- history (ctxledger.domain.execute) ------------------------------------------------------
+    # --- history (ctxledger.domain.commands.execute) ---------------------------------------------
 
     def append(self, message: Message) -> int:
         """Append one message; return its seq (``Session.append``).
@@ -231,55 +223,6 @@ class DomainSession:
         command = RevertCompaction(checkpoint_id=checkpoint_id, reason=reason)
         restored: Checkpoint | None = self._execute(command)
         return restored
-
-    # --- reads -----------------------------------------------------------------------------------
-
-    @property
-    def config(self) -> Config:
-        """The Config in force (``Session.config``)."""
-        return self.state.config
-
-    def usage(self) -> UsageTotals:
-        """Return the cumulative usage reported (``Session.usage``)."""
-        return self.state.accounting.totals
-
-    def cost(self, pricing: Pricing) -> float:
-        """Return what the reported usage costs under ``pricing`` (``Session.cost``).
-
-        Raises:
-            InvalidArgumentError: ``pricing`` is not a :class:`ctxledger.Pricing`.
-        """
-        if not isinstance(pricing, Pricing):
-            raise InvalidArgumentError(
-                "pricing", f"expected a ctxledger.Pricing, got {type(pricing).__name__}"
-            )
-        return pricing.cost(self.usage())
-
-    def history(self) -> list[Message]:
-        """Return every appended message with its seq, unaltered (``Session.history``)."""
-        return list(self.state.history)
-
-    def checkpoints(self) -> list[Checkpoint]:
-        """Return every checkpoint made so far, oldest first (``Session.checkpoints``)."""
-        return list(self.state.checkpoints)
-
-    def current_messages(self, limit: int | None = None) -> list[Message]:
-        """Return the messages still in the conversation (``Session.current_messages``).
-
-        Raises:
-            InvalidArgumentError: ``limit`` is not a non-negative integer.
-        """
-        check_limit(limit)
-        return shown_messages(self.state, limit)
-
-    def explain(self, seq: int) -> Placement:
-        """Say where message ``seq`` is in the current view (``Session.explain``).
-
-        Raises:
-            InvalidSeqError: No message has that seq.
-        """
-        check_seq(self.id, seq)
-        return place_message(self.state, seq)
 
     # --- compaction and views (ctxledger.domain.decide) ------------------------------------------
 
