@@ -50,7 +50,7 @@ ACTIONS = [
     "user", "user", "tool_step", "tool_step", "open_call", "tool_result", "bad_tool_result",
     "pin", "usage", "retract", "retract_replacing", "clear", "compact", "compact_if_needed",
     "revert", "reactive", "prepare_step", "prepare_step", "build_model_view", "config",
-    "wait_background", "current_messages", "explain",
+    "wait_background", "current_messages", "explain", "view_at", "audit",
 ]  # fmt: skip
 
 
@@ -139,7 +139,7 @@ class _Driver:
         # is reverted now and then.
         state = self.domain.state
         likely = ["tool_result"] * 3 if state.open_tool_calls() else []
-        likely += ["revert"] if state.active_checkpoint is not None else []
+        likely += ["revert", "audit"] if state.active_checkpoint is not None else []
         action = self.draw(st.sampled_from(likely + ACTIONS))
         both: tuple[Callable[[Any], Any], ...]
         last = self.domain.state.last_seq
@@ -198,9 +198,12 @@ class _Driver:
         elif action == "current_messages":
             limit = self.draw(st.sampled_from([None, 0, 2]))
             both = (lambda s: s.current_messages(limit),)
+        elif action == "audit":
+            both = (lambda s: s.audit(),)
         else:
             seq = self.draw(st.integers(0, last + 1))
-            both = (lambda s: s.explain(seq),)
+            read = "explain" if action == "explain" else "view_at"
+            both = (lambda s: getattr(s, read)(seq),)
         (run,) = both
         self.compare(action, _outcome(lambda: run(self.live)), _outcome(lambda: run(self.domain)))
 
