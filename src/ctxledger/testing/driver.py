@@ -274,10 +274,7 @@ class DomainSession(SessionReads):
             ContextOverflowError: The view cannot fit the window.
         """
         check_text("pending", pending, utf8=False)
-        decision = self.decide(Serve(pending=pending, compact=False))
-        assert decision.view is not None
-        self.views.append(decision.view)
-        return decision.view
+        return self._serve(Serve(pending=pending, compact=False))
 
     def prepare_step(self, pending: str = "") -> ModelView:
         """Compact if needed, then build and record the view (``Session.prepare_step``).
@@ -288,12 +285,7 @@ class DomainSession(SessionReads):
             ContextOverflowError: The view cannot fit the window.
         """
         check_text("pending", pending, utf8=False)
-        decision = self.decide(Serve(pending=pending))
-        if decision.result is not None:
-            self.results.append(decision.result)
-        assert decision.view is not None
-        self.views.append(decision.view)
-        return decision.view
+        return self._serve(Serve(pending=pending))
 
     def wait_background(self) -> None:
         """Run the background compaction that is due now, if any, to its end
@@ -347,6 +339,14 @@ class DomainSession(SessionReads):
             self._tried.clear()
         self._commit(outcome.events)
         return outcome.answer
+
+    def _serve(self, request: Serve) -> ModelView:
+        decision = self.decide(request)
+        if decision.result is not None:
+            self.results.append(decision.result)
+        assert decision.view is not None
+        self.views.append(decision.view)
+        return decision.view
 
     def _compaction(self, request: Serve | Compact) -> CompactionResult:
         decision = self.decide(request)
