@@ -3,9 +3,10 @@
 :func:`~ctxledger.domain.decide` decides the requests that serve views and compact; this module
 decides everything else a :class:`~ctxledger.Session` asks for: append, pin, usage reports,
 config changes, retraction, clearing and reverting a compaction, plus the reactive retry loop's
-next step. The history actor that owns a session, :class:`ctxledger.testing.DomainSession` and
-what-if call these functions, so they record the same events for the same state and refuse the
-same commands with the same ``ctxledger`` error.
+next step. The history actor that owns a session and :class:`ctxledger.testing.DomainSession`
+call these functions (what-if replays these commands' recorded events as they are), so they
+record the same events for the same state and refuse the same commands with the same
+``ctxledger`` error.
 
 Each command is a frozen Struct (it may cross an actor's mailbox: data, not a callable);
 :func:`execute` dispatches a :data:`Command` to its function. A function takes the session's
