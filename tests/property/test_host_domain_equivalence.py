@@ -1,9 +1,9 @@
 """The host and ``DomainSession`` record the same events for the same commands (issue 28).
 
 Every decision is one pure domain function that the history actor and the testing kit both
-call, so a random command sequence run on a real :class:`~ctxledger.Host` (an in-memory log,
-a fixed clock, counted ids, a deterministic summariser, background compaction off so that
-nothing races) and on a :class:`~ctxledger.testing.DomainSession` must give byte-identical
+call, so a random command sequence run on a real :class:`~ctxledger.Host` (an in-memory or an
+LMDB log, a fixed clock, counted ids, a deterministic summariser, background compaction off so
+that nothing races) and on a :class:`~ctxledger.testing.DomainSession` must give byte-identical
 committed events, the same answers and the same errors for invalid commands.
 
 Fields left out of the comparison, because they legitimately differ:
@@ -19,12 +19,14 @@ Fields left out of the comparison, because they legitimately differ:
 from __future__ import annotations
 
 import itertools
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import msgspec
-from hypothesis import given, note
+from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from ctxledger import Config, Host, Message, SummaryRequest, ToolCall
@@ -36,7 +38,7 @@ from ctxledger.events.codec import encode_payload
 from ctxledger.storage import MemoryEventLog
 from ctxledger.testing import DomainSession, digest_summarizer
 
-BASE = Config(context_window=2_000, min_retain_rounds=1, prepare_threshold=0)
+BASE = Config(context_window=2_000, min_retain_rounds=1, prepare_threshold=0.0)
 CONFIGS = [
     BASE,
     BASE.replace(context_window=3_000, keep_first_request=False),
@@ -67,21 +69,19 @@ def _counter() -> Callable[[], str]:
 
 
 @contextmanager
-def _host(config: Config) -> Iterator[Host]:
-    host = Host(
-        MemoryEventLog(),
-        config=config,
-        summarizer=_summarizer,
-        clock=lambda: NOW,
-        id_factory=_counter(),
-        history_actors=1,
-        projection_actors=1,
-        compaction_workers=1,
-    )
-    try:
+def _host(config: Config, backend: str = "memory") -> Iterator[Host]:
+    options: dict[str, Any] = {
+        "config": config,
+        "summarizer": _summarizer,
+        "clock": lambda: NOW,
+        "id_factory": _counter(),
+    }
+    if backend == "memory":
+        with Host(MemoryEventLog(), **options) as host:
+            yield host
+        return
+    with tempfile.TemporaryDirectory() as folder, Host.open(Path(folder) / "db", **options) as host:
         yield host
-    finally:
-        host.close()
 
 
 def _comparable(value: Any) -> Any:
@@ -216,11 +216,7 @@ class _Driver:
         return _encoded(host_events), _encoded(self.domain.events)
 
 
-@given(config=st.sampled_from(CONFIGS), steps=st.integers(1, 40), data=st.data())
-def test_host_and_domain_session_record_the_same_events(
-    config: Config, steps: int, data: st.DataObject
-) -> None:
-    """The same commands on a Host and a DomainSession: same answers, errors and events."""
+def _run(config: Config, steps: int, data: st.DataObject, backend: str) -> None:
     domain = DomainSession(
         config,
         summarizer=_summarizer,
@@ -228,9 +224,24 @@ def test_host_and_domain_session_record_the_same_events(
         clock=lambda: NOW,
         id_factory=_counter(),
     )
-    with _host(config) as host:
+    with _host(config, backend) as host:
         driver = _Driver(host, domain, data)
         for _ in range(steps):
             driver.step()
             host_events, domain_events = driver.events()
             assert host_events == domain_events
+
+
+@given(config=st.sampled_from(CONFIGS), steps=st.integers(1, 40), data=st.data())
+def test_host_and_domain_session_record_the_same_events(
+    config: Config, steps: int, data: st.DataObject
+) -> None:
+    """The same commands on a Host and a DomainSession: same answers, errors and events."""
+    _run(config, steps, data, "memory")
+
+
+@settings(max_examples=8)
+@given(config=st.sampled_from(CONFIGS), steps=st.integers(1, 40), data=st.data())
+def test_the_same_events_on_an_lmdb_log(config: Config, steps: int, data: st.DataObject) -> None:
+    """As above, on the default LMDB log (what the host reads back after the journal)."""
+    _run(config, steps, data, "lmdb")
