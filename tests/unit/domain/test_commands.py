@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import typing
 
 import msgspec
 import pytest
 
-from ctxledger import Config, Message
+from ctxledger import Config, Message, Session
 from ctxledger.domain.commands import (
     NO_OUTCOME,
     AppendMessages,
@@ -32,6 +33,7 @@ from ctxledger.errors import (
 )
 from ctxledger.events import ConfigChanged, HistoryCleared, MessageAppended, MessagePinned
 from ctxledger.runtime import messages as runtime_messages
+from ctxledger.testing import DomainSession
 
 from .builders import session
 
@@ -133,3 +135,29 @@ def test_no_runtime_message_carries_a_callable() -> None:
         hints = typing.get_type_hints(kind, vars(runtime_messages))
         for field, hint in hints.items():
             assert "Callable" not in str(hint), (name, field, hint)
+
+
+#: Session methods a DomainSession leaves out: they reach beyond one session's decisions (a
+#: fork is a second session in the log; recall and call_tool search an index file) or are the
+#: async twins of the commands it has.
+NOT_IN_THE_KIT = {"fork", "recall", "call_tool"}
+
+
+def test_domain_session_has_every_session_command_with_its_signature() -> None:
+    """DomainSession has each public Session method (but the few above) with the same
+    parameters, defaults and annotations."""
+    names = [
+        name
+        for name, value in vars(Session).items()
+        if not name.startswith("_")
+        and name not in NOT_IN_THE_KIT
+        and not inspect.iscoroutinefunction(value)
+    ]
+    assert {"append", "pin", "retract_last", "reactive_compact", "config"} <= set(names)
+    for name in names:
+        ours, theirs = getattr(DomainSession, name, None), getattr(Session, name)
+        assert ours is not None, f"DomainSession lacks {name}"
+        if isinstance(theirs, property):
+            assert isinstance(ours, property), name
+            continue
+        assert inspect.signature(ours) == inspect.signature(theirs), name
