@@ -172,7 +172,7 @@ def build_session(
     steps = renumbered(pool)
     while written + len(session.events) < events:
         before = written + len(session.events)
-        session.append(*next(steps))
+        session.append_many(next(steps))
         view = session.step()
         session.record_usage(view.estimated_tokens + 1500, 400)  # system prompt + tool schemas
         session.views.clear()
