@@ -1,6 +1,6 @@
 """The history actor: the single writer of the sessions it owns.
 
-A host runs a few of them (``Host(history_actors=...)``); each session belongs to one, chosen by
+A host runs a few of them (``HostOptions.history_actors``); each session belongs to one, chosen by
 its id. The actor owns the states of its sessions and does, per session and one request at a
 time: validate, decide (:func:`ctxledger.domain.decide`), hand the events to the log's journal
 without waiting, and fold them once the journal reports them durable. It never blocks: a batch in
