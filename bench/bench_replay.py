@@ -195,7 +195,7 @@ def build_session(
     steps = renumbered(pool)
     while written + len(session.events) < events:
         before = written + len(session.events)
-        session.append(*next(steps))
+        session.append_many(next(steps))
         view = session.step()
         built.steps += 1
         session.record_usage(provider_prompt_tokens(view), 400)

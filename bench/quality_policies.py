@@ -218,7 +218,7 @@ def replace_step(session: DomainSession, summarizer: Summarizer) -> None:
 
 
 def _ctxledger_step(session: DomainSession, summarizer: Summarizer) -> None:
-    session.compact("threshold_exceeded")
+    session.compact_if_needed()
 
 
 def _pin_then_compact(session: DomainSession, pick: Callable[[CompactionPlan], int | None]) -> None:
@@ -229,7 +229,7 @@ def _pin_then_compact(session: DomainSession, pick: Callable[[CompactionPlan], i
         seq = pick(outcome)
         if seq is not None and seq < outcome.retain_from_seq and seq not in state.pins:
             session.pin(seq)
-    session.compact("threshold_exceeded")
+    session.compact_if_needed()
 
 
 def pin_opener_step(session: DomainSession, summarizer: Summarizer) -> None:

@@ -116,8 +116,8 @@ class SleepySummarizer:
     """Summarises after a random 0-300 ms; may hold (forever) the first summary of a kind.
 
     The summary's session is read from its messages (every message names it). A summary of a
-    session with background compaction off is a foreground one; one that starts while no agent
-    call of its session is running can only be a background one.
+    session with background compaction off is a foreground one; one of another session is a
+    background one when the log says so (:meth:`_background`).
     """
 
     def __init__(self, seed: int, busy: dict[str, bool], hold: str) -> None:
@@ -125,6 +125,19 @@ class SleepySummarizer:
         self._lock = threading.Lock()
         self._busy = busy
         self._hold = hold
+        self.log: Any = None  # the host's log, set once it is open
+
+    def _background(self, session: str) -> bool:
+        """Whether the compaction this summary serves is a background one: the session's newest
+        ``CompactionStarted`` (committed before its summariser is called) says so, whatever the
+        session's agent is doing meanwhile (a fact of the log, not of timing)."""
+        if self.log is None or not session:
+            return False
+        high = self.log.last_seq(session)
+        for record in reversed(self.log.read(session, max(1, high - 63), high)):
+            if isinstance(record.event, CompactionStarted):
+                return bool(record.event.background)
+        return False
 
     def __call__(self, request: SummaryRequest) -> str | None:
         session = next(
@@ -133,10 +146,7 @@ class SleepySummarizer:
         with self._lock:
             delay = self._rng.uniform(0.0, 0.3)
             held = (self._hold == "fg" and session in FOREGROUND_ONLY) or (
-                self._hold == "bg"
-                and session not in FOREGROUND_ONLY
-                and session
-                and not self._busy[session]
+                self._hold == "bg" and session not in FOREGROUND_ONLY and self._background(session)
             )
             if held:
                 self._hold = ""  # only the first one
@@ -207,6 +217,7 @@ def child_main(target: str, side_path: str, run: int, seed: int, hold: str) -> N
         summarizer=summarizer,
         options=HostOptions(host_id=HOST_ID),
     )
+    summarizer.log = host.log
     threads = [
         threading.Thread(
             target=agent, args=(host, sid, run, seed * 100 + n, side, busy), daemon=True

@@ -281,3 +281,59 @@ def test_cli_marks_a_failed_background_summary(tmp_path: Path) -> None:
     assert failed and all("[background]" in line for line in failed), shown.stdout
     listed = run("sessions", "--db", db).stdout
     assert background_cell(listed, listed.splitlines()[2]) == "-"
+
+
+class SteppingClock:
+    """The host's clock: ``step`` seconds pass at every reading (no real time involved)."""
+
+    def __init__(self, step: float) -> None:
+        self.now = 1_000_000.0
+        self.step = step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def _slow_summarizer(request: SummaryRequest, /) -> str:
+    threading.Event().wait(0.02)  # a summary takes a little real time (summary_seconds > 0)
+    return digest_summarizer(request)
+
+
+@pytest.mark.parametrize(("clock_step", "prepared"), [(1e-7, False), (1_000.0, True)])
+def test_a_summary_is_prepared_only_if_it_can_be_ready_before_the_threshold(
+    tmp_path: Path, clock_step: float, prepared: bool
+) -> None:
+    """After a checkpoint, the session's growth per second of the host's clock times the last
+    summary's time is compared with the room left below the threshold: a session that grows
+    faster than a summary can follow gets none prepared (the threshold compacts, as with
+    ``prepare_threshold=0``), a slower one does."""
+    with Host.open(
+        tmp_path / "db",
+        config=CONFIG,
+        summarizer=_slow_summarizer,
+        id_factory=_ids(),
+        clock=SteppingClock(clock_step),
+    ) as host:
+        session = host.session("a")
+        n = 0
+        while not events_of(host.log, "a", CheckpointCreated):
+            n += 1
+            session.append_many(turn(n, 90))
+            session.prepare_step()
+            session.wait_background()
+            assert n < 200
+        (first,) = events_of(host.log, "a", CheckpointCreated)
+        assert first.checkpoint.summary_seconds > 0
+        before = len(events_of(host.log, "a", CompactionStarted))
+        while len(events_of(host.log, "a", CheckpointCreated)) == 1:
+            n += 1
+            session.append_many(turn(n, 90))
+            session.wait_background()  # anything started at the crossing has run
+            session.prepare_step()
+            assert n < 400
+        second = events_of(host.log, "a", CheckpointCreated)[1]
+        started = events_of(host.log, "a", CompactionStarted)[before:]
+        assert any(s.background for s in started) is prepared
+        assert second.prepared is prepared
+    assert replay.verify(tmp_path / "db").ok

@@ -18,6 +18,7 @@ import pytest
 from cli_helpers import assert_one_line_error, run
 from hypothesis import given
 from hypothesis import strategies as st
+from salvage_helpers import damage
 
 from ctxledger import Config, Host, Message, ToolCall
 from ctxledger.events import (
@@ -90,19 +91,6 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for n in range(5):
             step(side, "side", n)
     return db
-
-
-def damage(db: Path, session_id: str, seqs: list[int]) -> None:
-    """Flip one byte in the middle of each of the session's records ``seqs`` (log closed)."""
-    with lmdb.open(str(db), max_dbs=16) as env:
-        sessions, events = env.open_db(b"sessions"), env.open_db(b"events")
-        with env.begin(write=True) as txn:
-            number, _ = unpack_stamp(txn.get(session_id.encode(), db=sessions))
-            for seq in seqs:
-                key = pack_pair(number, seq)
-                value = bytearray(txn.get(key, db=events))
-                value[len(value) // 2] ^= 0x20
-                txn.put(key, bytes(value), db=events)
 
 
 def test_the_pristine_log_has_every_kind_of_record(pristine: Path) -> None:

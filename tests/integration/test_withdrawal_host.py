@@ -11,8 +11,8 @@ import pytest
 from cli_helpers import run
 
 from ctxledger import Config, Host, InvalidMessageError, InvalidSeqError, Message, ToolCall, replay
-from ctxledger.events import MessageRetracted
-from ctxledger.testing import check_view_invariants
+from ctxledger.events import MessagePinned, MessageRetracted
+from ctxledger.testing import DomainSession, check_view_invariants
 
 SMALL = Config(context_window=2000, compression_threshold=0.5, min_retain_rounds=1)
 
@@ -146,3 +146,26 @@ def test_current_messages_checks_its_limit(host: Host) -> None:
     session = host.session("s")
     with pytest.raises(ValueError, match="limit"):
         session.current_messages(-1)
+
+
+def test_pin_of_a_retracted_message_is_refused_as_the_domain_refuses_it(host: Host) -> None:
+    """pin(seq) of a retracted or cleared message raises InvalidSeqError and writes nothing,
+    exactly as DomainSession.pin does (both call ctxledger.domain.pin_message)."""
+    session = host.session("s")
+    session.append_many([Message.user("one"), Message.assistant("two")])
+    session.retract_last()
+    before = host.log.last_seq("s")
+    with pytest.raises(InvalidSeqError, match="message 2 was withdrawn"):
+        session.pin(2)
+    assert host.log.last_seq("s") == before
+    domain = DomainSession(SMALL, session_id="s")
+    domain.append_many([Message.user("one"), Message.assistant("two")])
+    domain.retract_last()
+    with pytest.raises(InvalidSeqError, match="message 2 was withdrawn"):
+        domain.pin(2)
+    session.clear()
+    with pytest.raises(InvalidSeqError, match="message 1 was withdrawn"):
+        session.pin(1)
+    session.append(Message.user("three"))
+    session.pin(3)
+    assert [record.event for record in host.log.read("s")][-1] == MessagePinned(seq=3)

@@ -13,6 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from ctxledger import Config, Message, ToolCall
 from ctxledger.domain import (
     CharTokenizer,
+    Compact,
     CompactionPlan,
     ModelView,
     SessionState,
@@ -97,6 +98,13 @@ def _step(session: DomainSession) -> ModelView | None:
         return None
 
 
+def _reactive_attempt(session: DomainSession, attempt: int) -> None:
+    """One reactive compaction attempt with the given number (the retry loop's single step)."""
+    result = session.decide(Compact(trigger="prompt_too_long", attempt=attempt)).result
+    assert result is not None
+    session.results.append(result)
+
+
 def _check_compaction(session: DomainSession, boundaries: list[int]) -> None:
     """A successful compaction ends below the threshold unless the retained minimum is larger.
 
@@ -135,12 +143,12 @@ def test_every_served_view_keeps_the_invariants(
         elif action == "pin":
             session.pin(data.draw(st.integers(1, session.state.last_seq)))
         elif action == "manual":
-            session.compact("manual", focus=data.draw(st.sampled_from([None, "keep paths"])))
+            session.compact(focus=data.draw(st.sampled_from([None, "keep paths"])))
             _check_compaction(session, boundaries)
         elif action == "reactive":
-            session.compact("prompt_too_long", attempt=data.draw(st.integers(0, 3)))
+            _reactive_attempt(session, data.draw(st.integers(0, 3)))
             _check_compaction(session, boundaries)
-        session.compact()
+        session.compact_if_needed()
         _check_compaction(session, boundaries)
         try:
             session.view()
@@ -186,7 +194,7 @@ def test_no_progress_never_repeats_a_cut(conversation: list[Message], config: Co
         session.append(message)
         if session.state.open_tool_calls():
             continue
-        session.compact()
+        session.compact_if_needed()
         active = session.state.active_checkpoint
         plan = plan_compaction(session.state, tokenizer=TOKENS, trigger="manual")
         if active is not None and isinstance(plan, CompactionPlan):
@@ -225,7 +233,7 @@ class DomainMachine(RuleBasedStateMachine):
 
     def _append(self, *messages: Message) -> None:
         self.model += self.session.state.check_append(messages)
-        self.session.append(*messages)
+        self.session.append_many(messages)
 
     def _idle(self) -> bool:
         return not self.session.state.open_tool_calls()
@@ -263,7 +271,12 @@ class DomainMachine(RuleBasedStateMachine):
     @rule(trigger=st.sampled_from(["threshold_exceeded", "manual", "prompt_too_long"]))
     def compact(self, trigger: str) -> None:
         boundaries = list(self.session.state.boundaries)
-        self.session.compact(trigger)  # type: ignore[arg-type]
+        if trigger == "threshold_exceeded":
+            self.session.compact_if_needed()
+        elif trigger == "manual":
+            self.session.compact()
+        else:
+            _reactive_attempt(self.session, 0)
         _check_compaction(self.session, boundaries)
 
     @precondition(lambda self: self._idle())

@@ -81,6 +81,7 @@ from ctxledger.domain.policy import (
     overflow_error,
     plan_compaction,
     prepare_due,
+    ready_in_time,
     should_compact,
     unshrinkable_tokens,
 )
@@ -213,6 +214,7 @@ __all__ = [
     "prepare_due",
     "prepared_checkpoint",
     "preview_view",
+    "ready_in_time",
     "remask_of",
     "render_message",
     "render_policy",

@@ -3,7 +3,9 @@
 Every flow that compacts or serves a view goes through :func:`decide`: the live runtime
 (the host's history actor), the testing driver (:class:`ctxledger.testing.DomainSession`),
 what-if re-projection (:func:`ctxledger.replay.what_if`) and transcript import. None keeps a copy
-of the flow, so they record the same events for the same state.
+of the flow, so they record the same events for the same state. The commands that record
+without compacting (append, pin, usage, config, retract, clear, revert) and the reactive retry
+loop's step are decided in :mod:`ctxledger.domain.commands`, the same way.
 
 A decision may need a summary first. Then :attr:`Decision.job` names it: the caller records the
 decision's events, runs the summariser for ``job.plan`` wherever it runs summarisers (inline, on a

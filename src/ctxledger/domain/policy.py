@@ -56,6 +56,7 @@ __all__ = [
     "plan_compaction",
     "plan_cut",
     "prepare_due",
+    "ready_in_time",
     "should_compact",
     "size_summary",
     "smallest_summary",
@@ -119,6 +120,21 @@ def extend_due(marks: Marks, activated: int, estimate: int) -> bool:
     overshoot = (marks.threshold - marks.prepare) // 4
     at_threshold = activated + max(0, marks.threshold - estimate) + overshoot
     return not absorbs(marks, at_threshold)
+
+
+def ready_in_time(room: int, grown: int, seconds: float, summary_seconds: float) -> bool:
+    """Whether a summary started now can be ready before the threshold: the session grew
+    ``grown`` tokens in ``seconds`` of wall time (since its last checkpoint), its last summary
+    took ``summary_seconds``, and ``room`` tokens are left below the threshold. Unknown rates
+    (no checkpoint yet, no time, no growth) say yes.
+
+    A summary that cannot be ready is not prepared: at the threshold the agent would wait for it
+    anyway, and it takes a summariser (a call, and a place in the pool) that a compaction in the
+    foreground then waits for too.
+    """
+    if grown <= 0 or seconds <= 0 or summary_seconds <= 0:
+        return True
+    return grown / seconds * summary_seconds <= room
 
 
 def absorbs(marks: Marks, tokens: int) -> bool:

@@ -11,7 +11,10 @@ next readable message and of the views served in between. A lost message gets a 
 its seq whose role keeps every view valid for a provider: a tool result answering the call that
 no later result answers; an assistant message making the calls that later results answer (and
 the calls of its lost results); otherwise a user or assistant message, as the neighbours
-suggest. Its content says what was lost and its metadata is ``{"lost": "damaged"}``.
+suggest. A role that would put a tool exchange across a cut that a compaction recorded anywhere
+in the session retains from (:class:`~ctxledger.replay.evidence.Cuts`) is tried last, so the
+checkpoints after a loss still make views valid. Its content says what was lost and its
+metadata is ``{"lost": "damaged"}``.
 """
 
 from __future__ import annotations
@@ -25,22 +28,16 @@ import msgspec
 from ctxledger.domain import SessionState
 from ctxledger.errors import CtxLedgerError
 from ctxledger.events import (
-    CheckpointCreated,
-    CompactionStarted,
     Event,
-    HistoryCleared,
-    MessagePinned,
-    MessageRetracted,
     RecordLost,
     SessionForked,
     SessionOpened,
-    SummaryPrepared,
-    UsageReported,
     ViewServed,
     carried_message,
 )
 from ctxledger.messages import Message, ToolCall
 from ctxledger.replay.damage import Unreadable, read_around_damage
+from ctxledger.replay.evidence import Cuts, proves
 from ctxledger.storage import EventLog, RecordedEvent
 
 __all__ = [
@@ -123,6 +120,8 @@ class SessionWalk:
         self.replaced: list[Replaced] = []
         self._ahead: deque[RecordedEvent | Unreadable] = deque()
         self._opened: SessionOpened | None = None
+        self._cuts = Cuts()  # of the records folded, and of the whole rest once one is lost
+        self._cuts_read = False
 
     def records(self) -> Iterator[WalkedRecord]:
         """Yield the session's records in order, each unusable one replaced by ``RecordLost``.
@@ -149,6 +148,7 @@ class SessionWalk:
 
     def _fold(self, record: RecordedEvent) -> WalkedRecord:
         event = record.event
+        self._cuts.add(event)
         if self.state is None:
             if not isinstance(event, SessionOpened):
                 raise Unsalvageable(
@@ -214,6 +214,7 @@ class SessionWalk:
             )
             state.apply(RecordLost(detail=detail))
             return RecordLost(detail=detail)
+        self._read_cuts(entry.seq)
         seq = state.last_seq + 1
         text = f"[lost: message {seq} could not be read (damaged record at event {entry.seq})]"
         message = self._message(text, window, entry)
@@ -223,6 +224,20 @@ class SessionWalk:
         )
         state.apply(lost)
         return lost
+
+    def _read_cuts(self, seq: int) -> None:
+        """Once, at the first lost message: note the cuts every record after ``seq`` names.
+
+        A checkpoint made rounds after a loss may retain from a message near it, so the window
+        is not enough; the session is read to its end (even past ``through``: a fork's base
+        gets the stand-ins its parent's own walk gets).
+        """
+        if self._cuts_read:
+            return
+        self._cuts_read = True
+        for ahead in read_around_damage(self.log, self.session_id, from_seq=seq + 1):
+            if not isinstance(ahead, Unreadable):
+                self._cuts.add(ahead.event)
 
     def _window(
         self, source: Iterator[RecordedEvent | Unreadable]
@@ -277,7 +292,7 @@ class SessionWalk:
             if message is not None and message.seq is not None:
                 needed = max(needed, message.seq - 1 - last)
                 break
-            needed = max(needed, _proves(event) - last)
+            needed = max(needed, proves(event) - last)
         if needed <= 0:
             return False
         # A view served before the next damaged record that shows no new message says this one
@@ -332,6 +347,14 @@ class SessionWalk:
         previous = state.history[-1].role if state.last_seq else None
         plain = "assistant" if previous in ("user", "tool") else "user"
         candidates.append(Message(role=plain, content=text, metadata=marker))
+        # A candidate whose tool exchange a recorded cut would split goes last: the checkpoint
+        # retaining from that cut would show a result without its call (or the reverse).
+        seq = state.last_seq + 1
+        calls_from = state.last_seq  # the message making the open calls: the last before results
+        while calls_from and state.history[calls_from - 1].role == "tool":
+            calls_from -= 1
+        results_through = max((m.seq or 0 for m in orphans), default=seq)
+        candidates.sort(key=lambda c: not self._cuts.allow(c, seq, calls_from, results_through))
         for candidate in candidates:
             try:
                 (checked,) = state.check_append([candidate])
@@ -374,19 +397,3 @@ def walk_session(log: EventLog, session_id: str, through: int | None = None) -> 
     for _ in walk.records():
         pass
     return walk
-
-
-def _proves(event: Event) -> int:
-    """The newest message seq that ``event`` shows existed when it was recorded (0: none)."""
-    if isinstance(event, ViewServed | UsageReported):
-        return event.through_seq
-    if isinstance(event, CompactionStarted | SummaryPrepared):
-        return max(event.covers_through_seq, event.retain_from_seq - 1)
-    if isinstance(event, CheckpointCreated):
-        checkpoint = event.checkpoint
-        return max(checkpoint.covers_through_seq, checkpoint.retain_from_seq - 1)
-    if isinstance(event, MessagePinned | MessageRetracted):
-        return event.seq
-    if isinstance(event, HistoryCleared):
-        return event.through_seq
-    return 0

@@ -1,6 +1,6 @@
 """The history actor: the single writer of the sessions it owns.
 
-A host runs a few of them (``Host(history_actors=...)``); each session belongs to one, chosen by
+A host runs a few of them (``HostOptions.history_actors``); each session belongs to one, chosen by
 its id. The actor owns the states of its sessions and does, per session and one request at a
 time: validate, decide (:func:`ctxledger.domain.decide`), hand the events to the log's journal
 without waiting, and fold them once the journal reports them durable. It never blocks: a batch in
@@ -41,7 +41,6 @@ from ctxledger.domain import (
     BACKGROUND_BACKOFF,
     Background,
     CharTokenizer,
-    Compact,
     CompactionResult,
     Decision,
     Job,
@@ -55,27 +54,27 @@ from ctxledger.domain import (
     extension_due,
     marks,
     message_chars,
+    ready_in_time,
     usable_prepared,
-    usage_events,
 )
-from ctxledger.domain.system_prompt import system_prompt_messages
+from ctxledger.domain.commands import (
+    NO_OUTCOME,
+    AppendMessages,
+    Configure,
+    ReportUsage,
+    execute,
+    overflow_message,
+    reactive_attempt,
+)
+from ctxledger.domain.commands import Command as DomainCommand
 from ctxledger.errors import (
     ContextOverflowError,
     CtxLedgerError,
     HostClosedError,
-    InvalidSeqError,
     LeaseLostError,
     VersionConflictError,
 )
-from ctxledger.events import (
-    CompactionFailed,
-    ConfigChanged,
-    Event,
-    MessageAppended,
-    MessagePinned,
-    UsageReported,
-    ViewServed,
-)
+from ctxledger.events import CompactionFailed, Event, MessageAppended, ViewServed
 from ctxledger.replay.loading import snapshot_due
 from ctxledger.runtime.failures import (
     hand_to,
@@ -87,25 +86,23 @@ from ctxledger.runtime.failures import (
 from ctxledger.runtime.leases import LeaseKeeper, LeaseLost
 from ctxledger.runtime.live import Live, Op, Write, fail, fail_work
 from ctxledger.runtime.messages import (
-    Append,
     BackgroundEnded,
     Command,
     Decide,
     Durable,
     Evict,
+    Execute,
     Load,
     Loaded,
     Open,
-    Pin,
     Prepare,
     Pressure,
     Read,
-    Record,
-    RecordUsage,
     SaveSnapshot,
     Settle,
     SummaryDone,
     SummaryTimeout,
+    answer_query,
 )
 from ctxledger.runtime.recordable import check_recordable
 from ctxledger.runtime.waiters import LoopWaiter, Reply
@@ -114,7 +111,8 @@ from ctxledger.storage import EventLog, LeaseStore, RecordedEvent
 __all__ = ["HistoryActor", "HistoryActorProxy", "Runtime", "overflow_message"]
 
 _log = get_logger(__name__)
-_NO_OUTCOME = "no outcome"  # a reactive attempt that started and has not answered (or failed)
+#: Commands after which the session's token pressure is looked at (they add to the estimate).
+_PRESSURE = frozenset({AppendMessages, ReportUsage, Configure})
 
 
 @dataclass(slots=True)
@@ -195,12 +193,9 @@ class HistoryActor(_SimpleQueue):
         self._lives: OrderedDict[str, Live] = OrderedDict()  # least recently used first
         self._tokens = 0
         self._handlers: dict[type, Callable[[Any], None]] = {
-            Append: self._on_command,
-            RecordUsage: self._on_command,
-            Pin: self._on_command,
+            Execute: self._on_command,
             Decide: self._on_command,
             Read: self._on_command,
-            Record: self._on_command,
             Settle: self._on_command,
             Open: self._on_command,
             Durable: self._on_durable,
@@ -380,70 +375,50 @@ class HistoryActor(_SimpleQueue):
         state = live.state
         assert state is not None
         kind = type(command)
-        if kind is Append:
-            assert isinstance(command, Append)
-            checked = state.check_append(command.messages)
-            self._reactive.pop(live.id, None)
-            seqs = [message.seq for message in checked]
-            appended = [MessageAppended(message=message) for message in checked]
-            self._write(live, appended, reply=command.reply, value=seqs, pressure=True)
+        if kind is Execute:
+            assert isinstance(command, Execute)
+            self._execute(live, command.reply, command.command)
         elif kind is Decide:
             assert isinstance(command, Decide)
             op = live.op = Op(command, command.request)
             if command.reactive:
                 tried = self._reactive.setdefault(live.id, [])
                 op.attempt = len(tried)
-                if op.attempt >= state.config.max_reactive_retries:
-                    self._overflow(live, op)
-                    return
-                tried.append(_NO_OUTCOME)
-                op.request = Compact(trigger="prompt_too_long", attempt=op.attempt)
+                self._attempt(live, op, tried)
+                return
             self._decide(live, op)
         elif kind is Read:
             assert isinstance(command, Read)
-            command.reply.resolve(command.fn(state, live.last_event_seq))
-        elif kind is Record:
-            assert isinstance(command, Record)
-            recorded, value = command.build(state)
-            if command.fresh:
-                self._reactive.pop(live.id, None)
-            self._write(live, recorded, reply=command.reply, value=value)
+            command.reply.resolve(answer_query(command.query, state, live.last_event_seq))
         elif kind is Settle:
             if self._settled(live):
                 command.reply.resolve(None)
             else:
                 live.settle_replies.append(command.reply)
-        elif kind is RecordUsage:
-            assert isinstance(command, RecordUsage)
-            self._reactive.pop(live.id, None)
-            event = UsageReported(
-                prompt_tokens=command.prompt_tokens,
-                completion_tokens=command.completion_tokens,
-                through_seq=state.last_seq,
-                cached_tokens=command.cached_tokens,
-                cache_write_tokens=command.cache_write_tokens,
-            )
-            self._write(
-                live, usage_events(state, event), reply=command.reply, value=None, pressure=True
-            )
-        elif kind is Pin:
-            assert isinstance(command, Pin)
-            seq = command.seq
-            if not 1 <= seq <= state.last_seq:
-                raise InvalidSeqError(f"session {live.id!r} has no message with seq {seq!r}")
-            self._write(live, [MessagePinned(seq=seq)], reply=command.reply, value=None)
         elif kind is Open:
             assert isinstance(command, Open)
-            opened: list[Event] = []
-            if command.config is not None and command.config != state.config:
-                opened.append(ConfigChanged(config=command.config))
-            if command.system is not None:  # a mismatch raises here, before anything is written
-                prompt = state.check_append(system_prompt_messages(state, command.system))
-                opened.extend(MessageAppended(message=message) for message in prompt)
-            if opened:
-                self._write(live, opened, reply=command.reply, value=None, pressure=True)
-            else:
-                command.reply.resolve(None)
+            configure = Configure(config=command.config, system=command.system)
+            self._execute(live, command.reply, configure)
+
+    def _execute(self, live: Live, reply: Reply, command: DomainCommand) -> None:
+        """Decide a command that records without compacting
+        (:func:`ctxledger.domain.commands.execute`); a refusal raises here, before anything is
+        written, and fails only the caller."""
+        state = live.state
+        assert state is not None
+        outcome = execute(state, command)
+        if command.fresh:
+            self._reactive.pop(live.id, None)
+        if not outcome.events:
+            reply.resolve(outcome.answer)
+            return
+        self._write(
+            live,
+            outcome.events,
+            reply=reply,
+            value=outcome.answer,
+            pressure=type(command) in _PRESSURE,
+        )
 
     # --- the decision step -----------------------------------------------------------------------
 
@@ -483,7 +458,7 @@ class HistoryActor(_SimpleQueue):
         if command.reactive:
             tried = self._reactive.get(live.id)
             if tried:
-                tried[-1] = result.reason if result is not None else _NO_OUTCOME
+                tried[-1] = result.reason if result is not None else NO_OUTCOME
             if result is None or not result.compacted:
                 self._next_attempt(live, op)
                 return
@@ -536,24 +511,25 @@ class HistoryActor(_SimpleQueue):
         return done
 
     def _next_attempt(self, live: Live, op: Op) -> None:
-        state = live.state
-        assert state is not None
         op.attempt += 1
-        if op.attempt >= state.config.max_reactive_retries:
-            self._overflow(live, op)
-            return
-        self._reactive.setdefault(live.id, []).append(_NO_OUTCOME)
-        op.request = Compact(trigger="prompt_too_long", attempt=op.attempt)
         op.job = None
-        self._decide(live, op)
+        self._attempt(live, op, self._reactive.setdefault(live.id, []))
 
-    def _overflow(self, live: Live, op: Op) -> None:
+    def _attempt(self, live: Live, op: Op, tried: list[str]) -> None:
+        """Start the next reactive attempt
+        (:func:`ctxledger.domain.commands.reactive_attempt`), or answer the overflow error once
+        the attempts are spent."""
         state = live.state
         assert state is not None
-        live.op = None
-        tried = self._reactive.get(live.id, [])
-        message = overflow_message(live.id, tried, state.config.max_reactive_retries)
-        op.command.reply.resolve(None, ContextOverflowError(message))
+        try:
+            request = reactive_attempt(state, tried)
+        except ContextOverflowError as exc:
+            live.op = None
+            op.command.reply.resolve(None, exc)
+            return
+        tried.append(NO_OUTCOME)
+        op.request = request
+        self._decide(live, op)
 
     def _run_job(self, live: Live, op: Op | None, job: Job) -> None:
         """The job's ``CompactionStarted`` is durable: hand the plan to the compaction pool."""
@@ -706,6 +682,15 @@ class HistoryActor(_SimpleQueue):
         if estimate < in_force.prepare:
             return
         prepared = usable_prepared(state)
+        active = state.active_checkpoint
+        if prepared is None and active is not None:
+            if live.late_for == active.id:
+                return  # judged too late for this checkpoint's cycle: the threshold compacts
+            grown = estimate - active.tokens_after
+            seconds = self._rt.clock() - active.created_at
+            if not ready_in_time(threshold - estimate, grown, seconds, active.summary_seconds):
+                live.late_for = active.id
+                return
         if prepared is not None:
             # Whether it will absorb the growth changes slowly as messages come (both views
             # grow alike but for masking, which shrinks only the view now): look again each
@@ -1001,42 +986,6 @@ class HistoryActorProxy(ActorMemberMixin, pykka.ActorProxy[HistoryActor]):
     """The typed proxy of a :class:`HistoryActor` (the few calls made by ask, not by message)."""
 
     live_sessions = proxy_method(HistoryActor.live_sessions)
-
-
-def overflow_message(session_id: str, tried: Sequence[str], limit: int) -> str:
-    """Why a reactive compaction gave up: the attempts since the last append and their outcomes.
-
-    Args:
-        session_id: The session.
-        tried: The outcome (a compaction reason) of each attempt, oldest first.
-        limit: ``Config.max_reactive_retries``.
-    """
-    head = f"session {session_id!r}: the provider rejected the prompt as too long"
-    if not tried:
-        return f"{head}, and max_reactive_retries={limit} allows no reactive compaction"
-    runs: list[tuple[int, int, str]] = []  # first attempt, last attempt, outcome
-    for number, outcome in enumerate(tried, 1):
-        if runs and runs[-1][2] == outcome:
-            runs[-1] = (runs[-1][0], number, outcome)
-        else:
-            runs.append((number, number, outcome))
-    outcomes = ", ".join(
-        f"{first} {outcome}" if first == last else f"{first}-{last} {outcome}"
-        for first, last, outcome in runs
-    )
-    compacted = tried.count("compacted")
-    attempts = f"{len(tried)} reactive compaction attempt{'s' if len(tried) != 1 else ''}"
-    if not compacted:
-        return (
-            f"{head} and no compaction could shrink it: {attempts} since the last append "
-            f"(outcomes by attempt: {outcomes}), none compacted; shrink what no compaction can "
-            "(system prompt, pins, the newest step) or use a larger context window"
-        )
-    return (
-        f"{head} again after {attempts} since the last append (outcomes by attempt: "
-        f"{outcomes}; {compacted} compacted), the most max_reactive_retries={limit} allows; "
-        "append or record usage to start over"
-    )
 
 
 def _has_message(event: Event) -> TypeGuard[MessageAppended]:

@@ -8,38 +8,78 @@ session's token pressure changed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+import msgspec
 
 from ctxledger.config import Config
-from ctxledger.domain import Compact, Job, Serve, SessionState
-from ctxledger.events import Event
-from ctxledger.messages import Message
+from ctxledger.domain import Compact, Job, Serve, SessionState, place_message, shown_messages
+from ctxledger.domain.commands import Command as DomainCommand
 from ctxledger.runtime.waiters import Reply
 from ctxledger.storage import Lease, RecordedEvent
 
 __all__ = [
-    "Append",
     "BackgroundEnded",
     "Command",
     "Decide",
     "Durable",
     "Evict",
+    "Execute",
     "Load",
     "Loaded",
     "Open",
-    "Pin",
     "Prepare",
     "Pressure",
+    "Query",
     "Read",
-    "Record",
-    "RecordUsage",
     "SaveSnapshot",
     "Settle",
     "SummaryDone",
     "SummaryTimeout",
+    "answer_query",
 ]
+
+
+# --- reads ---------------------------------------------------------------------------------------
+
+
+class Query(msgspec.Struct, frozen=True, kw_only=True):
+    """A read of a session's folded state, answered by its owner (data, not a callable).
+
+    Attributes:
+        what: ``usage`` (the totals), ``history``, ``checkpoints``, ``config``, ``positions``
+            (last message seq, last event seq), ``state`` (a copy), ``explain`` (where message
+            ``seq`` is in the view) or ``shown`` (the newest ``limit`` messages still shown).
+        seq: The message ``explain`` asks about.
+        limit: The most messages ``shown`` returns (None: all).
+    """
+
+    what: Literal["usage", "history", "checkpoints", "config", "positions", "state", "explain",
+                  "shown"]  # fmt: skip
+    seq: int = 0
+    limit: int | None = None
+
+
+def answer_query(query: Query, state: SessionState, last_event_seq: int) -> Any:
+    """Answer ``query`` on ``state`` (whose newest event is ``last_event_seq``)."""
+    match query.what:
+        case "usage":
+            return state.accounting.totals
+        case "history":
+            return list(state.history)
+        case "checkpoints":
+            return list(state.checkpoints)
+        case "config":
+            return state.config
+        case "positions":
+            return (state.last_seq, last_event_seq)
+        case "state":
+            return state.copy()
+        case "explain":
+            return place_message(state, query.seq)
+        case "shown":
+            return shown_messages(state, query.limit)
 
 
 # --- commands: Session handle -> history actor ---------------------------------------------------
@@ -68,27 +108,12 @@ class Open(Command):
 
 
 @dataclass(slots=True)
-class Append(Command):
-    """Append messages as one atomic batch; the answer is their seqs."""
+class Execute(Command):
+    """Decide ``command`` on the session's current state
+    (:func:`ctxledger.domain.commands.execute`), record its events and answer its answer; a
+    command the domain refuses is answered with the error, and nothing is recorded."""
 
-    messages: tuple[Message, ...]
-
-
-@dataclass(slots=True)
-class RecordUsage(Command):
-    """Record the provider's usage figure for the prompt just sent."""
-
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int = 0
-    cache_write_tokens: int = 0
-
-
-@dataclass(slots=True)
-class Pin(Command):
-    """Pin message ``seq``."""
-
-    seq: int
+    command: DomainCommand
 
 
 @dataclass(slots=True)
@@ -104,27 +129,15 @@ class Decide(Command):
 
 
 @dataclass(slots=True)
-class Record(Command):
-    """Record the events ``build(state)`` returns and answer the value it returns with them.
-
-    ``build`` runs on the owner, on the session's current state; an exception it raises (the
-    caller's bad request) is the answer, and nothing is recorded.
-    """
-
-    build: Callable[[SessionState], tuple[list[Event], Any]]
-    fresh: bool = False  # new input (a withdrawal): the reactive attempts start over
-
-
-@dataclass(slots=True)
 class Settle(Command):
     """Answer once no background summary is being prepared for the session (nor about to be)."""
 
 
 @dataclass(slots=True)
 class Read(Command):
-    """Answer ``fn(state, last_event_seq)``, computed by the owner on a consistent state."""
+    """Answer ``query`` on a consistent state of the session (:func:`answer_query`)."""
 
-    fn: Callable[[SessionState, int], Any]
+    query: Query
 
 
 # --- between the actors and the journal ----------------------------------------------------------

@@ -9,7 +9,7 @@ twins), without a worker thread.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from ctxledger._logging import get_logger
@@ -23,24 +23,22 @@ from ctxledger.domain import (
     Serve,
     SessionState,
     Tokenizer,
-    clear_event,
     is_prompt_too_long,
-    retraction_events,
-    shown_messages,
 )
 from ctxledger.domain.audit import LossReport, audit_checkpoint
-from ctxledger.domain.cost import Pricing
-from ctxledger.domain.placement import Placement, place_message
-from ctxledger.domain.revert import revert_checkpoint
-from ctxledger.domain.usage import ReportedUsage, UsageTotals, parse_usage, usage_from_counts
-from ctxledger.domain.validation import check_usage_counts
-from ctxledger.errors import (
-    InvalidArgumentError,
-    InvalidSeqError,
-    InvalidSessionIdError,
-    InvalidUsageError,
+from ctxledger.domain.commands import (
+    AppendMessages,
+    ClearHistory,
+    PinMessage,
+    RetractLast,
+    RevertCompaction,
+    usage_of,
 )
-from ctxledger.events import Event
+from ctxledger.domain.commands import Command as DomainCommand
+from ctxledger.domain.cost import Pricing
+from ctxledger.domain.placement import Placement
+from ctxledger.domain.usage import UsageTotals
+from ctxledger.errors import InvalidArgumentError, InvalidSeqError, InvalidSessionIdError
 from ctxledger.messages import Message
 from ctxledger.replay.loading import fold_view_at, state_at_checkpoint
 from ctxledger.replay.recall_index import DEFAULT_RECALL_LIMIT, RecallHit, answer_tool_call, recall
@@ -50,16 +48,7 @@ from ctxledger.runtime.arguments import (
     check_text,
     message_batch,
 )
-from ctxledger.runtime.messages import (
-    Append,
-    Command,
-    Decide,
-    Pin,
-    Read,
-    Record,
-    RecordUsage,
-    Settle,
-)
+from ctxledger.runtime.messages import Command, Decide, Execute, Query, Read, Settle
 from ctxledger.runtime.waiters import LoopWaiter, Reply, Waiter
 from ctxledger.storage import EventLog
 from ctxledger.storage import check_session_id as check_stored_id
@@ -118,7 +107,7 @@ class Session:
             InvalidMessageError: The message is invalid here (nothing is written).
             HostClosedError: The host is closed.
         """
-        seqs: list[int] = self._call(Append(self.id, Waiter(), message_batch((message,))))
+        seqs: list[int] = self._execute(AppendMessages(messages=message_batch((message,))))
         return seqs[0]
 
     def append_many(self, messages: Sequence[Message]) -> list[int]:
@@ -131,7 +120,7 @@ class Session:
         batch = message_batch(messages)
         if not batch:
             return []
-        seqs: list[int] = self._call(Append(self.id, Waiter(), batch))
+        seqs: list[int] = self._execute(AppendMessages(messages=batch))
         return seqs
 
     def record_usage(
@@ -162,8 +151,7 @@ class Session:
                 :data:`~ctxledger.domain.validation.MAX_USAGE_TOKENS`, or the object is not a
                 usage report (a ``ValueError``; nothing is recorded).
         """
-        usage = _usage(prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens)
-        self._call(_record_usage(self.id, Waiter(), usage))
+        self._execute(usage_of(prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens))
 
     def usage(self) -> UsageTotals:
         """Return the session's cumulative usage as the provider reported it.
@@ -172,7 +160,7 @@ class Session:
         the number of model calls, summed over every ``record_usage`` of the session (a fork's
         include its parent's up to the fork point).
         """
-        totals: UsageTotals = self._read(lambda state, _: state.accounting.totals)
+        totals: UsageTotals = self._read(Query(what="usage"))
         return totals
 
     def cost(self, pricing: Pricing) -> float:
@@ -189,28 +177,29 @@ class Session:
 
     def history(self) -> list[Message]:
         """Return every appended message with its seq, unaltered."""
-        history: list[Message] = self._read(lambda state, _: list(state.history))
+        history: list[Message] = self._read(Query(what="history"))
         return history
 
     def checkpoints(self) -> list[Checkpoint]:
         """Return every checkpoint made so far, oldest first (the last one is active)."""
-        checkpoints: list[Checkpoint] = self._read(lambda state, _: list(state.checkpoints))
+        checkpoints: list[Checkpoint] = self._read(Query(what="checkpoints"))
         return checkpoints
 
     @property
     def config(self) -> Config:
         """The Config in force for this session."""
-        config: Config = self._read(lambda state, _: state.config)
+        config: Config = self._read(Query(what="config"))
         return config
 
     def pin(self, seq: int) -> None:
         """Keep message ``seq`` verbatim in every later view.
 
         Raises:
-            InvalidSeqError: No message has this seq.
+            InvalidSeqError: No message has this seq, or it was retracted or cleared; nothing
+                is written.
         """
         check_seq(self.id, seq)
-        self._call(Pin(self.id, Waiter(), seq))
+        self._execute(PinMessage(seq=seq))
 
     def view_at(self, seq: int) -> ModelView:
         """Return the view served (or that would have been served) while ``seq`` was the newest.
@@ -310,7 +299,7 @@ class Session:
     async def aappend(self, message: Message) -> int:
         """Async twin of :meth:`append`: awaits durability on the caller's loop."""
         batch = message_batch((message,))
-        seqs: list[int] = await self._acall(Append(self.id, _loop_reply(), batch))
+        seqs: list[int] = await self._aexecute(AppendMessages(messages=batch))
         return seqs[0]
 
     async def aappend_many(self, messages: Sequence[Message]) -> list[int]:
@@ -318,7 +307,7 @@ class Session:
         batch = message_batch(messages)
         if not batch:
             return []
-        seqs: list[int] = await self._acall(Append(self.id, _loop_reply(), batch))
+        seqs: list[int] = await self._aexecute(AppendMessages(messages=batch))
         return seqs
 
     async def arecord_usage(
@@ -330,8 +319,8 @@ class Session:
         cache_write_tokens: int = 0,
     ) -> None:
         """Async twin of :meth:`record_usage`."""
-        usage = _usage(prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens)
-        await self._acall(_record_usage(self.id, _loop_reply(), usage))
+        command = usage_of(prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens)
+        await self._aexecute(command)
 
     async def aprepare_step(self, pending: str = "") -> ModelView:
         """Async twin of :meth:`prepare_step` (a coroutine summariser runs on this loop)."""
@@ -382,19 +371,23 @@ class Session:
     async def _adecide(self, request: Serve | Compact, *, reactive: bool = False) -> Any:
         return await self._acall(Decide(self.id, _loop_reply(), request, reactive))
 
-    def _read(self, fn: Callable[[SessionState, int], Any]) -> Any:
-        return self._call(Read(self.id, Waiter(), fn))
+    def _execute(self, command: DomainCommand) -> Any:
+        return self._call(Execute(self.id, Waiter(), command))
+
+    async def _aexecute(self, command: DomainCommand) -> Any:
+        return await self._acall(Execute(self.id, _loop_reply(), command))
+
+    def _read(self, query: Query) -> Any:
+        return self._call(Read(self.id, Waiter(), query))
 
     def _positions(self) -> tuple[int, int]:
         """Return (last message seq, last event seq)."""
-        positions: tuple[int, int] = self._read(
-            lambda state, event_seq: (state.last_seq, event_seq)
-        )
+        positions: tuple[int, int] = self._read(Query(what="positions"))
         return positions
 
     def _live_state(self) -> SessionState:
         """Return a copy of the owner's folded state (for equivalence tests)."""
-        state: SessionState = self._read(lambda state, _: state.copy())
+        state: SessionState = self._read(Query(what="state"))
         return state
 
     # --- what compactions did: audit, explain, revert, recall -----------------------------------
@@ -427,7 +420,7 @@ class Session:
             InvalidSeqError: No message has that seq.
         """
         check_seq(self.id, seq)
-        placement: Placement = self._read(lambda state, _: place_message(state, seq))
+        placement: Placement = self._read(Query(what="explain", seq=seq))
         return placement
 
     def revert_compaction(
@@ -455,12 +448,8 @@ class Session:
         """
         check_text("checkpoint_id", checkpoint_id, optional=True)
         check_text("reason", reason)
-
-        def build(state: SessionState) -> tuple[list[Event], Any]:
-            event = revert_checkpoint(state, checkpoint_id, reason=reason)
-            return [event], event.restored
-
-        restored: Checkpoint | None = self._call(Record(self.id, Waiter(), build))
+        command = RevertCompaction(checkpoint_id=checkpoint_id, reason=reason)
+        restored: Checkpoint | None = self._execute(command)
         return restored
 
     def recall(self, query: str, *, limit: int = DEFAULT_RECALL_LIMIT) -> list[RecallHit]:
@@ -519,7 +508,7 @@ class Session:
             InvalidMessageError: A replacement message does not fit; nothing is written.
             HostClosedError: The host is closed.
         """
-        retracted: Message = self._call(Record(self.id, Waiter(), _retract(replacement), True))
+        retracted: Message = self._execute(RetractLast(replacement=message_batch(replacement)))
         return retracted
 
     def clear(self) -> int:
@@ -533,7 +522,7 @@ class Session:
         Raises:
             HostClosedError: The host is closed.
         """
-        through: int = self._call(Record(self.id, Waiter(), _clear, True))
+        through: int = self._execute(ClearHistory())
         return through
 
     def current_messages(self, limit: int | None = None) -> list[Message]:
@@ -550,24 +539,24 @@ class Session:
             HostClosedError: The host is closed.
         """
         check_limit(limit)
-        shown: list[Message] = self._read(lambda state, _: shown_messages(state, limit))
+        shown: list[Message] = self._read(Query(what="shown", limit=limit))
         return shown
 
     async def aretract_last(self, replacement: Sequence[Message] = ()) -> Message:
         """Async twin of :meth:`retract_last`."""
-        command = Record(self.id, _loop_reply(), _retract(replacement), True)
-        retracted: Message = await self._acall(command)
+        command = RetractLast(replacement=message_batch(replacement))
+        retracted: Message = await self._aexecute(command)
         return retracted
 
     async def aclear(self) -> int:
         """Async twin of :meth:`clear`."""
-        through: int = await self._acall(Record(self.id, _loop_reply(), _clear, True))
+        through: int = await self._aexecute(ClearHistory())
         return through
 
     async def acurrent_messages(self, limit: int | None = None) -> list[Message]:
         """Async twin of :meth:`current_messages`."""
         check_limit(limit)
-        command = Read(self.id, _loop_reply(), lambda state, _: shown_messages(state, limit))
+        command = Read(self.id, _loop_reply(), Query(what="shown", limit=limit))
         shown: list[Message] = await self._acall(command)
         return shown
 
@@ -582,35 +571,6 @@ def _manual(focus: object) -> Compact:
     return Compact(trigger="manual", focus=focus)  # type: ignore[arg-type]  # checked above
 
 
-def _usage(
-    prompt_tokens: object, completion_tokens: object, cached: object, written: object
-) -> ReportedUsage:
-    if isinstance(prompt_tokens, int):
-        return check_usage_counts(
-            usage_from_counts(prompt_tokens, completion_tokens, cached, written)
-        )
-    if any(not isinstance(count, int) or count for count in (completion_tokens, cached, written)):
-        raise InvalidUsageError("pass either a usage object or counts, not both")
-    try:
-        usage = parse_usage(prompt_tokens)
-    except InvalidUsageError:
-        raise
-    except Exception as exc:  # reading the object's fields raised: it is no usage report
-        raise InvalidUsageError(f"cannot read the usage object: {exc!r}") from exc
-    return check_usage_counts(usage)
-
-
-def _record_usage(session_id: str, reply: Reply, usage: ReportedUsage) -> RecordUsage:
-    return RecordUsage(
-        session_id,
-        reply,
-        usage.prompt_tokens,
-        usage.completion_tokens,
-        usage.cached_tokens,
-        usage.cache_write_tokens,
-    )
-
-
 def _check_reactive_error(error: object) -> None:
     if error is not None and not is_prompt_too_long(error):
         _log.warning("reactive_compact_unrecognised_error", error=repr(error)[:200])
@@ -618,20 +578,3 @@ def _check_reactive_error(error: object) -> None:
 
 def _loop_reply() -> Reply:
     return LoopWaiter(asyncio.get_running_loop())
-
-
-def _retract(
-    replacement: Sequence[Message],
-) -> Callable[[SessionState], tuple[list[Event], Any]]:
-    batch = message_batch(replacement)
-
-    def build(state: SessionState) -> tuple[list[Event], Any]:
-        retracted = state.message(state.retraction_target())
-        return retraction_events(state, batch), retracted
-
-    return build
-
-
-def _clear(state: SessionState) -> tuple[list[Event], Any]:
-    event = clear_event(state)
-    return [event], event.through_seq

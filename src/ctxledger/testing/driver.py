@@ -1,19 +1,39 @@
-"""An in-memory session that follows the host's flow with the pure domain only.
+"""An in-memory session that runs the host's decisions with the pure domain only.
 
-:class:`DomainSession` records every event in a list and folds it, exactly as the host does after
-persisting, so tests can drive a policy, check every view and replay the log without actors or
-storage. :func:`digest_summarizer` is a small deterministic summariser for such tests.
+:class:`DomainSession` has every command of :class:`ctxledger.Session`, with the same names,
+arguments, answers and errors, and each calls the same pure domain function the host's history
+actor calls (:func:`ctxledger.domain.decide` for views and compactions,
+:func:`ctxledger.domain.commands.execute` for the rest,
+:func:`ctxledger.domain.commands.reactive_attempt` for the reactive retry loop). It records
+every event in a list and folds it, exactly as the host does after persisting, so a property
+test drives what production runs, command for command, without actors or storage.
+:func:`digest_summarizer` is a small deterministic summariser for such tests.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
+from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
-from ctxledger.domain.calibration import usage_events
-from ctxledger.domain.compaction import CompactionResult, Trigger, run_summarizer
+from ctxledger.domain.commands import (
+    NO_OUTCOME,
+    AppendMessages,
+    ClearHistory,
+    Command,
+    Configure,
+    PinMessage,
+    RetractLast,
+    RevertCompaction,
+    execute,
+    reactive_attempt,
+    usage_of,
+)
+from ctxledger.domain.compaction import CompactionResult, run_summarizer
 from ctxledger.domain.decide import (
+    Background,
     Compact,
     Decision,
     Job,
@@ -23,18 +43,14 @@ from ctxledger.domain.decide import (
     decide,
 )
 from ctxledger.domain.state import SessionState
-from ctxledger.domain.summary import Summarizer, SummaryRequest
+from ctxledger.domain.summary import Summarizer, SummaryRequest, describe_summarizer
 from ctxledger.domain.tokenizer import CharTokenizer, Tokenizer
 from ctxledger.domain.view import ModelView
-from ctxledger.events.types import (
-    ConfigChanged,
-    Event,
-    MessageAppended,
-    MessagePinned,
-    SessionOpened,
-    UsageReported,
-)
+from ctxledger.events.types import Event, SessionOpened
 from ctxledger.messages import Message
+from ctxledger.runtime.arguments import check_seq, check_text, message_batch
+from ctxledger.runtime.recordable import check_recordable
+from ctxledger.testing._reads import SessionReads
 
 __all__ = ["DomainSession", "digest_summarizer"]
 
@@ -50,14 +66,22 @@ def digest_summarizer(request: SummaryRequest) -> str:
     return "\n".join(lines)[: request.max_chars] or "(nothing)"
 
 
-class DomainSession:
+class DomainSession(SessionReads):
     """One session driven through the domain functions, its events kept in :attr:`events`.
+
+    The commands are :class:`ctxledger.Session`'s, with its arguments, answers and errors; a
+    summary a decision needs is written at once by :attr:`summarizer` (a failing summariser is
+    an outcome, as in the host, not a crash). Background compaction runs only when asked
+    (:meth:`wait_background`), where the host would have started it by itself.
 
     Attributes:
         state: The folded state.
         events: Every recorded event, in order; replaying them rebuilds :attr:`state`.
         views: Every served view, in order.
         results: The outcome of every compaction request, in order.
+        summarizer: Writes the summaries (it may be replaced between commands).
+        tokenizer: Counts tokens.
+        clock: Returns the time recorded on checkpoints.
     """
 
     def __init__(
@@ -68,6 +92,7 @@ class DomainSession:
         tokenizer: Tokenizer | None = None,
         session_id: str = "session",
         clock: Callable[[], float] | None = None,
+        id_factory: Callable[[], str] | None = None,
     ) -> None:
         """Open the session (records ``SessionOpened``).
 
@@ -77,104 +102,218 @@ class DomainSession:
             tokenizer: Counts tokens (default :class:`~ctxledger.domain.CharTokenizer`).
             session_id: The session id.
             clock: Returns the time recorded on checkpoints (default: a counter).
+            id_factory: Returns fresh compaction and checkpoint ids (default ``c1``, ``c2``, ...;
+                as ``Host(id_factory=...)``).
         """
         self.summarizer: Summarizer = summarizer or digest_summarizer
         self.tokenizer: Tokenizer = tokenizer or CharTokenizer()
         ticks = itertools.count(1)
         self.clock = clock or (lambda: float(next(ticks)))
-        self._ids = itertools.count(1)
+        ids = itertools.count(1)
+        self._new_id: Callable[[], str] = id_factory or (lambda: f"c{next(ids)}")
         self._opened_with = config
+        # The outcome of each reactive attempt since the last new input (as the host keeps it).
+        self._tried: list[str] = []
         self.state = SessionState.new(session_id, config)
         self.events: list[Event] = []
         self.views: list[ModelView] = []
         self.results: list[CompactionResult] = []
         self.record(SessionOpened(session_id=session_id, config=config))
 
+    def __repr__(self) -> str:
+        return f"<DomainSession {self.state.session_id!r}>"
+
     def record(self, event: Event) -> None:
-        """Record ``event`` and fold it."""
+        """Record ``event`` and fold it (no decision: the caller vouches for it)."""
         self.events.append(event)
         self.state.apply(event)
 
-    def append(self, *messages: Message) -> list[int]:
-        """Validate and append messages; return their seqs."""
-        checked = self.state.check_append(messages)
-        for message in checked:
-            self.record(MessageAppended(message=message))
-        return [message.seq for message in checked if message.seq is not None]
+    # --- history (ctxledger.domain.commands.execute) ---------------------------------------------
+
+    def append(self, message: Message) -> int:
+        """Append one message; return its seq (``Session.append``).
+
+        Raises:
+            InvalidMessageError: The message is invalid here (nothing is recorded).
+        """
+        seqs: list[int] = self._execute(AppendMessages(messages=message_batch((message,))))
+        return seqs[0]
+
+    def append_many(self, messages: Sequence[Message]) -> list[int]:
+        """Append messages as one atomic batch; return their seqs (``Session.append_many``).
+
+        Raises:
+            InvalidMessageError: A message is invalid here; nothing of the batch is recorded.
+        """
+        batch = message_batch(messages)
+        if not batch:
+            return []
+        seqs: list[int] = self._execute(AppendMessages(messages=batch))
+        return seqs
 
     def extend(self, messages: Iterable[Message]) -> list[int]:
-        """Append messages one at a time; return their seqs."""
-        return [seq for message in messages for seq in self.append(message)]
+        """Append messages one at a time (one batch each); return their seqs."""
+        return [self.append(message) for message in messages]
 
     def record_usage(
         self,
-        prompt_tokens: int,
+        prompt_tokens: int | object,
         completion_tokens: int = 0,
         *,
         cached_tokens: int = 0,
         cache_write_tokens: int = 0,
     ) -> None:
-        """Record the provider's usage for the prompt built at the current seq (and the
-        calibration step it brings, as the host does)."""
-        usage = UsageReported(
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            through_seq=self.state.last_seq,
-            cached_tokens=cached_tokens,
-            cache_write_tokens=cache_write_tokens,
-        )
-        for event in usage_events(self.state, usage):
-            self.record(event)
+        """Record the provider's usage for the prompt built at the current seq, and the
+        calibration step it brings (``Session.record_usage``: counts or a usage object).
+
+        Raises:
+            InvalidUsageError: A count is invalid, or the object is no usage report.
+        """
+        self._execute(usage_of(prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens))
 
     def pin(self, seq: int) -> None:
-        """Pin message ``seq``."""
-        self.state.check_pin(seq)
-        self.record(MessagePinned(seq=seq))
+        """Keep message ``seq`` verbatim in every later view (``Session.pin``).
 
-    def change_config(self, config: Config) -> None:
-        """Record a new Config."""
-        self.record(ConfigChanged(config=config))
+        Raises:
+            InvalidSeqError: No message has this seq, or it was retracted or cleared.
+        """
+        check_seq(self.id, seq)
+        self._execute(PinMessage(seq=seq))
 
-    def compact(
-        self,
-        trigger: Trigger = "threshold_exceeded",
-        *,
-        pending: str = "",
-        focus: str | None = None,
-        attempt: int = 0,
-    ) -> CompactionResult:
-        """Compact as the host does (``compact_if_needed``, ``compact``, a reactive attempt)."""
-        request: Request
-        if trigger == "threshold_exceeded":
-            request = Serve(pending=pending, view=False)
-        else:
-            request = Compact(trigger=trigger, focus=focus, attempt=attempt, pending=pending)
-        decision = self.decide(request)
-        assert decision.result is not None
-        self.results.append(decision.result)
-        return decision.result
+    def change_config(self, config: Config | None = None, *, system: str | None = None) -> None:
+        """State the Config and system prompt, as ``Host.session(id, config=, system=)`` does
+        for an existing session: ``ConfigChanged`` is recorded when ``config`` differs from the
+        one in force; ``system`` is appended while the conversation is empty, else checked.
+
+        Raises:
+            SystemPromptMismatchError: ``system`` differs from the recorded system prompt.
+        """
+        if system is not None:
+            system = Message.system(system).content  # checked as the host checks it
+        self._execute(Configure(config=config, system=system))
+
+    def retract_last(self, replacement: Sequence[Message] = ()) -> Message:
+        """Withdraw the newest message still shown; return it (``Session.retract_last``).
+
+        Raises:
+            InvalidSeqError: No message is shown, or the newest is covered by the active
+                checkpoint; nothing is recorded.
+            InvalidMessageError: A replacement message does not fit; nothing is recorded.
+        """
+        retracted: Message = self._execute(RetractLast(replacement=message_batch(replacement)))
+        return retracted
+
+    def clear(self) -> int:
+        """Withdraw every message so far; return the last seq withdrawn (``Session.clear``)."""
+        through: int = self._execute(ClearHistory())
+        return through
+
+    def revert_compaction(
+        self, checkpoint_id: str | None = None, *, reason: str = ""
+    ) -> Checkpoint | None:
+        """Undo the active checkpoint; return the one active again (``Session.revert_compaction``).
+
+        Raises:
+            InvalidCheckpointError: Nothing to revert (no checkpoint, not the active one, or
+                reverting twice).
+            InvalidArgumentError: ``checkpoint_id`` or ``reason`` is not text.
+        """
+        check_text("checkpoint_id", checkpoint_id, optional=True)
+        check_text("reason", reason)
+        command = RevertCompaction(checkpoint_id=checkpoint_id, reason=reason)
+        restored: Checkpoint | None = self._execute(command)
+        return restored
+
+    # --- compaction and views (ctxledger.domain.decide) ------------------------------------------
+
+    def compact_if_needed(self, pending: str = "") -> CompactionResult:
+        """Compact when the estimate (plus ``pending``) reaches the threshold
+        (``Session.compact_if_needed``).
+
+        Raises:
+            InvalidArgumentError: ``pending`` is not a string.
+        """
+        check_text("pending", pending, utf8=False)
+        return self._compaction(Serve(pending=pending, view=False))
+
+    def compact(self, focus: str | None = None) -> CompactionResult:
+        """Compact now, optionally telling the summariser what to keep (``Session.compact``).
+
+        Raises:
+            InvalidArgumentError: ``focus`` is not None or a string of valid UTF-8.
+        """
+        check_text("focus", focus, optional=True)
+        return self._compaction(Compact(trigger="manual", focus=focus))
+
+    def reactive_compact(self, error: object = None) -> CompactionResult:
+        """Compact after the provider rejected the prompt as too long; harder on each retry,
+        until an attempt compacts (``Session.reactive_compact``).
+
+        Args:
+            error: The provider's error (the host only logs one it does not recognise).
+
+        Raises:
+            ContextOverflowError: ``max_reactive_retries`` attempts since the last new input
+                (append, usage report, retraction, clear) did not shrink the view.
+        """
+        while True:
+            request = reactive_attempt(self.state, self._tried)
+            self._tried.append(NO_OUTCOME)
+            result = self.decide(request).result
+            self._tried[-1] = result.reason if result is not None else NO_OUTCOME
+            if result is not None and result.compacted:
+                self.results.append(result)
+                return result
+
+    def build_model_view(self, pending: str = "") -> ModelView:
+        """Build and record the view without compacting (``Session.build_model_view``).
+
+        Raises:
+            InvalidArgumentError: ``pending`` is not a string.
+            BudgetExceededError: The session reached ``Config.max_total_tokens``.
+            ContextOverflowError: The view cannot fit the window.
+        """
+        check_text("pending", pending, utf8=False)
+        return self._serve(Serve(pending=pending, compact=False))
+
+    def prepare_step(self, pending: str = "") -> ModelView:
+        """Compact if needed, then build and record the view (``Session.prepare_step``).
+
+        Raises:
+            InvalidArgumentError: ``pending`` is not a string.
+            BudgetExceededError: The session reached ``Config.max_total_tokens``.
+            ContextOverflowError: The view cannot fit the window.
+        """
+        check_text("pending", pending, utf8=False)
+        return self._serve(Serve(pending=pending))
+
+    def wait_background(self) -> None:
+        """Run the background compaction that is due now, if any, to its end
+        (``Session.wait_background``).
+
+        The host starts a background summary by itself after an append or usage report once
+        the estimate crosses the prepare point, and ``wait_background`` waits for it; here it
+        runs on this call (the same decision, :class:`~ctxledger.domain.Background`), so that a
+        test chooses when a prepared summary appears.
+        """
+        self.decide(Background())
 
     def view(self, pending: str = "") -> ModelView:
-        """Serve the view without compacting (the host's ``build_model_view``)."""
-        decision = self.decide(Serve(pending=pending, compact=False))
-        assert decision.view is not None
-        self.views.append(decision.view)
-        return decision.view
+        """:meth:`build_model_view` (this kit's earlier name for it)."""
+        return self.build_model_view(pending)
 
     def step(self, pending: str = "") -> ModelView:
-        """Compact if needed, then serve the view (the host's ``prepare_step``)."""
-        decision = self.decide(Serve(pending=pending))
-        if decision.result is not None:
-            self.results.append(decision.result)
-        assert decision.view is not None
-        self.views.append(decision.view)
-        return decision.view
+        """:meth:`prepare_step` (this kit's earlier name for it)."""
+        return self.prepare_step(pending)
 
     def decide(self, request: Request) -> Decision:
         """Run the decision step for ``request`` to its end, recording every event on the way.
 
-        A summary the decision asks for is written at once by :attr:`summarizer` (a failing
-        summariser is an outcome, as in the host, not a crash).
+        The lower-level door the commands above use: any :data:`~ctxledger.domain.Request`,
+        say a reactive attempt with a given ``attempt`` number.
+
+        Raises:
+            CtxLedgerError: The decision's error (recorded events stay recorded, as in the host).
         """
         decision = self._decide(request)
         while decision.job is not None:
@@ -185,6 +324,36 @@ class DomainSession:
             raise decision.error
         return decision
 
+    def replay(self, events: Iterable[Event] | None = None) -> SessionState:
+        """Fold ``events`` (default: all recorded) into a fresh state."""
+        state = SessionState.new(self.state.session_id, self._opened_with)
+        for event in self.events if events is None else events:
+            state.apply(event)
+        return state
+
+    # --- internals -------------------------------------------------------------------------------
+
+    def _execute(self, command: Command) -> Any:
+        outcome = execute(self.state, command)
+        if command.fresh:
+            self._tried.clear()
+        self._commit(outcome.events)
+        return outcome.answer
+
+    def _serve(self, request: Serve) -> ModelView:
+        decision = self.decide(request)
+        if decision.result is not None:
+            self.results.append(decision.result)
+        assert decision.view is not None
+        self.views.append(decision.view)
+        return decision.view
+
+    def _compaction(self, request: Serve | Compact) -> CompactionResult:
+        decision = self.decide(request)
+        assert decision.result is not None
+        self.results.append(decision.result)
+        return decision.result
+
     def _decide(self, request: Request) -> Decision:
         decision = decide(
             self.state,
@@ -193,23 +362,25 @@ class DomainSession:
             new_id=self._new_id,
             now=self.clock,
         )
-        for event in decision.events:
-            self.record(event)
+        self._commit(decision.events)
         return decision
 
-    def _new_id(self) -> str:
-        return f"c{next(self._ids)}"
+    def _commit(self, events: Sequence[Event]) -> None:
+        check_recordable(events)  # the host's check: only what reads back is written
+        for event in events:
+            self.record(event)
 
     def _summarize(self, job: Job) -> Summarized:
+        # Worded as the host's compaction actors word an outcome (the detail is recorded).
+        name = describe_summarizer(self.summarizer)
         try:
             summary = run_summarizer(job.plan, self.summarizer)
         except Exception as exc:  # as the host: a failing summariser is an outcome, not a crash
-            return Summarized(job=job, summary=None, detail=repr(exc))
-        return Summarized(job=job, summary=summary, detail="" if summary else "no summary")
-
-    def replay(self, events: Iterable[Event] | None = None) -> SessionState:
-        """Fold ``events`` (default: all recorded) into a fresh state."""
-        state = SessionState.new(self.state.session_id, self._opened_with)
-        for event in self.events if events is None else events:
-            state.apply(event)
-        return state
+            detail = f"summarizer raised {type(exc).__name__}: {exc}"
+            return Summarized(job=job, summary=None, detail=detail, summarizer=name)
+        if not summary:
+            detail = "summarizer returned no summary"
+            return Summarized(job=job, summary=None, detail=detail, summarizer=name)
+        if not summary.isascii():  # a lone surrogate cannot be recorded
+            summary = summary.encode("utf-8", "replace").decode("utf-8")
+        return Summarized(job=job, summary=summary, summarizer=name)

@@ -95,7 +95,7 @@ class PolicyMachine(RuleBasedStateMachine):
 
     def _append(self, *messages: Message) -> None:
         for session in self.sessions:
-            session.append(*messages)
+            session.append_many(messages)
         self.history += self.tokenizer.count_messages(list(messages))
 
     def _serve(self) -> None:

@@ -38,11 +38,13 @@ def _session(summarizer: Any, config: Config = CONFIG) -> DomainSession:
     session.append(Message.system("rules"))
     for n in range(6):
         call = ToolCall(f"c{n}", "bash", json.dumps({"command": f"pytest tests/test_{n}.py"}))
-        session.append(
-            Message.user(f"round {n}: fix src/mod_{n}.py"),
-            Message.assistant("ok", [call]),
-            Message.tool(f"E   KeyError: case {n} missing", call.id, "bash"),
-            Message.assistant("done"),
+        session.append_many(
+            [
+                Message.user(f"round {n}: fix src/mod_{n}.py"),
+                Message.assistant("ok", [call]),
+                Message.tool(f"E   KeyError: case {n} missing", call.id, "bash"),
+                Message.assistant("done"),
+            ]
         )
     return session
 
@@ -50,7 +52,7 @@ def _session(summarizer: Any, config: Config = CONFIG) -> DomainSession:
 def test_the_audit_reports_exactly_the_facts_the_summary_dropped() -> None:
     """A summary that drops round 1's facts: exactly those are lost, with their seqs."""
     session = _session(_drop_round(1))
-    assert session.compact("manual").compacted
+    assert session.compact().compacted
     report = audit_checkpoint(session.state)
     lost = {(fact.kind, fact.text, fact.seq) for fact in report.lost}
     # round 1 is messages 6..9: user #6, call #7, result #8
@@ -70,7 +72,7 @@ def test_the_audit_reports_exactly_the_facts_the_summary_dropped() -> None:
 def test_the_fact_block_brings_the_dropped_facts_back() -> None:
     """The same summary with the fact block on loses nothing."""
     session = _session(_drop_round(1), CONFIG.replace(fact_index_chars=1000))
-    assert session.compact("manual").compacted
+    assert session.compact().compacted
     report = audit_checkpoint(session.state)
     assert report.lost == () and report.facts > 0
 
@@ -78,12 +80,14 @@ def test_the_fact_block_brings_the_dropped_facts_back() -> None:
 def test_an_incremental_checkpoint_audits_only_what_it_newly_covered() -> None:
     """The second checkpoint's covered messages start at the first one's cut."""
     session = _session(_drop_round(99))
-    assert session.compact("manual").compacted
+    assert session.compact().compacted
     first = session.state.active_checkpoint
     assert first is not None
     for n in range(6, 9):
-        session.append(Message.user(f"round {n}: fix src/mod_{n}.py"), Message.assistant("done"))
-    assert session.compact("manual").compacted
+        session.append_many(
+            [Message.user(f"round {n}: fix src/mod_{n}.py"), Message.assistant("done")]
+        )
+    assert session.compact().compacted
     report = audit_checkpoint(session.state)
     assert report.previous_checkpoint_id == first.id
     assert report.first_seq == first.retain_from_seq

@@ -13,7 +13,7 @@ from ctxledger.domain import (
 from ctxledger.domain.compaction import prepared_checkpoint
 from ctxledger.domain.cuts import Marks
 from ctxledger.domain.decide import as_activated, extension_due
-from ctxledger.domain.policy import extend_due
+from ctxledger.domain.policy import extend_due, ready_in_time
 from ctxledger.events import CheckpointCreated, CompactionStarted, SummaryPrepared
 from ctxledger.testing import DomainSession
 
@@ -30,9 +30,11 @@ CONFIG = Config(
 
 def tool_step(session: DomainSession, n: int, chars: int = 600) -> None:
     call = ToolCall(f"call-{n}", "bash", '{"command": "ls"}')
-    session.append(
-        Message.assistant(f"step {n}", [call]),
-        Message.tool(f"output {n} " + "o" * chars, call.id, "bash"),
+    session.append_many(
+        [
+            Message.assistant(f"step {n}", [call]),
+            Message.tool(f"output {n} " + "o" * chars, call.id, "bash"),
+        ]
     )
 
 
@@ -52,7 +54,7 @@ def test_a_background_cut_is_planned_inside_the_rounds_below_the_threshold() -> 
     """One long round (no round cut makes progress): ahead of need the background still plans
     a step-level cut, as a compaction at the threshold would."""
     session = DomainSession(CONFIG)
-    session.append(Message.system("You are a coding agent."), Message.user("fix the tests"))
+    session.append_many([Message.system("You are a coding agent."), Message.user("fix the tests")])
     grow_until(session, CONFIG.prepare_threshold, 0)
     draft_tokens = session.view().estimated_tokens
     assert draft_tokens < threshold_for(session.state)
@@ -69,7 +71,7 @@ def test_a_sufficient_prepared_summary_is_activated_while_a_newer_one_runs() -> 
     already has absorbs the growth (the view it gives is at most half the gap between the
     marks above the target)."""
     session = DomainSession(CONFIG)
-    session.append(Message.system("You are a coding agent."), Message.user("fix the tests"))
+    session.append_many([Message.system("You are a coding agent."), Message.user("fix the tests")])
     n = grow_until(session, CONFIG.prepare_threshold, 0)
     session.decide(Background())  # written at once: SummaryPrepared
     (prepared,) = [e for e in session.events if isinstance(e, SummaryPrepared)]
@@ -113,10 +115,12 @@ def fact_step(session: DomainSession, n: int) -> None:
         f"src/pkg/module_{n}_{k}.py:{k}: AssertionError: value_{n}_{k} != expected"
         for k in range(8)
     )
-    session.append(
-        Message.user(f"now look at src/pkg/module_{n}.py"),
-        Message.assistant(f"step {n}", [call]),
-        Message.tool(output, call.id, "bash"),
+    session.append_many(
+        [
+            Message.user(f"now look at src/pkg/module_{n}.py"),
+            Message.assistant(f"step {n}", [call]),
+            Message.tool(output, call.id, "bash"),
+        ]
     )
 
 
@@ -124,7 +128,7 @@ def test_the_background_measures_a_prepared_summary_with_its_fact_block() -> Non
     """A prepared summary becomes a checkpoint with a fact block; the background estimate (and
     so when its delta starts) counts that block, as the activation at the threshold will."""
     session = DomainSession(FACTS_CONFIG)
-    session.append(Message.system("You are a coding agent."), Message.user("fix the tests"))
+    session.append_many([Message.system("You are a coding agent."), Message.user("fix the tests")])
     n = 0
     while background_estimate(session.state, tokenizer=session.tokenizer) < (
         FACTS_CONFIG.sizes().prepare_tokens
@@ -156,7 +160,7 @@ def test_a_prepared_summary_that_will_absorb_the_growth_is_not_extended() -> Non
     threshold."""
     sizes = FACTS_CONFIG.sizes()
     session = DomainSession(FACTS_CONFIG)
-    session.append(Message.system("You are a coding agent."), Message.user("fix the tests"))
+    session.append_many([Message.system("You are a coding agent."), Message.user("fix the tests")])
     n = 0
     while session.view().estimated_tokens < sizes.prepare_tokens:
         n += 1
@@ -193,3 +197,14 @@ def test_a_one_mark_config_extends_at_its_prepare_point_as_recorded() -> None:
     assert extend_due(one, 8_500, 9_000) and not extend_due(one, 8_499, 9_999)
     off = Marks(threshold=10_000, target=5_000, prepare=0)
     assert not extend_due(off, 20_000, 20_000)
+
+
+def test_a_summary_that_cannot_be_ready_before_the_threshold_is_not_prepared() -> None:
+    """The growth rate since the last checkpoint times the last summary's time against the room
+    left below the threshold; unknown rates prepare as before."""
+    # 600 tokens a second, summaries of 2 s: 1,200 tokens of growth while one runs.
+    assert ready_in_time(room=1_200, grown=6_000, seconds=10.0, summary_seconds=2.0)
+    assert not ready_in_time(room=1_199, grown=6_000, seconds=10.0, summary_seconds=2.0)
+    assert ready_in_time(room=10, grown=0, seconds=10.0, summary_seconds=2.0)
+    assert ready_in_time(room=10, grown=6_000, seconds=0.0, summary_seconds=2.0)
+    assert ready_in_time(room=10, grown=6_000, seconds=10.0, summary_seconds=0.0)

@@ -42,7 +42,7 @@ def _drive(session: DomainSession, steps: int) -> None:
             + "Considering the remaining configuration, everything else looks consistent; "
             * (3 + n % 5)
         )
-        session.append(*step(f"c{n}", output, text=f"Step {n}: run the failing test."))
+        session.append_many(step(f"c{n}", output, text=f"Step {n}: run the failing test."))
         view = session.step()
         session.record_usage(true_tokens(view.messages), 40)
 

@@ -63,7 +63,7 @@ def test_fewer_than_three_messages_never_compact() -> None:
 def test_nothing_appended_since_the_checkpoint_is_checkpoint_current() -> None:
     """A second manual compaction with no new message does nothing."""
     s = session(*_rounds(4), **SMALL)
-    assert s.compact("manual").compacted
+    assert s.compact().compacted
     assert _reason(s, "manual") == "checkpoint_current"
 
 
@@ -91,9 +91,9 @@ def test_over_threshold_by_usage_with_few_rounds_is_rounds_not_enough() -> None:
 def test_the_same_round_cut_again_is_no_progress() -> None:
     """Without a new round the planned cut is the active one: never pay twice."""
     s = session(*_rounds(4), **SMALL)
-    assert s.compact("manual").retain_from_seq == 5
+    assert s.compact().retain_from_seq == 5
     s.append(Message.user("more"))  # a new round moves the cut by one round: progress
-    assert s.compact("manual").retain_from_seq == 7
+    assert s.compact().retain_from_seq == 7
     s.append(Message.assistant("same round"))
     assert _reason(s, "manual") == "no_progress"
 
@@ -126,14 +126,14 @@ def test_head_system_messages_are_never_summarised() -> None:
     s = session(Message.system("rules"), *_rounds(4), **SMALL)
     plan = _plan(s)
     assert [m.role for m in plan.messages].count("system") == 0
-    s.compact()
+    s.compact_if_needed()
     assert build_view(s.state, tokenizer=TOKENS).messages[0] == s.state.history[0]
 
 
 def test_second_compaction_is_incremental() -> None:
     """Only messages after the active coverage are sent, with the previous summary."""
     s = session(*_rounds(4), **SMALL)
-    first = s.compact("manual")
+    first = s.compact()
     s.extend(_rounds(1))
     plan = _plan(s, "manual")
     assert plan.previous_checkpoint_id == first.checkpoint_id
@@ -163,7 +163,7 @@ def test_one_oversized_round_is_cut_at_a_step_boundary() -> None:
     s = session(*messages, **SMALL)
     plan = _plan(s)
     assert plan.step_level
-    result = s.compact()
+    result = s.compact_if_needed()
     assert result.compacted and result.estimated_tokens < result.threshold
 
 
@@ -173,7 +173,7 @@ def test_step_level_cut_leaves_room_to_grow() -> None:
     for index in range(12):
         messages += step(f"c{index}", "o" * 300)
     s = session(*messages, **SMALL)
-    s.compact()
+    s.compact_if_needed()
     s.extend(step("next", "o" * 300))
     assert _reason(s) == "below_threshold"
 
@@ -193,13 +193,13 @@ def test_retained_minimum_larger_than_budget_then_no_progress() -> None:
         Message.tool("ok", "c1", "write"),
     )
     s = recorded_session(*messages, **SMALL, floor_guard=False)
-    result = s.compact()
+    result = s.compact_if_needed()
     assert result.compacted and result.retain_from_seq == 2
     assert result.estimated_tokens >= result.threshold
     s.append(Message.tool("ok", "c2"))
     assert _reason(s) == "no_progress"
     guarded = session(*messages, **SMALL)
-    result = guarded.compact()
+    result = guarded.compact_if_needed()
     assert not result.compacted and result.reason == "floor_above_threshold"
     assert result.floor_tokens >= result.threshold
     guarded.append(Message.tool("ok", "c2"))
@@ -224,7 +224,7 @@ def test_configured_summary_room_is_used() -> None:
 def test_a_full_size_summary_still_fits() -> None:
     """With a summary of exactly max_chars the view is at most the target."""
     s = session(*_rounds(4), summarizer=lambda r: "S" * 10_000, **SMALL)
-    result = s.compact()
+    result = s.compact_if_needed()
     assert len(s.state.active_checkpoint.summary) == 270
     assert result.estimated_tokens <= 600
 
@@ -253,8 +253,8 @@ def test_reactive_retries_cut_harder_each_time() -> None:
     """Each attempt retains from a later seq, even with nothing appended in between."""
     s = session(*_rounds(40, size=30), context_window=100_000, min_retain_rounds=16)
     cuts = []
-    for attempt in range(3):
-        result = s.compact("prompt_too_long", attempt=attempt)
+    for _ in range(3):
+        result = s.reactive_compact()  # attempt 0, 1, 2: nothing appended in between
         assert result.compacted, result
         cuts.append(result.retain_from_seq)
     assert cuts == sorted(cuts) and len(set(cuts)) == 3
@@ -266,7 +266,7 @@ def test_reactive_reaches_step_level_cuts() -> None:
     for index in range(6):
         messages += step(f"c{index}", "o" * 30)
     s = session(*messages, context_window=100_000, min_retain_rounds=1)
-    result = s.compact("prompt_too_long")
+    result = s.reactive_compact()
     assert result.compacted and s.state.history[result.retain_from_seq - 1].role == "assistant"
 
 
@@ -277,7 +277,7 @@ def test_focus_reaches_the_summariser() -> None:
     """A manual compaction's focus is in every request and on the checkpoint."""
     seen: list[SummaryRequest] = []
     s = session(*_rounds(4), summarizer=lambda r: seen.append(r) or "S", **SMALL)
-    s.compact("manual", focus="keep the API signatures")
+    s.compact(focus="keep the API signatures")
     assert seen[0].focus == "keep the API signatures"
     assert s.state.active_checkpoint.focus == "keep the API signatures"
 
@@ -311,7 +311,7 @@ def test_stale_plan_is_refused() -> None:
     """A plan that extends a checkpoint that is no longer active raises."""
     s = session(*_rounds(4), **SMALL)
     plan = _plan(s)
-    s.compact()
+    s.compact_if_needed()
     with pytest.raises(ValueError, match="stale"):
         complete_compaction(s.state, plan, "S", checkpoint_id="x", created_at=0, tokenizer=TOKENS)
 
@@ -319,11 +319,11 @@ def test_stale_plan_is_refused() -> None:
 def test_summary_unavailable_keeps_the_previous_checkpoint() -> None:
     """A summariser returning None leaves the active checkpoint in place."""
     s = session(*_rounds(4), **SMALL)
-    s.compact("manual")
+    s.compact()
     active = s.state.active_checkpoint
     s.summarizer = lambda request: None
     s.extend(_rounds(1))
-    result = s.compact("manual")
+    result = s.compact()
     assert (result.compacted, result.reason) == (False, "summary_unavailable")
     assert s.state.active_checkpoint == active
 
@@ -335,7 +335,7 @@ def test_raising_summariser_is_summary_unavailable() -> None:
         raise RuntimeError("down")
 
     s = session(*_rounds(4), summarizer=broken, **SMALL)
-    assert s.compact("manual").reason == "summary_unavailable"
+    assert s.compact().reason == "summary_unavailable"
     assert s.state.active_checkpoint is None
 
 
@@ -349,7 +349,7 @@ def test_input_hash_addresses_the_summariser_input() -> None:
 def test_checkpoint_replays_to_the_same_view() -> None:
     """Recording the checkpoint and replaying the events serves the same view hash."""
     s = session(*_rounds(4), **SMALL)
-    s.compact()
+    s.compact_if_needed()
     view = build_view(s.state, tokenizer=TOKENS)
     assert build_view(s.replay(), tokenizer=TOKENS).view_hash == view.view_hash
 
@@ -357,7 +357,7 @@ def test_checkpoint_replays_to_the_same_view() -> None:
 def test_checkpoint_created_event_carries_the_checkpoint() -> None:
     """The host records CheckpointCreated(checkpoint=...) from complete_compaction."""
     s = session(*_rounds(4), **SMALL)
-    s.compact()
+    s.compact_if_needed()
     created = [e for e in s.events if isinstance(e, CheckpointCreated)]
     assert created[0].checkpoint == s.state.active_checkpoint
 
@@ -367,8 +367,8 @@ def test_last_step_over_budget_is_still_cut_before() -> None:
     config = {**SMALL, "min_retain_rounds": 0}
     last = Message.assistant("", [call(f"p{i}") for i in range(4)])
     s = session(Message.user("go"), *step("c1", "o" * 600), last, **config)
-    s.append(*[Message.tool("o" * 600, f"p{i}") for i in range(4)])
-    result = s.compact()
+    s.append_many([Message.tool("o" * 600, f"p{i}") for i in range(4)])
+    result = s.compact_if_needed()
     assert result.compacted and result.retain_from_seq == 4
     assert result.threshold <= result.estimated_tokens <= 1000
 

@@ -70,7 +70,7 @@ def test_a_planned_view_stays_strictly_below_the_threshold_at_equality() -> None
     assert isinstance(plan, CompactionPlan) and plan.target_tokens == 800
     assert plan.planned_tokens < plan.target_tokens
     assert plan.retain_from_seq > round_cut
-    result = s.compact()
+    result = s.compact_if_needed()
     assert result.compacted and result.estimated_tokens < result.threshold
 
 
@@ -152,7 +152,7 @@ def test_the_input_hash_depends_on_the_previous_summary() -> None:
     plans = []
     for summary in ("first summary", "another summary"):
         s = session(*rounds[:8], summarizer=lambda request, text=summary: text, **SMALL)
-        assert s.compact("manual").compacted
+        assert s.compact().compacted
         s.extend(rounds[8:])
         plan = plan_compaction(s.state, tokenizer=TOKENS, trigger="manual")
         assert isinstance(plan, CompactionPlan)

@@ -220,7 +220,7 @@ def _session(**config: Any) -> DomainSession:
 def test_a_checkpoint_lists_the_facts_its_summary_lost() -> None:
     """With a summary that keeps nothing, the block brings the lost facts back into the view."""
     session = _session()
-    assert session.compact().compacted
+    assert session.compact_if_needed().compacted
     checkpoint = session.state.active_checkpoint
     assert checkpoint is not None and checkpoint.facts.startswith(BLOCK_HEADER)
     view = build_view(session.state, tokenizer=TOKENS)
@@ -233,7 +233,7 @@ def test_a_checkpoint_lists_the_facts_its_summary_lost() -> None:
 def test_without_room_the_checkpoint_has_no_block_and_renders_as_before() -> None:
     """fact_index_chars=0: no block; the summary message is the summary alone."""
     session = _session(fact_index_chars=0)
-    assert session.compact().compacted
+    assert session.compact_if_needed().compacted
     checkpoint = session.state.active_checkpoint
     assert checkpoint is not None and checkpoint.facts == ""
     view = build_view(session.state, tokenizer=TOKENS)
@@ -248,7 +248,7 @@ def test_the_planner_reserves_the_block_and_the_view_stays_below_the_threshold()
     assert isinstance(plan_on, CompactionPlan) and isinstance(plan_off, CompactionPlan)
     assert plan_on.fact_chars > 0 == plan_off.fact_chars
     assert plan_on.retain_from_seq >= plan_off.retain_from_seq
-    result = on.compact()
+    result = on.compact_if_needed()
     assert result.compacted and result.estimated_tokens < result.threshold
     assert plan_on.planned_tokens >= build_view(on.state, tokenizer=TOKENS).view_tokens
 
@@ -256,11 +256,13 @@ def test_the_planner_reserves_the_block_and_the_view_stays_below_the_threshold()
 def test_a_later_checkpoint_carries_the_earlier_block() -> None:
     """Facts of an earlier checkpoint's block stay listed while they have room."""
     session = _session(fact_index_chars=3000, context_window=8000)
-    assert session.compact("manual").compacted
+    assert session.compact().compacted
     first = parse_fact_block(session.state.active_checkpoint.facts)  # type: ignore[union-attr]
     for n in range(14, 18):
-        session.append(Message.user(f"round {n}: more"), Message.assistant("ok " + "b" * 300))
-    assert session.compact("manual").compacted
+        session.append_many(
+            [Message.user(f"round {n}: more"), Message.assistant("ok " + "b" * 300)]
+        )
+    assert session.compact().compacted
     later = {(f.kind, f.text) for f in parse_fact_block(session.state.active_checkpoint.facts)}  # type: ignore[union-attr]
     assert first and {(f.kind, f.text) for f in first if f.kind == "error"} <= later
 
@@ -319,7 +321,7 @@ def test_a_covered_fact_is_in_the_view_when_the_block_has_room(
         session.extend(messages)
     plan = plan_compaction(session.state, tokenizer=TOKENS, trigger="manual")
     assert isinstance(plan, CompactionPlan)
-    assert session.compact("manual").compacted
+    assert session.compact().compacted
     checkpoint = session.state.active_checkpoint
     assert checkpoint is not None and len(checkpoint.facts) <= plan.fact_chars
     covered = [f for f in extract_facts(plan.messages) if f.kind != "number"]

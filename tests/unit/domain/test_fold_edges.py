@@ -36,8 +36,8 @@ def test_a_tool_result_is_masked_only_when_longer_than_micro_min_chars(
         micro_min_chars=50,
         min_compaction_gain_tokens=0,
     )
-    s.append(*step("old", "r" * (50 + extra)))
-    s.append(*step("new", "n" * 10))
+    s.append_many(step("old", "r" * (50 + extra)))
+    s.append_many(step("new", "n" * 10))
     shown = {m.seq: m.content for m in build_view(s.state, tokenizer=TOKENS).messages}
     old_seq = s.state.tool_seqs[0]
     assert (shown[old_seq] == "[Previous: used bash]") is masked
@@ -65,19 +65,19 @@ def test_re_mask_undo_entries_are_pruned_exactly_at_the_checkpoint_floor() -> No
     checkpoint's index floor (``tool_seqs.before``) are dropped; one more result is kept."""
     s = _gain_session()
     for n in range(80):
-        s.append(*step(f"a{n}", "r" * 300))
+        s.append_many(step(f"a{n}", "r" * 300))
     s.append(Message.user("round 2"))
     for n in range(5):
-        s.append(*step(f"b{n}", "r" * 300))
-    assert s.compact("manual").compacted
+        s.append_many(step(f"b{n}", "r" * 300))
+    assert s.compact().compacted
     floor = s.state.tool_seqs.before
     assert floor > 3, "the first checkpoint must move index entries out of memory"
     counts = [count for count, _ in s.state.mask_undo]
     assert floor in counts and floor + 1 in counts  # both sides of the edge exist
     s.append(Message.user("round 3"))
     for n in range(5):
-        s.append(*step(f"c{n}", "r" * 300))
-    assert s.compact("manual").compacted
+        s.append_many(step(f"c{n}", "r" * 300))
+    assert s.compact().compacted
     counts = [count for count, _ in s.state.mask_undo]
     assert floor not in counts
     assert min(counts) == floor + 1

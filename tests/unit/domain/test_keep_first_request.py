@@ -73,7 +73,7 @@ def _check(s: DomainSession) -> None:
 def test_first_request_is_kept_verbatim_before_the_summary_after_a_step_cut() -> None:
     """A step-level cut covers the task: the view shows it whole between head and summary."""
     s = _one_round()
-    result = s.compact()
+    result = s.compact_if_needed()
     assert result.compacted and result.retain_from_seq > 2
     view = build_view(s.state, tokenizer=TOKENS)
     assert [(m.role, m.seq) for m in view.messages[:3]] == [
@@ -102,7 +102,7 @@ def test_huge_first_request_is_truncated_with_a_marker_naming_its_seq() -> None:
     marker, tail, like an oversize tool result."""
     task = "HEAD " + "x" * 5000 + " TAIL"
     s = _one_round(task)
-    s.compact()
+    s.compact_if_needed()
     limit = s.state.config.sizes().request_chars
     assert limit == 750 == max_tool_result_chars(s.state.config)
     shown = build_view(s.state, tokenizer=TOKENS).messages[1]
@@ -152,7 +152,7 @@ def test_later_user_messages_are_not_kept() -> None:
 def test_flag_off_shows_head_summary_tail_only() -> None:
     """keep_first_request=False: the covered task is left to the summary, as before."""
     s = _one_round(keep_first_request=False)
-    result = s.compact()
+    result = s.compact_if_needed()
     assert result.compacted
     assert _shown(s)[:2] == [("system", 1), ("summary", None)]
     assert 2 not in [seq for _, seq in _shown(s)]
@@ -176,7 +176,7 @@ def test_planner_counts_the_kept_request_in_the_fixed_part() -> None:
     plan_off = plan_compaction(off.state, tokenizer=TOKENS)
     assert isinstance(plan_on, CompactionPlan) and isinstance(plan_off, CompactionPlan)
     assert plan_on.retain_from_seq > plan_off.retain_from_seq
-    result = on.compact()
+    result = on.compact_if_needed()
     view = build_view(on.state, tokenizer=TOKENS)
     assert view.messages[1].seq == 2
     assert result.estimated_tokens == view.estimated_tokens < result.threshold
@@ -193,7 +193,7 @@ def test_kept_request_is_still_sent_to_the_summariser() -> None:
 def test_turning_the_flag_off_later_leaves_the_task_to_the_summary() -> None:
     """A ConfigChanged applies from then on: the next view drops the kept request."""
     s = _one_round()
-    s.compact()
+    s.compact_if_needed()
     assert _shown(s)[1] == ("user", 2)
     s.change_config(s.state.config.replace(keep_first_request=False))
     assert _shown(s)[1] == ("summary", None)

@@ -32,14 +32,18 @@ CONFIG = Config(
 def _session() -> DomainSession:
     """System, a task, then rounds of a call whose result is long (masked later)."""
     session = DomainSession(CONFIG)
-    session.append(Message.system("rules"), Message.user("the task: fix src/app.py " + "t" * 500))
+    session.append_many(
+        [Message.system("rules"), Message.user("the task: fix src/app.py " + "t" * 500)]
+    )
     for n in range(8):
         call = ToolCall(f"c{n}", "bash", json.dumps({"command": f"cat src/mod_{n}.py"}))
-        session.append(
-            Message.user(f"round {n}"),
-            Message.assistant("ok", [call]),
-            Message.tool(f"line {n}\n" * 30, call.id, "bash"),
-            Message.assistant("done " + "d" * 200),
+        session.append_many(
+            [
+                Message.user(f"round {n}"),
+                Message.assistant("ok", [call]),
+                Message.tool(f"line {n}\n" * 30, call.id, "bash"),
+                Message.assistant("done " + "d" * 200),
+            ]
         )
     return session
 
@@ -47,8 +51,8 @@ def _session() -> DomainSession:
 def _compacted(times: int = 1) -> DomainSession:
     session = _session()
     for n in range(times):
-        assert session.compact("manual").compacted
-        session.append(Message.user(f"more {n}"), Message.assistant("fine"))
+        assert session.compact().compacted
+        session.append_many([Message.user(f"more {n}"), Message.assistant("fine")])
     return session
 
 
@@ -66,14 +70,18 @@ def test_every_placement_kind_is_recognised() -> None:
     assert summarised.checkpoint_reason == "manual"
     for n in (20, 21):  # two more results in the tail: the older one is masked
         call = ToolCall(f"c{n}", "bash", json.dumps({"command": f"cat src/mod_{n}.py"}))
-        session.append(Message.assistant("ok", [call]), Message.tool(f"l {n}\n" * 60, call.id))
+        session.append_many(
+            [Message.assistant("ok", [call]), Message.tool(f"l {n}\n" * 60, call.id)]
+        )
     tail_results = [m.seq for m in state.history[cut - 1 :] if m.role == "tool"]
     assert place_message(state, tail_results[-2]).kind == "masked"
     assert place_message(state, state.last_seq).kind == "raw"
     session.append(Message.user("x"))
-    session.append(
-        Message.assistant("", [ToolCall("big", "bash", '{"command": "cat big.txt"}')]),
-        Message.tool("y" * 2000, "big", "bash"),
+    session.append_many(
+        [
+            Message.assistant("", [ToolCall("big", "bash", '{"command": "cat big.txt"}')]),
+            Message.tool("y" * 2000, "big", "bash"),
+        ]
     )
     truncated = place_message(session.state, session.state.last_seq)
     assert truncated.kind == "truncated" and 0 < truncated.shown_chars < 2000
@@ -129,7 +137,7 @@ def test_the_next_compaction_extends_the_restored_checkpoint_and_may_take_a_focu
     session = _compacted(2)
     first = session.state.checkpoints[0]
     session.record(revert_checkpoint(session.state))
-    result = session.compact("manual", focus="keep the file names")
+    result = session.compact(focus="keep the file names")
     assert result.compacted
     made = session.state.active_checkpoint
     assert made is not None and made.previous_checkpoint_id == first.id
@@ -169,7 +177,7 @@ def test_reverting_the_only_checkpoint_serves_the_view_before_it() -> None:
     assert build_view(resumed, tokenizer=TOKENS) == view
     with pytest.raises(InvalidCheckpointError, match="no checkpoint"):
         revert_checkpoint(session.state)
-    result = session.compact("manual")
+    result = session.compact()
     assert result.compacted
     made = session.state.active_checkpoint
     assert made is not None and made.previous_checkpoint_id is None

@@ -110,7 +110,7 @@ def test_pinned_tool_result_brings_its_whole_exchange() -> None:
         Message.assistant("", [call("c1"), call("c2")]),
         keep_first_request=False,
     )
-    s.append(Message.tool("one", "c1"), Message.tool("two", "c2"), *rounds(2))
+    s.append_many([Message.tool("one", "c1"), Message.tool("two", "c2"), *rounds(2)])
     s.pin(3)
     _with_checkpoint(s, 5)
     assert _roles_and_seqs(s)[:4] == [("assistant", 2), ("tool", 3), ("tool", 4), ("summary", None)]

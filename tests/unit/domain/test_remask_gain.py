@@ -25,7 +25,7 @@ TOKENS = CharTokenizer()
 
 def _results(s, sizes: list[int]) -> None:  # type: ignore[no-untyped-def]
     for n, size in enumerate(sizes):
-        s.append(*step(f"c{len(s.state.tool_seqs)}-{n}", "r" * size))
+        s.append_many(step(f"c{len(s.state.tool_seqs)}-{n}", "r" * size))
 
 
 def _gained(sizes: list[int], gain: int = 500):  # type: ignore[no-untyped-def]
@@ -90,7 +90,7 @@ def test_retracting_the_result_that_moved_the_boundary_moves_it_back() -> None:
     s = _gained([300, 300, 2_000, 300, 300])  # 2 candidates save 186 tokens < 500: held at 0
     assert (s.state.mask_target(), s.state.mask_count) == (2, 0)
     before = build_view(s.state, tokenizer=TOKENS).view_hash
-    s.append(*step("next", "n" * 300))  # target 4: the 2,000-character result is a candidate
+    s.append_many(step("next", "n" * 300))  # target 4: the 2,000-character result is a candidate
     assert s.state.mask_count == 4
     assert s.state.mask_after_retraction() == 0
     events = retraction_events(s.state)
@@ -107,7 +107,7 @@ def test_a_retraction_recorded_before_the_field_leaves_the_boundary() -> None:
     """A MessageRetracted without ``mask_count`` (older logs) leaves the boundary where it is,
     as the views of those logs were served."""
     s = _gained([300, 300, 2_000, 300, 300])
-    s.append(*step("next", "n" * 300))
+    s.append_many(step("next", "n" * 300))
     s.record(MessageRetracted(seq=s.state.retraction_target()))
     assert s.state.mask_count == 4
 

@@ -259,7 +259,7 @@ def test_boundaries_are_user_and_assistant_messages() -> None:
 def test_pin_group_of_a_result_holds_the_whole_exchange() -> None:
     """A pinned result brings its call and the call's sibling results."""
     s = session(Message.user("u"), Message.assistant("", [call("c1"), call("c2")]))
-    s.append(Message.tool("one", "c1"), Message.tool("two", "c2"))
+    s.append_many([Message.tool("one", "c1"), Message.tool("two", "c2")])
     assert s.state.pin_group(4) == (2, 3, 4)
     assert s.state.pin_group(1) == (1,)
 

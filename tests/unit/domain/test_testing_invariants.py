@@ -169,8 +169,8 @@ def test_window_check_can_be_skipped() -> None:
 def test_pinned_exchange_counts_whole_towards_the_minimum() -> None:
     """Pinning one result keeps its call's sibling results too; over the window is then allowed."""
     s = session(Message.user("go"), Message.assistant("", [call("c1"), call("c2")]))
-    s.append(Message.tool("a" * 1500, "c1"), Message.tool("b" * 1500, "c2"))
-    s.append(Message.user("next"), Message.assistant("ok"))
+    s.append_many([Message.tool("a" * 1500, "c1"), Message.tool("b" * 1500, "c2")])
+    s.append_many([Message.user("next"), Message.assistant("ok")])
     history = s.state.history
     view = _view(history, through_seq=6)
     check_view_invariants(history, view, Config(context_window=1000), pins={3})

@@ -101,7 +101,7 @@ def test_a_prepared_summary_lands_the_view_within_half_the_gap() -> None:
     target."""
     config = Config(context_window=8_000, micro_keep_recent=1000)
     s = DomainSession(config)
-    s.append(Message.system("rules"), Message.user("fix it"))
+    s.append_many([Message.system("rules"), Message.user("fix it")])
     in_force = marks(s.state)
     index = 0
     while True:

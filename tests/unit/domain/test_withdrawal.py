@@ -119,7 +119,7 @@ def test_nothing_to_retract_is_refused() -> None:
 def test_a_message_covered_by_the_checkpoint_cannot_be_retracted() -> None:
     """Once the retained tail is retracted, the newest shown message is in the summary: refused."""
     s = session(*rounds(6), min_retain_rounds=2)
-    assert s.compact("manual").compacted
+    assert s.compact().compacted
     cut = s.state.active_checkpoint.retain_from_seq  # type: ignore[union-attr]
     for _ in range(s.state.last_seq - cut + 1):
         _retract(s)
@@ -170,7 +170,7 @@ def test_clear_starts_an_empty_view() -> None:
     """After a clear the view holds nothing: no head, no summary, no pins."""
     s = session(Message.system("sys"), *rounds(6), min_retain_rounds=2)
     s.pin(3)
-    assert s.compact("manual").compacted
+    assert s.compact().compacted
     _clear(s)
     view = build_view(s.state, tokenizer=TOKENS)
     assert view.messages == () and view.checkpoint_id is None and view.mode == "full_history"
@@ -204,14 +204,14 @@ def test_a_clear_closes_open_calls_and_frees_every_id() -> None:
 def test_the_planner_never_summarises_cleared_messages() -> None:
     """The first checkpoint after a clear covers only later messages and starts afresh."""
     s = session(*rounds(8), min_retain_rounds=2)
-    assert s.compact("manual").compacted
+    assert s.compact().compacted
     _clear(s)
     s.extend(rounds(6, user="new"))
     plan = plan_compaction(s.state, tokenizer=TOKENS, trigger="manual")
     assert isinstance(plan, CompactionPlan)
     assert plan.previous_summary is None and plan.previous_checkpoint_id is None
     assert all(m.seq is not None and m.seq > 16 for m in plan.messages)
-    assert s.compact("manual").compacted
+    assert s.compact().compacted
     _check(s)
 
 
