@@ -191,6 +191,11 @@ def agent(
             finally:
                 busy[session_id] = False
             side.write(k="v", s=session_id, q=view.through_seq, h=view.view_hash)
+            if session_id not in FOREGROUND_ONLY:
+                # The model call. An agent that steps flat out grows faster than a summary can
+                # follow, and the host then prepares none in the background (ready_in_time):
+                # these agents pace themselves as agents do, so background summaries run.
+                time.sleep(rng.uniform(0.05, 0.2))
             if step % 3 == 0:
                 session.record_usage(
                     {"prompt_tokens": view.estimated_tokens + 40, "completion_tokens": 12}
