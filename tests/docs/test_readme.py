@@ -25,10 +25,10 @@ def _runnable() -> list[str]:
     return [code for run, code in _blocks() if run]
 
 
-def test_readme_has_seven_runnable_examples() -> None:
-    """The quickstart, the two framework, the event-log, the PostgreSQL, the property-testing
-    and the compaction-inspection examples are marked to be run."""
-    assert len(_runnable()) == 7
+def test_readme_has_eight_runnable_examples() -> None:
+    """The quickstart, the two framework, the event-log, the PostgreSQL, the property-testing,
+    the DomainSession and the compaction-inspection examples are marked to be run."""
+    assert len(_runnable()) == 8
 
 
 def test_quickstart_is_at_most_20_lines() -> None:
@@ -173,12 +173,26 @@ def test_property_testing_example_collects_a_test_case() -> None:
     case("runTest").runTest()  # type: ignore[operator]
 
 
+def test_domain_session_example_compacts_checks_and_reverts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The DomainSession example: views checked, a compaction at the threshold, then reverted
+    to the one before it (ids from the kit's counter)."""
+    namespace: dict[str, object] = {"__name__": "readme"}
+    exec(compile(_runnable()[6], "README domain session", "exec"), namespace)
+    session = namespace["session"]
+    events, active, restored = capsys.readouterr().out.split()
+    made = list(dict.fromkeys(c.id for c in session.checkpoints()))  # type: ignore[attr-defined]
+    assert int(events) > 24 and len(made) >= 2
+    assert active == made[-1] and restored == made[-2]
+
+
 def test_inspection_example_audits_explains_recalls_and_reverts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The compaction-inspection example prints an audit, a placement, hits and a revert."""
     monkeypatch.chdir(tmp_path)
-    exec(compile(_runnable()[6], "README inspection", "exec"), {"__name__": "readme"})
+    exec(compile(_runnable()[7], "README inspection", "exec"), {"__name__": "readme"})
     lines = capsys.readouterr().out.splitlines()
     state = replay.rebuild(tmp_path / "audit-db", "agent-8")
     made = list(dict.fromkeys(checkpoint.id for checkpoint in state.checkpoints))
