@@ -159,9 +159,16 @@ class SleepySummarizer:
 
 
 def agent(
-    host: Host, session_id: str, run: int, seed: int, side: SideFile, busy: dict[str, bool]
+    host: Host,
+    session_id: str,
+    run: int,
+    seed: int,
+    side: SideFile,
+    busy: dict[str, bool],
+    pace: tuple[float, float] = (0.05, 0.2),
 ) -> None:
-    """One session's agent: steps until the process is killed."""
+    """One session's agent: steps until the process is killed; a background session's agent
+    takes ``pace`` seconds (uniform) per model call."""
     rng = random.Random(seed)
     config = CONFIG_FOREGROUND if session_id in FOREGROUND_ONLY else CONFIG
     session = host.session(session_id, config=config)
@@ -195,7 +202,7 @@ def agent(
                 # The model call. An agent that steps flat out grows faster than a summary can
                 # follow, and the host then prepares none in the background (ready_in_time):
                 # these agents pace themselves as agents do, so background summaries run.
-                time.sleep(rng.uniform(0.05, 0.2))
+                time.sleep(rng.uniform(*pace))
             if step % 3 == 0:
                 session.record_usage(
                     {"prompt_tokens": view.estimated_tokens + 40, "completion_tokens": 12}
@@ -223,9 +230,13 @@ def child_main(target: str, side_path: str, run: int, seed: int, hold: str) -> N
         options=HostOptions(host_id=HOST_ID),
     )
     summarizer.log = host.log
+    # To hold a background summary, its agents go slowly enough that a summary is sure to be
+    # ready in time (the host prepares none otherwise, and under load that is a matter of
+    # timing): the first one starts one step past the prepare point, whatever the machine does.
+    pace = (0.5, 1.0) if hold == "bg" else (0.05, 0.2)
     threads = [
         threading.Thread(
-            target=agent, args=(host, sid, run, seed * 100 + n, side, busy), daemon=True
+            target=agent, args=(host, sid, run, seed * 100 + n, side, busy, pace), daemon=True
         )
         for n, sid in enumerate(SESSIONS)
     ]
