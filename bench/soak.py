@@ -198,7 +198,7 @@ def agent(
             finally:
                 busy[session_id] = False
             side.write(k="v", s=session_id, q=view.through_seq, h=view.view_hash)
-            if session_id not in FOREGROUND_ONLY:
+            if session_id not in FOREGROUND_ONLY or pace[0] >= 0.5:
                 # The model call. An agent that steps flat out grows faster than a summary can
                 # follow, and the host then prepares none in the background (ready_in_time):
                 # these agents pace themselves as agents do, so background summaries run.
@@ -233,6 +233,8 @@ def child_main(target: str, side_path: str, run: int, seed: int, hold: str) -> N
     # To hold a background summary, its agents go slowly enough that a summary is sure to be
     # ready in time (the host prepares none otherwise, and under load that is a matter of
     # timing): the first one starts one step past the prepare point, whatever the machine does.
+    # The foreground agents then pace too: flat out, their summaries keep the summariser pool
+    # busy, and under load the background ones wait behind them.
     pace = (0.5, 1.0) if hold == "bg" else (0.05, 0.2)
     threads = [
         threading.Thread(
