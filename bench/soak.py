@@ -120,10 +120,9 @@ class SleepySummarizer:
     background one when the log says so (:meth:`_background`).
     """
 
-    def __init__(self, seed: int, busy: dict[str, bool], hold: str) -> None:
+    def __init__(self, seed: int, hold: str) -> None:
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
-        self._busy = busy
         self._hold = hold
         self.log: Any = None  # the host's log, set once it is open
 
@@ -164,11 +163,10 @@ def agent(
     run: int,
     seed: int,
     side: SideFile,
-    busy: dict[str, bool],
-    pace: tuple[float, float] = (0.05, 0.2),
+    pace: tuple[float, float] | None,
 ) -> None:
-    """One session's agent: steps until the process is killed; a background session's agent
-    takes ``pace`` seconds (uniform) per model call."""
+    """One session's agent: steps until the process is killed, taking ``pace`` seconds
+    (uniform) per model call (``None``: none, flat out)."""
     rng = random.Random(seed)
     config = CONFIG_FOREGROUND if session_id in FOREGROUND_ONLY else CONFIG
     session = host.session(session_id, config=config)
@@ -192,16 +190,11 @@ def agent(
                 f"{tag} FAILED test_{step}\n" + "log " * rng.randint(5, 250), call.id, "bash"
             )
             side.write(k="a", s=session_id, q=session.append(result), h=digest(result))
-            busy[session_id] = True
-            try:
-                view = session.prepare_step()
-            finally:
-                busy[session_id] = False
+            view = session.prepare_step()
             side.write(k="v", s=session_id, q=view.through_seq, h=view.view_hash)
-            if session_id not in FOREGROUND_ONLY or pace[0] >= 0.5:
+            if pace is not None:
                 # The model call. An agent that steps flat out grows faster than a summary can
-                # follow, and the host then prepares none in the background (ready_in_time):
-                # these agents pace themselves as agents do, so background summaries run.
+                # follow, and the host then prepares none in the background (ready_in_time).
                 time.sleep(rng.uniform(*pace))
             if step % 3 == 0:
                 session.record_usage(
@@ -221,8 +214,7 @@ def child_main(target: str, side_path: str, run: int, seed: int, hold: str) -> N
         wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR),
     )
     side = SideFile(Path(side_path))
-    busy = dict.fromkeys(SESSIONS, False)
-    summarizer = SleepySummarizer(seed, busy, hold)
+    summarizer = SleepySummarizer(seed, hold)
     host = Host.open(
         target,
         config=CONFIG,
@@ -235,10 +227,20 @@ def child_main(target: str, side_path: str, run: int, seed: int, hold: str) -> N
     # timing): the first one starts one step past the prepare point, whatever the machine does.
     # The foreground agents then pace too: flat out, their summaries keep the summariser pool
     # busy, and under load the background ones wait behind them.
-    pace = (0.5, 1.0) if hold == "bg" else (0.05, 0.2)
+    background_pace = (0.5, 1.0) if hold == "bg" else (0.05, 0.2)
+    foreground_pace = (0.05, 0.2) if hold == "bg" else None
     threads = [
         threading.Thread(
-            target=agent, args=(host, sid, run, seed * 100 + n, side, busy, pace), daemon=True
+            target=agent,
+            args=(
+                host,
+                sid,
+                run,
+                seed * 100 + n,
+                side,
+                foreground_pace if sid in FOREGROUND_ONLY else background_pace,
+            ),
+            daemon=True,
         )
         for n, sid in enumerate(SESSIONS)
     ]
