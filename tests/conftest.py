@@ -9,6 +9,7 @@ from pathlib import Path
 import pykka
 import pytest
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 
 from ctxledger.messages import Message
 from ctxledger.tooling.traces import read_trace
@@ -41,10 +42,18 @@ for _name, _examples in (("ci", 25), ("dev", 60)):
     settings.register_profile(
         _name, max_examples=_examples, derandomize=True, database=None, **_COMMON
     )
-# The search: a fresh seed each run, finds kept in hypothesis's default database (.hypothesis/).
-# "long" is the name this profile had before `make fuzz`.
+# The search: a fresh seed each run, finds kept in .hypothesis/examples. The database is named
+# here rather than inherited: a profile inherits from the settings in force when it is
+# registered, and with CI set in the environment hypothesis's own "ci" defaults (no database)
+# are in force. "long" is the name this profile had before `make fuzz`.
 for _name, _examples in (("fuzz", 1000), ("long", 2000)):
-    settings.register_profile(_name, max_examples=_examples, derandomize=False, **_COMMON)
+    settings.register_profile(
+        _name,
+        max_examples=_examples,
+        derandomize=False,
+        database=DirectoryBasedExampleDatabase(".hypothesis/examples"),
+        **_COMMON,
+    )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 TRACES_DIR = Path(
