@@ -11,6 +11,10 @@ digested summariser input.
 and the v3 actors (``tests/data/make_log_v3.py``): that day's defaults, recorded re-masks, a
 retraction that moved the masking boundary back, reactive compactions, a revert, a clear, a pin,
 a fork, the dynamic threshold and a tool call answered by recovery.
+``tests/data/log_v4`` was written once on main e6f04f2, the first shape of the two-mark policy
+(Config schema 4, ``tests/data/make_log_v4.py``): a kept first request shown truncated, fact
+blocks listing its omitted lines, prepared summaries activated, the revert of the only
+checkpoint, a set and a derived ``compaction_target``.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from ctxledger.storage import LmdbEventLog
 DATA = Path(__file__).resolve().parents[1] / "data"
 LISTINGS = {
     name: json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
-    for name in ("log_v0", "log_v1", "log_v2", "log_v3")
+    for name in ("log_v0", "log_v1", "log_v2", "log_v3", "log_v4")
 }
 
 
