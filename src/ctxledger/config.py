@@ -19,7 +19,7 @@ import functools
 import math
 import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 
@@ -31,35 +31,95 @@ __all__ = [
     "DEFAULT_COMPACTION_TARGET",
     "DEFAULT_SUMMARY_RESULT_CHARS",
     "LEGACY_SCHEMA",
+    "MARKS_SCHEMA",
     "PREPARE_SHARE",
+    "SHARES",
     "SIZE_MEANINGS",
     "Config",
     "PolicySizes",
+    "Shares",
     "upcast_config",
 ]
 
-#: The schema of a Config built now (the two-mark policy).
-CONFIG_SCHEMA = 4
+#: The schema of a Config built now (the two-mark policy, its shares as of :data:`SHARES` 5).
+CONFIG_SCHEMA = 5
+#: The first schema of the two marks (its derived shares are kept for Configs recorded with it).
+MARKS_SCHEMA = 4
 #: What a recorded Config without ``schema_version`` is upcast to: the one-mark policy of every
 #: release before the two marks, with its floor guard and gain rule.
 LEGACY_SCHEMA = 3
-#: The low mark when ``compaction_target`` is derived and the threshold leaves room for it
-#: (chosen by ``bench/quality.py`` on the real traces, see bench/README_quality.md).
-DEFAULT_COMPACTION_TARGET = 0.5
-#: The derived prepare point (``prepare_threshold=None``): this share of the way from the
-#: target up to the threshold (chosen by ``bench/bench_background.py``).
-PREPARE_SHARE = 0.25
 #: ``Config.calibrate_after_reports``'s default.
 DEFAULT_CALIBRATE_AFTER_REPORTS = 3
 #: ``Config.summary_result_chars``'s default (chosen by ``bench/quality.py``, issue 17).
 DEFAULT_SUMMARY_RESULT_CHARS = 1_000
 #: The derived low mark stays this share of the window below the threshold (or at half of it).
 TARGET_GAP = 0.2
-#: Derived rooms, as shares of the target and capped for large windows (characters).
-SUMMARY_SHARE, SUMMARY_CAP = 0.15, 24_000
-FACTS_SHARE, FACTS_CAP = 0.35, 16_000
-#: The kept first request, shown after the summary covers it, as a share of the target.
-REQUEST_SHARE, REQUEST_CAP = 0.5, 96_000
+
+
+class Shares(NamedTuple):
+    """The derived sizes of one two-mark schema, as shares (see :data:`SHARES`).
+
+    Attributes:
+        target: The low mark when ``compaction_target`` is derived and the threshold leaves
+            room for it, a share of the window.
+        prepare: The derived prepare point: this share of the way from the target up to the
+            threshold.
+        summary: The summary's room, a share of the target.
+        facts: The fact block's room, a share of the target.
+        request: The kept first request is shown whole up to this share of the target, and
+            truncated (head, tail, a marker naming its seq) above it.
+        request_last: The fact block lists the kept request's lines after every other fact
+            (the view shows its head and tail, the marker names its seq: a recall away), not
+            with the other user request lines before the paths.
+        group_paths: The fact block lists the paths of one message on one line (a listing's
+            paths take the room of their text, not of a line each).
+        block_gives_way: A summary prepared ahead is activated with a shorter fact block when
+            that lets it absorb the growth, rather than the agent waiting at the threshold for
+            a summary made then (the block's facts are in the log, a recall away).
+    """
+
+    target: float
+    prepare: float
+    summary: float
+    facts: float
+    request: float
+    request_last: bool
+    group_paths: bool
+    block_gives_way: bool
+
+
+#: The derived shares per schema. A recorded Config keeps its schema's, so the views it served
+#: replay unchanged. Schema 4 as the two marks were first released; schema 5 chosen by
+#: ``bench/quality.py`` and ``bench/bench_background.py`` (bench/README_quality.md, "Two marks"):
+#: a lower target and a kept request sized by what it costs the next compaction.
+SHARES: dict[int, Shares] = {
+    MARKS_SCHEMA: Shares(
+        target=0.5,
+        prepare=0.25,
+        summary=0.15,
+        facts=0.35,
+        request=0.5,
+        request_last=False,
+        group_paths=False,
+        block_gives_way=False,
+    ),
+    CONFIG_SCHEMA: Shares(
+        target=0.45,
+        prepare=0.25,
+        summary=0.15,
+        facts=0.35,
+        request=0.1,
+        request_last=True,
+        group_paths=True,
+        block_gives_way=True,
+    ),
+}
+#: The low mark when ``compaction_target`` is derived (this schema's, see :data:`SHARES`).
+DEFAULT_COMPACTION_TARGET = SHARES[CONFIG_SCHEMA].target
+#: The derived prepare point's share of the way from the target up to the threshold.
+PREPARE_SHARE = SHARES[CONFIG_SCHEMA].prepare
+#: Caps of the derived rooms for large windows (characters).
+SUMMARY_CAP, FACTS_CAP, REQUEST_CAP = 24_000, 16_000, 96_000
 #: The truncation limit of a tool result, as a share of the *window* (half the default target):
 #: the marks must not change a view they never reach, so the limit does not follow them.
 TOOL_RESULT_SHARE, TOOL_RESULT_CAP = 0.25, 96_000
@@ -280,7 +340,7 @@ class Config(
     @property
     def legacy(self) -> bool:
         """Whether this Config was recorded before the two marks (schema 3: one mark)."""
-        return self.schema_version < CONFIG_SCHEMA
+        return self.schema_version < MARKS_SCHEMA
 
     def replace(self, **changes: Any) -> Config:
         """Return a copy with ``changes`` applied (validated like a new Config).
@@ -358,10 +418,12 @@ def _base_threshold(config: Config) -> int:
     return max(1, fixed)
 
 
-def derived_target(threshold: float) -> float:
-    """The low mark ``compaction_target=None`` gives for a threshold (a share of the window)."""
+def derived_target(threshold: float, schema: int = CONFIG_SCHEMA) -> float:
+    """The low mark ``compaction_target=None`` gives for a threshold (a share of the window)
+    under a two-mark ``schema``: ``min(target share, max(threshold - 0.2, threshold / 2))``."""
     # Rounded: 0.7 - 0.2 is 0.49999999999999994 in floats, and a mark must not lose a token.
-    return round(min(DEFAULT_COMPACTION_TARGET, max(threshold - TARGET_GAP, threshold / 2)), 9)
+    ceiling = SHARES[schema].target
+    return round(min(ceiling, max(threshold - TARGET_GAP, threshold / 2)), 9)
 
 
 @functools.lru_cache(maxsize=256)
@@ -377,17 +439,20 @@ def _sizes(config: Config) -> PolicySizes:
         chunk = max(1, config.summary_chunk_chars or window * CHARS_PER_TOKEN // 2)
         request = tool
     else:
-        share = config.compaction_target or derived_target(config.compression_threshold)
+        shares = SHARES[config.schema_version]
+        share = config.compaction_target or derived_target(
+            config.compression_threshold, config.schema_version
+        )
         target = max(1, int(threshold * share / config.compression_threshold))
         if config.threshold_policy == "fixed":
             target = max(1, int(window * share))
-        prepare = prepare_point(config.prepare_threshold, threshold, target)
-        summary, facts = _rooms(config, target)
+        prepare = prepare_point(config.prepare_threshold, threshold, target, shares.prepare)
+        summary, facts = _rooms(config, target, shares)
         tool = config.max_tool_result_chars or max(
             MIN_TOOL_RESULT_CHARS, min(TOOL_RESULT_CAP, int(window * TOOL_RESULT_SHARE * 3))
         )
         request = max(
-            MIN_TOOL_RESULT_CHARS, min(tool, _derived(REQUEST_SHARE, target, REQUEST_CAP))
+            MIN_TOOL_RESULT_CHARS, min(tool, _derived(shares.request, target, REQUEST_CAP))
         )
         chunk = config.summary_chunk_chars or min(CHUNK_CAP, int(window * CHUNK_SHARE * 3))
     return PolicySizes(
@@ -408,10 +473,13 @@ def _sizes(config: Config) -> PolicySizes:
     )
 
 
-def prepare_point(prepare_threshold: float | None, threshold: int, target: int) -> int:
-    """The prepare point in tokens for marks in tokens (0: background compaction off)."""
+def prepare_point(
+    prepare_threshold: float | None, threshold: int, target: int, share: float = PREPARE_SHARE
+) -> int:
+    """The prepare point in tokens for marks in tokens (0: background compaction off); a
+    derived one lies ``share`` of the way from the target up to the threshold."""
     if prepare_threshold is None:
-        return target + int((threshold - target) * PREPARE_SHARE)
+        return target + int((threshold - target) * share)
     return int(threshold * prepare_threshold)
 
 
@@ -419,16 +487,16 @@ def _derived(share: float, target: int, cap: int) -> int:
     return min(cap, int(target * share * CHARS_PER_TOKEN))
 
 
-def _rooms(config: Config, target: int) -> tuple[int, int]:
+def _rooms(config: Config, target: int, shares: Shares) -> tuple[int, int]:
     """The summary's and the fact block's rooms, in characters: together at most half the
     target; a derived one takes what an explicit one leaves."""
     half = target * CHARS_PER_TOKEN // 2
     summary, facts = config.summary_max_chars, config.fact_index_chars
     if facts is None:
-        taken = summary if summary is not None else _derived(SUMMARY_SHARE, target, SUMMARY_CAP)
-        facts = max(0, min(_derived(FACTS_SHARE, target, FACTS_CAP), half - taken))
+        taken = summary if summary is not None else _derived(shares.summary, target, SUMMARY_CAP)
+        facts = max(0, min(_derived(shares.facts, target, FACTS_CAP), half - taken))
     if summary is None:
-        summary = min(_derived(SUMMARY_SHARE, target, SUMMARY_CAP), half - facts)
+        summary = min(_derived(shares.summary, target, SUMMARY_CAP), half - facts)
     return max(1, summary), facts
 
 
@@ -436,11 +504,12 @@ def _rooms(config: Config, target: int) -> tuple[int, int]:
 
 
 def _validate(config: Config) -> None:
-    if config.schema_version not in (LEGACY_SCHEMA, CONFIG_SCHEMA):
+    if config.schema_version not in (LEGACY_SCHEMA, *SHARES):
         raise ConfigError(
             "schema_version",
-            f"must be {CONFIG_SCHEMA} (or {LEGACY_SCHEMA} for a Config recorded before the two "
-            f"marks), got {config.schema_version!r}",
+            f"must be {CONFIG_SCHEMA} ({MARKS_SCHEMA} for a Config recorded with the first "
+            f"two-mark shares, {LEGACY_SCHEMA} for one recorded before the two marks), got "
+            f"{config.schema_version!r}",
         )
     _require_int(config, "context_window", minimum=1)
     threshold = _require_share(config, "compression_threshold")
@@ -505,7 +574,7 @@ def _validate_marks(config: Config, threshold: float) -> None:
                 "compaction_target",
                 f"must be above 0 and below compression_threshold ({threshold}), got {target!r}",
             )
-    share = target if target is not None else derived_target(threshold)
+    share = target if target is not None else derived_target(threshold, config.schema_version)
     for name in ("floor_guard", "min_compaction_gain_tokens"):
         if getattr(config, name):
             raise ConfigError(
@@ -540,7 +609,8 @@ def _validate_marks(config: Config, threshold: float) -> None:
             f"the summary ({sizes.summary_chars:,}) and the fact block ({sizes.facts_chars:,}) "
             f"together must take at most half the target ({half:,} characters at this window)",
         )
-    derived_summary = _derived(SUMMARY_SHARE, sizes.target_tokens, SUMMARY_CAP)
+    shares = SHARES[config.schema_version]
+    derived_summary = _derived(shares.summary, sizes.target_tokens, SUMMARY_CAP)
     if summary is None and sizes.summary_chars < min(MIN_SUMMARY_CHARS, derived_summary):
         raise ConfigError(
             "fact_index_chars",

@@ -1,4 +1,4 @@
-"""Config schema 4: one default per field, the marks, sizes as shares, no silent clamps."""
+"""Config schemas 4 and 5: one default per field, the marks, sizes as shares, no silent clamps."""
 
 from __future__ import annotations
 
@@ -66,7 +66,8 @@ def test_tuple_fields_take_tuples_of_str_only(value: Any) -> None:
         ({"compression_threshold": math.nan}, "compression_threshold"),
         ({"summary_timeout": math.inf}, "summary_timeout"),
         ({"compaction_target": math.nan}, "compaction_target"),
-        ({"schema_version": 5}, "schema_version"),
+        ({"schema_version": 6}, "schema_version"),
+        ({"schema_version": 2}, "schema_version"),
         ({"max_tool_result_chars": 0}, "max_tool_result_chars"),
         ({"max_tool_result_chars": 119}, "max_tool_result_chars"),
         ({"summary_max_chars": 0}, "summary_max_chars"),
@@ -105,14 +106,40 @@ def test_the_target_lies_strictly_between_zero_and_the_threshold(
 
 @pytest.mark.parametrize(
     ("threshold", "target"),
-    [(1.0, 0.5), (0.9, 0.5), (0.8, 0.5), (0.7, 0.5), (0.6, 0.4), (0.5, 0.3), (0.3, 0.15),
+    [(1.0, 0.45), (0.9, 0.45), (0.8, 0.45), (0.7, 0.45), (0.6, 0.4), (0.5, 0.3), (0.3, 0.15),
      (0.1, 0.05)],
 )  # fmt: skip
 def test_the_derived_target_follows_the_threshold(threshold: float, target: float) -> None:
-    """None: min(0.5, max(threshold - 0.2, threshold / 2)); any threshold has a valid one."""
+    """None: min(0.45, max(threshold - 0.2, threshold / 2)); any threshold has a valid one."""
     config = Config(compression_threshold=threshold)
     assert config.compaction_target is None
     assert config.sizes().target_tokens == int(128_000 * target)
+
+
+@pytest.mark.parametrize(
+    ("threshold", "target"),
+    [(1.0, 0.5), (0.9, 0.5), (0.8, 0.5), (0.7, 0.5), (0.6, 0.4), (0.5, 0.3), (0.3, 0.15),
+     (0.1, 0.05)],
+)  # fmt: skip
+def test_a_schema_4_config_derives_its_target_as_recorded(
+    threshold: float, target: float
+) -> None:
+    """A Config recorded with schema 4 keeps that schema's derived target, min(0.5, ...), and
+    its rooms, so the views it served replay unchanged."""
+    config = Config(compression_threshold=threshold, schema_version=4)
+    assert config.sizes().target_tokens == int(128_000 * target)
+    sizes = Config(context_window=16_000, schema_version=4).sizes()
+    assert (sizes.target_tokens, sizes.summary_chars, sizes.facts_chars) == (8_000, 3_600, 8_400)
+    assert (sizes.request_chars, sizes.prepare_tokens) == (12_000, 9_200)
+
+
+def test_schema_5_sizes_at_16k() -> None:
+    """The shares chosen on the traces (bench/README_quality.md, "Two marks"): target 0.45 of
+    the window, the kept request a tenth of it, summary and block 0.15 and 0.35 of it."""
+    sizes = Config(context_window=16_000).sizes()
+    assert sizes.schema_version == 5
+    assert (sizes.target_tokens, sizes.summary_chars, sizes.facts_chars) == (7_200, 3_240, 7_560)
+    assert (sizes.request_chars, sizes.prepare_tokens) == (2_160, 8_600)
 
 
 def test_retired_knobs_are_refused_for_new_configs() -> None:
@@ -124,17 +151,21 @@ def test_retired_knobs_are_refused_for_new_configs() -> None:
 
 
 @pytest.mark.parametrize(
-    ("prepare", "ok"),
-    [(0.0, True), (0.63, True), (0.625, False), (0.5, False), (1.0, False), (-0.1, False)],
-)
-def test_an_explicit_prepare_point_lies_between_the_marks(prepare: float, ok: bool) -> None:
-    """Threshold 0.8, target 0.5: the prepare point (a share of the threshold) must be above
-    0.625 (the target) and below 1, or 0 (off)."""
+    ("schema", "prepare", "ok"),
+    [(5, 0.0, True), (5, 0.57, True), (5, 0.5625, False), (5, 0.5, False), (5, 1.0, False),
+     (5, -0.1, False), (4, 0.63, True), (4, 0.625, False), (4, 0.57, False)],
+)  # fmt: skip
+def test_an_explicit_prepare_point_lies_between_the_marks(
+    schema: int, prepare: float, ok: bool
+) -> None:
+    """Threshold 0.8, target 0.45 (schema 4: 0.5): the prepare point (a share of the
+    threshold) must be above 0.5625 (0.625: the target) and below 1, or 0 (off)."""
     if ok:
-        assert Config(prepare_threshold=prepare).prepare_threshold == prepare
+        config = Config(prepare_threshold=prepare, schema_version=schema)
+        assert config.prepare_threshold == prepare
         return
     with pytest.raises(ConfigError) as info:
-        Config(prepare_threshold=prepare)
+        Config(prepare_threshold=prepare, schema_version=schema)
     assert info.value.field == "prepare_threshold"
 
 

@@ -16,8 +16,10 @@ import hashlib
 import msgspec
 
 from ctxledger.checkpoints import Checkpoint
+from ctxledger.config import SHARES
 from ctxledger.domain.cuts import STEP_CUT_FILL, TRIGGERS, Trigger
 from ctxledger.domain.facts import checkpoint_fact_block
+from ctxledger.domain.projection import kept_request_seq
 from ctxledger.domain.render import truncate_text
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.summary import AsyncSummarizer, Summarizer, SummaryRequest
@@ -376,7 +378,19 @@ def finish_checkpoint(
             for message in state.history[start - 1 : checkpoint.retain_from_seq - 1]
             if not state.is_head(message) and not state.is_withdrawn(message.seq or 0)
         ]
-        facts = checkpoint_fact_block(state, checkpoint, covered, fact_chars)
+        # The kept first request's lines may come last in the block (``Shares.request_last``):
+        # the view shows its head and tail, and the marker names its seq (a recall away).
+        kept = kept_request_seq(state, checkpoint.retain_from_seq)
+        shares = SHARES.get(state.config.schema_version)
+        last = kept is not None and shares is not None and shares.request_last
+        facts = checkpoint_fact_block(
+            state,
+            checkpoint,
+            covered,
+            fact_chars,
+            shown_in_part=(kept,) if last and kept is not None else (),
+            group_paths=shares is not None and shares.group_paths,
+        )
         checkpoint = msgspec.structs.replace(checkpoint, facts=facts)
     view = preview_view(state, checkpoint, tokenizer=tokenizer)
     config = state.config

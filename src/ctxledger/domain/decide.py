@@ -32,6 +32,7 @@ from collections.abc import Callable
 import msgspec
 
 from ctxledger.checkpoints import Checkpoint, CheckpointReason
+from ctxledger.config import SHARES, Config
 from ctxledger.domain.calibration import session_tokenizer, view_chars
 from ctxledger.domain.compaction import (
     CompactionPlan,
@@ -42,6 +43,7 @@ from ctxledger.domain.compaction import (
     finish_checkpoint,
     prepared_checkpoint,
 )
+from ctxledger.domain.limits import CHARS_PER_TOKEN
 from ctxledger.domain.policy import (
     absorbs,
     background_on,
@@ -50,6 +52,7 @@ from ctxledger.domain.policy import (
     overflow_error,
     plan_compaction,
     prepare_due,
+    ready_in_time,
     should_compact,
 )
 from ctxledger.domain.state import SessionState
@@ -80,12 +83,18 @@ __all__ = [
     "Serve",
     "Summarized",
     "background_estimate",
+    "block_gives_way",
     "decide",
     "extension_due",
     "over_budget",
+    "ready_before_threshold",
     "served",
     "usable_prepared",
 ]
+
+#: Fact blocks tried, each shorter by the excess, before a prepared summary is judged not to
+#: absorb the growth (the tokenizer need not count the block's characters linearly).
+_SHRINK_TRIES = 4
 
 #: Content of the tool result synthesised for a call that was never answered before a restart.
 INTERRUPTED_RESULT = "[interrupted: no result was recorded for this tool call before the restart]"
@@ -123,7 +132,37 @@ class Compact(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Background(msgspec.Struct, frozen=True, kw_only=True):
-    """Start a summary in the background when one is due (after an append or usage report)."""
+    """Start a summary in the background when one is due (after an append or usage report).
+
+    Attributes:
+        timed: Prepare none that cannot be ready before the threshold at the session's pace
+            (:func:`~ctxledger.domain.policy.ready_in_time`, a schema-4 Config or later).
+            ``False`` replays a background start a log recorded, whatever the pace.
+    """
+
+    timed: bool = True
+
+
+def ready_before_threshold(state: SessionState, draft: Draft, now: float) -> bool:
+    """Whether a summary started now can still be ready before the threshold (``True``), judged
+    by the session's pace since its active checkpoint (:func:`ready_in_time`): the growth of
+    the view since that checkpoint over the time since it was made, against how long its
+    summary took. ``True`` with no checkpoint yet, or for a one-mark Config (schema 3).
+
+    A summary that cannot be ready is not prepared: the agent waits at the threshold all the
+    same, and the summary the background plans ahead of need (deeper, to absorb growth it will
+    not see) lands the view higher than one made at the threshold, so the next compaction
+    comes sooner.
+    """
+    active = state.active_checkpoint
+    if active is None or state.config.legacy:
+        return True
+    in_force = marks(state)
+    estimate = draft.estimated_tokens
+    grown = estimate - active.tokens_after
+    return ready_in_time(
+        in_force.threshold - estimate, grown, now - active.created_at, active.summary_seconds
+    )
 
 
 class Recover(msgspec.Struct, frozen=True, kw_only=True):
@@ -279,7 +318,7 @@ def decide(
     if isinstance(request, Summarized):
         return _summarized(state, request, tokenizer, new_id, now)
     if isinstance(request, Background):
-        return _background(state, request, tokenizer, new_id)
+        return _background(state, request, tokenizer, new_id, now)
     if isinstance(request, Adopt):
         return _adopt(state, request)
     return _recover(state)
@@ -332,11 +371,14 @@ def as_activated(
     """The checkpoint a prepared summary stands for, measured as its activation would make it:
     with its fact block. Without the block, the background would think a prepared summary still
     absorbs the growth when, at the threshold, the view it gives lies above the target by up to
-    the block's room, and the agent then waits for a summary made at the threshold."""
+    the block's room, and the agent then waits for a summary made at the threshold. Where the
+    block gives way (:func:`block_gives_way`), the activation shortens it as far as absorbing
+    needs, so the summary absorbs while it does without a block: it is measured so."""
+    fact_chars = 0 if block_gives_way(state.config) else prepared.fact_chars
     return finish_checkpoint(
         state,
         prepared_checkpoint(prepared),
-        fact_chars=prepared.fact_chars,
+        fact_chars=fact_chars,
         tokenizer=tokenizer,
     )
 
@@ -443,6 +485,10 @@ def _use_background(
         )
         if absorbs(marks(state), after.estimated_tokens):
             return _activate(state, request, prepared, checkpoint, draft, tokenizer, new_id, now)
+        if block_gives_way(state.config):
+            shorter = _absorbing(state, prepared, checkpoint, draft, request.pending, tokenizer)
+            if shorter is not None:
+                return _activate(state, request, prepared, shorter, draft, tokenizer, new_id, now)
     running = state.background
     if running is not None and running_extends(state, running.compaction_id, active):
         return Decision(wait_for=running.compaction_id)
@@ -492,8 +538,10 @@ def _prepared_as_checkpoint(
     draft: Draft,
     tokenizer: Tokenizer,
     reason: CheckpointReason,
+    fact_chars: int | None = None,
 ) -> Checkpoint:
-    """The checkpoint a prepared summary becomes (its id and time are set on activation)."""
+    """The checkpoint a prepared summary becomes (its id and time are set on activation), with
+    a fact block of at most ``fact_chars`` (by default the room it was planned with)."""
     return finish_checkpoint(
         state,
         Checkpoint(
@@ -510,9 +558,43 @@ def _prepared_as_checkpoint(
             input_chars=prepared.input_chars,
             summarizer_calls=prepared.summarizer_calls,
         ),
-        fact_chars=prepared.fact_chars,
+        fact_chars=prepared.fact_chars if fact_chars is None else fact_chars,
         tokenizer=tokenizer,
     )
+
+
+def block_gives_way(config: Config) -> bool:
+    """Whether a summary prepared ahead is activated with a shorter fact block when that lets
+    it absorb the growth (``Shares.block_gives_way``, schema 5), rather than the agent waiting
+    for a summary made at the threshold."""
+    shares = SHARES.get(config.schema_version)
+    return shares is not None and shares.block_gives_way
+
+
+def _absorbing(
+    state: SessionState,
+    prepared: SummaryPrepared,
+    checkpoint: Checkpoint,
+    draft: Draft,
+    pending: str,
+    tokenizer: Tokenizer,
+) -> Checkpoint | None:
+    """The prepared summary's checkpoint with its fact block shortened until the view it gives
+    :func:`absorbs` the growth; None when even no block does not (or it has no block)."""
+    in_force = marks(state)
+    limit = in_force.target + (in_force.threshold - in_force.target) // 2
+    room = len(checkpoint.facts)
+    for _ in range(_SHRINK_TRIES):
+        view = draft_view(state, tokenizer=tokenizer, pending=pending, checkpoint=checkpoint)
+        if absorbs(in_force, view.estimated_tokens):
+            return checkpoint
+        if room == 0:
+            return None
+        room = max(0, room - (view.estimated_tokens - limit) * CHARS_PER_TOKEN)
+        checkpoint = _prepared_as_checkpoint(
+            state, prepared, draft, tokenizer, "threshold_exceeded", fact_chars=room
+        )
+    return None
 
 
 def _activate(
@@ -631,7 +713,11 @@ def _summarized(
 
 
 def _background(
-    state: SessionState, request: Background, tokenizer: Tokenizer, new_id: Callable[[], str]
+    state: SessionState,
+    request: Background,
+    tokenizer: Tokenizer,
+    new_id: Callable[[], str],
+    now: Callable[[], float],
 ) -> Decision:
     if (
         not background_on(state.config)
@@ -645,6 +731,8 @@ def _background(
     if not prepare_due(in_force, draft.estimated_tokens):
         return Decision()
     prepared = usable_prepared(state)
+    if prepared is None and request.timed and not ready_before_threshold(state, draft, now()):
+        return Decision()
     if prepared is not None:
         under = draft_view(
             state, tokenizer=tokenizer, checkpoint=as_activated(state, prepared, tokenizer)

@@ -36,7 +36,7 @@ The fact block lists facts that a view does not show, one per line, newest first
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Literal
 
 import msgspec
@@ -272,19 +272,31 @@ def _line(fact: Fact) -> str:
     return f"#{fact.seq} {_MARKERS.get(fact.kind, '')}{fact.text}"
 
 
-def fact_block(facts: Sequence[Fact], shown: str, limit: int) -> str:
+def fact_block(
+    facts: Sequence[Fact],
+    shown: str,
+    limit: int,
+    *,
+    shown_in_part: Collection[int] = (),
+    group_paths: bool = False,
+) -> str:
     """Render the facts that ``shown`` lacks as a block of at most ``limit`` characters.
 
     Facts whose text occurs in ``shown`` (a :func:`shown_text`), or in a line already chosen, are
     left out. When not all fit, errors, commands and user request lines are chosen first, then
     named paths, identifiers and paths seen only in tool output, each newest first; a line
-    that does not fit is skipped for shorter ones. The chosen lines are listed newest first.
-    Numbers are not listed.
+    that does not fit is skipped for shorter ones. The request lines of a message the view
+    shows in part (``shown_in_part``: its marker names the seq, so the rest is a recall away)
+    come last. The chosen lines are listed newest first. Numbers are not listed.
 
     Args:
         facts: The candidates (see :func:`extract_facts`, :func:`merge_facts`).
         shown: What the view already shows, normalised.
         limit: The most characters the block may take, header included.
+        shown_in_part: Seqs of messages the view shows truncated (the kept first request).
+        group_paths: List the paths of one message on one line, space-separated
+            (``#812 src/a.py src/b.py``): a listing's paths then take the room of their own
+            text, not of a line each (read back with ``parse_fact_block(grouped=True)``).
 
     Returns:
         The block (header and lines), or ``""`` when nothing is missing or nothing fits.
@@ -296,30 +308,58 @@ def fact_block(facts: Sequence[Fact], shown: str, limit: int) -> str:
     newest = sorted(facts, key=lambda fact: (-fact.seq, order[id(fact)]))
     chosen: list[Fact] = []
     written: list[str] = []
-    for kind, named in _TIERS:
+    with_paths: set[int] = set()  # seqs whose path line is started (group_paths)
+    tiers: tuple[tuple[str, bool | None, bool], ...] = tuple(
+        (kind, named, False) for kind, named in _TIERS
+    )
+    if shown_in_part:
+        tiers += (("request", None, True),)
+    for kind, named, partial in tiers:
         for fact in newest:
             if fact.kind != kind or (named is not None and fact.named != named):
+                continue
+            if kind == "request" and (fact.seq in shown_in_part) != partial:
                 continue
             text = fact.text
             if text in shown or any(text in line for line in written):
                 continue
             line = _line(fact)
-            if len(line) + 1 > room:
+            grouped = group_paths and _groups(fact)
+            cost = len(text) + 1 if grouped and fact.seq in with_paths else len(line) + 1
+            if cost > room:
                 continue
             chosen.append(fact)
             written.append(line)
-            room -= len(line) + 1
+            room -= cost
+            if grouped:
+                with_paths.add(fact.seq)
     if not chosen:
         return ""
     chosen.sort(key=lambda fact: (-fact.seq, order[id(fact)]))
-    return BLOCK_HEADER + "".join("\n" + _line(fact) for fact in chosen)
+    lines: list[str] = []
+    path_line: dict[int, int] = {}  # seq -> index of its path line in ``lines``
+    for fact in chosen:
+        if group_paths and _groups(fact):
+            index = path_line.get(fact.seq)
+            if index is not None:
+                lines[index] += " " + fact.text
+                continue
+            path_line[fact.seq] = len(lines)
+        lines.append(_line(fact))
+    return BLOCK_HEADER + "".join("\n" + line for line in lines)
 
 
-def parse_fact_block(block: str) -> list[Fact]:
+def _groups(fact: Fact) -> bool:
+    """Whether a fact can share a line with the other paths of its message."""
+    return fact.kind == "path" and " " not in fact.text
+
+
+def parse_fact_block(block: str, *, grouped: bool = False) -> list[Fact]:
     """Read the facts back from a block written by :func:`fact_block`.
 
     Bare lines read as paths (a name in backticks as an identifier); lines that are not fact
-    lines are ignored.
+    lines are ignored. ``grouped``: the block was written with ``group_paths``, so a bare line
+    holds the space-separated paths of one message.
     """
     facts: list[Fact] = []
     for line in block.split("\n")[1:]:
@@ -332,6 +372,9 @@ def parse_fact_block(block: str) -> list[Fact]:
             kind = _KIND_OF_MARKER[marker]  # type: ignore[assignment]
         elif len(text) > 2 and text[0] == "`" and text[-1] == "`":
             kind, text = "identifier", text[1:-1]
+        elif grouped:
+            facts.extend(Fact(kind="path", text=path, seq=seq) for path in text.split(" "))
+            continue
         facts.append(Fact(kind=kind, text=text, seq=seq))
     return facts
 
@@ -345,7 +388,13 @@ def count_by_kind(facts: Iterable[Fact]) -> Mapping[str, int]:
 
 
 def checkpoint_fact_block(
-    state: SessionState, checkpoint: Checkpoint, covered: Iterable[Message], limit: int
+    state: SessionState,
+    checkpoint: Checkpoint,
+    covered: Iterable[Message],
+    limit: int,
+    *,
+    shown_in_part: Collection[int] = (),
+    group_paths: bool = False,
 ) -> str:
     """Return the fact block of a new checkpoint (pure; see ``Config.fact_index_chars``).
 
@@ -359,10 +408,19 @@ def checkpoint_fact_block(
         checkpoint: The new checkpoint, without a block yet.
         covered: The messages it newly covers.
         limit: The block's room in characters.
+        shown_in_part: Seqs of messages the view shows truncated, whose request lines come
+            last (see :func:`fact_block`).
+        group_paths: Write (and read the active block) with the paths of one message on one
+            line (see :func:`fact_block`); the session's Config decides it, never a block.
     """
     if limit <= 0:
         return ""
     active = state.active_checkpoint
-    carried = parse_fact_block(active.facts) if active is not None and active.facts else []
+    carried = (
+        parse_fact_block(active.facts, grouped=group_paths)
+        if active is not None and active.facts
+        else []
+    )
     shown = shown_text(assemble(state, checkpoint))
-    return fact_block(merge_facts(carried, extract_facts(covered)), shown, limit)
+    facts = merge_facts(carried, extract_facts(covered))
+    return fact_block(facts, shown, limit, shown_in_part=shown_in_part, group_paths=group_paths)

@@ -15,7 +15,7 @@ the one-mark steps of :mod:`ctxledger.domain.onemark`, so old logs replay as ser
 
 from __future__ import annotations
 
-from ctxledger.config import Config, prepare_point
+from ctxledger.config import SHARES, Config, prepare_point
 from ctxledger.domain import onemark
 from ctxledger.domain.budget import threshold_for
 from ctxledger.domain.calibration import session_tokenizer
@@ -82,7 +82,9 @@ def marks(state: SessionState) -> Marks:
     if threshold != sizes.threshold_tokens:  # the dynamic policy moved the high mark
         target = max(1, target * threshold // sizes.threshold_tokens)
     target = min(target, threshold - 1) if threshold > 1 else 1
-    return Marks(threshold, target, prepare_point(config.prepare_threshold, threshold, target))
+    share = SHARES[config.schema_version].prepare
+    prepare = prepare_point(config.prepare_threshold, threshold, target, share)
+    return Marks(threshold, target, prepare)
 
 
 def background_on(config: Config) -> bool:

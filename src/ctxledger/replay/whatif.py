@@ -212,13 +212,14 @@ def what_if(
     for index, record in enumerate(records):
         event = record.event
         now = record.timestamp
+        run.release_ready(now)
         if isinstance(event, _FOLDED) or (isinstance(event, UsageReported) and use_recorded_usage):
             run.state.apply(event)
             if background and not own and _ends_batch(records, index):
                 run.decide(Background(), now)
         elif isinstance(event, CompactionStarted) and event.background:
             if background and own:
-                run.decide(Background(), now, log_id=event.compaction_id)
+                run.decide(Background(timed=False), now, log_id=event.compaction_id)
         elif isinstance(event, SummaryPrepared | CompactionFailed) and background and own:
             failed = event if isinstance(event, CompactionFailed) else None
             run.release(event.compaction_id, failed=failed)
@@ -280,6 +281,7 @@ class _Run:
         self.summary_seconds = summary_seconds
         self.known: dict[str, tuple[str, float, Checkpoint | None]] = _known_summaries(records)
         self.compactions = 0
+        self._ids = 0
         self.reused = 0
         self.ready_at: dict[str, float] = {}  # background compaction id -> when its summary is
         self._original: Checkpoint | None = None  # the log's checkpoint for the job in hand
@@ -292,6 +294,9 @@ class _Run:
         # Config), with when they started: by the log's compaction id, and that id by the job's.
         self._held: dict[str, tuple[Job, float]] = {}
         self._log_ids: dict[str, str] = {}
+        # Background summaries of the policy tried, running until their ready time: by job id,
+        # the answer and when it is ready (folded then, or when a step waits for it).
+        self._running: dict[str, tuple[Summarized, float]] = {}
 
     def step(self, served: ViewServed, now: float) -> WhatIfStep:
         before = self.compactions
@@ -353,8 +358,12 @@ class _Run:
         decision = self._step(request)
         while decision.job is not None or decision.wait_for is not None:
             if decision.wait_for is not None:  # the host waits for the running summary
-                if not self.release(self._log_ids.get(decision.wait_for, ""), waiting=True):
+                waited = self._finish(decision.wait_for)
+                if waited is None and not self.release(
+                    self._log_ids.get(decision.wait_for, ""), waiting=True
+                ):
                     break  # nothing held to wait for: serve as decided
+                self.last_seconds += waited or 0.0
                 decision = self._step(request)
                 continue
             job = decision.job
@@ -365,11 +374,30 @@ class _Run:
                 return decision
             summarized, seconds = self._run(job)
             if job.background:
+                # It runs as a host would run it: the session has it in progress (no other
+                # starts) until it is ready, and a step at the threshold waits for it.
                 self.ready_at[job.compaction_id] = now + seconds
-            else:
-                self.last_seconds += seconds
+                self._running[job.compaction_id] = (summarized, now + seconds)
+                return decision
+            self.last_seconds += seconds
             decision = self._step(summarized)
         return decision
+
+    def release_ready(self, now: float) -> None:
+        """Fold the background summaries of the policy tried that are ready by ``now``."""
+        for job_id, (_, ready) in sorted(self._running.items(), key=lambda item: item[1][1]):
+            if ready <= now:
+                self._finish(job_id)
+
+    def _finish(self, job_id: str) -> float | None:
+        """Fold the running background summary ``job_id``; how long a step at the current
+        time waits for it (None: it is not running)."""
+        running = self._running.pop(job_id, None)
+        if running is None:
+            return None
+        summarized, ready = running
+        self._step(summarized)
+        return max(0.0, ready - self._now)
 
     def release(
         self, log_id: str, *, failed: CompactionFailed | None = None, waiting: bool = False
@@ -426,13 +454,18 @@ class _Run:
         seconds = time.perf_counter() - started
         if self.summary_seconds is not None:
             seconds = self.summary_seconds
-        return Summarized(job=job, summary=summary_or_none), seconds
+        # The checkpoint records how long its summary took, as a host records it (the
+        # background judges a session's pace by it).
+        return Summarized(job=job, summary=summary_or_none, seconds=seconds), seconds
 
     def _new_id(self) -> str:
         # A checkpoint whose summary came from the log keeps the log's id and time.
         if self._original is not None:
             return self._original.id
-        return f"what-if-{self.compactions + 1}"
+        # Unique per run: a compaction started in the background and the checkpoint made
+        # meanwhile must not share an id (their ready times are kept by id).
+        self._ids += 1
+        return f"what-if-{self._ids}"
 
     def _clock(self) -> float:
         original, self._original = self._original, None

@@ -125,13 +125,16 @@ def fact_step(session: DomainSession, n: int) -> None:
 
 
 def test_the_background_measures_a_prepared_summary_with_its_fact_block() -> None:
-    """A prepared summary becomes a checkpoint with a fact block; the background estimate (and
-    so when its delta starts) counts that block, as the activation at the threshold will."""
-    session = DomainSession(FACTS_CONFIG)
+    """A prepared summary becomes a checkpoint with a fact block; under a Config of schema 4
+    the background estimate (and so when its delta starts) counts that block, as the
+    activation at the threshold will (schema 5 shortens the block instead:
+    test_background_schema5.py)."""
+    config = FACTS_CONFIG.replace(schema_version=4)
+    session = DomainSession(config)
     session.append_many([Message.system("You are a coding agent."), Message.user("fix the tests")])
     n = 0
     while background_estimate(session.state, tokenizer=session.tokenizer) < (
-        FACTS_CONFIG.sizes().prepare_tokens
+        config.sizes().prepare_tokens
     ):
         n += 1
         fact_step(session, n)

@@ -24,8 +24,8 @@ from .builders import session, step
 
 TOKENS = CharTokenizer()
 # threshold 800 tokens, target 600; tool results are cut to 750 chars (a quarter of the window),
-# the kept request too (half the target, at most a tool result); masking off; no fact block (its
-# reserve would move the cuts these tests size)
+# the kept request to 180 (a tenth of the target; schema 4: half of it, at most a tool result,
+# 750); masking off; no fact block (its reserve would move the cuts these tests size)
 SMALL: dict[str, Any] = {
     "context_window": 1000,
     "compaction_target": 0.6,
@@ -33,7 +33,7 @@ SMALL: dict[str, Any] = {
     "micro_keep_recent": 1000,
     "fact_index_chars": 0,
 }
-TASK = "Fix the bug in src/app/models.py: " + "details " * 50
+TASK = "Fix the bug in src/app/models.py: " + "details " * 15
 
 
 def _one_round(task: str = TASK, steps: int = 12, **config: Any) -> DomainSession:
@@ -97,14 +97,18 @@ def test_first_request_stays_through_later_compactions() -> None:
     _check(s)
 
 
-def test_huge_first_request_is_truncated_with_a_marker_naming_its_seq() -> None:
-    """Longer than its limit (half the target, at most ``max_tool_result_chars``): head,
-    marker, tail, like an oversize tool result."""
+@pytest.mark.parametrize(("schema", "limit"), [(5, 180), (4, 750)])
+def test_huge_first_request_is_truncated_with_a_marker_naming_its_seq(
+    schema: int, limit: int
+) -> None:
+    """Longer than its limit (a tenth of the target; a Config of schema 4: half of it, at
+    most ``max_tool_result_chars``): head, marker, tail, like an oversize tool result."""
     task = "HEAD " + "x" * 5000 + " TAIL"
-    s = _one_round(task)
+    s = _one_round(task, schema_version=schema)
     s.compact_if_needed()
-    limit = s.state.config.sizes().request_chars
-    assert limit == 750 == max_tool_result_chars(s.state.config)
+    assert s.state.config.sizes().request_chars == limit
+    if schema == 4:
+        assert limit == max_tool_result_chars(s.state.config)
     shown = build_view(s.state, tokenizer=TOKENS).messages[1]
     assert shown.seq == 2
     assert shown.content == truncate_text(task, limit, 2)
@@ -168,10 +172,18 @@ def test_flag_off_view_equals_the_view_without_the_slot() -> None:
     assert build_view(off.state, tokenizer=TOKENS).messages == (kept[0], *kept[2:])
 
 
-def test_planner_counts_the_kept_request_in_the_fixed_part() -> None:
-    """The cut is sized with the task in the view: the result fits, with a shorter raw tail."""
-    on = _one_round("t" * 590)
-    off = _one_round("t" * 590, keep_first_request=False)
+@pytest.mark.parametrize(
+    ("schema", "window", "steps", "task"), [(5, 4000, 48, 710), (4, 1000, 12, 590)]
+)
+def test_planner_counts_the_kept_request_in_the_fixed_part(
+    schema: int, window: int, steps: int, task: int
+) -> None:
+    """The cut is sized with the task in the view (shown whole: shorter than its limit): the
+    result fits, with a shorter raw tail."""
+    sized: dict[str, Any] = {"context_window": window, "steps": steps, "schema_version": schema}
+    on = _one_round("t" * task, **sized)
+    off = _one_round("t" * task, keep_first_request=False, **sized)
+    assert task <= on.state.config.sizes().request_chars
     plan_on = plan_compaction(on.state, tokenizer=TOKENS)
     plan_off = plan_compaction(off.state, tokenizer=TOKENS)
     assert isinstance(plan_on, CompactionPlan) and isinstance(plan_off, CompactionPlan)
