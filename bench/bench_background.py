@@ -10,7 +10,16 @@
    Reported per system: automatic compactions, how many waited 0 s, the seconds agents waited
    on summaries in all and per compaction (``CompactionResult.waited_seconds``), and the
    median and worst step latency. Target: >= 90 % of automatic compactions wait 0 s.
-2. Offline: summariser input on the real traces (../shared/traces) at a 32,000-token window,
+2. Simulated (``--simulate``, deterministic): the same workload, each agent's conversation
+   recorded once with a step every 0.25 s and re-projected with :func:`ctxledger.replay.what_if`
+   (summaries 2 s, run until ready, one at a time per session, as a host runs them; no shared
+   pool). Reported per window: compactions, how many wait 0 s, and the **ceiling**: how many
+   could wait 0 s at all. A compaction can only if a summary started 8 steps earlier (2 s at a
+   step every 0.25 s), cut at that step's newest boundary (the deepest cut it could make),
+   with the smallest summary and no fact block, gives a view within the absorb limit (half the
+   gap above the target) at the threshold: any later start is not ready, any earlier one
+   absorbs more growth. Where the ceiling is below 90 %, no runtime reaches the target.
+3. Offline: summariser input on the real traces (../shared/traces) at a 32,000-token window,
    re-projected with :func:`ctxledger.replay.what_if` under both policies (the agent steps 0.25 s
    apart, summaries assumed to take 2 s). Background compaction may summarise a cut that is
    never used, or summarise a delta on top of a prepared summary; the target is at most +10 %
@@ -21,6 +30,7 @@ Usage::
     .venv/bin/python bench/bench_background.py                 # full run
     .venv/bin/python bench/bench_background.py --quick         # a small smoke run
     .venv/bin/python bench/bench_background.py --skip-live     # the trace part only
+    .venv/bin/python bench/bench_background.py --simulate --skip-live --skip-traces
 """
 
 from __future__ import annotations
@@ -37,8 +47,11 @@ from pathlib import Path
 from typing import Any
 
 from ctxledger import Config, ContextOverflowError, Host, Message
+from ctxledger.domain import CharTokenizer, SessionState
+from ctxledger.domain.cuts import CutMeasure
+from ctxledger.domain.policy import marks, smallest_summary
 from ctxledger.events import MessageAppended, SessionOpened, ViewServed
-from ctxledger.replay import what_if
+from ctxledger.replay import WhatIfStep, what_if
 from ctxledger.storage import MemoryEventLog
 from ctxledger.summarizers import ExtractiveSummarizer, SummaryRequest
 from ctxledger.tooling.traces import read_trace
@@ -84,6 +97,7 @@ class LiveRun:
 
     prepare_threshold: float | None
     window: int = WINDOW
+    schema: int = LIVE_CONFIG.schema_version
     waits: list[float] = field(default_factory=list)  # per automatic compaction
     prepared: int = 0
     latencies: list[float] = field(default_factory=list)
@@ -91,13 +105,17 @@ class LiveRun:
     summarizer_chars: int = 0
     seconds: float = 0.0
     refused: int = 0
-    growths: list[int] = field(default_factory=list)  # view estimate rise over a plain step
+    # Per agent: its steps' messages and the indices of the steps that compacted (the ceiling).
+    conversations: list[list[list[Message]]] = field(default_factory=list)
+    compacted_steps: list[list[int]] = field(default_factory=list)
+    ceiling: int | None = None  # compactions that could wait 0 s at all (see ceiling())
 
     def row(self) -> dict[str, Any]:
         n = len(self.waits)
         zero = sum(1 for w in self.waits if w == 0.0)
         return {
             "window": self.window,
+            "schema": self.schema,
             "prepare_threshold": self.prepare_threshold,
             "compactions": n,
             "prepared": self.prepared,
@@ -113,19 +131,28 @@ class LiveRun:
             "summarizer_chars": self.summarizer_chars,
             "seconds": self.seconds,
             "refused": self.refused,
+            "ceiling": self.ceiling,
         }
 
 
 def live_run(
-    prepare_threshold: float | None, sessions: int, steps: int, window: int = WINDOW
+    prepare_threshold: float | None,
+    sessions: int,
+    steps: int,
+    window: int = WINDOW,
+    schema: int = LIVE_CONFIG.schema_version,
 ) -> LiveRun:
     """Drive ``sessions`` agents for ``steps`` steps each on one host; see the module doc."""
-    config = LIVE_CONFIG.replace(context_window=window, prepare_threshold=prepare_threshold)
+    config = LIVE_CONFIG.replace(
+        context_window=window, prepare_threshold=prepare_threshold, schema_version=schema
+    )
     summarizer = SlowSummarizer(SUMMARY_SECONDS)
-    run = LiveRun(prepare_threshold, window)
+    run = LiveRun(prepare_threshold, window, schema)
     lock = threading.Lock()
     failures: list[BaseException] = []
     started = time.perf_counter()
+    run.conversations = [list(iter_agent_steps(seed=n, steps=steps)) for n in range(sessions)]
+    run.compacted_steps = [[] for _ in range(sessions)]
     with (
         tempfile.TemporaryDirectory() as tmp,
         Host.open(Path(tmp) / "db", config=config, summarizer=summarizer) as host,
@@ -135,19 +162,14 @@ def live_run(
         def agent(index: int) -> None:
             try:
                 session = host.session(f"agent-{index:02d}")
-                work = list(iter_agent_steps(seed=index, steps=steps))
+                work = run.conversations[index]
                 barrier.wait()
-                last: int | None = None
-                for step in work:
+                for number, step in enumerate(work):
                     begun = time.perf_counter()
                     session.append_many(step)
                     result = session.compact_if_needed()
                     try:
-                        estimate = session.prepare_step().estimated_tokens
-                        if last is not None and not result.compacted:
-                            with lock:
-                                run.growths.append(estimate - last)
-                        last = estimate
+                        session.prepare_step()
                     except ContextOverflowError:
                         # The newest step alone does not fit this window (a few parallel reads
                         # of long files at 4k): refused, nothing served; the agent goes on.
@@ -159,6 +181,7 @@ def live_run(
                         if result.compacted:
                             run.waits.append(result.waited_seconds)
                             run.prepared += result.prepared
+                            run.compacted_steps[index].append(number)
                     time.sleep(STEP_SECONDS)  # the model call
             except BaseException as exc:  # re-raised below
                 failures.append(exc)
@@ -173,49 +196,155 @@ def live_run(
     run.seconds = time.perf_counter() - started
     run.summarizer_calls = summarizer.calls
     run.summarizer_chars = summarizer.input_chars
+    if prepare_threshold != 0:
+        # A 2 s summary spans this many of the run's own steps (a step is the model call and
+        # the step's own latency, measured).
+        period = STEP_SECONDS + statistics.median(run.latencies)
+        span = max(1, round(SUMMARY_SECONDS / period))
+        run.ceiling = sum(
+            ceiling(config, conversation, compacted, span)
+            for conversation, compacted in zip(run.conversations, run.compacted_steps, strict=True)
+        )
     return run
 
 
-def room_row(run: LiveRun) -> dict[str, Any]:
-    """The floor of a live run: how many of its agent steps fit between the prepare point and
-    the threshold, against the steps a summary takes (``SUMMARY_SECONDS / STEP_SECONDS``). A
-    compaction waits 0 s only if its summary, started at the prepare point, is ready before the
-    threshold; when the steps are larger than that room allows, no scheduling avoids the wait
-    at this window with this prepare point. A step's growth is measured in the same run: the
-    rise of the served view's estimate over a step that did not compact (masking included).
+def ceiling(config: Config, steps: list[list[Message]], compacted: list[int], span: int) -> int:
+    """How many of the compactions at step indices ``compacted`` could have waited 0 s at all.
+
+    One could only if a summary started ``span`` steps earlier (as late as a summary can start
+    and still be ready), cut at that step's newest boundary (the deepest cut it could make),
+    with the smallest summary (a quarter of its room) and no fact block, gives at the threshold
+    a view the policy activates without waiting: within half the gap above the target
+    (:func:`ctxledger.domain.policy.absorbs`). A later start is not ready; an earlier one cuts
+    no deeper and absorbs more growth; a larger summary or a block only adds. So a compaction
+    this says no to waits whatever the runtime does (the masking of the view served then is
+    approximated by the fold of the appended messages).
     """
-    sizes = LIVE_CONFIG.replace(
-        context_window=run.window, prepare_threshold=run.prepare_threshold
-    ).sizes()
-    need = SUMMARY_SECONDS / STEP_SECONDS
-    rises = [g for g in run.growths if g > 0]
-    median = statistics.median(rises) if rises else 0
-    room = sizes.threshold_tokens - sizes.prepare_tokens
+    state = SessionState.new("ceiling", config)
+    tokenizer = CharTokenizer()
+    ends: list[int] = []
+    seq = 0
+    for step in steps:
+        seq += len(step)
+        ends.append(seq)
+    smallest = smallest_summary(config.sizes().summary_chars)
+    possible = 0
+    seq = 0
+    for index in compacted:
+        while seq < ends[index]:
+            message = steps_message(steps, seq)
+            seq += 1
+            state.apply(MessageAppended(message=message.with_seq(seq)))
+        start = index - span
+        if start < 0:
+            continue  # the session began less than a summary's time before
+        in_force = marks(state)
+        limit = in_force.target + (in_force.threshold - in_force.target) // 2
+        cut = state.boundary_at_or_before(ends[start] + 1) or 1
+        measure = CutMeasure(state, tokenizer, "threshold_exceeded", smallest, "")
+        possible += measure.exact(cut) <= limit
+    return possible
+
+
+def steps_message(steps: list[list[Message]], seq: int) -> Message:
+    """The message at 0-based position ``seq`` of the conversation ``steps``."""
+    for step in steps:
+        if seq < len(step):
+            return step[seq]
+        seq -= len(step)
+    raise IndexError(seq)
+
+
+# --- simulated (deterministic) ------------------------------------------------------------------
+
+
+def workload_log(seed: int, steps: int) -> tuple[str, MemoryEventLog, list[list[Message]]]:
+    """A log of the workload agent ``seed`` as it ran: a step every 0.25 s, a view after each,
+    under a window nothing compacts in (what_if decides every compaction itself)."""
+    work = list(iter_agent_steps(seed=seed, steps=steps))
+    name = f"agent-{seed:02d}"
+    clock = _Clock()
+    log = MemoryEventLog(clock=clock)
+    opened = Config(context_window=10_000_000)
+    log.append(name, [SessionOpened(session_id=name, config=opened)], expected_seq=0)
+    seq = 0
+    for index, step in enumerate(work):
+        clock.now = index * STEP_SECONDS
+        appended = []
+        for message in step:
+            seq += 1
+            appended.append(MessageAppended(message=message.with_seq(seq)))
+        log.append(name, appended, expected_seq=log.last_seq(name))
+        clock.now += 0.001
+        served = ViewServed(
+            through_seq=seq, estimated_tokens=0, view_hash="", checkpoint_id=None, message_count=0
+        )
+        log.append(name, [served], expected_seq=log.last_seq(name))
+    return name, log, work
+
+
+def simulated_run(
+    window: int,
+    prepare_threshold: float | None,
+    sessions: int,
+    steps: int,
+    schema: int = LIVE_CONFIG.schema_version,
+) -> dict[str, Any]:
+    """The live workload re-projected with what_if at simulated time (see the module doc)."""
+    config = LIVE_CONFIG.replace(
+        context_window=window, prepare_threshold=prepare_threshold, schema_version=schema
+    )
+    compactions = zero = prepared = calls = chars = possible = 0
+    waited = 0.0
+    for seed in range(sessions):
+        name, log, work = workload_log(seed, steps)
+        counting = _Counting()
+        report = what_if(log, name, config, summarizer=counting, summary_seconds=SUMMARY_SECONDS)
+        done: list[WhatIfStep] = [step for step in report.steps if step.compacted]
+        compactions += len(done)
+        zero += sum(1 for step in done if step.waited_seconds == 0.0)
+        prepared += sum(1 for step in done if step.prepared)
+        waited += sum(step.waited_seconds for step in done)
+        calls += counting.calls
+        chars += counting.chars
+        indices = [index for index, step in enumerate(report.steps) if step.compacted]
+        span = round(SUMMARY_SECONDS / STEP_SECONDS)
+        possible += ceiling(config, work, indices, span)
     return {
-        "window": run.window,
-        "threshold_tokens": sizes.threshold_tokens,
-        "prepare_tokens": sizes.prepare_tokens,
-        "median_step_tokens": median,
-        "room_steps": room / median if median else None,
-        "gap_steps": (sizes.threshold_tokens - sizes.target_tokens) / median if median else None,
-        "summary_steps": need,
+        "window": window,
+        "schema": schema,
+        "prepare_threshold": prepare_threshold,
+        "compactions": compactions,
+        "prepared": prepared,
+        "zero_wait": zero,
+        "zero_wait_share": zero / compactions if compactions else None,
+        "ceiling": possible if prepare_threshold != 0 else None,
+        "waited_total": waited,
+        "summarizer_calls": calls,
+        "summarizer_chars": chars,
     }
 
 
-def room_markdown(rows: list[dict[str, Any]]) -> str:
+def simulated_markdown(rows: list[dict[str, Any]], sessions: int, steps: int) -> str:
     out = [
-        "### The floor: room between the prepare point and the threshold, in agent steps",
+        f"### Simulated: {sessions} agents x {steps} steps, a step every {STEP_SECONDS} s, "
+        f"summaries {SUMMARY_SECONDS:.0f} s (what_if; deterministic)",
         "",
-        "| window | prepare point | threshold | median step (tokens) | room (steps) | the whole "
-        "gap, target to threshold (steps) | a summary takes (steps) |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| window | Config schema | prepare_threshold | auto compactions | prepared | waited 0 s | "
+        "could wait 0 s (ceiling) | waited (simulated) | summariser calls | summariser input "
+        "chars |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        room = f"{r['room_steps']:.1f}" if r["room_steps"] is not None else "-"
-        gap = f"{r['gap_steps']:.1f}" if r["gap_steps"] is not None else "-"
+        n = r["compactions"]
+        share = f"{r['zero_wait_share']:.0%}" if r["zero_wait_share"] is not None else "-"
+        roof = "-" if r["ceiling"] is None else f"{r['ceiling']} ({r['ceiling'] / n:.0%})"
+        prepare = "default" if r["prepare_threshold"] is None else r["prepare_threshold"]
         out.append(
-            f"| {r['window']:,} | {r['prepare_tokens']:,} | {r['threshold_tokens']:,} | "
-            f"{r['median_step_tokens']:,.0f} | {room} | {gap} | {r['summary_steps']:.0f} |"
+            f"| {r['window']:,} | {r['schema']} | {prepare} | {n} | {r['prepared']} | "
+            f"{r['zero_wait']} ({share}) "
+            f"| {roof if n else '-'} | {r['waited_total']:.1f} s | {r['summarizer_calls']} | "
+            f"{r['summarizer_chars']:,} |"
         )
     return "\n".join(out)
 
@@ -322,17 +451,19 @@ def live_markdown(rows: list[dict[str, Any]], sessions: int, steps: int) -> str:
         f"### Live: {sessions} agents x {steps} steps, summariser {SUMMARY_SECONDS:.0f} s, "
         f"a step every {STEP_SECONDS} s, LMDB sync",
         "",
-        "| window | prepare_threshold | auto compactions | prepared | waited 0 s | waited total | "
-        "per compaction (mean / median / max) | step latency median / max | summariser calls | "
-        "summariser input chars | refused steps |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| window | Config schema | prepare_threshold | auto compactions | prepared | waited 0 s | "
+        "could wait 0 s (ceiling) | waited total | per compaction (mean / median / max) | step "
+        "latency median / max | summariser calls | summariser input chars | refused steps |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         share = f"{r['zero_wait_share']:.0%}" if r["zero_wait_share"] is not None else "-"
         prepare = "default" if r["prepare_threshold"] is None else r["prepare_threshold"]
+        n = r["compactions"]
+        roof = "-" if r["ceiling"] is None or not n else f"{r['ceiling']} ({r['ceiling'] / n:.0%})"
         out.append(
-            f"| {r['window']:,} | {prepare} | {r['compactions']} | {r['prepared']} | "
-            f"{r['zero_wait']} ({share}) | {r['waited_total']:.2f} s | "
+            f"| {r['window']:,} | {r['schema']} | {prepare} | {n} | {r['prepared']} | "
+            f"{r['zero_wait']} ({share}) | {roof} | {r['waited_total']:.2f} s | "
             f"{r['waited_mean']:.3f} / {r['waited_median']:.3f} / {r['waited_max']:.3f} s | "
             f"{r['step_median'] * 1000:.1f} / {r['step_max'] * 1000:.0f} ms | "
             f"{r['summarizer_calls']} | {r['summarizer_chars']:,} | {r['refused']} |"
@@ -366,6 +497,18 @@ def trace_markdown(result: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def _grid(args: argparse.Namespace) -> list[tuple[int, int, float | None]]:
+    """(window, schema, prepare_threshold) of every run, in the order of the arguments."""
+    grid: list[tuple[int, int, float | None]] = []
+    schemas = [int(value) for value in args.schemas.split(",") if value.strip()]
+    for window in (int(value) for value in args.windows.split(",") if value.strip()):
+        for value in args.thresholds.split(","):
+            threshold = None if value.strip() == "default" else float(value)
+            for schema in schemas:
+                grid.append((window, schema, threshold))
+    return grid
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
@@ -380,23 +523,35 @@ def main(argv: list[str] | None = None) -> int:
         help="prepare_threshold values of the live part, comma-separated ('default': the "
         "derived prepare point; 0: synchronous)",
     )
+    parser.add_argument(
+        "--schemas",
+        default=str(LIVE_CONFIG.schema_version),
+        help="Config schemas to run, comma-separated (4: the two marks as first released, "
+        "for a before/after in one run)",
+    )
+    parser.add_argument(
+        "--simulate",
+        action="store_true",
+        help="also the deterministic simulated runs (what_if at simulated time) per window",
+    )
     parser.add_argument("--skip-live", action="store_true")
     parser.add_argument("--skip-traces", action="store_true")
     args = parser.parse_args(argv)
     sessions, steps = (2, 60) if args.quick else (args.sessions, args.steps)
     if not args.skip_live:
         rows = []
-        runs: list[LiveRun] = []
-        for window in (int(value) for value in args.windows.split(",") if value.strip()):
-            for value in args.thresholds.split(","):
-                threshold = None if value.strip() == "default" else float(value)
-                run = live_run(threshold, sessions, steps, window)
-                runs.append(run)
-                rows.append(run.row())
-                print(f"live window={window} prepare={threshold}: {rows[-1]}", file=sys.stderr)
+        for window, schema, threshold in _grid(args):
+            rows.append(live_run(threshold, sessions, steps, window, schema).row())
+            print(f"live window={window} prepare={threshold}: {rows[-1]}", file=sys.stderr)
         print(live_markdown(rows, sessions, steps))
         print()
-        print(room_markdown([room_row(run) for run in runs if run.prepare_threshold != 0]))
+    if args.simulate:
+        simulated = []
+        for window, schema, threshold in _grid(args):
+            simulated.append(simulated_run(window, threshold, sessions, steps, schema))
+            print(f"simulated window={window} prepare={threshold}: {simulated[-1]}",
+                  file=sys.stderr)  # fmt: skip
+        print(simulated_markdown(simulated, sessions, steps))
         print()
     if not args.skip_traces:
         files = sorted(TRACES.glob("*.jsonl")) if TRACES.is_dir() else []

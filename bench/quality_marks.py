@@ -16,7 +16,11 @@ Two measurements per Config and window, both on the 34 traces of ../shared/trace
 "Before" is the Config main built before the two marks (commit 2cca20a: one mark, the floor
 guard, the gain rule of 2,560 tokens capped at a tenth of the threshold, the fact block of
 16,000 characters capped at a fifth of it), decoded as a recorded Config of then decodes
-(schema 3), so it runs exactly the one-mark code of main.
+(schema 3), so it runs exactly the one-mark code of main. "Schema 4" is the two marks as first
+released (target 0.5, the kept request up to half the target, its lines first in the fact
+block), as a Config recorded with it replays; "defaults" is a Config built now (schema 5).
+What-if is also run with background compaction off (``prepare_threshold=0``): the compactions
+the marks alone make, without the summaries prepared ahead that absorb growth.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from ctxledger.replay import what_if
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_background import trace_log
 
-__all__ = ["BEFORE", "before_config", "marks_config", "what_if_row"]
+__all__ = ["BEFORE", "before_config", "first_marks_config", "marks_config", "what_if_row"]
 
 #: The fields main's ``Config()`` set besides the declared defaults (its ``NEW_DEFAULTS``).
 BEFORE: dict[str, Any] = {
@@ -64,6 +68,11 @@ def marks_config(window: int, **overrides: Any) -> Config:
     return Config(context_window=window, **overrides)
 
 
+def first_marks_config(window: int) -> Config:
+    """``Config(context_window=window)`` as the first two-mark release built it (schema 4)."""
+    return Config(context_window=window, schema_version=4)
+
+
 _LOGS: dict[str, Any] = {}
 
 
@@ -85,8 +94,16 @@ def what_if_row(traces: dict[str, list[Message]], config: Config) -> dict[str, A
         over_window += sum(1 for step in report.steps if step.view_tokens > config.context_window)
         in_time += report.prepared_in_time
         late += report.prepared_late
+    synchronous = 0
+    if config.prepare_threshold != 0:
+        off = config.replace(prepare_threshold=0.0)
+        for name in sorted(traces):
+            synchronous += what_if(_LOGS[name], name, off).compactions
+    else:
+        synchronous = compactions
     return {
         "compactions": compactions,
+        "synchronous_compactions": synchronous,
         "worst_trace": {"trace": worst[0], "compactions": worst[1]},
         "peak_tokens": peak,
         "views_at_or_over_threshold": at_threshold,
@@ -103,11 +120,13 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("target", "target_tokens", "{:,}"),
     ("compactions (replay)", "compactions", "{:,}"),
     ("compactions (what-if)", "what_if_compactions", "{:,}"),
+    ("compactions (what-if, background off)", "what_if_synchronous", "{:,}"),
     ("most in one trace", "what_if_worst", "{:,}"),
     ("summariser input tokens", "summarizer_input_tokens", "{:,}"),
     ("paths (all) kept", "paths_all", "{:.1%}"),
     ("errors kept", "errors", "{:.1%}"),
     ("commands kept", "commands", "{:.1%}"),
+    ("user request lines kept", "requests", "{:.1%}"),
     ("stable prefix, median between compactions", "stability", "{:.1%}"),
     ("prompt tokens a prefix cache serves", "cached_share", "{:.1%}"),
     ("peak view (what-if)", "what_if_peak", "{:,}"),
@@ -130,11 +149,13 @@ def marks_row(
         "target_tokens": config.sizes().target_tokens,
         "compactions": total["compactions"],
         "what_if_compactions": wi["compactions"],
+        "what_if_synchronous": wi["synchronous_compactions"],
         "what_if_worst": wi["worst_trace"]["compactions"],
         "summarizer_input_tokens": total["summarizer_input_tokens"],
         "paths_all": retention["paths_all"]["next_share"] or 0.0,
         "errors": retention["errors"]["next_share"] or 0.0,
         "commands": retention["commands"]["next_share"] or 0.0,
+        "requests": retention["requests"]["next_share"] or 0.0,
         "stability": total["stability_median_between"] or 0.0,
         "cached_share": total["cached_share"] or 0.0,
         "what_if_peak": wi["peak_tokens"],
@@ -159,7 +180,8 @@ def marks_section(
         rows: dict[str, Any] = {}
         variants = {
             "before: one mark (main)": before_config(window),
-            "two marks (defaults)": marks_config(window),
+            "two marks, schema 4 (first release)": first_marks_config(window),
+            "two marks (defaults, schema 5)": marks_config(window),
         }
         for target in targets:
             variants[f"two marks, target {target}"] = marks_config(window, compaction_target=target)
@@ -181,7 +203,9 @@ def marks_markdown(section: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
         "recorded once under a 1,000,000-token window and re-projected, background summaries "
         "included (2 s each, a step every 0.25 s). Facts kept: the loss audit of each "
         "compaction (the share of the covered messages' facts found in the next view). "
-        "*before*: the one-mark Config main built (floor guard, gain rule, its clamp).",
+        "*before*: the one-mark Config main built (floor guard, gain rule, its clamp); "
+        "*schema 4*: the two marks as first released; *defaults*: a Config built now. "
+        "*background off*: what-if with ``prepare_threshold=0``.",
     ]
     for window, rows in section.items():
         lines += [

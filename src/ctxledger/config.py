@@ -255,7 +255,7 @@ class Config(
             an automatic compaction brings the view to at most this, so the next one is the gap
             between the marks away. A wider gap means fewer summaries and cache breaks, a
             shorter raw tail after each. ``None`` (the default) derives it:
-            ``min(0.5, max(threshold - 0.2, threshold / 2))``.
+            ``min(0.45, max(threshold - 0.2, threshold / 2))`` (schema 4: ``min(0.5, ...)``).
         min_retain_rounds: Rounds (user turns) kept raw after a cut when they fit below the
             target; else the cut moves to a step boundary inside them. Raise it for chatty
             sessions where old turns matter; agent sessions are mostly one long round.
@@ -272,7 +272,7 @@ class Config(
             and a marker naming its seq); ``None`` derives it: a quarter of the window (half the
             default target; a share of the window, so that the marks never change a view they
             do not reach), at most 96,000. Lower it when agents read huge files.
-        summary_max_chars: Room reserved for a summary; ``None``: a fifth of the target, at
+        summary_max_chars: Room reserved for a summary; ``None``: 15 % of the target, at
             most 24,000. Larger keeps more detail per compaction and less raw tail.
         summary_chunk_chars: Largest summariser input of one call (longer inputs are
             summarised in chunks); ``None``: half the window, at most 300,000 characters.
@@ -280,8 +280,12 @@ class Config(
             session and 1.2 while debugging, never above the fixed threshold; the target scales
             with it; see :class:`ctxledger.domain.DynamicThreshold`).
         keep_first_request: Keep the session's first user message (usually the task) in every
-            view: once covered, it is shown in the pinned slot, truncated (head, tail, marker)
-            to a quarter of the target (at most ``max_tool_result_chars``) unless pinned.
+            view: once covered, it is shown in the pinned slot, whole up to a tenth of the
+            target and truncated (head, tail, a marker naming its seq) above it, unless pinned;
+            the lines the excerpt leaves out come last in the fact block (the whole message is
+            in the log and a ``recall`` away). Every view after a cut carries it, so its size
+            is what it costs the next compaction (schema 4: up to half the target, at most
+            ``max_tool_result_chars``, its lines first in the block). Pin it to keep it whole.
         prepare_threshold: A summary starts in the background once the estimate reaches the
             prepare point, so that the compaction at the threshold finds it ready (it is planned
             deep enough that the view lands at the target then). ``None`` (the default) puts the
@@ -289,11 +293,14 @@ class Config(
             that share of the threshold (it must lie above the target); 0 turns background
             compaction off (the agent then waits for each summary). Earlier gives a slow
             summariser more time, at the price of summaries made for sessions that stop before
-            the threshold.
+            the threshold. A summary is not prepared when the session's pace since its last
+            checkpoint says it cannot be ready before the threshold; one prepared ahead is
+            activated with a shorter fact block when that lets it land within half the gap
+            above the target, rather than the agent wait (schema 5).
         fact_index_chars: Room for the "facts from compacted history" block after each new
-            summary (paths, commands, error lines, names the view no longer shows). ``None``: a
-            quarter of the target, at most 16,000; 0: no block. Summary and block together take
-            at most half the target.
+            summary (paths, commands, error lines, names the view no longer shows; the paths of
+            one message on one line). ``None``: 35 % of the target, at most 16,000; 0: no
+            block. Summary and block together take at most half the target.
         max_total_tokens: Cap on the session's cumulative provider tokens; once reached,
             ``prepare_step`` raises :class:`ctxledger.BudgetExceededError`. 0: no cap.
         calibrate_after_reports: The default tokenizer learns the session's characters per
@@ -305,8 +312,9 @@ class Config(
             bring the view under the threshold): must be False; recorded Configs carry it.
         summary_result_chars: The summariser sees a tool result longer than this as its head
             and tail plus the facts of the rest (views are not affected); 0 gives it raw.
-        schema_version: The schema the Config was written with (4 now; 3 for a Config recorded
-            before the two marks, which replays with the one-mark policy it was served with).
+        schema_version: The schema the Config was written with (5 now; 4 for a Config recorded
+            with the two marks' first shares, which keeps them; 3 for one recorded before the two
+            marks, which replays with the one-mark policy it was served with).
     """
 
     context_window: int = 128_000

@@ -24,7 +24,7 @@ def test_policy_prints_every_size_with_its_meaning() -> None:
     for name, meaning in SIZE_MEANINGS.items():
         assert values[name] == f"{getattr(sizes, name):,}"
         assert meaning in result.stdout
-    assert values["target_tokens"] == "8,000" and values["threshold_tokens"] == "12,800"
+    assert values["target_tokens"] == "7,200" and values["threshold_tokens"] == "12,800"
 
 
 def test_policy_takes_the_marks_and_any_setting() -> None:
