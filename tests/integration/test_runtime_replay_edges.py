@@ -188,6 +188,19 @@ def test_what_if_counts_a_summary_ready_exactly_at_the_step_as_in_time(
     assert (report.prepared_in_time, report.prepared_late) == ((1, 0) if in_time else (0, 1))
 
 
+def test_what_if_runs_a_background_summary_until_it_is_ready() -> None:
+    """As a host: the summary started at 20 s is still running at the threshold (45 s) when it
+    takes 25.25 s, so that step waits the 0.25 s left, and no second summary starts while it
+    runs (one call); its checkpoint records how long the summary took."""
+    counted = _Inputs()
+    log = _growing_log()
+    report = what_if(log, "s", BACKGROUND, summarizer=counted, summary_seconds=25.25)
+    (prepared,) = [step for step in report.steps if step.prepared]
+    assert prepared.in_time is False and prepared.waited_seconds == pytest.approx(0.25)
+    assert report.summarizer_calls == len(counted.seqs) == 1
+    assert report.waited_seconds == pytest.approx(0.25)
+
+
 def _usage_log() -> MemoryEventLog:
     return _log(
         [
