@@ -684,12 +684,12 @@ class HistoryActor(_SimpleQueue):
         prepared = usable_prepared(state)
         active = state.active_checkpoint
         if prepared is None and active is not None:
-            if live.late_for == active.id:
-                return  # judged too late for this checkpoint's cycle: the threshold compacts
             grown = estimate - active.tokens_after
             seconds = self._rt.clock() - active.created_at
             if not ready_in_time(threshold - estimate, grown, seconds, active.summary_seconds):
-                live.late_for = active.id
+                # Not now; looked at again a few messages on (the pace right after a checkpoint
+                # is one or two steps' worth: judging the whole cycle by it prepared too few).
+                live.quiet_until = state.last_seq + BACKGROUND_BACKOFF
                 return
         if prepared is not None:
             # Whether it will absorb the growth changes slowly as messages come (both views

@@ -1,0 +1,66 @@
+"""The pace check of background compaction is looked at again within a cycle (issue 26).
+
+Right after a checkpoint the session's pace is one or two steps' worth: judging the whole cycle
+by it (as the host did) prepared no summary until the next checkpoint, and the agent waited at
+the threshold. The host now looks again a few messages on, as the domain decision does after
+every batch: a session whose pace slows down in the cycle gets its summary prepared ahead.
+Real LMDB host; the host's clock is injected (no real time is asserted).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_background import CONFIG, SteppingClock, _ids, _slow_summarizer, events_of, turn
+
+from ctxledger import Host, replay
+from ctxledger.events import CheckpointCreated, CompactionStarted
+
+
+def test_a_pace_judged_too_fast_is_judged_again_in_the_same_cycle(tmp_path: Path) -> None:
+    """Fast right after the first checkpoint (no summary could be ready), then slow: the
+    summary for the second compaction is prepared in the background and activated."""
+    clock = SteppingClock(1_000.0)
+    with Host.open(
+        tmp_path / "db",
+        config=CONFIG,
+        summarizer=_slow_summarizer,
+        id_factory=_ids(),
+        clock=clock,
+    ) as host:
+        session = host.session("a")
+        n = 0
+        while not events_of(host.log, "a", CheckpointCreated):
+            n += 1
+            session.append_many(turn(n, 90))
+            session.prepare_step()
+            session.wait_background()
+            assert n < 200
+        (first,) = events_of(host.log, "a", CheckpointCreated)
+        assert first.checkpoint.summary_seconds > 0
+        before = len(events_of(host.log, "a", CompactionStarted))
+        prepare = CONFIG.sizes().prepare_tokens
+        # Fast: the host's clock barely moves while the view passes the prepare point.
+        clock.step = 1e-7
+        while session.prepare_step().estimated_tokens < prepare:
+            n += 1
+            session.append_many(turn(n, 90))
+            session.wait_background()
+            assert n < 400
+        n += 1
+        session.append_many(turn(n, 20))
+        session.wait_background()
+        assert not any(s.background for s in events_of(host.log, "a", CompactionStarted)[before:])
+        # Slow from here on: the next looks find a summary can be ready in time.
+        clock.step = 1_000.0
+        while len(events_of(host.log, "a", CheckpointCreated)) == 1:
+            n += 1
+            session.append_many(turn(n, 20))
+            session.wait_background()
+            session.prepare_step()
+            assert n < 600
+        second = events_of(host.log, "a", CheckpointCreated)[1]
+        started = events_of(host.log, "a", CompactionStarted)[before:]
+        assert any(s.background for s in started)
+        assert second.prepared
+    assert replay.verify(tmp_path / "db").ok
