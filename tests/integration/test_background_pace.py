@@ -11,19 +11,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from test_background import CONFIG, SteppingClock, _ids, _slow_summarizer, events_of, turn
 
 from ctxledger import Host, replay
 from ctxledger.events import CheckpointCreated, CompactionStarted
 
 
-def test_a_pace_judged_too_fast_is_judged_again_in_the_same_cycle(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("schema", "prepared"), [(5, True), (4, False)])
+def test_a_pace_judged_too_fast_is_judged_again_in_the_same_cycle(
+    tmp_path: Path, schema: int, prepared: bool
+) -> None:
     """Fast right after the first checkpoint (no summary could be ready), then slow: the
-    summary for the second compaction is prepared in the background and activated."""
+    summary for the second compaction is prepared in the background and activated. A Config
+    of schema 4 keeps the first judgement for the whole cycle, as it was served (its prepared
+    summaries cannot shorten their block, so one prepared late needs a delta: more waiting)."""
     clock = SteppingClock(1_000.0)
+    config = CONFIG.replace(schema_version=schema)
     with Host.open(
         tmp_path / "db",
-        config=CONFIG,
+        config=config,
         summarizer=_slow_summarizer,
         id_factory=_ids(),
         clock=clock,
@@ -39,7 +46,7 @@ def test_a_pace_judged_too_fast_is_judged_again_in_the_same_cycle(tmp_path: Path
         (first,) = events_of(host.log, "a", CheckpointCreated)
         assert first.checkpoint.summary_seconds > 0
         before = len(events_of(host.log, "a", CompactionStarted))
-        prepare = CONFIG.sizes().prepare_tokens
+        prepare = config.sizes().prepare_tokens
         # Fast: the host's clock barely moves while the view passes the prepare point.
         clock.step = 1e-7
         while session.prepare_step().estimated_tokens < prepare:
@@ -61,6 +68,6 @@ def test_a_pace_judged_too_fast_is_judged_again_in_the_same_cycle(tmp_path: Path
             assert n < 600
         second = events_of(host.log, "a", CheckpointCreated)[1]
         started = events_of(host.log, "a", CompactionStarted)[before:]
-        assert any(s.background for s in started)
-        assert second.prepared
+        assert any(s.background for s in started) is prepared
+        assert second.prepared is prepared
     assert replay.verify(tmp_path / "db").ok

@@ -67,6 +67,7 @@ from ctxledger.domain.commands import (
     reactive_attempt,
 )
 from ctxledger.domain.commands import Command as DomainCommand
+from ctxledger.domain.decide import block_gives_way
 from ctxledger.errors import (
     ContextOverflowError,
     CtxLedgerError,
@@ -684,12 +685,18 @@ class HistoryActor(_SimpleQueue):
         prepared = usable_prepared(state)
         active = state.active_checkpoint
         if prepared is None and active is not None:
+            if live.late_for == active.id:
+                return  # judged too late for this checkpoint's cycle: the threshold compacts
             grown = estimate - active.tokens_after
             seconds = self._rt.clock() - active.created_at
             if not ready_in_time(threshold - estimate, grown, seconds, active.summary_seconds):
-                # Not now; looked at again a few messages on (the pace right after a checkpoint
-                # is one or two steps' worth: judging the whole cycle by it prepared too few).
-                live.quiet_until = state.last_seq + BACKGROUND_BACKOFF
+                if block_gives_way(state.config):
+                    # Looked at again a few messages on: the pace right after a checkpoint is
+                    # one or two steps' worth, and a summary prepared later in the cycle still
+                    # absorbs the growth (its block gives way) instead of needing a delta.
+                    live.quiet_until = state.last_seq + BACKGROUND_BACKOFF
+                else:
+                    live.late_for = active.id  # a Config of schema 4: for the whole cycle
                 return
         if prepared is not None:
             # Whether it will absorb the growth changes slowly as messages come (both views

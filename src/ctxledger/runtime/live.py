@@ -57,6 +57,7 @@ class Live:
         "bound",
         "id",
         "last_event_seq",
+        "late_for",
         "lease",
         "op",
         "pending_writes",
@@ -87,6 +88,8 @@ class Live:
         self.quiet_until = 0  # no background compaction is looked for before this seq
         # The prepared summary last found to absorb the growth, and the estimate then.
         self.absorbing: tuple[str, int] | None = None
+        # The checkpoint after which no summary could be prepared in time (see ready_in_time).
+        self.late_for: str | None = None
 
     @property
     def idle(self) -> bool:
