@@ -14,12 +14,15 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING, assert_never
 
 import pykka
 
 from ctxledger.runtime.failures import LoggedFailures
-from ctxledger.runtime.messages import BackgroundEnded, Prepare, Pressure
+from ctxledger.runtime.messages import BackgroundEnded, BudgetMessage, Prepare, Pressure
+
+if TYPE_CHECKING:
+    from ctxledger.runtime.history import HistoryActor
 
 __all__ = ["BudgetActor"]
 
@@ -37,22 +40,23 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
         super().__init__()
         self._max_running = max_running
         self._running: set[str] = set()
-        self._queued: dict[str, tuple[float, int, Any]] = {}
+        self._queued: dict[str, tuple[float, int, pykka.ActorRef[HistoryActor]]] = {}
         self._heap: list[tuple[float, int, str]] = []
         self._order = itertools.count()
 
-    def on_receive(self, message: Any) -> Any:
-        if isinstance(message, Pressure):
-            if message.session_id not in self._running:
-                entry = (-message.urgency, next(self._order), message.owner)
-                self._queued[message.session_id] = entry
-                heapq.heappush(self._heap, (entry[0], entry[1], message.session_id))
-        elif isinstance(message, BackgroundEnded):
-            self._running.discard(message.session_id)
-        else:
-            return super().on_receive(message)
+    def on_receive(self, message: BudgetMessage) -> None:
+        """Handle one message of the actor's closed union."""
+        match message:
+            case Pressure():
+                if message.session_id not in self._running:
+                    entry = (-message.urgency, next(self._order), message.owner)
+                    self._queued[message.session_id] = entry
+                    heapq.heappush(self._heap, (entry[0], entry[1], message.session_id))
+            case BackgroundEnded():
+                self._running.discard(message.session_id)
+            case _:
+                assert_never(message)
         self._start()
-        return None
 
     def pressure(self) -> dict[str, float]:
         """Return the sessions waiting for a background compaction, with their urgency."""

@@ -20,8 +20,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 import pykka
 
@@ -29,7 +28,10 @@ from ctxledger._logging import get_logger
 from ctxledger.domain import Job, Summarizer, arun_summarizer, run_summarizer
 from ctxledger.domain.summary import is_async_summarizer
 from ctxledger.runtime.failures import LoggedFailures
-from ctxledger.runtime.messages import SummaryDone
+from ctxledger.runtime.messages import CompactionMessage, Summarize, SummaryDone
+
+if TYPE_CHECKING:
+    from ctxledger.runtime.history import HistoryActor
 
 __all__ = ["CompactionActor", "CompactionPool", "HostLoop"]
 
@@ -37,15 +39,6 @@ _log = get_logger(__name__)
 
 #: Retired workers (stuck in a summariser call) beyond which no replacement is started.
 MAX_RETIRED = 8
-
-
-@dataclass(slots=True)
-class _Run:
-    """A job for a worker: summarise ``job.plan`` and tell ``owner`` the outcome."""
-
-    session_id: str
-    job: Job
-    owner: Any
 
 
 class CompactionActor(LoggedFailures, pykka.ThreadingActor):
@@ -58,14 +51,17 @@ class CompactionActor(LoggedFailures, pykka.ThreadingActor):
         self._pool = pool
         self._summarizer = summarizer
 
-    def on_receive(self, message: Any) -> Any:
-        if not isinstance(message, _Run):
-            return super().on_receive(message)
-        started = time.monotonic()
-        summary, detail = _summarize(lambda: run_summarizer(message.job.plan, self._summarizer))
-        _answer(message, summary, detail, time.monotonic() - started)
-        self._pool.finished(self.actor_ref, message)
-        return None
+    def on_receive(self, message: CompactionMessage) -> None:
+        """Handle one message of the actor's closed union."""
+        match message:
+            case Summarize():
+                started = time.monotonic()
+                plan = message.job.plan
+                summary, detail = _summarize(lambda: run_summarizer(plan, self._summarizer))
+                _answer(message, summary, detail, time.monotonic() - started)
+                self._pool.finished(self.actor_ref, message)
+            case _:
+                assert_never(message)
 
 
 class CompactionPool:
@@ -88,10 +84,10 @@ class CompactionPool:
         self._async = is_async_summarizer(summarizer)
         self._host_loop = loop
         self._lock = threading.Lock()
-        self._idle: deque[pykka.ActorRef[Any]] = deque()
-        self._queue: deque[_Run] = deque()
-        self._running: dict[str, tuple[pykka.ActorRef[Any], _Run]] = {}
-        self._retired: list[pykka.ActorRef[Any]] = []
+        self._idle: deque[pykka.ActorRef[CompactionActor]] = deque()
+        self._queue: deque[Summarize] = deque()
+        self._running: dict[str, tuple[pykka.ActorRef[CompactionActor], Summarize]] = {}
+        self._retired: list[pykka.ActorRef[CompactionActor]] = []
         self._futures: dict[str, concurrent.futures.Future[Any]] = {}
         self._stopped = False
         if not self._async:
@@ -99,14 +95,18 @@ class CompactionPool:
                 self._idle.append(CompactionActor.start(self, summarizer))
 
     def run(
-        self, session_id: str, job: Job, owner: Any, loop: asyncio.AbstractEventLoop | None
+        self,
+        session_id: str,
+        job: Job,
+        owner: pykka.ActorRef[HistoryActor],
+        loop: asyncio.AbstractEventLoop | None,
     ) -> None:
         """Summarise ``job`` and tell ``owner`` :class:`SummaryDone`; return at once.
 
         ``loop`` is the event loop of the caller waiting for it, if any: a coroutine summariser
         is awaited there.
         """
-        run = _Run(session_id, job, owner)
+        run = Summarize(session_id, job, owner)
         if self._async:
             self._run_async(run, loop)
             return
@@ -122,7 +122,7 @@ class CompactionPool:
                 return
         worker.tell(run)
 
-    def finished(self, worker: pykka.ActorRef[Any], run: _Run | None) -> None:
+    def finished(self, worker: pykka.ActorRef[CompactionActor], run: Summarize | None) -> None:
         """A worker is done with ``run`` (None: it is new): give it a queued job, or let it idle."""
         with self._lock:
             if run is not None:
@@ -175,7 +175,7 @@ class CompactionPool:
         for future in list(self._futures.values()):
             future.cancel()
 
-    def _run_async(self, run: _Run, loop: asyncio.AbstractEventLoop | None) -> None:
+    def _run_async(self, run: Summarize, loop: asyncio.AbstractEventLoop | None) -> None:
         target = loop if loop is not None and loop.is_running() else self._host_loop()
         started = time.monotonic()
         summarizer: Any = self._summarizer
@@ -207,7 +207,7 @@ def _summarize(call: Callable[[], str | None]) -> tuple[str | None, str]:
     return summary, ""
 
 
-def _answer(run: _Run, summary: str | None, detail: str, seconds: float) -> None:
+def _answer(run: Summarize, summary: str | None, detail: str, seconds: float) -> None:
     with contextlib.suppress(pykka.ActorDeadError):  # the host closed meanwhile
         run.owner.tell(SummaryDone(run.session_id, run.job, summary, detail, seconds))
 

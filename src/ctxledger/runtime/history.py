@@ -30,7 +30,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard, cast
+from typing import TYPE_CHECKING, Any, TypeGuard, assert_never, cast
 
 import msgspec
 import pykka
@@ -83,7 +83,7 @@ from ctxledger.runtime.failures import (
     refused,
     stranded_commands,
 )
-from ctxledger.runtime.leases import LeaseKeeper, LeaseLost
+from ctxledger.runtime.leases import LeaseKeeper
 from ctxledger.runtime.live import Live, Op, Write, fail, fail_work
 from ctxledger.runtime.messages import (
     BackgroundEnded,
@@ -92,6 +92,8 @@ from ctxledger.runtime.messages import (
     Durable,
     Evict,
     Execute,
+    HistoryMessage,
+    LeaseLost,
     Load,
     Loaded,
     Open,
@@ -107,6 +109,13 @@ from ctxledger.runtime.messages import (
 from ctxledger.runtime.recordable import check_recordable
 from ctxledger.runtime.waiters import LoopWaiter, Reply
 from ctxledger.storage import EventLog, LeaseStore, RecordedEvent
+
+if TYPE_CHECKING:
+    from ctxledger.runtime.budget import BudgetActor
+    from ctxledger.runtime.compaction import CompactionPool
+    from ctxledger.runtime.failures import Restarting
+    from ctxledger.runtime.projection import ProjectionPool
+    from ctxledger.runtime.timer import Timer
 
 __all__ = ["HistoryActor", "HistoryActorProxy", "Runtime", "overflow_message"]
 
@@ -146,17 +155,19 @@ class Runtime:
     tokenizer: Tokenizer
     new_id: Callable[[], str]
     clock: Callable[[], float]
-    compaction: Any
-    projection: Any
-    budget: Any
-    timer: Any
+    compaction: CompactionPool
+    projection: ProjectionPool
+    budget: Restarting[BudgetActor]
+    timer: Timer
     summarizer_name: str = ""
     recovered: set[str] = field(default_factory=set)
     leases: LeaseKeeper | None = None
     max_live: int = 1024
     live_counts: list[int] = field(default_factory=list)
-    history: list[Any] = field(default_factory=list)
-    restart: Callable[[int, Any], Any] = field(default=lambda _number, _ref: None)
+    history: list[pykka.ActorRef[HistoryActor]] = field(default_factory=list)
+    restart: Callable[[int, pykka.ActorRef[HistoryActor]], pykka.ActorRef[HistoryActor] | None] = (
+        field(default=lambda _number, _ref: None)
+    )
     closed: Callable[[], bool] = field(default=lambda: False)
 
 
@@ -192,35 +203,41 @@ class HistoryActor(_SimpleQueue):
         self._reactive: dict[str, list[str]] = {}
         self._lives: OrderedDict[str, Live] = OrderedDict()  # least recently used first
         self._tokens = 0
-        self._handlers: dict[type, Callable[[Any], None]] = {
-            Execute: self._on_command,
-            Decide: self._on_command,
-            Read: self._on_command,
-            Settle: self._on_command,
-            Open: self._on_command,
-            Durable: self._on_durable,
-            Loaded: self._on_loaded,
-            SummaryDone: self._on_summary,
-            SummaryTimeout: self._on_timeout,
-            Prepare: self._on_prepare,
-            LeaseLost: self._on_lease_lost,
-            Evict: self._on_evict,
-        }
 
     # --- pykka and supervision -------------------------------------------------------------------
 
     def _handle_receive(self, message: Any) -> Any:
         # The runtime's own messages first, ahead of pykka's checks for its proxy messages.
-        handler = self._handlers.get(type(message))
-        if handler is None:
-            return super()._handle_receive(message)
+        if type(message) in _OWN:
+            return self.on_receive(message)
+        return super()._handle_receive(message)
+
+    def on_receive(self, message: HistoryMessage) -> None:
+        """Handle one message of the actor's closed union (see the module docstring)."""
         try:
-            handler(message)
+            match message:
+                case Execute() | Decide() | Read() | Settle() | Open():
+                    self._on_command(message)
+                case Durable():
+                    self._on_durable(message)
+                case Loaded():
+                    self._on_loaded(message)
+                case SummaryDone():
+                    self._on_summary(message)
+                case SummaryTimeout():
+                    self._on_timeout(message)
+                case Prepare():
+                    self._on_prepare(message)
+                case LeaseLost():
+                    self._on_lease_lost(message)
+                case Evict():
+                    self._evict(ask_others=False)
+                case _:
+                    assert_never(message)
         except Exception as exc:  # a defect: it fails the request(s) involved, never the actor
             self._contain(message, exc)
-        return None
 
-    def _contain(self, message: Any, exc: Exception) -> None:
+    def _contain(self, message: HistoryMessage, exc: Exception) -> None:
         """Fail the request(s) ``message`` belongs to and restart its session from the log."""
         session_id = getattr(message, "session_id", None)
         log_failure(
@@ -951,9 +968,6 @@ class HistoryActor(_SimpleQueue):
         live.lease = None
         self._forget(live, error, queued=True)
 
-    def _on_evict(self, message: Evict) -> None:
-        self._evict(ask_others=False)
-
     def _evict(self, *, ask_others: bool = True) -> None:
         """While the host holds more than ``max_live`` states, drop this actor's least recently
         used idle ones (their log stays); one pass at most over the states in use. If that is
@@ -1001,7 +1015,14 @@ def _abandoned(compaction_id: str) -> CompactionFailed:
     )
 
 
-def _teller(ref: pykka.ActorRef[Any], message: Any) -> Callable[[], None]:
+#: The message types of :data:`HistoryMessage` (for the dispatch ahead of pykka's own).
+_OWN = frozenset(
+    {Execute, Decide, Read, Settle, Open, Durable, Loaded, SummaryDone, SummaryTimeout, Prepare,
+     LeaseLost, Evict}
+)  # fmt: skip
+
+
+def _teller(ref: pykka.ActorRef[HistoryActor], message: HistoryMessage) -> Callable[[], None]:
     def tell() -> None:
         with contextlib.suppress(pykka.ActorDeadError):
             ref.tell(message)

@@ -386,7 +386,7 @@ class Host:
 
     # --- routing -------------------------------------------------------------------------------
 
-    def _owner(self, session_id: str) -> pykka.ActorRef[Any]:
+    def _owner(self, session_id: str) -> pykka.ActorRef[HistoryActor]:
         assert self._router is not None
         return self._router.owner(session_id)
 

@@ -1,40 +1,56 @@
-"""The typed messages the runtime's actors exchange.
+"""The typed messages the runtime's actors exchange: frozen Structs in one closed union per actor.
 
 Commands come from :class:`~ctxledger.runtime.Session` handles and go to the history actor that
 owns the session; each carries the caller's reply slot. The other messages flow between the
 actors and the journal: a load finished, a batch is durable, a summary arrived or timed out, a
-session's token pressure changed.
+session's token pressure changed. Each actor's ``on_receive`` matches its union
+(:data:`HistoryMessage`, :data:`BudgetMessage`, :data:`ProjectionMessage`,
+:data:`CompactionMessage`, :data:`LeaseMessage`) exhaustively, with ``assert_never`` as the
+default, so a message added to a union and not handled is a type error.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
+import pykka
 
 from ctxledger.config import Config
 from ctxledger.domain import Compact, Job, Serve, SessionState, place_message, shown_messages
 from ctxledger.domain.commands import Command as DomainCommand
+from ctxledger.errors import LeaseLostError
 from ctxledger.runtime.waiters import Reply
 from ctxledger.storage import Lease, RecordedEvent
 
+if TYPE_CHECKING:
+    from ctxledger.runtime.history import HistoryActor
+
 __all__ = [
     "BackgroundEnded",
+    "BudgetMessage",
     "Command",
+    "CompactionMessage",
     "Decide",
     "Durable",
     "Evict",
     "Execute",
+    "HistoryMessage",
+    "LeaseLost",
+    "LeaseMessage",
     "Load",
     "Loaded",
     "Open",
     "Prepare",
     "Pressure",
+    "ProjectionMessage",
     "Query",
     "Read",
+    "ReleaseLease",
+    "RenewLeases",
     "SaveSnapshot",
     "Settle",
+    "Summarize",
     "SummaryDone",
     "SummaryTimeout",
     "answer_query",
@@ -83,19 +99,22 @@ def answer_query(query: Query, state: SessionState, last_event_seq: int) -> Any:
 
 
 # --- commands: Session handle -> history actor ---------------------------------------------------
+# The one field of a message that is not plain data is a command's ``reply``: the caller's
+# one-shot reply slot (:mod:`ctxledger.runtime.waiters`), the envelope's return address as
+# pykka's own ``Envelope.reply_to`` future is. Nothing in a message is ever called; a reply slot
+# is only resolved, once, by whoever finishes the request (the history actor, or the journal's
+# commit callback for a request whose last batch it committed).
 
 
-@dataclass(slots=True)
-class Command:
+class Command(msgspec.Struct, frozen=True):
     """A request of a session's caller; ``reply`` receives the answer (or the error)."""
 
     session_id: str
     reply: Reply
 
 
-@dataclass(slots=True)
-class Open(Command):
-    """Activate the session, creating it with ``config`` when it does not exist.
+class Open(Command, frozen=True):
+    """Activate the session, creating it with ``create_config`` when it does not exist.
 
     An existing session whose Config differs from a given ``config`` records ``ConfigChanged``.
     A ``system`` prompt is appended while the conversation is empty, else checked against the
@@ -107,8 +126,7 @@ class Open(Command):
     system: str | None = None
 
 
-@dataclass(slots=True)
-class Execute(Command):
+class Execute(Command, frozen=True):
     """Decide ``command`` on the session's current state
     (:func:`ctxledger.domain.commands.execute`), record its events and answer its answer; a
     command the domain refuses is answered with the error, and nothing is recorded."""
@@ -116,8 +134,7 @@ class Execute(Command):
     command: DomainCommand
 
 
-@dataclass(slots=True)
-class Decide(Command):
+class Decide(Command, frozen=True):
     """Run the decision step for ``request`` (a step, a compaction) to its end.
 
     ``reactive``: retry with ``prompt_too_long`` compactions, harder each time, until one
@@ -128,13 +145,11 @@ class Decide(Command):
     reactive: bool = False
 
 
-@dataclass(slots=True)
-class Settle(Command):
+class Settle(Command, frozen=True):
     """Answer once no background summary is being prepared for the session (nor about to be)."""
 
 
-@dataclass(slots=True)
-class Read(Command):
+class Read(Command, frozen=True):
     """Answer ``query`` on a consistent state of the session (:func:`answer_query`)."""
 
     query: Query
@@ -143,8 +158,7 @@ class Read(Command):
 # --- between the actors and the journal ----------------------------------------------------------
 
 
-@dataclass(slots=True)
-class Load:
+class Load(msgspec.Struct, frozen=True):
     """Projection actor: fold the session (creating it with ``create_config`` if missing).
 
     Without ``create_config`` a missing session fails the load (``UnknownSessionError``).
@@ -152,14 +166,13 @@ class Load:
 
     session_id: str
     create_config: Config | None
-    owner: Any  # the history actor's ref, told ``Loaded``
+    owner: pykka.ActorRef[HistoryActor]  # told ``Loaded``
     #: On a shared log: when (``time.monotonic()``) to stop waiting for another host's lease
     #: (set by the first attempt).
     lease_deadline: float | None = None
 
 
-@dataclass(slots=True)
-class Loaded:
+class Loaded(msgspec.Struct, frozen=True):
     """History actor: a session's state is ready (or could not be loaded: ``error``)."""
 
     session_id: str
@@ -169,8 +182,7 @@ class Loaded:
     lease: Lease | None = None  # on a shared log: the lease this host now serves it under
 
 
-@dataclass(slots=True)
-class Durable:
+class Durable(msgspec.Struct, frozen=True):
     """History actor: the write ``token`` of a session is durable (``records``) or failed."""
 
     session_id: str
@@ -179,8 +191,7 @@ class Durable:
     error: BaseException | None
 
 
-@dataclass(slots=True)
-class SummaryDone:
+class SummaryDone(msgspec.Struct, frozen=True):
     """History actor: the summariser answered ``job`` (``summary`` None when it failed)."""
 
     session_id: str
@@ -190,16 +201,33 @@ class SummaryDone:
     seconds: float
 
 
-@dataclass(slots=True)
-class SummaryTimeout:
+class SummaryTimeout(msgspec.Struct, frozen=True):
     """History actor: ``job`` has run for ``summary_timeout`` seconds."""
 
     session_id: str
     job: Job
 
 
-@dataclass(slots=True)
-class Pressure:
+class Prepare(msgspec.Struct, frozen=True):
+    """History actor: start a background compaction for the session if one is still due."""
+
+    session_id: str
+
+
+class Evict(msgspec.Struct, frozen=True):
+    """History actor: the host holds more session states than ``max_active_sessions`` and the
+    actor that noticed could not evict enough of its own; evict idle ones here."""
+
+
+class LeaseLost(msgspec.Struct, frozen=True):
+    """History actor: the host no longer holds ``lease`` (another host took the session over)."""
+
+    session_id: str
+    lease: Lease
+    error: LeaseLostError
+
+
+class Pressure(msgspec.Struct, frozen=True):
     """Budget actor: a session's estimate crossed the point where a summary should be prepared.
 
     ``urgency`` is the estimate over the compaction threshold: sessions closest to it first.
@@ -207,31 +235,16 @@ class Pressure:
 
     session_id: str
     urgency: float
-    owner: Any  # the history actor's ref, told ``Prepare``
+    owner: pykka.ActorRef[HistoryActor]  # told ``Prepare``
 
 
-@dataclass(slots=True)
-class Prepare:
-    """History actor: start a background compaction for the session if one is still due."""
-
-    session_id: str
-
-
-@dataclass(slots=True)
-class BackgroundEnded:
+class BackgroundEnded(msgspec.Struct, frozen=True):
     """Budget actor: a session's background compaction ended (or never started)."""
 
     session_id: str
 
 
-@dataclass(slots=True)
-class Evict:
-    """To a history actor: the host holds more session states than ``max_active_sessions`` and
-    the actor that noticed could not evict enough of its own; evict idle ones here."""
-
-
-@dataclass(slots=True)
-class SaveSnapshot:
+class SaveSnapshot(msgspec.Struct, frozen=True):
     """Projection actor: store ``data``, the session's snapshot after event ``seq``, and drop
     the older ones it no longer needs (:func:`~ctxledger.replay.loading.snapshots_to_drop`).
 
@@ -242,6 +255,42 @@ class SaveSnapshot:
     session_id: str
     seq: int
     data: bytes
-    owner: Any
+    owner: pykka.ActorRef[HistoryActor]
     token: int
     interval: int  # the session's snapshot interval (for which older snapshots to keep)
+
+
+class Summarize(msgspec.Struct, frozen=True):
+    """Compaction actor (a worker of the pool): summarise ``job.plan`` and tell ``owner``
+    :class:`SummaryDone`."""
+
+    session_id: str
+    job: Job
+    owner: pykka.ActorRef[HistoryActor]
+
+
+class RenewLeases(msgspec.Struct, frozen=True):
+    """Lease actor: renew every lease the host holds, in one batch."""
+
+
+class ReleaseLease(msgspec.Struct, frozen=True):
+    """Lease actor: give ``lease`` back (its session was evicted or could not be loaded)."""
+
+    lease: Lease
+
+
+# --- the closed union of each actor's messages (each actor matches its union exhaustively) -----
+
+#: What a history actor is told: its sessions' commands and the reports of their work.
+HistoryMessage = (
+    Execute | Decide | Read | Settle | Open
+    | Durable | Loaded | SummaryDone | SummaryTimeout | Prepare | LeaseLost | Evict
+)  # fmt: skip
+#: What the budget actor is told.
+BudgetMessage = Pressure | BackgroundEnded
+#: What a projection actor is told.
+ProjectionMessage = Load | SaveSnapshot
+#: What a compaction actor (a summariser worker) is told.
+CompactionMessage = Summarize
+#: What the lease actor is told.
+LeaseMessage = RenewLeases | ReleaseLease

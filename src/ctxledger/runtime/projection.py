@@ -17,8 +17,9 @@ import contextlib
 import itertools
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import assert_never, cast
 
+import msgspec
 import pykka
 
 from ctxledger._logging import get_logger
@@ -32,7 +33,7 @@ from ctxledger.events import SessionOpened
 from ctxledger.replay.loading import fold_session, snapshots_to_drop
 from ctxledger.runtime.failures import LoggedFailures, Restarting, log_failure
 from ctxledger.runtime.leases import LeaseKeeper
-from ctxledger.runtime.messages import Durable, Load, Loaded, SaveSnapshot
+from ctxledger.runtime.messages import Durable, Load, Loaded, ProjectionMessage, SaveSnapshot
 from ctxledger.runtime.recordable import check_recordable
 from ctxledger.storage import EventLog, Lease, LeaseStore
 
@@ -55,14 +56,15 @@ class ProjectionActor(LoggedFailures, pykka.ThreadingActor):
         self._clock = clock
         self._leases = leases
 
-    def on_receive(self, message: Any) -> Any:
-        if isinstance(message, Load):
-            self._load(message)
-        elif isinstance(message, SaveSnapshot):
-            self._save(message)
-        else:
-            return super().on_receive(message)
-        return None
+    def on_receive(self, message: ProjectionMessage) -> None:
+        """Handle one message of the actor's closed union."""
+        match message:
+            case Load():
+                self._load(message)
+            case SaveSnapshot():
+                self._save(message)
+            case _:
+                assert_never(message)
 
     def _load(self, message: Load) -> None:
         log, session_id = self._event_log, message.session_id
@@ -110,7 +112,8 @@ class ProjectionActor(LoggedFailures, pykka.ThreadingActor):
         except LeaseHeldError as exc:
             now = time.monotonic()
             if message.lease_deadline is None:
-                message.lease_deadline = now + keeper.wait
+                message = msgspec.structs.replace(message, lease_deadline=now + keeper.wait)
+            assert message.lease_deadline is not None
             left = message.lease_deadline - now
             if left <= 0:
                 raise
@@ -150,7 +153,7 @@ class ProjectionPool:
         size: int,
         leases: LeaseKeeper | None = None,
     ) -> None:
-        self._actors = [
+        self._actors: list[Restarting[ProjectionActor]] = [
             Restarting(lambda: ProjectionActor.start(log, clock, leases), "ProjectionActor")
             for _ in range(size)
         ]
@@ -170,7 +173,7 @@ class ProjectionPool:
             actor.stop(timeout=30)
 
 
-def _teller(ref: pykka.ActorRef[Any], message: Any) -> Callable[[], None]:
+def _teller(ref: pykka.ActorRef[ProjectionActor], message: Load) -> Callable[[], None]:
     def tell() -> None:
         with contextlib.suppress(pykka.ActorDeadError):
             ref.tell(message)
