@@ -26,6 +26,7 @@ to the actor, one to the journal, and the journal's wake-up of the caller.
 from __future__ import annotations
 
 import contextlib
+import queue
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
@@ -171,19 +172,7 @@ class Runtime:
     closed: Callable[[], bool] = field(default=lambda: False)
 
 
-class _SimpleQueue(pykka.ThreadingActor):
-    """A pykka actor whose inbox is a ``queue.SimpleQueue`` (lock-free put, C implementation)."""
-
-    use_daemon_thread = True  # never keeps the interpreter alive (see runtime.lifecycle)
-
-    @staticmethod
-    def _create_actor_inbox() -> Any:
-        import queue
-
-        return queue.SimpleQueue()
-
-
-class HistoryActor(_SimpleQueue):
+class HistoryActor(pykka.ThreadingActor):
     """Owns a share of a host's sessions; see the module docstring.
 
     Args:
@@ -192,6 +181,8 @@ class HistoryActor(_SimpleQueue):
             used idle ones (re-activated from snapshot and tail when needed).
         number: This actor's number (sessions are routed to it by their id).
     """
+
+    use_daemon_thread = True  # never keeps the interpreter alive (see runtime.lifecycle)
 
     def __init__(self, runtime: Runtime, number: int) -> None:
         super().__init__()
@@ -205,12 +196,6 @@ class HistoryActor(_SimpleQueue):
         self._tokens = 0
 
     # --- pykka and supervision -------------------------------------------------------------------
-
-    def _handle_receive(self, message: Any) -> Any:
-        # The runtime's own messages first, ahead of pykka's checks for its proxy messages.
-        if type(message) in _OWN:
-            return self.on_receive(message)
-        return super()._handle_receive(message)
 
     def on_receive(self, message: HistoryMessage) -> None:
         """Handle one message of the actor's closed union (see the module docstring)."""
@@ -302,6 +287,7 @@ class HistoryActor(_SimpleQueue):
         """Fail every caller still waiting: the host is closing (or, outside ``close()``, the
         actor was stopped; the host starts a fresh one on the next command)."""
         self._hand_over(None)
+        self._strand()
 
     def on_failure(self, *exc_info: Any) -> None:
         """The actor dies after all (a defect in the code above): log it, fail the requests in
@@ -311,6 +297,7 @@ class HistoryActor(_SimpleQueue):
             log_failure("history_actor_failed", exc, actor=self._number)
         self._rt.restart(self._number, self.actor_ref)
         self._hand_over(internal(f"history actor {self._number} failed: {exc!r}", exc))
+        self._strand()
 
     def _hand_over(self, error: BaseException | None) -> None:
         rt = self._rt
@@ -328,8 +315,16 @@ class HistoryActor(_SimpleQueue):
         rt.live_counts[self._number] = 0
         self._route(queued)
 
-    def _actor_loop_teardown(self) -> None:
-        # pykka drops what is left in a stopped actor's inbox; a caller waits on each command.
+    def _strand(self) -> None:
+        """Hand on the commands left in the inbox of this stopped (or dead) actor.
+
+        pykka drops what is left in a stopped actor's inbox, and a caller waits on each command.
+        Its refs put into the queue ``self.actor_ref.actor_inbox``; the actor's own attribute is
+        given an empty queue for pykka's teardown, so that only this drain and the router's (a
+        caller whose command went in after it: :meth:`HistoryRouter.tell` checks ``is_alive``
+        after each put) ever take from the refs' queue, each message once.
+        """
+        self.actor_inbox = queue.Queue()
         self._route(stranded_commands(self.actor_ref))
 
     def _route(self, commands: list[Command]) -> None:
@@ -1013,13 +1008,6 @@ def _abandoned(compaction_id: str) -> CompactionFailed:
         detail="no summariser is running for this background compaction",
         background=True,
     )
-
-
-#: The message types of :data:`HistoryMessage` (for the dispatch ahead of pykka's own).
-_OWN = frozenset(
-    {Execute, Decide, Read, Settle, Open, Durable, Loaded, SummaryDone, SummaryTimeout, Prepare,
-     LeaseLost, Evict}
-)  # fmt: skip
 
 
 def _teller(ref: pykka.ActorRef[HistoryActor], message: HistoryMessage) -> Callable[[], None]:
