@@ -48,6 +48,7 @@ from ctxledger.domain import (
     ModelView,
     Recover,
     Serve,
+    SessionState,
     Summarized,
     Tokenizer,
     decide,
@@ -73,9 +74,18 @@ from ctxledger.errors import (
     CtxLedgerError,
     HostClosedError,
     LeaseLostError,
+    SessionExistsError,
+    UnknownSessionError,
     VersionConflictError,
 )
-from ctxledger.events import CompactionFailed, Event, MessageAppended, ViewServed
+from ctxledger.events import (
+    CompactionFailed,
+    Event,
+    MessageAppended,
+    SessionForked,
+    SessionOpened,
+    ViewServed,
+)
 from ctxledger.replay.loading import snapshot_due
 from ctxledger.runtime.failures import (
     hand_to,
@@ -93,6 +103,7 @@ from ctxledger.runtime.messages import (
     Durable,
     Evict,
     Execute,
+    Fork,
     HistoryMessage,
     LeaseLost,
     Load,
@@ -109,7 +120,7 @@ from ctxledger.runtime.messages import (
 )
 from ctxledger.runtime.recordable import check_recordable
 from ctxledger.runtime.waiters import LoopWaiter, Reply
-from ctxledger.storage import EventLog, LeaseStore, RecordedEvent
+from ctxledger.storage import EventLog, Lease, LeaseStore, RecordedEvent
 
 if TYPE_CHECKING:
     from ctxledger.runtime.budget import BudgetActor
@@ -201,7 +212,7 @@ class HistoryActor(pykka.ThreadingActor):
         """Handle one message of the actor's closed union (see the module docstring)."""
         try:
             match message:
-                case Execute() | Decide() | Read() | Settle() | Open():
+                case Execute() | Decide() | Read() | Settle() | Open() | Fork():
                     self._on_command(message)
                 case Durable():
                     self._on_durable(message)
@@ -263,12 +274,8 @@ class HistoryActor(pykka.ThreadingActor):
             self._reload(live)
 
     def _reload(self, live: Live) -> None:
-        rt = self._rt
-        if live.lease is not None and rt.leases is not None:
-            rt.leases.release(live.lease)  # taken again by the load, as after an eviction
-            live.lease = None
         _log.warning("session_restarted", session_id=live.id, actor=self._number)
-        rt.projection.load(Load(live.id, None, self.actor_ref))
+        self._load(live)
 
     def _forget(self, live: Live, error: BaseException, *, queued: bool) -> None:
         """Fail the callers waiting on the work of ``live`` and stop its background work."""
@@ -354,8 +361,7 @@ class HistoryActor(pykka.ThreadingActor):
         live = self._lives.get(command.session_id)
         if live is None:
             live = self._lives[command.session_id] = Live(command.session_id)
-            open_config = command.create_config if isinstance(command, Open) else None
-            self._rt.projection.load(Load(command.session_id, open_config, self.actor_ref))
+            self._rt.projection.load(Load(command.session_id, self.actor_ref))
         else:
             self._lives.move_to_end(command.session_id)
         live.queue.append(command)
@@ -386,31 +392,29 @@ class HistoryActor(pykka.ThreadingActor):
     def _start(self, live: Live, command: Command) -> None:
         state = live.state
         assert state is not None
-        kind = type(command)
-        if kind is Execute:
-            assert isinstance(command, Execute)
-            self._execute(live, command.reply, command.command)
-        elif kind is Decide:
-            assert isinstance(command, Decide)
-            op = live.op = Op(command, command.request)
-            if command.reactive:
-                tried = self._reactive.setdefault(live.id, [])
-                op.attempt = len(tried)
-                self._attempt(live, op, tried)
-                return
-            self._decide(live, op)
-        elif kind is Read:
-            assert isinstance(command, Read)
-            command.reply.resolve(answer_query(command.query, state, live.last_event_seq))
-        elif kind is Settle:
-            if self._settled(live):
-                command.reply.resolve(None)
-            else:
-                live.settle_replies.append(command.reply)
-        elif kind is Open:
-            assert isinstance(command, Open)
-            configure = Configure(config=command.config, system=command.system)
-            self._execute(live, command.reply, configure)
+        match command:
+            case Execute():
+                self._execute(live, command.reply, command.command)
+            case Decide():
+                op = live.op = Op(command, command.request)
+                if command.reactive:
+                    tried = self._reactive.setdefault(live.id, [])
+                    op.attempt = len(tried)
+                    self._attempt(live, op, tried)
+                    return
+                self._decide(live, op)
+            case Read():
+                command.reply.resolve(answer_query(command.query, state, live.last_event_seq))
+            case Settle():
+                if self._settled(live):
+                    command.reply.resolve(None)
+                else:
+                    live.settle_replies.append(command.reply)
+            case Open():
+                configure = Configure(config=command.config, system=command.system)
+                self._execute(live, command.reply, configure)
+            case Fork():
+                fail(command.reply, SessionExistsError(f"session {live.id!r} already exists"))
 
     def _execute(self, live: Live, reply: Reply, command: DomainCommand) -> None:
         """Decide a command that records without compacting
@@ -860,6 +864,9 @@ class HistoryActor(pykka.ThreadingActor):
             return
         write = live.writing
         live.writing = None
+        if live.creating is not None:
+            self._created(live, message)
+            return
         state = live.state
         if state is None:  # restarting: the old state's last batch is in, load the new one
             self._reload(live)
@@ -874,22 +881,7 @@ class HistoryActor(pykka.ThreadingActor):
             return
         records = message.records
         if message.error is None and records:
-            apply = state.apply
-            for record in records:
-                event = record.event
-                apply(event)
-                if type(event) is not MessageAppended and type(event) is not ViewServed:
-                    live.bound = None  # it may change the estimate in any direction
-            previous, live.last_event_seq = live.last_event_seq, records[-1].seq
-            if snapshot_due(previous, live.last_event_seq, state.config.snapshot_interval):
-                # Taken after the fold, so snapshot + tail replays to exactly this state.
-                self._tokens += 1
-                snapshot = Write(self._tokens, (), None, None, None, None)
-                try:
-                    snapshot.snapshot = (live.last_event_seq, state.to_snapshot())
-                    live.pending_writes.appendleft(snapshot)
-                except Exception as exc:  # an optimisation: its loss costs a longer fold
-                    log_failure("snapshot_not_taken", exc, session_id=live.id)
+            self._fold(live, state, records)
         if message.error is not None and write.op is not None and write.op is live.op:
             # A batch of a command in progress failed: the command fails with it.
             op, live.op = live.op, None
@@ -902,12 +894,36 @@ class HistoryActor(pykka.ThreadingActor):
             return
         self._pump(live)
 
-    # --- activation and eviction -----------------------------------------------------------------
+    def _fold(self, live: Live, state: SessionState, records: list[RecordedEvent]) -> None:
+        """Fold a durable batch into the session's state (and take a snapshot when due)."""
+        apply = state.apply
+        for record in records:
+            event = record.event
+            apply(event)
+            if type(event) is not MessageAppended and type(event) is not ViewServed:
+                live.bound = None  # it may change the estimate in any direction
+        previous, live.last_event_seq = live.last_event_seq, records[-1].seq
+        if snapshot_due(previous, live.last_event_seq, state.config.snapshot_interval):
+            # Taken after the fold, so snapshot + tail replays to exactly this state.
+            self._tokens += 1
+            snapshot = Write(self._tokens, (), None, None, None, None)
+            try:
+                snapshot.snapshot = (live.last_event_seq, state.to_snapshot())
+                live.pending_writes.appendleft(snapshot)
+            except Exception as exc:  # an optimisation: its loss costs a longer fold
+                log_failure("snapshot_not_taken", exc, session_id=live.id)
+
+    # --- activation, creation and eviction -------------------------------------------------------
 
     def _on_loaded(self, message: Loaded) -> None:
         live = self._lives.get(message.session_id)
         rt = self._rt
         lease = message.lease
+        if live is not None and isinstance(message.error, UnknownSessionError):
+            creator = next((c for c in live.queue if isinstance(c, Open | Fork)), None)
+            if creator is not None:
+                self._create(live, creator, lease)
+                return
         if live is None or message.error is not None or message.state is None:
             if lease is not None and rt.leases is not None:
                 rt.leases.release(lease)
@@ -942,6 +958,75 @@ class HistoryActor(pykka.ThreadingActor):
                 self._write(live, decision.events)
                 return
         self._pump(live)
+
+    def _create(self, live: Live, creator: Open | Fork, lease: Lease | None) -> None:
+        """Write the first events of a session that does not exist yet (this actor is its single
+        writer; on a shared log the load took its lease). ``creator`` is the command that asked
+        for it: an ``Open`` stays queued (it configures the new session), a ``Fork`` is answered
+        once its events are durable (see :meth:`_created`)."""
+        rt = self._rt
+        if lease is not None and rt.leases is not None:
+            live.lease = lease
+            rt.leases.hold(lease, self.actor_ref)
+        opened = SessionOpened(
+            session_id=live.id,
+            config=creator.config if isinstance(creator, Fork) else creator.create_config,
+            created_at=rt.clock(),
+        )
+        events: list[Event] = [opened]
+        if isinstance(creator, Fork):
+            live.queue = deque(command for command in live.queue if command is not creator)
+            events.append(
+                SessionForked(
+                    parent_id=creator.parent_id,
+                    at_seq=creator.at_seq,
+                    parent_event_seq=creator.parent_event_seq,
+                )
+            )
+        live.creating = creator
+        live.last_event_seq = 0
+        self._write(live, events)
+
+    def _created(self, live: Live, message: Durable) -> None:
+        """The first events of a new session are durable (or failed)."""
+        creator, live.creating = live.creating, None
+        assert creator is not None
+        rt = self._rt
+        error = message.error
+        if isinstance(creator, Fork):
+            if isinstance(error, VersionConflictError):
+                error = SessionExistsError(f"session {live.id!r} already exists")
+            creator.reply.resolve(None, error)
+        if isinstance(error, LeaseLostError) and live.lease is not None:
+            self._drop(live, error)
+            return
+        if isinstance(error, VersionConflictError | SessionExistsError):
+            # Another writer (a host sharing the log) created it first: load it as it is.
+            self._reload(live)
+            return
+        if error is not None:  # nothing was written: the session's callers fail with it
+            if live.lease is not None and rt.leases is not None:
+                rt.leases.release(live.lease)
+            del self._lives[live.id]
+            self._forget(live, error, queued=True)
+            return
+        rt.recovered.add(live.id)  # nothing to repair in a session that starts now
+        if isinstance(creator, Fork):
+            # Its state is its parent's up to the fork point: folded by a projection actor.
+            self._load(live)
+            return
+        assert message.records
+        state = live.state = SessionState.new(live.id, creator.create_config)
+        self._fold(live, state, message.records)
+        self._pump(live)
+
+    def _load(self, live: Live) -> None:
+        """Fold the session again from the log, on a projection actor (answered ``Loaded``)."""
+        rt = self._rt
+        if live.lease is not None and rt.leases is not None:
+            rt.leases.release(live.lease)  # taken again by the load, as after an eviction
+            live.lease = None
+        rt.projection.load(Load(live.id, self.actor_ref))
 
     def _on_lease_lost(self, message: LeaseLost) -> None:
         live = self._lives.get(message.session_id)

@@ -15,7 +15,7 @@ from typing import Any
 
 from ctxledger.domain import Job, Request, SessionState
 from ctxledger.events import Event
-from ctxledger.runtime.messages import Command
+from ctxledger.runtime.messages import Command, Fork, Open
 from ctxledger.runtime.waiters import Reply
 from ctxledger.storage import Lease, RecordedEvent
 
@@ -55,6 +55,7 @@ class Live:
         "background",
         "background_timer",
         "bound",
+        "creating",
         "id",
         "last_event_seq",
         "late_for",
@@ -73,6 +74,8 @@ class Live:
     def __init__(self, session_id: str) -> None:
         self.id = session_id
         self.state: SessionState | None = None  # None while the projection actors load it
+        # The command whose creation of the session is being written (its first events).
+        self.creating: Open | Fork | None = None
         self.last_event_seq = 0
         self.lease: Lease | None = None  # on a shared log: every write is fenced with it
         self.queue: deque[Command] = deque()  # commands waiting for the current one
@@ -144,14 +147,17 @@ def fail_work(live: Live, error: BaseException, *, queued: bool) -> None:
     """Fail the callers waiting on the work in progress of ``live`` and forget that work.
 
     The command in progress (unless its reply already went to the journal with its last batch,
-    which answers it) and the batches not yet handed to the journal fail with ``error``. With
-    ``queued`` the commands waiting for their turn and the callers of ``wait_background`` fail
-    too; without, they stay queued for the session's next state. The batch in the journal, if
-    any (``live.writing``), is left to the journal, which answers its caller.
+    which answers it), a fork being created and the batches not yet handed to the journal fail
+    with ``error``. With ``queued`` the commands waiting for their turn and the callers of
+    ``wait_background`` fail too; without, they stay queued for the session's next state. The
+    batch in the journal, if any (``live.writing``), is left to the journal, which answers its
+    caller.
     """
     op = live.op
     if op is not None and not op.handed_off:
         fail(op.command.reply, error)
+    if isinstance(live.creating, Fork):  # answered by the history actor, not by the journal
+        fail(live.creating.reply, error)
     for write in live.pending_writes:
         if write.reply is not None:
             fail(write.reply, error)

@@ -35,6 +35,7 @@ __all__ = [
     "Durable",
     "Evict",
     "Execute",
+    "Fork",
     "HistoryMessage",
     "LeaseLost",
     "LeaseMessage",
@@ -155,17 +156,29 @@ class Read(Command, frozen=True):
     query: Query
 
 
+class Fork(Command, frozen=True):
+    """Create the session as a fork of ``parent_id`` at its message ``at_seq`` (event
+    ``parent_event_seq``), with the parent's Config there; answered once the fork's first
+    events are durable, or with ``SessionExistsError`` if the session exists."""
+
+    parent_id: str
+    at_seq: int
+    parent_event_seq: int
+    config: Config
+
+
 # --- between the actors and the journal ----------------------------------------------------------
 
 
 class Load(msgspec.Struct, frozen=True):
-    """Projection actor: fold the session (creating it with ``create_config`` if missing).
+    """Projection actor: fold the session from its newest snapshot and the events after it.
 
-    Without ``create_config`` a missing session fails the load (``UnknownSessionError``).
+    A missing session is answered with ``UnknownSessionError``: its history actor, the single
+    writer, creates it if a command asks for that (on a shared log, under the lease the load
+    took).
     """
 
     session_id: str
-    create_config: Config | None
     owner: pykka.ActorRef[HistoryActor]  # told ``Loaded``
     #: On a shared log: when (``time.monotonic()``) to stop waiting for another host's lease
     #: (set by the first attempt).
@@ -283,7 +296,7 @@ class ReleaseLease(msgspec.Struct, frozen=True):
 
 #: What a history actor is told: its sessions' commands and the reports of their work.
 HistoryMessage = (
-    Execute | Decide | Read | Settle | Open
+    Execute | Decide | Read | Settle | Open | Fork
     | Durable | Loaded | SummaryDone | SummaryTimeout | Prepare | LeaseLost | Evict
 )  # fmt: skip
 #: What the budget actor is told.
