@@ -27,7 +27,7 @@ from ctxledger import (
 from ctxledger.replay import verify
 from ctxledger.runtime import history as history_module
 from ctxledger.runtime.history import HistoryActor
-from ctxledger.runtime.messages import SummaryTimeout
+from ctxledger.runtime.messages import SummaryDone
 from guards import GUARD, call_in_thread, deep_list
 from log_capture import capture_logs
 
@@ -227,7 +227,7 @@ def test_a_dead_history_actor_is_replaced_and_no_caller_waits_forever(
                 type(e).__name__ == "CompactionStarted" for e in _events(host, "busy")
             ):
                 waiting.join(0.01)
-            dead.tell(SummaryTimeout("busy", None))  # type: ignore[arg-type]
+            dead.tell(SummaryDone("busy", None, None, "", 0.0))  # type: ignore[arg-type]
             waiting.join(GUARD)
             assert not waiting.is_alive(), "the caller of the dead actor hangs"
         release.set()

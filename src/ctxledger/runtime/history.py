@@ -115,7 +115,6 @@ from ctxledger.runtime.messages import (
     SaveSnapshot,
     Settle,
     SummaryDone,
-    SummaryTimeout,
     answer_query,
 )
 from ctxledger.runtime.recordable import check_recordable
@@ -220,8 +219,6 @@ class HistoryActor(pykka.ThreadingActor):
                     self._on_loaded(message)
                 case SummaryDone():
                     self._on_summary(message)
-                case SummaryTimeout():
-                    self._on_timeout(message)
                 case Prepare():
                     self._on_prepare(message)
                 case LeaseLost():
@@ -279,14 +276,11 @@ class HistoryActor(pykka.ThreadingActor):
 
     def _forget(self, live: Live, error: BaseException, *, queued: bool) -> None:
         """Fail the callers waiting on the work of ``live`` and stop its background work."""
-        op, rt = live.op, self._rt
-        for handle in (live.background_timer, op.job_timer if op is not None else None):
-            if handle is not None:
-                rt.timer.cancel(handle)
+        rt = self._rt
         if live.background is not None or live.pressure_sent or live.prepare_pending:
             rt.budget.tell(BackgroundEnded(live.id))  # budget counts it as running until then
         fail_work(live, error, queued=queued)
-        live.background = live.background_timer = None
+        live.background = None
         live.pressure_sent = False
         live.bound = None
 
@@ -548,53 +542,48 @@ class HistoryActor(pykka.ThreadingActor):
         self._decide(live, op)
 
     def _run_job(self, live: Live, op: Op | None, job: Job) -> None:
-        """The job's ``CompactionStarted`` is durable: hand the plan to the compaction pool."""
+        """The job's ``CompactionStarted`` is durable: hand it to the compaction pool, which
+        answers ``SummaryDone`` once (the summary, a failure or its timeout)."""
         state = live.state
         assert state is not None
+        loop = None
         if op is not None:
             if live.op is not op:
                 return  # the command failed meanwhile
             op.job_started = time.monotonic()
-        loop = None
-        if op is not None and isinstance(op.command.reply, LoopWaiter):
-            loop = op.command.reply.loop
-        timeout = state.config.summary_timeout
-        handle = self._rt.timer.call_later(
-            timeout, _teller(self.actor_ref, SummaryTimeout(live.id, job))
-        )
-        if op is not None:
-            op.job_timer = handle
-        else:
-            live.background_timer = handle
-        plan = job.plan
-        _log.info(
-            "compaction_started",
-            session_id=live.id,
-            compaction_id=job.compaction_id,
-            reason=plan.reason,
-            background=job.background,
-            retain_from_seq=plan.retain_from_seq,
-            messages=len(plan.messages),
-        )
-        self._rt.compaction.run(live.id, job, self.actor_ref, loop)
+            if isinstance(op.command.reply, LoopWaiter):
+                loop = op.command.reply.loop
+        rt = self._rt
+        rt.compaction.run(live.id, job, self.actor_ref, loop, state.config.summary_timeout)
 
     def _on_summary(self, message: SummaryDone) -> None:
         live = self._lives.get(message.session_id)
-        if live is None:
+        if live is None or live.state is None:
             return
-        self._summarized(live, message.job, message.summary, message.detail, message.seconds)
-
-    def _on_timeout(self, message: SummaryTimeout) -> None:
-        live = self._lives.get(message.session_id)
-        if live is None:
+        owner = self._current_job(live, message.job)
+        if owner is None:
+            return  # a late answer to a job that was abandoned
+        rt, state = self._rt, live.state
+        request = Summarized(
+            job=message.job,
+            summary=message.summary,
+            detail=message.detail,
+            summarizer=rt.summarizer_name,
+            seconds=message.seconds,
+        )
+        if owner is True:
+            decision = decide(
+                state, request, tokenizer=rt.tokenizer, new_id=rt.new_id, now=rt.clock
+            )
+            self._write(live, decision.events, on_done=lambda _r, _e: self._background_ended(live))
             return
-        job = message.job
-        state = live.state
-        if state is None or self._current_job(live, job) is None:
-            return
-        self._rt.compaction.abandon(job.compaction_id)
-        timeout = state.config.summary_timeout
-        self._summarized(live, job, None, f"summarizer timed out after {timeout}s", timeout)
+        assert isinstance(owner, Op)
+        op = owner
+        op.waited += time.monotonic() - op.job_started
+        op.job = None
+        request = msgspec.structs.replace(request, waited_seconds=op.waited)
+        decision = decide(state, request, tokenizer=rt.tokenizer, new_id=rt.new_id, now=rt.clock)
+        self._carry_out(live, op, decision)
 
     def _current_job(self, live: Live, job: Job) -> Op | bool | None:
         if live.background is not None and live.background.compaction_id == job.compaction_id:
@@ -603,65 +592,6 @@ class HistoryActor(pykka.ThreadingActor):
         if op is not None and op.job is not None and op.job.compaction_id == job.compaction_id:
             return op
         return None
-
-    def _summarized(
-        self, live: Live, job: Job, summary: str | None, detail: str, seconds: float
-    ) -> None:
-        owner = self._current_job(live, job)
-        if owner is None:
-            return  # a late answer to a job that timed out or was abandoned
-        if summary:
-            _log.info(
-                "compaction_finished",
-                session_id=live.id,
-                compaction_id=job.compaction_id,
-                background=job.background,
-                chars=len(summary),
-            )
-        else:
-            _log.warning(
-                "compaction_failed",
-                session_id=live.id,
-                compaction_id=job.compaction_id,
-                background=job.background,
-                detail=detail,
-            )
-        rt = self._rt
-        state = live.state
-        assert state is not None
-        if owner is True:
-            if live.background_timer is not None:
-                rt.timer.cancel(live.background_timer)
-                live.background_timer = None
-            request = Summarized(
-                job=job,
-                summary=summary,
-                detail=detail,
-                summarizer=rt.summarizer_name,
-                seconds=seconds,
-            )
-            decision = decide(
-                state, request, tokenizer=rt.tokenizer, new_id=rt.new_id, now=rt.clock
-            )
-            self._write(live, decision.events, on_done=lambda _r, _e: self._background_ended(live))
-            return
-        assert isinstance(owner, Op)
-        op = owner
-        if op.job_timer is not None:
-            rt.timer.cancel(op.job_timer)
-            op.job_timer = None
-        op.waited += time.monotonic() - op.job_started
-        op.job = None
-        request = Summarized(
-            job=job,
-            summary=summary,
-            detail=detail,
-            waited_seconds=op.waited,
-            summarizer=rt.summarizer_name,
-            seconds=seconds,
-        )
-        decision = decide(state, request, tokenizer=rt.tokenizer, new_id=rt.new_id, now=rt.clock)
-        self._carry_out(live, op, decision)
 
     # --- background compaction -------------------------------------------------------------------
 
@@ -833,12 +763,13 @@ class HistoryActor(pykka.ThreadingActor):
         session_id, token, reply, value = live.id, write.token, write.reply, write.value
 
         def committed(records: list[RecordedEvent] | None, error: BaseException | None) -> None:
-            # On the journal thread. The caller is answered first: its next request waits
-            # behind this batch anyway (the session is writing until Durable is handled).
-            if reply is not None:
-                reply.resolve(value if error is None else None, error)
+            # On the journal thread: the durable batch is published to the actors that fold
+            # it BEFORE the caller is answered, so that the caller's next command, queued
+            # behind it in the same FIFO mailbox, always finds it folded.
             with contextlib.suppress(pykka.ActorDeadError):
                 me.tell(Durable(session_id, token, records, error))
+            if reply is not None:
+                reply.resolve(value if error is None else None, error)
 
         log = self._rt.log
         try:
@@ -1093,11 +1024,3 @@ def _abandoned(compaction_id: str) -> CompactionFailed:
         detail="no summariser is running for this background compaction",
         background=True,
     )
-
-
-def _teller(ref: pykka.ActorRef[HistoryActor], message: HistoryMessage) -> Callable[[], None]:
-    def tell() -> None:
-        with contextlib.suppress(pykka.ActorDeadError):
-            ref.tell(message)
-
-    return tell

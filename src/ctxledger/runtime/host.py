@@ -176,7 +176,7 @@ class Host:
             else None
         )
         self._compaction = CompactionPool(
-            self.summarizer, chosen.compaction_workers, self._loop.get
+            self.summarizer, chosen.compaction_workers, self._loop.get, self._timer
         )
         self._projection = ProjectionPool(log, chosen.projection_actors, self._leases)
         background = chosen.background_compactions

@@ -53,7 +53,6 @@ class Live:
     __slots__ = (
         "absorbing",
         "background",
-        "background_timer",
         "bound",
         "creating",
         "id",
@@ -83,7 +82,6 @@ class Live:
         self.writing: Write | None = None
         self.pending_writes: deque[Write] = deque()
         self.background: Job | None = None  # a background summary being written
-        self.background_timer: int | None = None
         self.prepare_pending = False
         self.pressure_sent = False
         self.settle_replies: list[Reply] = []
@@ -118,7 +116,6 @@ class Op:
         "handed_off",
         "job",
         "job_started",
-        "job_timer",
         "request",
         "wait_started",
         "waited",
@@ -131,7 +128,6 @@ class Op:
         self.attempt = 0
         self.job: Job | None = None
         self.job_started = 0.0
-        self.job_timer: int | None = None
         self.waiting_for: str | None = None
         self.wait_started = 0.0
         self.waited = 0.0

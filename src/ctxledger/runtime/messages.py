@@ -53,7 +53,6 @@ __all__ = [
     "Settle",
     "Summarize",
     "SummaryDone",
-    "SummaryTimeout",
     "answer_query",
 ]
 
@@ -205,20 +204,14 @@ class Durable(msgspec.Struct, frozen=True):
 
 
 class SummaryDone(msgspec.Struct, frozen=True):
-    """History actor: the summariser answered ``job`` (``summary`` None when it failed)."""
+    """History actor: the compaction pool's one answer to ``job``: its summary, or None when
+    the summariser failed or timed out (``detail`` says which)."""
 
     session_id: str
     job: Job
     summary: str | None
     detail: str
     seconds: float
-
-
-class SummaryTimeout(msgspec.Struct, frozen=True):
-    """History actor: ``job`` has run for ``summary_timeout`` seconds."""
-
-    session_id: str
-    job: Job
 
 
 class Prepare(msgspec.Struct, frozen=True):
@@ -297,7 +290,7 @@ class ReleaseLease(msgspec.Struct, frozen=True):
 #: What a history actor is told: its sessions' commands and the reports of their work.
 HistoryMessage = (
     Execute | Decide | Read | Settle | Open | Fork
-    | Durable | Loaded | SummaryDone | SummaryTimeout | Prepare | LeaseLost | Evict
+    | Durable | Loaded | SummaryDone | Prepare | LeaseLost | Evict
 )  # fmt: skip
 #: What the budget actor is told.
 BudgetMessage = Pressure | BackgroundEnded
