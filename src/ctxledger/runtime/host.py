@@ -180,7 +180,11 @@ class Host:
         )
         self._projection = ProjectionPool(log, chosen.projection_actors, self._leases)
         background = chosen.background_compactions
-        self._budget = Restarting(lambda: BudgetActor.start(background), "budget")
+        # The estimate's bound grows by characters only for a tokenizer that counts them.
+        per_token = (
+            self.tokenizer.chars_per_token if type(self.tokenizer) is CharTokenizer else None
+        )
+        self._budget = Restarting(lambda: BudgetActor.start(background, per_token), "budget")
         runtime = Runtime(
             log=log,
             tokenizer=self.tokenizer,

@@ -25,7 +25,7 @@ __all__ = ["Live", "Op", "Write", "fail", "fail_work"]
 class Write:
     """A batch of one session in the journal; a session has at most one at a time."""
 
-    __slots__ = ("events", "on_done", "op", "reply", "snapshot", "token", "value")
+    __slots__ = ("events", "on_done", "op", "pressure", "reply", "snapshot", "token", "value")
 
     def __init__(
         self,
@@ -45,27 +45,25 @@ class Write:
         # Instead of events: a snapshot (seq, data), stored by a projection actor. It goes
         # through the session's write queue, so a command after it finds it stored.
         self.snapshot: tuple[int, bytes] | None = None
+        self.pressure = False  # from a command that adds to the estimate (see runtime.budget)
 
 
 class Live:
     """A session's state in memory and the work in progress on it."""
 
     __slots__ = (
-        "absorbing",
         "background",
-        "bound",
         "creating",
         "id",
         "last_event_seq",
-        "late_for",
         "lease",
         "op",
         "pending_writes",
         "prepare_pending",
         "pressure_sent",
         "queue",
-        "quiet_until",
         "settle_replies",
+        "settling",
         "state",
         "writing",
     )
@@ -83,14 +81,11 @@ class Live:
         self.pending_writes: deque[Write] = deque()
         self.background: Job | None = None  # a background summary being written
         self.prepare_pending = False
+        # Budget is deciding whether to prepare a summary (from its Measure to its Release, or
+        # until the background compaction its Prepare started ended).
         self.pressure_sent = False
         self.settle_replies: list[Reply] = []
-        self.bound: int | None = None  # an upper bound of the background estimate, in tokens
-        self.quiet_until = 0  # no background compaction is looked for before this seq
-        # The prepared summary last found to absorb the growth, and the estimate then.
-        self.absorbing: tuple[str, int] | None = None
-        # The checkpoint after which no summary could be prepared in time (see ready_in_time).
-        self.late_for: str | None = None
+        self.settling = False  # asked budget for Settled (wait_background)
 
     @property
     def idle(self) -> bool:

@@ -20,6 +20,7 @@ from ctxledger.config import Config
 from ctxledger.domain import Compact, Job, Serve, SessionState, place_message, shown_messages
 from ctxledger.domain.commands import Command as DomainCommand
 from ctxledger.errors import LeaseLostError
+from ctxledger.events import Event
 from ctxledger.runtime.waiters import Reply
 from ctxledger.storage import Lease, RecordedEvent
 
@@ -30,27 +31,33 @@ __all__ = [
     "BackgroundEnded",
     "BudgetMessage",
     "Command",
+    "Committed",
     "CompactionMessage",
     "Decide",
     "Durable",
     "Evict",
     "Execute",
+    "Forgotten",
     "Fork",
     "HistoryMessage",
     "LeaseLost",
     "LeaseMessage",
     "Load",
     "Loaded",
+    "Measure",
+    "Measured",
     "Open",
     "Prepare",
-    "Pressure",
     "ProjectionMessage",
     "Query",
     "Read",
+    "Release",
     "ReleaseLease",
     "RenewLeases",
     "SaveSnapshot",
     "Settle",
+    "Settled",
+    "Settling",
     "Summarize",
     "SummaryDone",
     "answer_query",
@@ -233,19 +240,95 @@ class LeaseLost(msgspec.Struct, frozen=True):
     error: LeaseLostError
 
 
-class Pressure(msgspec.Struct, frozen=True):
-    """Budget actor: a session's estimate crossed the point where a summary should be prepared.
+class Committed(msgspec.Struct, frozen=True):
+    """Budget actor: a batch of the session is durable (published by the journal's commit
+    callback before the caller is answered).
 
-    ``urgency`` is the estimate over the compaction threshold: sessions closest to it first.
+    ``pressure``: the batch came from a command that adds to the estimate (an append, a usage
+    report, a Config): budget looks at the session's pressure after it.
     """
 
     session_id: str
-    urgency: float
-    owner: pykka.ActorRef[HistoryActor]  # told ``Prepare``
+    events: tuple[Event, ...]
+    owner: pykka.ActorRef[HistoryActor]
+    pressure: bool
+
+
+class Measure(msgspec.Struct, frozen=True):
+    """History actor: measure what budget's fold cannot say of the session (answered
+    :class:`Measured`); ``extension``: also whether the prepared summary's extension is due."""
+
+    session_id: str
+    extension: bool = False
+
+
+class Measured(msgspec.Struct, frozen=True, kw_only=True):
+    """Budget actor: the history actor's measure of a session (see :class:`Measure`).
+
+    Attributes:
+        session_id: The session.
+        off: Background compaction is off for it (or it is no longer active here).
+        blocked_until: No background compaction may start before this message seq (one is
+            running, or the session is too short, or one failed lately); 0: not blocked.
+        last_seq: The newest message seq.
+        estimate: The background estimate, exact (tokens of the view, no pending text).
+        threshold: The compaction threshold in force.
+        prepare: The prepare point in force.
+        dynamic: The marks depend on more than the Config (a dynamic threshold policy).
+        prepared: The id of the prepared summary that may still be activated, if any.
+        active: The id of the active checkpoint, if any.
+        grown: Tokens the view grew since the active checkpoint.
+        seconds: Seconds since the active checkpoint was made.
+        summary_seconds: The active checkpoint's summariser time.
+        extension: Whether the prepared summary's extension is due (asked for only).
+    """
+
+    session_id: str
+    off: bool = False
+    blocked_until: int = 0
+    last_seq: int = 0
+    estimate: int = 0
+    threshold: int = 0
+    prepare: int = 0
+    dynamic: bool = False
+    prepared: str | None = None
+    active: str | None = None
+    grown: int = 0
+    seconds: float = 0.0
+    summary_seconds: float = 0.0
+    extension: bool | None = None
+
+
+class Release(msgspec.Struct, frozen=True):
+    """History actor: budget decided not to prepare a summary for the session now."""
+
+    session_id: str
 
 
 class BackgroundEnded(msgspec.Struct, frozen=True):
-    """Budget actor: a session's background compaction ended (or never started)."""
+    """Budget actor: a session's background compaction ended (or never started); none is
+    looked for before message seq ``quiet_until``."""
+
+    session_id: str
+    quiet_until: int = 0
+
+
+class Forgotten(msgspec.Struct, frozen=True):
+    """Budget actor: the session's state left its history actor (evicted, dropped, reloaded):
+    forget its pressure, its place in the queue and its running background compaction."""
+
+    session_id: str
+
+
+class Settling(msgspec.Struct, frozen=True):
+    """Budget actor: answer ``owner`` :class:`Settled` (after every ``Measure`` sent before)."""
+
+    session_id: str
+    owner: pykka.ActorRef[HistoryActor]
+
+
+class Settled(msgspec.Struct, frozen=True):
+    """History actor: budget sent every ``Measure`` of the session it had due before this."""
 
     session_id: str
 
@@ -290,10 +373,10 @@ class ReleaseLease(msgspec.Struct, frozen=True):
 #: What a history actor is told: its sessions' commands and the reports of their work.
 HistoryMessage = (
     Execute | Decide | Read | Settle | Open | Fork
-    | Durable | Loaded | SummaryDone | Prepare | LeaseLost | Evict
+    | Durable | Loaded | SummaryDone | Measure | Prepare | Release | Settled | LeaseLost | Evict
 )  # fmt: skip
 #: What the budget actor is told.
-BudgetMessage = Pressure | BackgroundEnded
+BudgetMessage = Committed | Measured | BackgroundEnded | Settling | Forgotten
 #: What a projection actor is told.
 ProjectionMessage = Load | SaveSnapshot
 #: What a compaction actor (a summariser worker) is told.
