@@ -75,10 +75,10 @@ def rig() -> Iterator[Rig]:
         made.owner.stop()
 
 
-def _measured(session_id: str, estimate: int, **fields: Any) -> Measured:
+def _measured(rig: Rig, session_id: str, estimate: int, **fields: Any) -> Measured:
     base: dict[str, Any] = {"last_seq": 10, "threshold": 1000, "prepare": 850}
     base.update(fields)
-    return Measured(session_id=session_id, estimate=estimate, **base)
+    return Measured(session_id=session_id, owner=rig.owner, estimate=estimate, **base)
 
 
 def test_an_unknown_bound_is_measured_and_appends_below_it_are_not(rig: Rig) -> None:
@@ -86,7 +86,7 @@ def test_an_unknown_bound_is_measured_and_appends_below_it_are_not(rig: Rig) -> 
     point cost no message; the one that lifts it over is measured again."""
     rig.append("s", 10, 30)
     assert rig.next() == Measure("s")
-    rig.tell(_measured("s", 500))
+    rig.tell(_measured(rig, "s", 500))
     assert rig.next() == Release("s")
     rig.append("s", 11, 300)  # +101 tokens: bound 601
     rig.append("s", 12, 600)  # +201 tokens: bound 802
@@ -100,7 +100,7 @@ def test_any_event_but_an_append_or_a_served_view_drops_the_bound(rig: Rig) -> N
     the appends alone would stay below the prepare point."""
     rig.append("s", 10, 30)
     assert rig.next() == Measure("s")
-    rig.tell(_measured("s", 100))
+    rig.tell(_measured(rig, "s", 100))
     assert rig.next() == Release("s")
     served = ViewServed(through_seq=10, estimated_tokens=100, view_hash="h")
     rig.tell(Committed("s", (served,), rig.owner, False))
@@ -116,7 +116,7 @@ def test_a_due_session_is_prepared_and_the_slots_are_rationed(rig: Rig) -> None:
     for name in ("a", "b", "c"):
         rig.append(name, 10, 30)
         assert rig.next() == Measure(name)
-        rig.tell(_measured(name, 900))
+        rig.tell(_measured(rig, name, 900))
         if name != "c":
             assert rig.next() == Prepare(name)
     rig.quiet("c")  # queued, no slot free
@@ -130,12 +130,12 @@ def test_the_closest_to_its_threshold_is_prepared_first() -> None:
     try:
         rig.append("busy", 10, 30)
         assert rig.next() == Measure("busy")
-        rig.tell(_measured("busy", 900))
+        rig.tell(_measured(rig, "busy", 900))
         assert rig.next() == Prepare("busy")
         for name, estimate in (("far", 860), ("near", 990)):
             rig.append(name, 10, 30)
             assert rig.next() == Measure(name)
-            rig.tell(_measured(name, estimate))
+            rig.tell(_measured(rig, name, estimate))
         rig.quiet("near")
         rig.tell(BackgroundEnded("busy"))
         assert rig.next() == Prepare("near")
@@ -151,19 +151,19 @@ def test_a_prepared_summary_is_extended_only_when_due(rig: Rig) -> None:
     grows less than a quarter of the gap above that look, it does not ask again."""
     rig.append("s", 10, 30)
     assert rig.next() == Measure("s")
-    rig.tell(_measured("s", 900, prepared="p1"))
+    rig.tell(_measured(rig, "s", 900, prepared="p1"))
     assert rig.next() == Measure("s", extension=True)
-    rig.tell(_measured("s", 900, prepared="p1", extension=False))
+    rig.tell(_measured(rig, "s", 900, prepared="p1", extension=False))
     assert rig.next() == Release("s")
     rig.append("s", 11, 30)
     assert rig.next() == Measure("s")
-    rig.tell(_measured("s", 930, prepared="p1"))  # grew less than (1000 - 850) // 4
+    rig.tell(_measured(rig, "s", 930, prepared="p1"))  # grew less than (1000 - 850) // 4
     assert rig.next() == Release("s")
     rig.append("s", 12, 30)
     assert rig.next() == Measure("s")
-    rig.tell(_measured("s", 940, prepared="p1"))  # 40 over the last look: ask again
+    rig.tell(_measured(rig, "s", 940, prepared="p1"))  # 40 over the last look: ask again
     assert rig.next() == Measure("s", extension=True)
-    rig.tell(_measured("s", 940, prepared="p1", extension=True))
+    rig.tell(_measured(rig, "s", 940, prepared="p1", extension=True))
     assert rig.next() == Prepare("s")
 
 
@@ -173,15 +173,15 @@ def test_a_summary_that_cannot_be_ready_in_time_is_not_prepared(rig: Rig) -> Non
     rig.append("s", 10, 30)
     assert rig.next() == Measure("s")
     slow = {"active": "c1", "grown": 600, "seconds": 6.0, "summary_seconds": 10.0}
-    rig.tell(_measured("s", 900, **slow))  # 100 tokens/s * 10 s > 100 left
+    rig.tell(_measured(rig, "s", 900, **slow))  # 100 tokens/s * 10 s > 100 left
     assert rig.next() == Release("s")
     rig.append("s", 11, 30)
     assert rig.next() == Measure("s")
-    rig.tell(_measured("s", 900, active="c1"))  # judged late for c1 already
+    rig.tell(_measured(rig, "s", 900, active="c1"))  # judged late for c1 already
     assert rig.next() == Release("s")
     rig.append("s", 12, 30)
     assert rig.next() == Measure("s")
-    rig.tell(_measured("s", 900, active="c2"))  # a new checkpoint's cycle, no rate known
+    rig.tell(_measured(rig, "s", 900, active="c2"))  # a new checkpoint's cycle, no rate known
     assert rig.next() == Prepare("s")
 
 
@@ -190,17 +190,27 @@ def test_blocked_and_off_sessions(rig: Rig) -> None:
     background compaction off is forgotten (its next batch starts a fresh fold)."""
     rig.append("s", 10, 30)
     assert rig.next() == Measure("s")
-    rig.tell(Measured(session_id="s", blocked_until=13, last_seq=10))
+    rig.tell(Measured(session_id="s", owner=rig.owner, blocked_until=13, last_seq=10))
     assert rig.next() == Release("s")
     rig.append("s", 11, 30)
     rig.append("s", 12, 30)
     rig.quiet("s")
     rig.append("s", 13, 30)
     assert rig.next() == Measure("s")
-    rig.tell(Measured(session_id="s", off=True))
+    rig.tell(Measured(session_id="s", owner=rig.owner, off=True))
     assert rig.next() == Release("s")
     rig.append("s", 14, 30)
     assert rig.next() == Measure("s")
+
+
+def test_a_measure_of_a_forgotten_session_is_released(rig: Rig) -> None:
+    """The state left its history actor while budget measured it: the measure is answered
+    Release all the same, so nothing waits on a verdict that would never come."""
+    rig.append("s", 10, 30)
+    assert rig.next() == Measure("s")
+    rig.tell(Forgotten("s"))
+    rig.tell(_measured(rig, "s", 900))
+    assert rig.next() == Release("s")
 
 
 def test_settled_follows_every_measure_sent_before(rig: Rig) -> None:

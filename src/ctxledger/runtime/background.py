@@ -36,16 +36,16 @@ class BackgroundSteps(HistoryBase):
     def _on_measure(self, message: Measure) -> None:
         """Budget asks for what only the session's state can say (see runtime.budget); until
         it answers ``Prepare`` or ``Release``, a summary may be about to be prepared."""
-        session_id, rt = message.session_id, self._rt
+        session_id, rt, me = message.session_id, self._rt, self._me
         live = self._lives.get(session_id)
         state = live.state if live is not None else None
         if live is None or state is None:
-            rt.budget.tell(Measured(session_id=session_id, off=True))
+            rt.budget.tell(Measured(session_id=session_id, owner=me, off=True))
             return
         live.pressure_sent = True
         in_force = marks(state)
         if not in_force.prepare:
-            rt.budget.tell(Measured(session_id=session_id, off=True))
+            rt.budget.tell(Measured(session_id=session_id, owner=me, off=True))
             return
         last_seq = state.last_seq
         if live.background is not None or state.background is not None:
@@ -55,8 +55,9 @@ class BackgroundSteps(HistoryBase):
         else:
             blocked = 0
         if blocked:
-            measured = Measured(session_id=session_id, blocked_until=blocked, last_seq=last_seq)
-            rt.budget.tell(measured)
+            rt.budget.tell(
+                Measured(session_id=session_id, owner=me, blocked_until=blocked, last_seq=last_seq)
+            )
             return
         tokenizer = rt.tokenizer
         estimate = draft_view(state, tokenizer=tokenizer).estimated_tokens
@@ -67,6 +68,7 @@ class BackgroundSteps(HistoryBase):
         rt.budget.tell(
             Measured(
                 session_id=session_id,
+                owner=me,
                 last_seq=last_seq,
                 estimate=estimate,
                 threshold=in_force.threshold,

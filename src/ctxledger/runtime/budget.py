@@ -175,8 +175,13 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
     def _on_measured(self, message: Measured) -> None:
         session_id = message.session_id
         session = self._sessions.get(session_id)
-        if session is None or session.phase != _MEASURING:
-            return  # forgotten meanwhile
+        if session is None:
+            # Forgotten meanwhile (the state left its history actor and may be back): the
+            # measure that actor took still waits for a verdict.
+            _tell(message.owner, Release(session_id))
+            return
+        if session.phase != _MEASURING:
+            return  # an earlier measure, already answered by a newer one
         if message.off:  # background compaction is off for the session now
             self._forget(session_id)
             _tell(session.owner, Release(session_id))

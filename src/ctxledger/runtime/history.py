@@ -21,6 +21,12 @@ successor (:mod:`ctxledger.runtime.router`) and its requests in progress fail.
 The journal answers a caller directly when a request's last batch is durable (after telling this
 actor, so the caller's next request always finds the batch folded): an append costs one hand-off
 to the actor, one to the journal, and the journal's wake-up of the caller.
+
+This module holds the mailbox, the supervision and the command queue of each session; the rest
+of the actor is in mixins by concern (see :mod:`ctxledger.runtime.history_base`): the write path
+(:mod:`~ctxledger.runtime.writes`), the decision step (:mod:`~ctxledger.runtime.steps`), what
+budget asks of a session (:mod:`~ctxledger.runtime.background`) and sessions coming and going
+(:mod:`~ctxledger.runtime.activation`).
 """
 
 from __future__ import annotations

@@ -267,6 +267,7 @@ class Measured(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         session_id: The session.
+        owner: The history actor that measured it (answered ``Prepare`` or ``Release``).
         off: Background compaction is off for it (or it is no longer active here).
         blocked_until: No background compaction may start before this message seq (one is
             running, or the session is too short, or one failed lately); 0: not blocked.
@@ -284,6 +285,7 @@ class Measured(msgspec.Struct, frozen=True, kw_only=True):
     """
 
     session_id: str
+    owner: pykka.ActorRef[HistoryActor]
     off: bool = False
     blocked_until: int = 0
     last_seq: int = 0
