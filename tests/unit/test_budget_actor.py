@@ -111,6 +111,25 @@ def test_any_event_but_an_append_or_a_served_view_drops_the_bound(rig: Rig) -> N
     assert rig.next() == Measure("s")
 
 
+def test_batches_folded_while_measuring_count_in_the_bound_after(rig: Rig) -> None:
+    """The measure may have been taken before a batch that arrived meanwhile: the bound after it
+    counts that batch again (an upper bound), and an event that drops the bound meanwhile
+    leaves it unknown."""
+    rig.append("s", 10, 30)
+    assert rig.next() == Measure("s")
+    rig.append("s", 11, 900)  # +301 tokens while measuring
+    rig.tell(_measured(rig, "s", 500))
+    assert rig.next() == Release("s")
+    rig.append("s", 12, 150)  # bound 500 + 301 + 51 = 852 >= 850
+    assert rig.next() == Measure("s")
+    usage = UsageReported(prompt_tokens=10, completion_tokens=1)
+    rig.tell(Committed("s", (usage,), rig.owner, False))
+    rig.tell(_measured(rig, "s", 100))
+    assert rig.next() == Release("s")
+    rig.append("s", 13, 3)  # the bound is unknown after the usage report: measured
+    assert rig.next() == Measure("s")
+
+
 def test_a_due_session_is_prepared_and_the_slots_are_rationed(rig: Rig) -> None:
     """Two background summaries at once: a third due session waits for a slot, then gets it."""
     for name in ("a", "b", "c"):

@@ -72,12 +72,16 @@ class _Pressure:
         "phase",
         "prepare",
         "quiet_until",
+        "since",
     )  # fmt: skip
 
     def __init__(self, owner: pykka.ActorRef[HistoryActor]) -> None:
         self.owner = owner
         self.phase = _IDLE
         self.bound: int | None = None  # an upper bound of the background estimate, in tokens
+        # Tokens appended since the pending Measure was sent (None: the bound was dropped):
+        # the measure may or may not include them, so the bound after it counts them again.
+        self.since: int | None = 0
         self.prepare: int | None = None  # the prepare point last measured (None: unknown)
         self.last_seq = 0  # the newest message seq seen
         self.quiet_until = 0  # no background compaction is looked for before this seq
@@ -146,19 +150,26 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
             session = self._sessions[message.session_id] = _Pressure(message.owner)
         session.owner = message.owner
         added = count = 0
+        dropped = False  # an event that may change the estimate in any direction
         for event in message.events:
             if type(event) is MessageAppended:
                 added += message_chars(event.message)
                 count += 1
                 session.last_seq = event.message.seq or session.last_seq
             elif type(event) is not ViewServed:
-                session.bound = None  # it may change the estimate in any direction
+                dropped = True
+        cost = added // self._per_token + count if self._per_token and not dropped else None
+        if dropped:
+            session.bound = None
+        if session.phase == _MEASURING and (count or dropped):
+            since = session.since
+            session.since = None if since is None or cost is None else since + cost
         if not message.pressure or session.phase != _IDLE:
             return
         if session.last_seq < session.quiet_until:
             return
-        if session.bound is not None and count and self._per_token:
-            session.bound += added // self._per_token + count
+        if session.bound is not None and count and cost is not None:
+            session.bound += cost
         else:
             session.bound = None  # a usage report, or a tokenizer whose counts cannot be bounded
         if (
@@ -168,6 +179,7 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
         ):
             return
         session.phase = _MEASURING
+        session.since = 0
         _tell(session.owner, Measure(message.session_id))
 
     # --- the decision ----------------------------------------------------------------------------
@@ -189,10 +201,12 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
         session.last_seq = message.last_seq
         if message.blocked_until:
             session.quiet_until = message.blocked_until
+            session.bound = None  # batches while measuring were not counted: measure next time
             self._release(session_id, session)
             return
         estimate, threshold, prepare = message.estimate, message.threshold, message.prepare
-        session.bound = estimate
+        since = session.since
+        session.bound = None if since is None else estimate + since
         session.prepare = None if message.dynamic else prepare
         if estimate < prepare:
             self._release(session_id, session)
