@@ -43,6 +43,7 @@ class BackgroundSteps(HistoryBase):
             rt.budget.tell(Measured(session_id=session_id, owner=me, off=True))
             return
         live.pressure_sent = True
+        live.credit = 0  # every batch is told to budget until it grants a new credit
         in_force = marks(state)
         if not in_force.prepare:
             rt.budget.tell(Measured(session_id=session_id, owner=me, off=True))
@@ -87,6 +88,7 @@ class BackgroundSteps(HistoryBase):
         live = self._lives.get(message.session_id)
         if live is not None and live.background is None and not live.prepare_pending:
             live.pressure_sent = False
+            live.credit = message.credit
             self._pump(live)
 
     def _on_settled(self, message: Settled) -> None:
@@ -100,6 +102,7 @@ class BackgroundSteps(HistoryBase):
         if live is None or live.state is None:
             self._rt.budget.tell(BackgroundEnded(message.session_id))
             return
+        live.credit = 0
         if live.op is not None or live.writing is not None:
             live.prepare_pending = True  # after the command in progress
             return

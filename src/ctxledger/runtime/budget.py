@@ -29,13 +29,14 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, assert_never
 
 import pykka
 
 from ctxledger._logging import get_logger
 from ctxledger.domain import message_chars, ready_in_time
-from ctxledger.events import MessageAppended, ViewServed
+from ctxledger.events import Event, MessageAppended, ViewServed
 from ctxledger.runtime.failures import LoggedFailures, log_failure
 from ctxledger.runtime.messages import (
     BackgroundEnded,
@@ -53,11 +54,28 @@ from ctxledger.runtime.messages import (
 if TYPE_CHECKING:
     from ctxledger.runtime.history import HistoryActor
 
-__all__ = ["BudgetActor"]
+__all__ = ["BudgetActor", "appended_tokens"]
 
 _log = get_logger(__name__)
 
 _IDLE, _MEASURING, _QUEUED, _RUNNING = range(4)
+
+
+def appended_tokens(events: Sequence[Event], per_token: int | None) -> int | None:
+    """What ``events`` add to the bound of the estimate, in tokens: each appended message's
+    characters over ``per_token``, plus one a message. None when they may change the estimate
+    otherwise (any event but an append or a served view) or the tokenizer does not count
+    characters (``per_token`` None)."""
+    added = count = 0
+    for event in events:
+        if type(event) is MessageAppended:
+            added += message_chars(event.message)
+            count += 1
+        elif type(event) is not ViewServed:
+            return None
+    if count and not per_token:
+        return None
+    return added // per_token + count if per_token else 0
 
 
 class _Pressure:
@@ -149,26 +167,24 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
         if session is None:
             session = self._sessions[message.session_id] = _Pressure(message.owner)
         session.owner = message.owner
-        added = count = 0
-        dropped = False  # an event that may change the estimate in any direction
+        appended = False
         for event in message.events:
             if type(event) is MessageAppended:
-                added += message_chars(event.message)
-                count += 1
+                appended = True
                 session.last_seq = event.message.seq or session.last_seq
-            elif type(event) is not ViewServed:
-                dropped = True
-        cost = added // self._per_token + count if self._per_token and not dropped else None
-        if dropped:
-            session.bound = None
-        if session.phase == _MEASURING and (count or dropped):
+        cost = appended_tokens(message.events, self._per_token)
+        if cost is not None:
+            cost += message.unpublished  # appends the history actor kept within the credit
+        else:
+            session.bound = None  # it may change the estimate in any direction
+        if session.phase == _MEASURING and (appended or cost is None):
             since = session.since
             session.since = None if since is None or cost is None else since + cost
         if not message.pressure or session.phase != _IDLE:
             return
         if session.last_seq < session.quiet_until:
             return
-        if session.bound is not None and count and cost is not None:
+        if session.bound is not None and appended and cost is not None:
             session.bound += cost
         else:
             session.bound = None  # a usage report, or a tokenizer whose counts cannot be bounded
@@ -209,7 +225,7 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
         session.bound = None if since is None else estimate + since
         session.prepare = None if message.dynamic else prepare
         if estimate < prepare:
-            self._release(session_id, session)
+            self._release(session_id, session, credit=True)
             return
         prepared, active = message.prepared, message.active
         if prepared is None and active is not None:
@@ -244,9 +260,15 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
         self._queued[session_id] = entry
         heapq.heappush(self._heap, (entry[0], entry[1], session_id))
 
-    def _release(self, session_id: str, session: _Pressure) -> None:
+    def _release(self, session_id: str, session: _Pressure, *, credit: bool = False) -> None:
+        """Answer the measure: no summary now. With ``credit``, the history actor may keep
+        back the batches of appends alone that stay below the prepare point (counted as
+        ``unpublished`` on the next batch it publishes): budget would only add them up."""
         session.phase = _IDLE
-        _tell(session.owner, Release(session_id))
+        room = 0
+        if credit and session.bound is not None and session.prepare is not None:
+            room = max(0, session.prepare - session.bound)
+        _tell(session.owner, Release(session_id, room))
 
     # --- rationing -------------------------------------------------------------------------------
 

@@ -188,6 +188,7 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes):
         fail_work(live, error, queued=queued)
         live.background = None
         live.pressure_sent = live.settling = False
+        live.credit = live.unpublished = 0
 
     def on_stop(self) -> None:
         """Fail every caller still waiting: the host is closing (or, outside ``close()``, the

@@ -66,6 +66,8 @@ class Runtime:
         restart: Called by a history actor that dies with its number and ref: starts and
             returns its successor, or None once the host is closed.
         closed: Whether the host is closed (no actor is restarted any more).
+        chars_per_token: The tokenizer's characters per token if it counts characters (budget's
+            bound of the estimate); None for another tokenizer.
     """
 
     log: EventLog
@@ -86,6 +88,7 @@ class Runtime:
         field(default=lambda _number, _ref: None)
     )
     closed: Callable[[], bool] = field(default=lambda: False)
+    chars_per_token: int | None = None
 
 
 class HistoryBase(pykka.ThreadingActor):

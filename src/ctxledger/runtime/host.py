@@ -196,6 +196,7 @@ class Host:
             timer=self._timer,
             summarizer_name=describe_summarizer(self.summarizer),
             leases=self._leases,
+            chars_per_token=per_token,
         )
         # max_active_sessions holds host-wide: session ids do not spread evenly over the
         # actors, so a fixed share per actor would evict below the limit.

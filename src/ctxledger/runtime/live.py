@@ -54,6 +54,7 @@ class Live:
     __slots__ = (
         "background",
         "creating",
+        "credit",
         "id",
         "last_event_seq",
         "lease",
@@ -65,6 +66,7 @@ class Live:
         "settle_replies",
         "settling",
         "state",
+        "unpublished",
         "writing",
     )
 
@@ -86,6 +88,10 @@ class Live:
         self.pressure_sent = False
         self.settle_replies: list[Reply] = []
         self.settling = False  # asked budget for Settled (wait_background)
+        # Budget's credit, in tokens: batches of appends within it are not told to budget; the
+        # tokens of those kept back ride on the next batch that is (see runtime.writes).
+        self.credit = 0
+        self.unpublished = 0
 
     @property
     def idle(self) -> bool:

@@ -245,13 +245,16 @@ class Committed(msgspec.Struct, frozen=True):
     callback before the caller is answered).
 
     ``pressure``: the batch came from a command that adds to the estimate (an append, a usage
-    report, a Config): budget looks at the session's pressure after it.
+    report, a Config): budget looks at the session's pressure after it. ``unpublished``: the
+    tokens of the batches of appends alone kept back since budget's last credit (see
+    :class:`Release`).
     """
 
     session_id: str
     events: tuple[Event, ...]
     owner: pykka.ActorRef[HistoryActor]
     pressure: bool
+    unpublished: int = 0
 
 
 class Measure(msgspec.Struct, frozen=True):
@@ -302,9 +305,14 @@ class Measured(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Release(msgspec.Struct, frozen=True):
-    """History actor: budget decided not to prepare a summary for the session now."""
+    """History actor: budget decided not to prepare a summary for the session now.
+
+    ``credit``: the tokens of appends below the prepare point: until they are spent, a batch of
+    appends alone need not be published to budget (its tokens ride on the next one that is).
+    """
 
     session_id: str
+    credit: int = 0
 
 
 class BackgroundEnded(msgspec.Struct, frozen=True):

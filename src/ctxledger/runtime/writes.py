@@ -4,8 +4,10 @@ A session has at most one batch in the journal; the next waits in its queue. The
 commit callback publishes the durable batch (``Durable`` to this actor, ``Committed`` to budget
 for a session with background compaction on) BEFORE it answers the caller, so that the caller's
 next command, queued behind the publication in the same FIFO mailboxes, always finds its own
-writes folded. A snapshot is taken after the fold that crosses a snapshot point and stored by a
-projection actor, in the session's write queue.
+writes folded. Budget may grant a credit of tokens (:class:`~ctxledger.runtime.messages.Release`):
+batches of appends alone that stay within it are not told to budget one by one (it would only add
+them up); their tokens ride on the next batch that is. A snapshot is taken after the fold that
+crosses a snapshot point and stored by a projection actor, in the session's write queue.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ctxledger.domain import SessionState, background_on
 from ctxledger.errors import LeaseLostError, VersionConflictError
 from ctxledger.events import ConfigChanged, Event, ViewServed
 from ctxledger.replay.loading import snapshot_due
+from ctxledger.runtime.budget import appended_tokens
 from ctxledger.runtime.failures import log_failure, refused
 from ctxledger.runtime.history_base import HistoryBase
 from ctxledger.runtime.live import Live, Op, Write, fail
@@ -74,6 +77,18 @@ class Writes(HistoryBase):
         session_id, token, reply, value = live.id, write.token, write.reply, write.value
         pressure = write.pressure
         publish = live.state is not None and _publishes(live.state, write.events, pressure)
+        unpublished = 0
+        if publish and live.credit:
+            # Budget's credit: appends that keep the session below its prepare point need not
+            # be told one by one; their tokens ride on the next batch that is.
+            cost = appended_tokens(write.events, self._rt.chars_per_token)
+            if cost is not None and live.unpublished + cost < live.credit:
+                live.unpublished += cost
+                publish = False
+            else:
+                live.credit = 0
+        if publish:
+            unpublished, live.unpublished = live.unpublished, 0
 
         def committed(records: list[RecordedEvent] | None, error: BaseException | None) -> None:
             # On the journal thread: the durable batch is published to the actors that fold
@@ -83,7 +98,7 @@ class Writes(HistoryBase):
                 me.tell(Durable(session_id, token, records, error))
             if publish and records:
                 events = tuple(record.event for record in records)
-                budget.tell(Committed(session_id, events, me, pressure))
+                budget.tell(Committed(session_id, events, me, pressure, unpublished))
             if reply is not None:
                 reply.resolve(value if error is None else None, error)
 
