@@ -16,6 +16,8 @@ import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import msgspec
+
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
 from ctxledger.domain.commands import (
@@ -43,6 +45,7 @@ from ctxledger.domain.decide import (
     decide,
 )
 from ctxledger.domain.state import SessionState
+from ctxledger.domain.step import Step, decide_step
 from ctxledger.domain.summary import Summarizer, SummaryRequest, describe_summarizer
 from ctxledger.domain.tokenizer import CharTokenizer, Tokenizer
 from ctxledger.domain.view import ModelView
@@ -302,9 +305,39 @@ class DomainSession(SessionReads):
         """:meth:`build_model_view` (this kit's earlier name for it)."""
         return self.build_model_view(pending)
 
-    def step(self, pending: str = "") -> ModelView:
-        """:meth:`prepare_step` (this kit's earlier name for it)."""
-        return self.prepare_step(pending)
+    def step(self, messages: Sequence[Message] = (), pending: str = "") -> ModelView:
+        """Append a step's messages, then compact if needed and serve the view
+        (``Session.step``: :func:`ctxledger.domain.step.decide_step`, as the host decides it).
+
+        The same events, answers and errors as :meth:`append_many` then :meth:`prepare_step`;
+        the view's ``appended_seqs`` are the seqs the messages got. ``step()`` with no messages
+        is :meth:`prepare_step` (as this kit's ``step`` was before it took messages).
+
+        Raises:
+            InvalidMessageError: A message is invalid here; nothing of the step is recorded.
+            InvalidArgumentError: ``pending`` is not a string.
+            BudgetExceededError: The session reached ``Config.max_total_tokens`` (the messages
+                are recorded).
+            ContextOverflowError: The view cannot fit the window (the messages are recorded).
+        """
+        batch = message_batch(messages)
+        check_text("pending", pending, utf8=False)
+        stepped = decide_step(
+            self.state,
+            Step(messages=batch, pending=pending),
+            tokenizer=self.tokenizer,
+            new_id=self._new_id,
+            now=self.clock,
+        )
+        self.events.extend(stepped.appended.events)  # folded by decide_step already
+        if batch:
+            self._tried.clear()
+        self._commit(stepped.decision.events)
+        view = self._served(self._run(stepped.decision))
+        if batch:
+            view = msgspec.structs.replace(view, appended_seqs=stepped.seqs)
+            self.views[-1] = view
+        return view
 
     def decide(self, request: Request) -> Decision:
         """Run the decision step for ``request`` to its end, recording every event on the way.
@@ -315,14 +348,7 @@ class DomainSession(SessionReads):
         Raises:
             CtxLedgerError: The decision's error (recorded events stay recorded, as in the host).
         """
-        decision = self._decide(request)
-        while decision.job is not None:
-            decision = self._decide(self._summarize(decision.job))
-        if decision.wait_for is not None:
-            raise AssertionError("a DomainSession runs no background compaction to wait for")
-        if decision.error is not None:
-            raise decision.error
-        return decision
+        return self._run(self._decide(request))
 
     def replay(self, events: Iterable[Event] | None = None) -> SessionState:
         """Fold ``events`` (default: all recorded) into a fresh state."""
@@ -333,6 +359,16 @@ class DomainSession(SessionReads):
 
     # --- internals -------------------------------------------------------------------------------
 
+    def _run(self, decision: Decision) -> Decision:
+        """Carry ``decision`` (recorded already) to its end: write the summaries it needs."""
+        while decision.job is not None:
+            decision = self._decide(self._summarize(decision.job))
+        if decision.wait_for is not None:
+            raise AssertionError("a DomainSession runs no background compaction to wait for")
+        if decision.error is not None:
+            raise decision.error
+        return decision
+
     def _execute(self, command: Command) -> Any:
         outcome = execute(self.state, command)
         if command.fresh:
@@ -341,7 +377,9 @@ class DomainSession(SessionReads):
         return outcome.answer
 
     def _serve(self, request: Serve) -> ModelView:
-        decision = self.decide(request)
+        return self._served(self.decide(request))
+
+    def _served(self, decision: Decision) -> ModelView:
         if decision.result is not None:
             self.results.append(decision.result)
         assert decision.view is not None
