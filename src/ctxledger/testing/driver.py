@@ -33,20 +33,18 @@ from ctxledger.domain.commands import (
     reactive_attempt,
     usage_of,
 )
-from ctxledger.domain.compaction import CompactionResult, run_summarizer
+from ctxledger.domain.compaction import CompactionResult
 from ctxledger.domain.decide import (
     Background,
     Compact,
     Decision,
-    Job,
     Request,
     Serve,
-    Summarized,
     decide,
 )
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.step import Step, decide_step
-from ctxledger.domain.summary import Summarizer, SummaryRequest, describe_summarizer
+from ctxledger.domain.summary import Summarizer
 from ctxledger.domain.tokenizer import CharTokenizer, Tokenizer
 from ctxledger.domain.view import ModelView
 from ctxledger.events.types import Event, SessionOpened
@@ -54,19 +52,9 @@ from ctxledger.messages import Message
 from ctxledger.runtime.arguments import check_seq, check_text, message_batch
 from ctxledger.runtime.recordable import check_recordable
 from ctxledger.testing._reads import SessionReads
+from ctxledger.testing._summaries import digest_summarizer, summarized
 
 __all__ = ["DomainSession", "digest_summarizer"]
-
-
-def digest_summarizer(request: SummaryRequest) -> str:
-    """Summarise deterministically: the previous summary, then one short line per message."""
-    lines = [request.previous_summary] if request.previous_summary else []
-    if request.focus:
-        lines.append(f"Focus: {request.focus}")
-    for message in request.messages:
-        first = message.content.strip().splitlines()[0][:60] if message.content.strip() else ""
-        lines.append(f"[{message.seq}] {message.role}: {first}")
-    return "\n".join(lines)[: request.max_chars] or "(nothing)"
 
 
 class DomainSession(SessionReads):
@@ -362,7 +350,7 @@ class DomainSession(SessionReads):
     def _run(self, decision: Decision) -> Decision:
         """Carry ``decision`` (recorded already) to its end: write the summaries it needs."""
         while decision.job is not None:
-            decision = self._decide(self._summarize(decision.job))
+            decision = self._decide(summarized(decision.job, self.summarizer))
         if decision.wait_for is not None:
             raise AssertionError("a DomainSession runs no background compaction to wait for")
         if decision.error is not None:
@@ -407,18 +395,3 @@ class DomainSession(SessionReads):
         check_recordable(events)  # the host's check: only what reads back is written
         for event in events:
             self.record(event)
-
-    def _summarize(self, job: Job) -> Summarized:
-        # Worded as the host's compaction actors word an outcome (the detail is recorded).
-        name = describe_summarizer(self.summarizer)
-        try:
-            summary = run_summarizer(job.plan, self.summarizer)
-        except Exception as exc:  # as the host: a failing summariser is an outcome, not a crash
-            detail = f"summarizer raised {type(exc).__name__}: {exc}"
-            return Summarized(job=job, summary=None, detail=detail, summarizer=name)
-        if not summary:
-            detail = "summarizer returned no summary"
-            return Summarized(job=job, summary=None, detail=detail, summarizer=name)
-        if not summary.isascii():  # a lone surrogate cannot be recorded
-            summary = summary.encode("utf-8", "replace").decode("utf-8")
-        return Summarized(job=job, summary=summary, summarizer=name)
