@@ -132,7 +132,8 @@ def test_a_session_step_is_traced_like_prepare_step(
     """Session.step (what the framework drop-ins call) gets a ctxledger.step span describing
     the view it served, and its compactions are children of it."""
     exporter, _ = telemetry
-    with Host.open(tmp_path / "db", config=CONFIG) as host:
+    foreground = CONFIG.replace(prepare_threshold=0.0)  # every compaction within its step
+    with Host.open(tmp_path / "db", config=foreground) as host:
         session = host.session("one")
         views = [session.step(messages) for messages in iter_agent_steps(0, steps=30)]
         checkpoints = session.checkpoints()
