@@ -67,6 +67,7 @@ from ctxledger.domain.commands import (
     reactive_attempt,
 )
 from ctxledger.domain.commands import Command as DomainCommand
+from ctxledger.domain.step import Step, decide_step
 from ctxledger.errors import (
     ContextOverflowError,
     CtxLedgerError,
@@ -89,6 +90,7 @@ from ctxledger.runtime.messages import (
     BackgroundEnded,
     Command,
     Decide,
+    DecideStep,
     Durable,
     Evict,
     Execute,
@@ -195,6 +197,7 @@ class HistoryActor(_SimpleQueue):
         self._handlers: dict[type, Callable[[Any], None]] = {
             Execute: self._on_command,
             Decide: self._on_command,
+            DecideStep: self._on_command,
             Read: self._on_command,
             Settle: self._on_command,
             Open: self._on_command,
@@ -378,6 +381,9 @@ class HistoryActor(_SimpleQueue):
         if kind is Execute:
             assert isinstance(command, Execute)
             self._execute(live, command.reply, command.command)
+        elif kind is DecideStep:
+            assert isinstance(command, DecideStep)
+            self._step(live, command)
         elif kind is Decide:
             assert isinstance(command, Decide)
             op = live.op = Op(command, command.request)
@@ -418,6 +424,58 @@ class HistoryActor(_SimpleQueue):
             reply=reply,
             value=outcome.answer,
             pressure=type(command) in _PRESSURE,
+        )
+
+    def _step(self, live: Live, command: DecideStep) -> None:
+        """Append a step's messages and serve the next view
+        (:func:`ctxledger.domain.step.decide_step`): one batch, unless a summary is needed or a
+        background one awaited; then the appends go first (durable before a summariser runs)
+        and the decision is carried out as ``prepare_step``'s. A refused message raises here,
+        before anything is folded."""
+        state = live.state
+        assert state is not None and isinstance(command.request, Serve)
+        rt = self._rt
+        step = Step(messages=command.messages, pending=command.request.pending)
+        op = live.op = Op(command, command.request)
+        applied = state.events_applied
+        try:
+            stepped = decide_step(
+                state, step, tokenizer=rt.tokenizer, new_id=rt.new_id, now=rt.clock
+            )
+        except Exception as exc:
+            if state.events_applied != applied:  # folded ahead of the log: start over from it
+                live.op = None
+                self._restart(live, internal(f"session {live.id!r}: step: {exc!r}", exc))
+            raise
+        if step.fresh:
+            self._reactive.pop(live.id, None)
+        appended, decision = stepped.appended.events, stepped.decision
+        folded = len(appended)  # not to be folded again (see _on_durable)
+        if decision.job is not None or decision.wait_for is not None:
+            if appended:
+                self._write(live, appended, op=op, pressure=True, folded=folded)
+            self._carry_out(live, op, decision)
+            return
+        events = (*appended, *decision.events)
+        error = decision.error
+        if error is not None:  # refused to serve (budget, overflow): the appends stay, as usual
+
+            def refused(_records: Any, write_error: BaseException | None) -> None:
+                live.op = None
+                command.reply.resolve(None, write_error or error)
+
+            self._write(live, events, on_done=refused, pressure=True, op=op, folded=folded)
+            return
+        op.handed_off = True
+        self._write(
+            live,
+            events,
+            reply=command.reply,
+            value=decision.view,
+            on_done=self._op_done(live),
+            pressure=True,
+            op=op,
+            folded=folded,
         )
 
     # --- the decision step -----------------------------------------------------------------------
@@ -781,8 +839,13 @@ class HistoryActor(_SimpleQueue):
         on_done: Callable[[list[RecordedEvent] | None, BaseException | None], None] | None = None,
         pressure: bool = False,
         op: Op | None = None,
+        folded: int = 0,
     ) -> None:
-        """Hand ``events`` to the journal (after the session's batch in flight, if any)."""
+        """Hand ``events`` to the journal (after the session's batch in flight, if any).
+
+        ``folded``: how many of the first ``events`` the state has folded already (a step's
+        appends); if the batch fails, the state is ahead of the log and is loaded again.
+        """
         self._tokens += 1
         if pressure:
             inner = on_done
@@ -796,6 +859,7 @@ class HistoryActor(_SimpleQueue):
 
             on_done = with_pressure
         write = Write(self._tokens, events, on_done, reply, value, op)
+        write.folded = folded
         if live.writing is not None:
             live.pending_writes.append(write)
             return
@@ -860,10 +924,14 @@ class HistoryActor(_SimpleQueue):
             # request fails and the session starts over from the log.
             self._restart(live, message.error)
             return
+        if message.error is not None and write.folded:
+            # The state folded a step's appends that are not in the log: start over from it.
+            self._restart(live, message.error)
+            return
         records = message.records
         if message.error is None and records:
             apply = state.apply
-            for record in records:
+            for record in records[write.folded :] if write.folded else records:
                 event = record.event
                 apply(event)
                 if type(event) is not MessageAppended and type(event) is not ViewServed:

@@ -25,7 +25,7 @@ __all__ = ["Live", "Op", "Write", "fail", "fail_work"]
 class Write:
     """A batch of one session in the journal; a session has at most one at a time."""
 
-    __slots__ = ("events", "on_done", "op", "reply", "snapshot", "token", "value")
+    __slots__ = ("events", "folded", "on_done", "op", "reply", "snapshot", "token", "value")
 
     def __init__(
         self,
@@ -45,6 +45,9 @@ class Write:
         # Instead of events: a snapshot (seq, data), stored by a projection actor. It goes
         # through the session's write queue, so a command after it finds it stored.
         self.snapshot: tuple[int, bytes] | None = None
+        # How many of the first events the session's state folded before the batch was durable
+        # (a step's appends, see HistoryActor._step): not to be folded again.
+        self.folded = 0
 
 
 class Live:

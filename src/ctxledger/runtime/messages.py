@@ -16,6 +16,7 @@ import msgspec
 from ctxledger.config import Config
 from ctxledger.domain import Compact, Job, Serve, SessionState, place_message, shown_messages
 from ctxledger.domain.commands import Command as DomainCommand
+from ctxledger.messages import Message
 from ctxledger.runtime.waiters import Reply
 from ctxledger.storage import Lease, RecordedEvent
 
@@ -23,6 +24,7 @@ __all__ = [
     "BackgroundEnded",
     "Command",
     "Decide",
+    "DecideStep",
     "Durable",
     "Evict",
     "Execute",
@@ -126,6 +128,14 @@ class Decide(Command):
 
     request: Serve | Compact
     reactive: bool = False
+
+
+@dataclass(slots=True)
+class DecideStep(Decide):
+    """Append ``messages`` and serve the next view (``request``, a :class:`Serve`): one batch,
+    when no compaction is due (:func:`ctxledger.domain.step.decide_step`)."""
+
+    messages: tuple[Message, ...] = ()
 
 
 @dataclass(slots=True)
