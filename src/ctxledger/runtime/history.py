@@ -57,6 +57,7 @@ from ctxledger.runtime.live import Live, Op, fail, fail_work
 from ctxledger.runtime.messages import (
     Command,
     Decide,
+    DecideStep,
     Durable,
     Evict,
     Execute,
@@ -113,7 +114,7 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes):
         """Handle one message of the actor's closed union (see the module docstring)."""
         try:
             match message:
-                case Execute() | Decide() | Read() | Settle() | Open() | Fork():
+                case Execute() | DecideStep() | Decide() | Read() | Settle() | Open() | Fork():
                     self._on_command(message)
                 case Durable():
                     self._on_durable(message)
@@ -293,6 +294,8 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes):
         match command:
             case Execute():
                 self._execute(live, command.reply, command.command)
+            case DecideStep():
+                self._step(live, command)
             case Decide():
                 op = live.op = Op(command, command.request)
                 if command.reactive:

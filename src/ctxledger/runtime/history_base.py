@@ -138,11 +138,14 @@ class HistoryBase(pykka.ThreadingActor):
         on_done: Callable[[list[RecordedEvent] | None, BaseException | None], None] | None = None,
         pressure: bool = False,
         op: Op | None = None,
+        folded: int = 0,
     ) -> None:
         """Hand ``events`` to the journal after the session's batch in flight (writes)."""
 
     @abc.abstractmethod
-    def _fold(self, live: Live, state: SessionState, records: list[RecordedEvent]) -> None:
+    def _fold(
+        self, live: Live, state: SessionState, records: list[RecordedEvent], *, skip: int = 0
+    ) -> None:
         """Fold a durable batch into the session's state (writes)."""
 
     @abc.abstractmethod

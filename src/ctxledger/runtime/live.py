@@ -25,7 +25,17 @@ __all__ = ["Live", "Op", "Write", "fail", "fail_work"]
 class Write:
     """A batch of one session in the journal; a session has at most one at a time."""
 
-    __slots__ = ("events", "on_done", "op", "pressure", "reply", "snapshot", "token", "value")
+    __slots__ = (
+        "events",
+        "folded",
+        "on_done",
+        "op",
+        "pressure",
+        "reply",
+        "snapshot",
+        "token",
+        "value",
+    )
 
     def __init__(
         self,
@@ -46,6 +56,9 @@ class Write:
         # through the session's write queue, so a command after it finds it stored.
         self.snapshot: tuple[int, bytes] | None = None
         self.pressure = False  # from a command that adds to the estimate (see runtime.budget)
+        # How many of the first events the session's state folded before the batch was durable
+        # (a step's appends, see runtime.steps): not to be folded again.
+        self.folded = 0
 
 
 class Live:

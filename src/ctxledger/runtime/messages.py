@@ -21,6 +21,7 @@ from ctxledger.domain import Compact, Job, Serve, SessionState, place_message, s
 from ctxledger.domain.commands import Command as DomainCommand
 from ctxledger.errors import LeaseLostError
 from ctxledger.events import Event
+from ctxledger.messages import Message
 from ctxledger.runtime.waiters import Reply
 from ctxledger.storage import Lease, RecordedEvent
 
@@ -34,6 +35,7 @@ __all__ = [
     "Committed",
     "CompactionMessage",
     "Decide",
+    "DecideStep",
     "Durable",
     "Evict",
     "Execute",
@@ -150,6 +152,13 @@ class Decide(Command, frozen=True):
 
     request: Serve | Compact
     reactive: bool = False
+
+
+class DecideStep(Decide, frozen=True):
+    """Append ``messages`` and serve the next view (``request``, a :class:`Serve`): one batch,
+    when no compaction is due (:func:`ctxledger.domain.step.decide_step`)."""
+
+    messages: tuple[Message, ...] = ()
 
 
 class Settle(Command, frozen=True):
@@ -382,7 +391,7 @@ class ReleaseLease(msgspec.Struct, frozen=True):
 
 #: What a history actor is told: its sessions' commands and the reports of their work.
 HistoryMessage = (
-    Execute | Decide | Read | Settle | Open | Fork
+    Execute | DecideStep | Decide | Read | Settle | Open | Fork
     | Durable | Loaded | SummaryDone | Measure | Prepare | Release | Settled | LeaseLost | Evict
 )  # fmt: skip
 #: What the budget actor is told.

@@ -1,7 +1,9 @@
 """The history actor's decision step: serve, compact, the reactive retries, the summaries.
 
 A ``Decide`` command runs :func:`ctxledger.domain.decide` on the session's state, the same
-function :class:`ctxledger.testing.DomainSession` and what-if call, and carries the decision out:
+function :class:`ctxledger.testing.DomainSession` and what-if call (a ``DecideStep``, an agent's
+step, runs :func:`ctxledger.domain.step.decide_step`: its appends and the serve decision in one
+batch), and carries the decision out:
 record its events, hand a job to the compaction pool and decide again with its summary, wait for
 a background compaction that is running, retry a reactive compaction harder until one compacts
 or the attempts are spent (:func:`ctxledger.domain.commands.reactive_attempt`), or fail the
@@ -19,11 +21,13 @@ import msgspec
 from ctxledger._logging import get_logger
 from ctxledger.domain import CompactionResult, Decision, Job, ModelView, Serve, Summarized, decide
 from ctxledger.domain.commands import NO_OUTCOME, reactive_attempt
+from ctxledger.domain.step import Step, decide_step
 from ctxledger.errors import ContextOverflowError
 from ctxledger.events import CompactionFailed
+from ctxledger.runtime.failures import internal
 from ctxledger.runtime.history_base import HistoryBase
 from ctxledger.runtime.live import Live, Op
-from ctxledger.runtime.messages import Decide, SummaryDone
+from ctxledger.runtime.messages import Decide, DecideStep, SummaryDone
 from ctxledger.runtime.waiters import LoopWaiter
 
 __all__ = ["DecisionSteps"]
@@ -33,6 +37,58 @@ _log = get_logger(__name__)
 
 class DecisionSteps(HistoryBase):
     """The decision step of the history actor (see the module docstring)."""
+
+    def _step(self, live: Live, command: DecideStep) -> None:
+        """Append a step's messages and serve the next view
+        (:func:`ctxledger.domain.step.decide_step`): one batch, unless a summary is needed or a
+        background one awaited; then the appends go first (durable before a summariser runs)
+        and the decision is carried out as ``prepare_step``'s. A refused message raises here,
+        before anything is folded."""
+        state = live.state
+        assert state is not None and isinstance(command.request, Serve)
+        rt = self._rt
+        step = Step(messages=command.messages, pending=command.request.pending)
+        op = live.op = Op(command, command.request)
+        applied = state.events_applied
+        try:
+            stepped = decide_step(
+                state, step, tokenizer=rt.tokenizer, new_id=rt.new_id, now=rt.clock
+            )
+        except Exception as exc:
+            if state.events_applied != applied:  # folded ahead of the log: start over from it
+                live.op = None
+                self._restart(live, internal(f"session {live.id!r}: step: {exc!r}", exc))
+            raise
+        if step.fresh:
+            self._reactive.pop(live.id, None)
+        appended, decision = stepped.appended.events, stepped.decision
+        folded = len(appended)  # not to be folded again (see runtime.writes)
+        if decision.job is not None or decision.wait_for is not None:
+            if appended:
+                self._write(live, appended, op=op, pressure=True, folded=folded)
+            self._carry_out(live, op, decision)
+            return
+        events = (*appended, *decision.events)
+        error = decision.error
+        if error is not None:  # refused to serve (budget, overflow): the appends stay, as usual
+
+            def refused(_records: Any, write_error: BaseException | None) -> None:
+                live.op = None
+                command.reply.resolve(None, write_error or error)
+
+            self._write(live, events, on_done=refused, pressure=True, op=op, folded=folded)
+            return
+        op.handed_off = True
+        self._write(
+            live,
+            events,
+            reply=command.reply,
+            value=decision.view,
+            on_done=self._op_done(live),
+            pressure=True,
+            op=op,
+            folded=folded,
+        )
 
     def _decide(self, live: Live, op: Op) -> None:
         state = live.state

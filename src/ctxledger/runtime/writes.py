@@ -47,15 +47,19 @@ class Writes(HistoryBase):
         on_done: Callable[[list[RecordedEvent] | None, BaseException | None], None] | None = None,
         pressure: bool = False,
         op: Op | None = None,
+        folded: int = 0,
     ) -> None:
         """Hand ``events`` to the journal (after the session's batch in flight, if any).
 
         ``pressure``: they come from a command that adds to the estimate (budget looks at the
-        session's pressure after them).
+        session's pressure after them). ``folded``: how many of the first ``events`` the state
+        has folded already (a step's appends); if the batch fails, the state is ahead of the log
+        and is loaded again.
         """
         self._tokens += 1
         write = Write(self._tokens, events, on_done, reply, value, op)
         write.pressure = pressure
+        write.folded = folded
         if live.writing is not None:
             live.pending_writes.append(write)
             return
@@ -141,9 +145,13 @@ class Writes(HistoryBase):
             # request fails and the session starts over from the log.
             self._restart(live, message.error)
             return
+        if message.error is not None and write.folded:
+            # The state folded a step's appends that are not in the log: start over from it.
+            self._restart(live, message.error)
+            return
         records = message.records
         if message.error is None and records:
-            self._fold(live, state, records)
+            self._fold(live, state, records, skip=write.folded)
         if message.error is not None and write.op is not None and write.op is live.op:
             # A batch of a command in progress failed: the command fails with it.
             op, live.op = live.op, None
@@ -156,10 +164,13 @@ class Writes(HistoryBase):
             return
         self._pump(live)
 
-    def _fold(self, live: Live, state: SessionState, records: list[RecordedEvent]) -> None:
-        """Fold a durable batch into the session's state (and take a snapshot when due)."""
+    def _fold(
+        self, live: Live, state: SessionState, records: list[RecordedEvent], *, skip: int = 0
+    ) -> None:
+        """Fold a durable batch into the session's state (and take a snapshot when due); its
+        first ``skip`` events are folded already (a step's appends)."""
         apply = state.apply
-        for record in records:
+        for record in records[skip:] if skip else records:
             apply(record.event)
         previous, live.last_event_seq = live.last_event_seq, records[-1].seq
         if snapshot_due(previous, live.last_event_seq, state.config.snapshot_interval):

@@ -17,7 +17,6 @@ your own Config, summariser and tokenizer::
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 from hypothesis import event, note
@@ -33,37 +32,26 @@ from ctxledger.errors import (
 )
 from ctxledger.events import (
     CheckpointCreated,
-    CompactionFailed,
     CompactionStarted,
     ToolResultSynthesized,
 )
 from ctxledger.messages import Message, ToolCall
 from ctxledger.replay import fold_session, rebuild, verify
-from ctxledger.storage import RecordedEvent
 from ctxledger.testing._machine_background import BackgroundRules
 from ctxledger.testing._machine_base import DEFAULT_CONFIG as DEFAULT_CONFIG
 from ctxledger.testing._machine_model import FlakySummarizer, Model, open_tool_calls
+from ctxledger.testing._machine_step import FAILURES, TOOLS, StepRules
 
 __all__ = ["FlakySummarizer", "SessionMachine"]
 
-_TOOLS = ("bash", "read_file", "grep")
-_FAILURES = st.sampled_from([None, None, None, "raise", "none", "empty"])
 
-
-def _outcome(records: Sequence[RecordedEvent]) -> str:
-    if any(isinstance(record.event, CheckpointCreated) for record in records):
-        return "compacted"
-    if any(isinstance(record.event, CompactionFailed) for record in records):
-        return "summary failed"
-    return "no compaction"
-
-
-class SessionMachine(BackgroundRules):
+class SessionMachine(BackgroundRules, StepRules):
     """Hypothesis state machine over a real LMDB host, checked against a plain-Python model.
 
     Rules: append a user message, an assistant message with 0-3 parallel tool calls (optionally
     with its results in the same batch), a tool result for an open call, whole agent steps in
-    one batch, an invalid batch (must be refused whole); record usage; prepare a step; manual
+    one batch, an invalid batch (must be refused whole); record usage; prepare a step; a
+    ``Session.step`` (agent steps appended and the view served in one call); manual
     compaction with a focus; reactive compaction (``ContextOverflowError`` only once
     ``max_reactive_retries`` attempts are used); pin a seq; record a new Config; fork a
     session; close and reopen the host (open tool calls get ``interrupted`` results); verify
@@ -117,7 +105,7 @@ class SessionMachine(BackgroundRules):
     @precondition(lambda self: bool(self._idle()))
     @rule(
         data=st.data(),
-        tools=st.lists(st.sampled_from(_TOOLS), max_size=3),
+        tools=st.lists(st.sampled_from(TOOLS), max_size=3),
         answer_now=st.booleans(),
     )
     def append_assistant(self, data: st.DataObject, tools: list[str], answer_now: bool) -> None:
@@ -138,13 +126,7 @@ class SessionMachine(BackgroundRules):
     def append_agent_steps(self, data: st.DataObject, steps: int, user: bool) -> None:
         """Append whole agent steps (maybe after a user message) as one batch."""
         sid = data.draw(st.sampled_from(self._idle()), label="session")
-        batch = [Message.user(self._text(data, "user", self.text_sizes))] if user else []
-        for _ in range(steps):
-            tools = data.draw(st.lists(st.sampled_from(_TOOLS), min_size=1, max_size=3))
-            calls = [ToolCall(f"call{next(self._ids)}", tool, "{}") for tool in tools]
-            batch.append(Message.assistant(self._text(data, "assistant", self.text_sizes), calls))
-            batch += [Message.tool(self._text(data, "result"), c.id, c.name) for c in calls]
-        self._append(sid, batch)
+        self._append(sid, self._agent_steps(data, steps, user))
 
     @precondition(lambda self: bool(self._waiting()))
     @rule(data=st.data(), named=st.booleans())
@@ -195,25 +177,16 @@ class SessionMachine(BackgroundRules):
         self.models[sid].reactive_attempts = 0
         self.models[sid].fits = False
 
-    @rule(data=st.data(), failure=_FAILURES, pending=st.sampled_from(["", "run the tests now"]))
+    @rule(data=st.data(), failure=FAILURES, pending=st.sampled_from(["", "run the tests now"]))
     def prepare_step(self, data: st.DataObject, failure: str | None, pending: str) -> None:
         """Compact if needed and serve the view; it is what replay rebuilds."""
         sid = data.draw(st.sampled_from(sorted(self.models)), label="session")
         view, records = self._compacting(sid, failure, lambda s: s.prepare_step(pending))
-        model = self.models[sid]
-        if isinstance(view, ContextOverflowError):
-            self._check_floor_overflow(sid, view, records, pending)
-            return
-        assert view.through_seq == len(model.messages), f"{sid}: view through {view.through_seq}"
-        rebuilt = rebuild(self.host.log, sid, tokenizer=self.tokenizer).view
-        assert rebuilt.view_hash == view.view_hash, f"{sid}: served view does not rebuild"
-        model.served = (view.through_seq, view.view_hash)
-        model.fits = not any(isinstance(r.event, CompactionFailed) for r in records)
-        event(f"prepare_step: {_outcome(records)}")
+        self._check_served(sid, view, records, pending, "prepare_step")
 
     @rule(
         data=st.data(),
-        failure=_FAILURES,
+        failure=FAILURES,
         focus=st.sampled_from([None, "keep the API signatures", "keep file paths and errors"]),
     )
     def compact(self, data: st.DataObject, failure: str | None, focus: str | None) -> None:
@@ -229,7 +202,7 @@ class SessionMachine(BackgroundRules):
 
     @rule(
         data=st.data(),
-        failure=_FAILURES,
+        failure=FAILURES,
         error=st.sampled_from([None, "prompt is too long: 212000 tokens > 200000 maximum"]),
     )
     def reactive_compact(self, data: st.DataObject, failure: str | None, error: Any) -> None:
