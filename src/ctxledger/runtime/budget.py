@@ -30,7 +30,7 @@ import contextlib
 import heapq
 import itertools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, assert_never
+from typing import assert_never
 
 import pykka
 
@@ -43,6 +43,8 @@ from ctxledger.runtime.messages import (
     BudgetMessage,
     Committed,
     Forgotten,
+    HistoryMessage,
+    HistoryRef,
     Measure,
     Measured,
     Prepare,
@@ -50,9 +52,6 @@ from ctxledger.runtime.messages import (
     Settled,
     Settling,
 )
-
-if TYPE_CHECKING:
-    from ctxledger.runtime.history import HistoryActor
 
 __all__ = ["BudgetActor", "appended_tokens"]
 
@@ -93,7 +92,7 @@ class _Pressure:
         "since",
     )  # fmt: skip
 
-    def __init__(self, owner: pykka.ActorRef[HistoryActor]) -> None:
+    def __init__(self, owner: HistoryRef) -> None:
         self.owner = owner
         self.phase = _IDLE
         self.bound: int | None = None  # an upper bound of the background estimate, in tokens
@@ -297,6 +296,6 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
         self._running.discard(session_id)
 
 
-def _tell(owner: pykka.ActorRef[HistoryActor], message: object) -> None:
+def _tell(owner: HistoryRef, message: HistoryMessage) -> None:
     with contextlib.suppress(pykka.ActorDeadError):  # its successor starts the session afresh
         owner.tell(message)

@@ -35,10 +35,9 @@ from ctxledger._logging import get_logger
 from ctxledger.domain import Job, Summarizer, arun_summarizer, run_summarizer
 from ctxledger.domain.summary import is_async_summarizer
 from ctxledger.runtime.failures import LoggedFailures
-from ctxledger.runtime.messages import CompactionMessage, Summarize, SummaryDone
+from ctxledger.runtime.messages import CompactionMessage, HistoryRef, Summarize, SummaryDone
 
 if TYPE_CHECKING:
-    from ctxledger.runtime.history import HistoryActor
     from ctxledger.runtime.timer import Timer
 
 __all__ = ["CompactionActor", "CompactionPool", "HostLoop"]
@@ -123,7 +122,7 @@ class CompactionPool:
         self,
         session_id: str,
         job: Job,
-        owner: pykka.ActorRef[HistoryActor],
+        owner: HistoryRef,
         loop: asyncio.AbstractEventLoop | None,
         timeout: float,
     ) -> None:

@@ -33,11 +33,16 @@ import pykka
 from ctxledger._logging import get_logger
 from ctxledger.errors import CtxLedgerError, HostClosedError, LeaseLostError
 from ctxledger.runtime.failures import LoggedFailures
-from ctxledger.runtime.messages import LeaseLost, LeaseMessage, ReleaseLease, RenewLeases
+from ctxledger.runtime.messages import (
+    HistoryRef,
+    LeaseLost,
+    LeaseMessage,
+    ReleaseLease,
+    RenewLeases,
+)
 from ctxledger.storage import Lease, LeaseStore
 
 if TYPE_CHECKING:
-    from ctxledger.runtime.history import HistoryActor
     from ctxledger.runtime.timer import Timer
 
 __all__ = ["LeaseActor", "LeaseKeeper", "LeaseLost"]
@@ -67,7 +72,7 @@ class LeaseKeeper:
         self._lock = threading.Lock()
         # Every lease taken and not yet given back, with the history actor serving it (None
         # while the session is still being loaded).
-        self._held: dict[str, tuple[Lease, pykka.ActorRef[HistoryActor] | None]] = {}
+        self._held: dict[str, tuple[Lease, HistoryRef | None]] = {}
         self._last_epoch: dict[str, int] = {}  # the epoch this host held last, per session
         self._actor = LeaseActor.start(self)
         self._stopped = False
@@ -95,7 +100,7 @@ class LeaseKeeper:
         self.store.release_lease(lease)  # closed meanwhile
         raise HostClosedError("the host is closed")
 
-    def hold(self, lease: Lease, owner: pykka.ActorRef[HistoryActor]) -> int | None:
+    def hold(self, lease: Lease, owner: HistoryRef) -> int | None:
         """Keep ``lease`` renewed for ``owner`` (its history actor).
 
         Returns:

@@ -11,10 +11,9 @@ default, so a message added to a union and not handled is a type error.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 import msgspec
-import pykka
 
 from ctxledger.config import Config
 from ctxledger.domain import Compact, Job, Serve, SessionState, place_message, shown_messages
@@ -24,9 +23,6 @@ from ctxledger.events import Event
 from ctxledger.messages import Message
 from ctxledger.runtime.waiters import Reply
 from ctxledger.storage import Lease, RecordedEvent
-
-if TYPE_CHECKING:
-    from ctxledger.runtime.history import HistoryActor
 
 __all__ = [
     "BackgroundEnded",
@@ -42,6 +38,7 @@ __all__ = [
     "Forgotten",
     "Fork",
     "HistoryMessage",
+    "HistoryRef",
     "LeaseLost",
     "LeaseMessage",
     "Load",
@@ -64,6 +61,15 @@ __all__ = [
     "SummaryDone",
     "answer_query",
 ]
+
+
+class HistoryRef(Protocol):
+    """What the other actors hold of a history actor: where to tell it a message of its union
+    (its ``pykka.ActorRef`` is one). Typed by what it accepts, not by the actor's class, so that
+    budget, compaction, projection and leases answer it without importing it."""
+
+    def tell(self, message: HistoryMessage) -> None:
+        """Put ``message`` in the history actor's mailbox."""
 
 
 # --- reads ---------------------------------------------------------------------------------------
@@ -194,7 +200,7 @@ class Load(msgspec.Struct, frozen=True):
     """
 
     session_id: str
-    owner: pykka.ActorRef[HistoryActor]  # told ``Loaded``
+    owner: HistoryRef  # told ``Loaded``
     #: On a shared log: when (``time.monotonic()``) to stop waiting for another host's lease
     #: (set by the first attempt).
     lease_deadline: float | None = None
@@ -261,7 +267,7 @@ class Committed(msgspec.Struct, frozen=True):
 
     session_id: str
     events: tuple[Event, ...]
-    owner: pykka.ActorRef[HistoryActor]
+    owner: HistoryRef
     pressure: bool
     unpublished: int = 0
 
@@ -297,7 +303,7 @@ class Measured(msgspec.Struct, frozen=True, kw_only=True):
     """
 
     session_id: str
-    owner: pykka.ActorRef[HistoryActor]
+    owner: HistoryRef
     off: bool = False
     blocked_until: int = 0
     last_seq: int = 0
@@ -343,7 +349,7 @@ class Settling(msgspec.Struct, frozen=True):
     """Budget actor: answer ``owner`` :class:`Settled` (after every ``Measure`` sent before)."""
 
     session_id: str
-    owner: pykka.ActorRef[HistoryActor]
+    owner: HistoryRef
 
 
 class Settled(msgspec.Struct, frozen=True):
@@ -363,7 +369,7 @@ class SaveSnapshot(msgspec.Struct, frozen=True):
     session_id: str
     seq: int
     data: bytes
-    owner: pykka.ActorRef[HistoryActor]
+    owner: HistoryRef
     token: int
     interval: int  # the session's snapshot interval (for which older snapshots to keep)
 
@@ -374,7 +380,7 @@ class Summarize(msgspec.Struct, frozen=True):
 
     session_id: str
     job: Job
-    owner: pykka.ActorRef[HistoryActor]
+    owner: HistoryRef
 
 
 class RenewLeases(msgspec.Struct, frozen=True):
