@@ -1021,6 +1021,7 @@ def code_state() -> dict[str, Any]:
             "../src/ctxledger/domain",
             "../src/ctxledger/summarizers",
             "../src/ctxledger/testing/driver.py",
+            "../src/ctxledger/testing/_summaries.py",
             "../src/ctxledger/config.py",
         ).splitlines(),
     }

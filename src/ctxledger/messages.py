@@ -14,7 +14,7 @@ import msgspec
 
 from ctxledger.errors import InvalidMessageError
 
-__all__ = ["APPENDABLE_ROLES", "ROLES", "Message", "ToolCall"]
+__all__ = ["APPENDABLE_ROLES", "ROLES", "Message", "ToolCall", "check_metadata"]
 
 #: Roles a caller may append to a session's history.
 APPENDABLE_ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
@@ -22,6 +22,9 @@ APPENDABLE_ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "to
 ROLES: frozenset[str] = APPENDABLE_ROLES | {"summary"}
 
 _json_decoder = msgspec.json.Decoder()
+# Ordered as the event codec encodes (which refuses a map with a key that is not text).
+_metadata_encoder = msgspec.msgpack.Encoder(order="deterministic")
+_metadata_decoder = msgspec.msgpack.Decoder(dict[str, Any])
 
 
 class _Checks(threading.local):
@@ -199,3 +202,29 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     def with_seq(self, seq: int) -> Message:
         """Return a copy of this message carrying ``seq``."""
         return msgspec.structs.replace(self, seq=seq)
+
+
+def check_metadata(metadata: object, where: str) -> None:
+    """Refuse message metadata that would not read back from a log.
+
+    Metadata is a mutable dict of anything, so it is checked where it is about to be stored
+    (by every event log, and by ``Session.step`` before its messages are folded): encoded and
+    decoded again as the field's type, since a map that encodes but does not decode as
+    ``dict[str, Any]`` (an int key) would be stored and then fail every replay; encoded as the
+    event codec encodes (sorted keys), which refuses a nested map with a key that is not text.
+
+    Args:
+        metadata: The metadata.
+        where: Names the message in the error (``"session 'a', event 0 of the batch"``).
+
+    Raises:
+        InvalidMessageError: It cannot be encoded, or would read back differently typed.
+    """
+    try:
+        _metadata_decoder.decode(_metadata_encoder.encode(metadata))
+    except (TypeError, ValueError, OverflowError) as exc:  # incl. UnicodeEncodeError, msgspec's
+        raise InvalidMessageError(
+            f"{where}: the message metadata cannot be encoded: {exc}",
+            field="metadata",
+            limit="encodable as msgpack (JSON-like values, valid UTF-8 text)",
+        ) from exc

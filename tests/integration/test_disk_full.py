@@ -131,3 +131,25 @@ def test_a_host_keeps_appending_after_space_is_freed(small_fs: Path) -> None:
             (1, text[0]),
             (2, text[2]),
         ]
+
+
+def test_a_step_on_a_full_disk_fails_and_the_session_goes_on_from_its_log(small_fs: Path) -> None:
+    """Session.step folds its appends before the log has them: on a full disk the step fails
+    by name, the session is reloaded from its log (history as it was), and once space is freed
+    the next step goes on from there; a restart sees the same."""
+    text = [os.urandom(50_000).hex() for _ in range(3)]  # all three fit the default window
+    with Host.open(small_fs / "host") as host:
+        session = host.session("s")
+        session.step([Message.user(text[0])])
+        filler = fill(small_fs)
+        with pytest.raises(StorageError, match=DISK_FULL):
+            session.step([Message.assistant(text[1])])
+        assert [m.content for m in session.history()] == [text[0]]
+        filler.unlink()
+        view = session.step([Message.assistant(text[2])])
+        assert view.appended_seqs == (2,) and view.messages[-1].content == text[2]
+    with Host.open(small_fs / "host") as host:
+        assert [(m.seq, m.content) for m in host.session("s").history()] == [
+            (1, text[0]),
+            (2, text[2]),
+        ]

@@ -173,3 +173,32 @@ def test_sigkill_and_a_new_process_continue_the_conversation(tmp_path: Path) -> 
     with Host.open(db) as host:
         assert host.session("t1").checkpoints()
     assert run("verify", "--db", db).exit_code == 0
+
+
+def test_each_model_call_is_one_commit_with_its_new_messages(tmp_path: Path) -> None:
+    """Before each model call the middleware appends the new messages and serves the view in
+    one commit (Session.step); the answer is one more: a turn of two calls is four commits, and
+    each call gets the view that ends with the messages just recorded."""
+    model = ScriptedChatModel(received=[])
+    with Host.open(tmp_path / "db", config=Config(prepare_threshold=0)) as host:
+        session = host.session("s")
+        submitted: list[int] = []
+        submit = host.log.submit
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            submitted.append(len(args[1]))
+            return submit(*args, **kwargs)
+
+        host.log.submit = counted  # type: ignore[method-assign]
+        middleware, memory = [LedgerMiddleware(session)], InMemorySaver()
+        agent = create_agent(model, [add, report], middleware=middleware, checkpointer=memory)
+        config: Any = {"configurable": {"thread_id": "t1"}}
+        for turn in range(1, 4):
+            before = len(submitted)
+            state = agent.invoke({"messages": [_question(turn)]}, config)
+            # The first call's batch: the question and the view served; the answer; the second
+            # call's: the two tool results and the view; the answer.
+            assert submitted[before:] == [2, 1, 3, 1]
+        assert [received[-1].type for received in model.received] == ["human", "tool"] * 3
+        history = session.history()
+        assert [m.content for m in history] == [m.content for m in to_messages(state["messages"])]

@@ -23,9 +23,10 @@ from agents import (
     RunConfig,
     Runner,
     Usage,
+    function_tool,
     set_tracing_disabled,
 )
-from agents.testing import ModelStep, ScriptedModel, assistant_message
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from cli_helpers import run
 from openai.types.responses.response_usage import InputTokensDetails
 
@@ -38,7 +39,7 @@ from ctxledger import (
     Pricing,
     Session,
 )
-from ctxledger.events import UsageReported
+from ctxledger.events import UsageReported, ViewServed
 from ctxledger.integrations.openai_agents import LedgerSession
 from fake_llm_server import CannedResponse, FakeLLMServer
 
@@ -363,3 +364,56 @@ def test_run_config_refuses_a_second_input_filter(tmp_path: Path) -> None:
         session = LedgerSession(host.session("sdk"))
         with pytest.raises(ValueError, match="call_model_input_filter"):
             session.run_config(call_model_input_filter=lambda data: data.model_data)
+
+
+@function_tool
+def build_status(service: str) -> str:
+    """Return the build status of a service."""
+    return f"{service}: step 12 failed"
+
+
+def test_the_items_and_the_next_calls_view_are_one_commit(tmp_path: Path) -> None:
+    """With run_config(), add_items is a Session.step: the items the SDK stores and the view its
+    next model call gets are one commit, that call is sent exactly that view (the items just
+    stored at its end), and the ledger holds each item once."""
+    script = []
+    for turn in range(3):
+        call = function_call("build_status", {"service": "api"}, call_id=f"c{turn}")
+        script += [
+            ModelStep(output=[call], usage=_usage(500 + turn, 10)),
+            ModelStep(output=[assistant_message(f"done {turn}", item_id=f"m{turn}")]),
+        ]
+    model = ScriptedModel(script)
+    agent = Agent(name="ops", instructions="Help.", model=model, tools=[build_status])
+    with Host.open(tmp_path / "db", config=Config(prepare_threshold=0)) as host:
+        ledger = host.session("sdk")
+        session = LedgerSession(ledger)
+        batches: list[int] = []
+        submit = host.log.submit
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            batches.append(len(args[1]))
+            return submit(*args, **kwargs)
+
+        host.log.submit = counted  # type: ignore[method-assign]
+        per_run = []
+        for turn in range(3):
+            before = len(batches)
+            task = f"task {turn}"
+            asyncio.run(Runner.run(agent, task, session=session, run_config=session.run_config()))
+            per_run.append(batches[before:])
+        # The first run reads a view on its own (later runs start from the view the last answer
+        # was stored with); then: the task and the first call's view; the usage report (with
+        # its calibration); the call, its output and the second call's view; the answer and a
+        # view.
+        assert per_run[0] == [1, 2, 2, 3, 2]
+        assert per_run[1] == per_run[2] == [2, 2, 3, 2]
+        ends = [call.input[-1] for call in model.calls]
+        kinds = [item.get("type") or item.get("role") for item in ends]  # type: ignore[union-attr]
+        assert kinds == ["user", "function_call_output"] * 3
+        served = [r.event for r in host.log.read("sdk") if isinstance(r.event, ViewServed)]
+        assert len(served) == 1 + 3 * 3  # a view per step, none served twice
+        contents = [m.content for m in ledger.history()]
+        assert contents.count("task 1") == 1 and contents.count("done 1") == 1
+        assert _reports(ledger) == [(500, 10, 0, 0, 1), (501, 10, 0, 0, 5), (502, 10, 0, 0, 9)]
+    assert run("verify", "--db", tmp_path / "db").exit_code == 0

@@ -126,6 +126,29 @@ def test_a_step_span_describes_the_view(
     assert attributes["ctxledger.view.through_seq"] == view.through_seq
 
 
+def test_a_session_step_is_traced_like_prepare_step(
+    tmp_path: Path, telemetry: tuple[InMemorySpanExporter, InMemoryMetricReader]
+) -> None:
+    """Session.step (what the framework drop-ins call) gets a ctxledger.step span describing
+    the view it served, and its compactions are children of it."""
+    exporter, _ = telemetry
+    foreground = CONFIG.replace(prepare_threshold=0.0)  # every compaction within its step
+    with Host.open(tmp_path / "db", config=foreground) as host:
+        session = host.session("one")
+        views = [session.step(messages) for messages in iter_agent_steps(0, steps=30)]
+        checkpoints = session.checkpoints()
+    spans = exporter.get_finished_spans()
+    steps = _named(spans, "ctxledger.step")
+    assert len(steps) == 30 and not _named(spans, "ctxledger.prepare_step")
+    attributes = steps[-1].attributes or {}
+    assert attributes["ctxledger.view.through_seq"] == views[-1].through_seq
+    assert attributes["ctxledger.view.messages"] == len(views[-1].messages)
+    compactions = _named(spans, "ctxledger.compaction")
+    assert checkpoints and len(compactions) >= len(checkpoints)
+    step_ids = {span.context.span_id for span in steps}
+    assert all(span.parent is not None and span.parent.span_id in step_ids for span in compactions)
+
+
 def test_metrics_count_views_compactions_by_reason_and_waits(
     tmp_path: Path, telemetry: tuple[InMemorySpanExporter, InMemoryMetricReader]
 ) -> None:

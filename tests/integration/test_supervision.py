@@ -25,9 +25,10 @@ from ctxledger import (
     ToolCall,
 )
 from ctxledger.replay import verify
-from ctxledger.runtime import history as history_module
+from ctxledger.runtime import steps as steps_module
+from ctxledger.runtime import writes as writes_module
 from ctxledger.runtime.history import HistoryActor
-from ctxledger.runtime.messages import SummaryTimeout
+from ctxledger.runtime.messages import SummaryDone
 from guards import GUARD, call_in_thread, deep_list
 from log_capture import capture_logs
 
@@ -143,7 +144,7 @@ def test_a_defect_in_a_decision_fails_that_request_alone(
     ERROR with its session id); the next request of the session is served."""
     session = host.session("s")
     session.append(Message.user("one"))
-    monkeypatch.setattr(history_module, "decide", _raise_once(history_module.decide))
+    monkeypatch.setattr(steps_module, "decide", _raise_once(steps_module.decide))
     with capture_logs() as logs, pytest.raises(InternalError):
         call_in_thread(session.prepare_step)
     failures = [e for e in logs if e["log_level"] == "error"]
@@ -162,7 +163,7 @@ def test_a_defect_after_a_commit_restarts_the_session_from_its_log(
     victim.append(Message.user("kept"))
     other.append(Message.user("unrelated"))
     victim.history(), other.history()  # queued behind their batches: both are folded now
-    monkeypatch.setattr(history_module, "snapshot_due", _raise_once(history_module.snapshot_due))
+    monkeypatch.setattr(writes_module, "snapshot_due", _raise_once(writes_module.snapshot_due))
     with capture_logs() as logs:
         assert call_in_thread(lambda: victim.append(Message.user("durable"))) == 2
         assert call_in_thread(lambda: victim.append(Message.user("next"))) == 3
@@ -227,7 +228,7 @@ def test_a_dead_history_actor_is_replaced_and_no_caller_waits_forever(
                 type(e).__name__ == "CompactionStarted" for e in _events(host, "busy")
             ):
                 waiting.join(0.01)
-            dead.tell(SummaryTimeout("busy", None))  # type: ignore[arg-type]
+            dead.tell(SummaryDone("busy", None, None, "", 0.0))  # type: ignore[arg-type]
             waiting.join(GUARD)
             assert not waiting.is_alive(), "the caller of the dead actor hangs"
         release.set()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -251,12 +252,20 @@ def test_the_command_serves_read_only_until_interrupted(db: Path) -> None:
     """`ctxledger ui --port 0` prints its address, answers, and leaves the log untouched."""
     data = db / "data.mdb"
     before = (data.stat().st_mtime_ns, data.stat().st_size)
-    process = subprocess.Popen(
-        [str(Path(sys.executable).with_name("ctxledger")), "ui", "--db", str(db), "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    # A shell starts a background job (`make test &`, `(pytest &)`) with SIGINT ignored, and an
+    # ignored signal stays ignored across exec, so the child would never see the Ctrl-C below.
+    # A handled signal is reset to its default at exec: start the child as a terminal would.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        command = [str(Path(sys.executable).with_name("ctxledger")), "ui", "--db", str(db)]
+        process = subprocess.Popen(
+            [*command, "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert process.stdout is not None and process.stderr is not None
     try:
         line = process.stdout.readline()

@@ -1,5 +1,8 @@
 """The host and ``DomainSession`` record the same events for the same commands (issue 28).
 
+``step`` included: the host writes a step's appends and view in one batch, the kit records
+them one after the other, and both call :func:`ctxledger.domain.step.decide_step`.
+
 Every decision is one pure domain function that the history actor and the testing kit both
 call, so a random command sequence run on a real :class:`~ctxledger.Host` (an in-memory or an
 LMDB log, a fixed clock, counted ids, a deterministic summariser, background compaction off so
@@ -52,7 +55,7 @@ ACTIONS = [
     "user", "user", "tool_step", "tool_step", "open_call", "tool_result", "bad_tool_result",
     "pin", "usage", "retract", "retract_replacing", "clear", "compact", "compact_if_needed",
     "revert", "reactive", "prepare_step", "prepare_step", "build_model_view", "config",
-    "wait_background", "current_messages", "explain", "view_at", "audit",
+    "wait_background", "current_messages", "explain", "view_at", "audit", "step", "step",
 ]  # fmt: skip
 
 
@@ -184,6 +187,24 @@ class _Driver:
             both = (lambda s: s.revert_compaction(reason="bad summary"),)
         elif action == "reactive":
             both = (lambda s: s.reactive_compact(),)
+        elif action == "step":
+            # An agent's step: what it appends (a tool round, an answer, a new request, an
+            # answer to an open call, nothing, or a result for a call never made) and the view.
+            call = self.call()
+            kind = self.draw(st.sampled_from(["tool", "answer", "user", "result", "none", "bad"]))
+            batch = {
+                "tool": [
+                    Message.assistant("run", [call]),
+                    Message.tool(self.text("output"), call.id, "bash"),
+                ],
+                "answer": [Message.assistant(self.text("done"))],
+                "user": [Message.assistant(self.text("done")), Message.user(self.text("ask"))],
+                "result": [Message.tool(self.text("result"), self.open_call_id(), "bash")],
+                "none": [],
+                "bad": [Message.user("fine"), Message.tool("x", "unknown-call", "bash")],
+            }[kind]
+            pending = self.draw(st.sampled_from(["", "p" * 300]))
+            both = (lambda s: s.step(batch, pending),)
         elif action in ("prepare_step", "build_model_view"):
             pending = self.draw(st.sampled_from(["", "p" * 300]))
             both = (lambda s: getattr(s, action)(pending),)

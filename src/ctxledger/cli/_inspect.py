@@ -6,8 +6,6 @@ They open the log read-only and never create the folder.
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,40 +14,19 @@ import click
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.cli._app import db_option, open_log, require_session
 from ctxledger.cli._compactions import checkpoint_lines
-from ctxledger.domain import CharTokenizer, ModelView, build_view
+from ctxledger.cli._render import emit, event_line, message_lines, view_text
+from ctxledger.domain import CharTokenizer, build_view
 from ctxledger.errors import CtxLedgerError, EventDecodeError
-from ctxledger.events import (
-    CheckpointCreated,
-    CheckpointReverted,
-    CompactionFailed,
-    CompactionStarted,
-    ConfigChanged,
-    Event,
-    HistoryCleared,
-    MessageAppended,
-    MessagePinned,
-    MessageRetracted,
-    RecordLost,
-    SessionForked,
-    SessionOpened,
-    SummaryPrepared,
-    ToolResultSynthesized,
-    TranscriptExported,
-    UsageReported,
-    ViewServed,
-)
+from ctxledger.events import CheckpointCreated, CheckpointReverted, SummaryPrepared
 from ctxledger.messages import Message
 from ctxledger.replay import Damage, find_damage, rebuild, view_at
 from ctxledger.replay.damage import Unreadable, read_around_damage
 from ctxledger.replay.standins import walk_session
 from ctxledger.storage import EventLog, LogTarget
-from ctxledger.tooling.format import clip, human_bytes, human_time, human_tokens, table
+from ctxledger.tooling.format import human_bytes, human_time, table
 from ctxledger.tooling.timeline import session_timeline
 
 __all__ = ["plot", "sessions", "show", "stats", "view"]
-
-_PREVIEW = 96
-_BACKGROUND = " [background]"  # marks the events of a summary prepared ahead of need
 
 
 @click.command()
@@ -208,7 +185,7 @@ def show(
                     lines.append(f"{entry.seq:<7} {'?':<19}  {'(damaged)':<24} {entry.error}")
                     damage.append(str(entry.error))
                 else:
-                    lines.append(_event_line(entry.seq, entry.timestamp, entry.event))
+                    lines.append(event_line(entry.seq, entry.timestamp, entry.event))
         else:
             history, checkpoints, active, damage = _readable(log, session_id)
             if show_checkpoints:
@@ -223,8 +200,8 @@ def show(
             else:
                 chosen = history[start - 1 :]
                 chosen = chosen if limit is None else chosen[:limit]
-                lines = list(_message_lines(chosen, full))
-    _emit(lines, pager)
+                lines = list(message_lines(chosen, full))
+    emit(lines, pager)
     if damage:
         more = f"; {len(damage) - 1} more damaged record(s)" if len(damage) > 1 else ""
         raise click.ClickException(
@@ -284,7 +261,7 @@ def view(session_id: str, db: LogTarget, at_seq: int | None, fmt: str) -> None:
     elif fmt == "anthropic":
         click.echo(json.dumps(model_view.to_anthropic(), indent=2, ensure_ascii=False))
     else:
-        click.echo(_view_text(session_id, model_view))
+        click.echo(view_text(session_id, model_view))
 
 
 @click.command()
@@ -384,130 +361,3 @@ def _damaged_summary(damage: dict[str, Damage]) -> str:
 
 def _status(found: Damage | None) -> str:
     return "ok" if found is None else found.describe()
-
-
-# --- rendering ------------------------------------------------------------------------------------
-
-
-def _emit(lines: list[str], pager: bool) -> None:
-    if pager and sys.stdout.isatty() and len(lines) > 40:
-        click.echo_via_pager("\n".join(lines) + "\n")
-    else:
-        for line in lines:
-            click.echo(line)
-
-
-def _message_lines(messages: list[Message], full: bool) -> Iterator[str]:
-    for message in messages:
-        label = _label(message)
-        if full:
-            yield f"── #{message.seq} {label}"
-            if message.content:
-                yield message.content
-            for call in message.tool_calls:
-                yield f"→ {call.name}({call.arguments})  [{call.id}]"
-        else:
-            text = message.content or " ".join(
-                f"→ {c.name}({c.arguments})" for c in message.tool_calls
-            )
-            suffix = (
-                f"  ({len(message.content):,} chars)" if len(message.content) > _PREVIEW else ""
-            )
-            calls = (
-                f"  → {', '.join(c.name for c in message.tool_calls)}"
-                if message.tool_calls and message.content
-                else ""
-            )
-            yield f"#{message.seq:<6} {label:<22} {clip(text, _PREVIEW)}{calls}{suffix}"
-
-
-def _label(message: Message) -> str:
-    lost = " lost" if message.metadata.get("lost") else ""
-    if message.role == "tool":
-        tag = " interrupted" if message.metadata.get("synthetic") else lost
-        return f"tool {message.name or ''}{tag}".strip()
-    return f"{message.role}{lost}"
-
-
-def _event_line(seq: int, timestamp: float, event: Event) -> str:
-    tag = type(event).__struct_config__.tag
-    return f"{seq:<7} {human_time(timestamp)}  {tag:<24} {_event_detail(event)}"
-
-
-def _event_detail(event: Event) -> str:
-    if isinstance(event, MessageAppended | ToolResultSynthesized):
-        message = event.message
-        return f"#{message.seq} {_label(message)}: {clip(message.content, 60)}"
-    if isinstance(event, RecordLost):
-        what = f"#{event.message.seq} {_label(event.message)}" if event.message else "no message"
-        return f"{what} ({event.reason}): {clip(event.detail, 60)}"
-    if isinstance(event, ViewServed):
-        return (
-            f"through #{event.through_seq}, {event.estimated_tokens:,} tokens, "
-            f"{event.message_count} messages, hash {event.view_hash[:12]}"
-        )
-    if isinstance(event, UsageReported):
-        return (
-            f"prompt {event.prompt_tokens:,} completion {event.completion_tokens:,} "
-            f"through #{event.through_seq}"
-        )
-    if isinstance(event, CompactionStarted):
-        focus = f", focus {event.focus!r}" if event.focus else ""
-        return (
-            f"{event.reason}{_BACKGROUND if event.background else ''}: covers through "
-            f"#{event.covers_through_seq}, retain from #{event.retain_from_seq}{focus}"
-        )
-    if isinstance(event, SummaryPrepared):
-        by = f", {event.summarizer or 'summariser'} {event.summary_seconds:.2f} s"
-        return (
-            f"prepared {event.compaction_id[:12]}: covers through #{event.covers_through_seq}, "
-            f"retain from #{event.retain_from_seq}{by}, "
-            f"{event.input_chars:,} → {len(event.summary):,} chars"
-        )
-    if isinstance(event, CheckpointCreated):
-        cp = event.checkpoint
-        tokens = f"{cp.tokens_before:,} → {cp.tokens_after:,} tokens"
-        meta = ""
-        if cp.summarizer or cp.summary_seconds:
-            meta = (
-                f", {cp.summarizer or 'summariser'} {cp.summary_seconds:.2f} s, "
-                f"{cp.input_chars:,} → {cp.output_chars:,} chars"
-            )
-        facts = f", facts {len(cp.facts):,} chars" if cp.facts else ""
-        activated = f", activated prepared {event.compaction_id[:12]}" if event.prepared else ""
-        return f"checkpoint {cp.id[:12]} ({cp.reason}) {tokens}{meta}{facts}{activated}"
-    if isinstance(event, CheckpointReverted):
-        reason = f": {clip(event.reason, 40)}" if event.reason else ""
-        again = "the full history" if event.restored is None else event.restored.id[:12]
-        return f"reverted {event.checkpoint_id[:12]}, {again} active again{reason}"
-    if isinstance(event, CompactionFailed):
-        return f"{event.reason}{_BACKGROUND if event.background else ''}: {clip(event.detail, 60)}"
-    if isinstance(event, SessionOpened | ConfigChanged):
-        config = event.config
-        return f"window {config.context_window:,}, threshold {config.compression_threshold}"
-    if isinstance(event, SessionForked):
-        return f"from {event.parent_id!r} at #{event.at_seq}"
-    if isinstance(event, TranscriptExported):
-        return f"{event.messages} messages → {event.path}"
-    if isinstance(event, MessagePinned | MessageRetracted):
-        return f"#{event.seq}"
-    if isinstance(event, HistoryCleared):
-        return f"through #{event.through_seq}"
-    return ""
-
-
-def _view_text(session_id: str, model_view: ModelView) -> str:
-    checkpoint = f" (checkpoint {model_view.checkpoint_id})" if model_view.checkpoint_id else ""
-    lines = [
-        f"# view of {session_id} through #{model_view.through_seq}: {model_view.mode}{checkpoint}",
-        f"# {len(model_view.messages)} messages, "
-        f"{human_tokens(model_view.estimated_tokens)} tokens "
-        f"estimated, hash {model_view.view_hash}",
-    ]
-    for message in model_view.messages:
-        seq = f"#{message.seq} " if message.seq is not None else ""
-        lines.append(f"── {seq}{_label(message)}")
-        if message.content:
-            lines.append(message.content)
-        lines.extend(f"→ {call.name}({call.arguments})  [{call.id}]" for call in message.tool_calls)
-    return "\n".join(lines)

@@ -52,6 +52,10 @@ class ModelView(msgspec.Struct, frozen=True, kw_only=True):
         through_seq: The newest message seq when the view was built.
         view_tokens: The tokenizer's count of ``messages`` alone.
         retain_from_seq: The first seq of the retained tail.
+        appended_seqs: The seqs of the messages appended by the ``Session.step`` that served
+            this view, oldest first; empty for a view served by ``prepare_step`` or
+            ``build_model_view``. It tells about the call, not the view's content:
+            ``view_hash`` leaves it out (compare views by ``view_hash``).
     """
 
     messages: tuple[Message, ...]
@@ -62,6 +66,7 @@ class ModelView(msgspec.Struct, frozen=True, kw_only=True):
     through_seq: int
     view_tokens: int = 0
     retain_from_seq: int = 1
+    appended_seqs: tuple[int, ...] = ()
 
     def to_openai(self) -> list[dict[str, Any]]:
         """Render for OpenAI-compatible chat APIs (the summary becomes a system message)."""

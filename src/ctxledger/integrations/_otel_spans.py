@@ -23,7 +23,6 @@ from ctxledger.events import (
     CompactionFailed,
     CompactionStarted,
     SummaryPrepared,
-    ViewServed,
 )
 from ctxledger.integrations._otel_calls import SummaryCall, SummaryCalls
 from ctxledger.storage import EventLog, RecordedEvent
@@ -34,7 +33,6 @@ __all__ = ["CONVERSATION_ID", "Telemetry"]
 CONVERSATION_ID = "gen_ai.conversation.id"
 _PREFIX = "ctxledger.compaction."
 _LOOKBACK = 512  # the most events read back after one call
-_PAGE = 8  # events read per page, backwards
 _SKEW_NS = 3_600 * 10**9  # log timestamps further than this from the call are not trusted
 _SLOW_NS = 20 * 10**6  # a step this long may have waited on a summariser: read what it recorded
 
@@ -101,7 +99,7 @@ class Telemetry:
                 continue
             try:
                 # Back to the last event read (at most _LOOKBACK), not only to the last step.
-                for record in _recent(log, session_id, cursor.event_seq, 0):
+                for record in _recent(log, session_id, cursor.event_seq):
                     self._event(cursor, session_id, record, trace.INVALID_SPAN, now, now, None)
             except CtxLedgerError:  # the host is closing: what cannot be read is left
                 continue
@@ -173,7 +171,7 @@ class Telemetry:
         started_ns: int,
         waited: float | None,
     ) -> None:
-        records = _recent(log, session_id, cursor.event_seq or 0, started_ns)
+        records = _recent(log, session_id, cursor.event_seq or 0)
         now = time.time_ns()
         for record in records:
             self._event(cursor, session_id, record, span, started_ns, now, waited)
@@ -339,33 +337,20 @@ class Telemetry:
         span.end(end_time=max(call.start_ns, call.end_ns))
 
 
-def _recent(log: EventLog, session_id: str, floor: int, started_ns: int) -> list[RecordedEvent]:
-    """The session's newest events after seq ``floor``, read backwards in small pages: back to
-    the view served before ``started_ns`` (the previous step), and further back to the
-    ``SummaryPrepared`` (and background start) of each prepared summary activated since, at
-    most :data:`_LOOKBACK` events. Decoding every event (the messages, mostly) would cost more
-    than the spans themselves."""
+def _recent(log: EventLog, session_id: str, floor: int) -> list[RecordedEvent]:
+    """The session's events after seq ``floor`` (the last one read), at most the newest
+    :data:`_LOOKBACK`.
+
+    Always back to ``floor``, never only to the previous step: a summariser call can be counted
+    finished before its ``SummaryPrepared`` reaches the log (the counter moves in the
+    summariser's thread, the event is written after it returns), so the read that the count
+    triggered may miss the event, and a later read that stopped at the previous step's view
+    would skip it for good (a summariser call with no span). Reads are gated by
+    :meth:`Telemetry.finish_call`, so each event is decoded about once.
+    """
     high = log.last_seq(session_id)
-    records: list[RecordedEvent] = []
-    wanted: set[str] = set()
     bottom = max(floor, high - _LOOKBACK)
-    while high > bottom:
-        low = max(bottom + 1, high - _PAGE + 1)
-        page = log.read(session_id, low, high)
-        records[:0] = page
-        high = low - 1
-        boundary = False
-        for record in reversed(page):
-            event = record.event
-            if isinstance(event, CheckpointCreated) and event.prepared:
-                wanted.add(event.compaction_id)
-            elif isinstance(event, CompactionStarted) and event.background:
-                wanted.discard(event.compaction_id)
-            elif isinstance(event, ViewServed) and _ns(record.timestamp) < started_ns:
-                boundary = True
-        if boundary and not wanted:
-            break
-    return records
+    return log.read(session_id, bottom + 1, high) if high > bottom else []
 
 
 def _ns(timestamp: float) -> int:

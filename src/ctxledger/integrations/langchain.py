@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
 from ctxledger._logging import get_logger
-from ctxledger.domain import is_prompt_too_long
+from ctxledger.domain import ModelView, is_prompt_too_long
 from ctxledger.errors import ContextOverflowError, InvalidUsageError
 from ctxledger.messages import Message
 from ctxledger.runtime.host import Host
@@ -115,9 +115,15 @@ class _Ledger:
             raise ValueError("LedgerMiddleware on a Host needs a thread_id in the graph's config")
         return self.source.session(str(thread))
 
-    def sync(self, session: Session, messages: Sequence[BaseMessage]) -> None:
+    def sync(
+        self, session: Session, messages: Sequence[BaseMessage], *, serve: bool = False
+    ) -> ModelView | None:
         """Append the messages after the newest one recorded (all of them if it is not there,
-        as when the graph's own memory was lost: the ledger keeps the conversation)."""
+        as when the graph's own memory was lost: the ledger keeps the conversation).
+
+        With ``serve``, the last batch and the next view are one step (:meth:`Session.step`,
+        one commit) and the view is returned.
+        """
         with self._lock:
             if session.id not in self._last:
                 # The newest message that came from LangChain (recovery may have answered an
@@ -132,13 +138,14 @@ class _Ledger:
                 if messages[index].id == last:
                     start = index + 1
                     break
-        self.record(session, [m for m in messages[start:] if m.type != "remove"])
+        return self.record(session, [m for m in messages[start:] if m.type != "remove"], serve)
 
-    def record(self, session: Session, messages: Sequence[BaseMessage]) -> None:
+    def record(
+        self, session: Session, messages: Sequence[BaseMessage], serve: bool = False
+    ) -> ModelView | None:
         """Append ``messages``; an answer's usage is recorded just before the answer (it
-        measured the prompt that ends where the answer begins)."""
-        if not messages:
-            return
+        measured the prompt that ends where the answer begins). With ``serve``, the last batch
+        is appended by :meth:`Session.step` and the view it serves is returned."""
         batch: list[BaseMessage] = []
         for message in messages:
             counts = usage_counts(message)
@@ -148,14 +155,29 @@ class _Ledger:
                     batch = []
                 _record_usage(session, counts)
             batch.append(message)
-        session.append_many(to_messages(batch))
-        with self._lock:
-            self._last[session.id] = messages[-1].id
+        view = None
+        if serve:
+            try:
+                view = session.step(to_messages(batch))
+            except Exception:
+                # The messages may be recorded even so (a view refused for the budget is refused
+                # after them): the next sync looks up the newest one recorded.
+                with self._lock:
+                    self._last.pop(session.id, None)
+                raise
+        elif batch:
+            session.append_many(to_messages(batch))
+        if messages:
+            with self._lock:
+                self._last[session.id] = messages[-1].id
+        return view
 
     def view(self, session: Session, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-        """Record the new messages, then serve and convert the session's view."""
-        self.sync(session, messages)
-        return self.convert(session, session.prepare_step().messages)
+        """Record the new messages and serve the session's view, in one step (one commit when
+        no compaction is due); return the view converted."""
+        view = self.sync(session, messages, serve=True)
+        assert view is not None
+        return self.convert(session, view.messages)
 
     def convert(self, session: Session, view: Sequence[Message]) -> list[BaseMessage]:
         """The view as the model's input: no system message after another message (see the

@@ -29,11 +29,16 @@ The SDK reads a session once per ``Runner.run``; within a run it sends the histo
 item of that run. :meth:`LedgerSession.run_config` sends the bounded view on every model call
 instead (``RunConfig.call_model_input_filter``), records each call's usage, and compacts and
 retries a call the provider rejects as too long (:mod:`ctxledger.integrations._agents_model`).
+The SDK stores a turn's items (``add_items``) just before its next model call asks for the view,
+so in that mode ``add_items`` is a :meth:`ctxledger.Session.step`: the items and the view for the
+next call are recorded in one commit, and the next ``get_items()`` hands out that view (unless
+the session recorded something else through this object in between: usage, a pop, a clear).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections import deque
 from collections.abc import Iterable
@@ -43,8 +48,13 @@ from typing import Any, cast
 import msgspec
 
 from ctxledger._logging import get_logger
-from ctxledger.domain import is_prompt_too_long
-from ctxledger.errors import ContextOverflowError, InvalidMessageError, InvalidUsageError
+from ctxledger.domain import ModelView, is_prompt_too_long
+from ctxledger.errors import (
+    BudgetExceededError,
+    ContextOverflowError,
+    InvalidMessageError,
+    InvalidUsageError,
+)
 from ctxledger.integrations._agents_items import (
     METADATA_KEY,
     item_kind,
@@ -125,6 +135,10 @@ class LedgerSession:
         self._known: deque[str] = deque(maxlen=remember)
         self._rendered: dict[int, tuple[str, bytes]] = {}  # the last view's items, by seq
         self._turn: _Turn | None = None  # the model call of the run in progress
+        # Whether a view is asked for on every model call (run_config() or filter_model_input):
+        # then add_items serves the next call's view with the items, in one commit.
+        self._per_call = False
+        self._served: ModelView | None = None  # served by add_items, for the next get_items()
 
     def __repr__(self) -> str:
         return f"<LedgerSession {self.session_id!r}>"
@@ -132,11 +146,15 @@ class LedgerSession:
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """Return the bounded model view as SDK items (``limit=None``), else the raw tail.
 
-        Without a limit the session compacts if needed and the view is recorded as served. With
-        ``limit=N`` the newest ``N`` items still in the conversation are returned verbatim.
+        Without a limit the session compacts if needed and the view is recorded as served (when
+        views are asked for on every model call, the one :meth:`add_items` served with the
+        items just stored). With ``limit=N`` the newest ``N`` items still in the conversation
+        are returned verbatim.
         """
         if limit is None:
-            view = await self.ledger.aprepare_step()
+            view, self._served = self._served, None
+            if view is None:
+                view = await self.ledger.aprepare_step()
             items = self._render(view.messages)
             self._known.extend(_fingerprint(item) for item in items)
         else:
@@ -178,6 +196,9 @@ class LedgerSession:
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append ``items`` durably, as one atomic batch.
 
+        When views are asked for on every model call (:meth:`run_config`), the view for the next
+        call is served with them, in the same commit (:meth:`ctxledger.Session.step`).
+
         Function calls that continue the newest message (its calls are still unanswered, as
         after ``pop_item`` took some of them) are merged into it: the message is retracted and
         put back with them, in one atomic batch.
@@ -188,14 +209,26 @@ class LedgerSession:
         """
         if not items:
             return
+        self._served = None
         try:
-            await self.ledger.aappend_many(items_to_messages(items))
+            messages = items_to_messages(items)
+            if self._per_call:
+                await self._step(messages)
+            else:
+                await self.ledger.aappend_many(messages)
         except InvalidMessageError:
             # More calls for the newest assistant message (put back after pop_item took some of
             # its items): merge them into it, as one atomic retraction + append.
             if not await asyncio.to_thread(self._extend_newest, items):
                 raise
         self._known.extend(_fingerprint(normalise_item(item)) for item in items)
+
+    async def _step(self, messages: list[Message]) -> None:
+        """Append ``messages`` and serve the next model call's view with them (one commit)."""
+        # On a refusal the items are stored and no view is served: the next get_items() asks
+        # again and raises it to the model call, as when the view was asked for on its own.
+        with contextlib.suppress(BudgetExceededError, ContextOverflowError):
+            self._served = await self.ledger.astep(messages)
 
     def _extend_newest(self, items: list[TResponseInputItem]) -> bool:
         newest = self.ledger.current_messages(1)
@@ -212,6 +245,7 @@ class LedgerSession:
         Raises:
             InvalidSeqError: The newest item is covered by the active checkpoint's summary.
         """
+        self._served = None
         return await asyncio.to_thread(self._pop)
 
     def _pop(self) -> TResponseInputItem | None:
@@ -224,6 +258,7 @@ class LedgerSession:
 
     async def clear_session(self) -> None:
         """Withdraw every item: later views start empty (history keeps them, as an event)."""
+        self._served = None
         await self.ledger.aclear()
 
     async def filter_model_input(self, data: CallModelData[Any]) -> ModelInputData:
@@ -235,6 +270,7 @@ class LedgerSession:
         stored yet are kept after the view. When no input item is known, the input is sent as it
         is.
         """
+        self._per_call = True
         given = list(data.model_data.input)
         known = set(self._known)
         tail = len(given)
@@ -269,6 +305,7 @@ class LedgerSession:
                 "run_config() installs its own call_model_input_filter; call "
                 "session.filter_model_input(data) from yours and pass RunConfig yourself"
             )
+        self._per_call = True
         model: str | Model | None = options.pop("model", None)
         provider = options.pop("model_provider", None) or MultiProvider()
         return RunConfig(
@@ -293,6 +330,7 @@ class LedgerSession:
             ContextOverflowError: ``Config.max_reactive_retries`` compactions did not make the
                 prompt fit (raised from ``error``).
         """
+        self._served = None
         turn = self._turn
         if turn is None or turn.unsaved is None or not is_prompt_too_long(error):
             return None
@@ -308,6 +346,7 @@ class LedgerSession:
         counts = usage_counts(usage)
         if counts is None:
             return
+        self._served = None  # the next view is to count it
         prompt, completion, cached, written = counts
         try:
             await self.ledger.arecord_usage(

@@ -10,7 +10,9 @@ Spans (each carries ``gen_ai.conversation.id`` = the session id, so they join th
 framework's own spans in Langfuse, Phoenix or any OTLP backend):
 
 - ``ctxledger.prepare_step`` around :meth:`Session.prepare_step` (and its async twin), with the
-  view's estimate, token count, message count, newest seq and checkpoint; ``ctxledger.compact``,
+  view's estimate, token count, message count, newest seq and checkpoint, and ``ctxledger.step``
+  around :meth:`Session.step` (and ``astep``, which the agent-framework drop-ins call) with the
+  same attributes; ``ctxledger.compact``,
   ``ctxledger.reactive_compact`` and ``ctxledger.compact_if_needed`` around those calls.
 - ``ctxledger.compaction`` for each compaction, made from the events the session recorded
   (read back from the log, newest first, after a call that compacted, whose view shows a new
@@ -73,6 +75,8 @@ __all__ = ["CONVERSATION_ID", "CtxledgerInstrumentor"]
 _SESSION_CALLS = {
     "prepare_step": "ctxledger.prepare_step",
     "aprepare_step": "ctxledger.prepare_step",
+    "step": "ctxledger.step",
+    "astep": "ctxledger.step",
     "compact": "ctxledger.compact",
     "acompact": "ctxledger.compact",
     "reactive_compact": "ctxledger.reactive_compact",

@@ -1,12 +1,27 @@
-"""The budget actor: which sessions get a summary prepared in the background, and when.
+"""The budget actor: each session's token pressure, and when a summary is prepared ahead of need.
 
-History actors tell it, after an append or a usage report, that a session's estimate crossed
-``prepare_threshold`` (:class:`~ctxledger.runtime.messages.Pressure`). Budget runs at most a
-few background compactions at once across the whole host (they cost summariser calls, which is
-money and LLM capacity), the sessions closest to their threshold first, and tells the owning
-history actor to start one (:class:`~ctxledger.runtime.messages.Prepare`). The history actor
-re-checks with the decision step (the state may have moved on) and reports back when the
-background compaction ended (:class:`~ctxledger.runtime.messages.BackgroundEnded`).
+Budget is a read model of the committed event stream. The journal publishes every durable batch
+of a session with background compaction on (:class:`~ctxledger.runtime.messages.Committed`)
+here before it answers the caller, and budget folds, per session, what the pressure needs: an
+upper bound of the estimate (an exact measure, raised by the size of each message appended
+since: masking and truncation only ever shrink what a message adds; any other event but a served
+view drops it), the newest message seq, and the memos of its own decisions (no summary before a
+seq, a checkpoint judged too late for, a prepared summary found to absorb the growth).
+
+Budget owns the decision to prepare a summary in the background, with the domain's pure rules
+(:func:`ctxledger.domain.ready_in_time`, the quarter-gap step of
+:func:`ctxledger.domain.extension_due`), and rations those summaries host-wide: at most
+``background_compactions`` at once (they cost summariser calls, which is money and LLM
+capacity), the sessions closest to their threshold first. What only the session's whole state
+can say (the exact masked view, the marks of a dynamic policy, a usable prepared summary, whether
+its extension is due) is measured by the history actor that owns the session, on request
+(``Measure`` → ``Measured``); the history actor then plans the background compaction itself
+(``decide(state, Background())``: it writes its ``CompactionStarted``) when budget says
+``Prepare``, or drops it when budget says ``Release``. Budget never blocks on another actor.
+
+The threshold, target and cap decisions of a step stay in the step's own decision
+(``decide(state, Serve(...))`` on the history actor): they are on the critical path, where a
+hop to budget and back would cost two hand-offs per step (see ``docs/architecture.md``).
 """
 
 from __future__ import annotations
@@ -14,57 +29,280 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
-from typing import Any
+from collections.abc import Sequence
+from typing import assert_never
 
 import pykka
 
-from ctxledger.runtime.failures import LoggedFailures
-from ctxledger.runtime.messages import BackgroundEnded, Prepare, Pressure
+from ctxledger._logging import get_logger
+from ctxledger.domain import BACKGROUND_BACKOFF, message_chars, ready_in_time
+from ctxledger.events import Event, MessageAppended, ViewServed
+from ctxledger.runtime.failures import LoggedFailures, log_failure
+from ctxledger.runtime.messages import (
+    BackgroundEnded,
+    BudgetMessage,
+    Committed,
+    Forgotten,
+    HistoryMessage,
+    HistoryRef,
+    Measure,
+    Measured,
+    Prepare,
+    Release,
+    Settled,
+    Settling,
+)
 
-__all__ = ["BudgetActor"]
+__all__ = ["BudgetActor", "appended_tokens"]
+
+_log = get_logger(__name__)
+
+_IDLE, _MEASURING, _QUEUED, _RUNNING = range(4)
+
+
+def appended_tokens(events: Sequence[Event], per_token: int | None) -> int | None:
+    """What ``events`` add to the bound of the estimate, in tokens: each appended message's
+    characters over ``per_token``, plus one a message. None when they may change the estimate
+    otherwise (any event but an append or a served view) or the tokenizer does not count
+    characters (``per_token`` None)."""
+    added = count = 0
+    for event in events:
+        if type(event) is MessageAppended:
+            added += message_chars(event.message)
+            count += 1
+        elif type(event) is not ViewServed:
+            return None
+    if count and not per_token:
+        return None
+    return added // per_token + count if per_token else 0
+
+
+class _Pressure:
+    """What budget folds for one session (see the module docstring)."""
+
+    __slots__ = (
+        "absorbing",
+        "bound",
+        "last_seq",
+        "late_for",
+        "owner",
+        "phase",
+        "prepare",
+        "quiet_until",
+        "since",
+    )  # fmt: skip
+
+    def __init__(self, owner: HistoryRef) -> None:
+        self.owner = owner
+        self.phase = _IDLE
+        self.bound: int | None = None  # an upper bound of the background estimate, in tokens
+        # Tokens appended since the pending Measure was sent (None: the bound was dropped):
+        # the measure may or may not include them, so the bound after it counts them again.
+        self.since: int | None = 0
+        self.prepare: int | None = None  # the prepare point last measured (None: unknown)
+        self.last_seq = 0  # the newest message seq seen
+        self.quiet_until = 0  # no background compaction is looked for before this seq
+        # The prepared summary last found to absorb the growth, and the estimate then.
+        self.absorbing: tuple[str, int] | None = None
+        # The checkpoint after which no summary could be prepared in time (see ready_in_time).
+        self.late_for: str | None = None
 
 
 class BudgetActor(LoggedFailures, pykka.ThreadingActor):
-    """Schedules background compactions across a host's sessions (see the module docstring).
+    """Folds the sessions' token pressure and rations background summaries (see the module
+    docstring).
 
     Args:
         max_running: Background compactions at once, host-wide.
+        chars_per_token: The host tokenizer's characters per token if it counts characters
+            (the bound grows by the characters appended); None for another tokenizer, whose
+            counts cannot be bounded (every pressure batch is then measured).
     """
 
     use_daemon_thread = True  # never keeps the interpreter alive (see runtime.lifecycle)
 
-    def __init__(self, max_running: int) -> None:
+    def __init__(self, max_running: int, chars_per_token: int | None) -> None:
         super().__init__()
         self._max_running = max_running
+        self._per_token = chars_per_token
+        self._sessions: dict[str, _Pressure] = {}
         self._running: set[str] = set()
-        self._queued: dict[str, tuple[float, int, Any]] = {}
+        self._queued: dict[str, tuple[float, int]] = {}
         self._heap: list[tuple[float, int, str]] = []
         self._order = itertools.count()
 
-    def on_receive(self, message: Any) -> Any:
-        if isinstance(message, Pressure):
-            if message.session_id not in self._running:
-                entry = (-message.urgency, next(self._order), message.owner)
-                self._queued[message.session_id] = entry
-                heapq.heappush(self._heap, (entry[0], entry[1], message.session_id))
-        elif isinstance(message, BackgroundEnded):
-            self._running.discard(message.session_id)
-        else:
-            return super().on_receive(message)
+    def on_receive(self, message: BudgetMessage) -> None:
+        """Handle one message of the actor's closed union.
+
+        A defect while handling one is logged and costs that session its background summary
+        (it is compacted in the foreground instead); the actor goes on.
+        """
+        try:
+            match message:
+                case Committed():
+                    self._on_committed(message)
+                case Measured():
+                    self._on_measured(message)
+                case BackgroundEnded():
+                    self._ended(message.session_id, message.quiet_until)
+                case Settling():
+                    _tell(message.owner, Settled(message.session_id))
+                case Forgotten():
+                    self._forget(message.session_id)
+                case _:
+                    assert_never(message)
+        except Exception as exc:
+            log_failure("budget_failed", exc, session_id=getattr(message, "session_id", None))
         self._start()
-        return None
 
     def pressure(self) -> dict[str, float]:
         """Return the sessions waiting for a background compaction, with their urgency."""
         return {session_id: -entry[0] for session_id, entry in self._queued.items()}
+
+    # --- the fold --------------------------------------------------------------------------------
+
+    def _on_committed(self, message: Committed) -> None:
+        session = self._sessions.get(message.session_id)
+        if session is None:
+            session = self._sessions[message.session_id] = _Pressure(message.owner)
+        session.owner = message.owner
+        appended = False
+        for event in message.events:
+            if type(event) is MessageAppended:
+                appended = True
+                session.last_seq = event.message.seq or session.last_seq
+        cost = appended_tokens(message.events, self._per_token)
+        if cost is not None:
+            cost += message.unpublished  # appends the history actor kept within the credit
+        else:
+            session.bound = None  # it may change the estimate in any direction
+        if session.phase == _MEASURING and (appended or cost is None):
+            since = session.since
+            session.since = None if since is None or cost is None else since + cost
+        if not message.pressure or session.phase != _IDLE:
+            return
+        if session.last_seq < session.quiet_until:
+            return
+        if session.bound is not None and appended and cost is not None:
+            session.bound += cost
+        else:
+            session.bound = None  # a usage report, or a tokenizer whose counts cannot be bounded
+        if (
+            session.bound is not None
+            and session.prepare is not None
+            and session.bound < session.prepare
+        ):
+            return
+        session.phase = _MEASURING
+        session.since = 0
+        _tell(session.owner, Measure(message.session_id))
+
+    # --- the decision ----------------------------------------------------------------------------
+
+    def _on_measured(self, message: Measured) -> None:
+        session_id = message.session_id
+        session = self._sessions.get(session_id)
+        if session is None:
+            # Forgotten meanwhile (the state left its history actor and may be back): the
+            # measure that actor took still waits for a verdict.
+            _tell(message.owner, Release(session_id))
+            return
+        if session.phase != _MEASURING:
+            return  # an earlier measure, already answered by a newer one
+        if message.off:  # background compaction is off for the session now
+            self._forget(session_id)
+            _tell(session.owner, Release(session_id))
+            return
+        session.last_seq = message.last_seq
+        if message.blocked_until:
+            session.quiet_until = message.blocked_until
+            session.bound = None  # batches while measuring were not counted: measure next time
+            self._release(session_id, session)
+            return
+        estimate, threshold, prepare = message.estimate, message.threshold, message.prepare
+        since = session.since
+        session.bound = None if since is None else estimate + since
+        session.prepare = None if message.dynamic else prepare
+        if estimate < prepare:
+            self._release(session_id, session, credit=True)
+            return
+        prepared, active = message.prepared, message.active
+        if prepared is None and active is not None:
+            if session.late_for == active:
+                self._release(session_id, session)  # too late for this checkpoint's cycle
+                return
+            if not ready_in_time(
+                threshold - estimate, message.grown, message.seconds, message.summary_seconds
+            ):
+                if message.recheck_pace:
+                    # Looked at again a few messages on: the pace right after a checkpoint is
+                    # one or two steps' worth, and a summary prepared later in the cycle still
+                    # absorbs the growth (its block gives way) instead of needing a delta.
+                    session.quiet_until = message.last_seq + BACKGROUND_BACKOFF
+                    session.bound = None  # the batches while quiet are not counted
+                else:
+                    session.late_for = active  # a Config of schema 4: for the whole cycle
+                self._release(session_id, session)
+                return
+        if prepared is not None:
+            # Whether it will absorb the growth changes slowly as messages come (both views
+            # grow alike but for masking, which shrinks only the view now): look again each
+            # time the view grew by a quarter of the room between the prepare point and the
+            # threshold since the last look.
+            step = max(1, (threshold - prepare) // 4)
+            checked = session.absorbing
+            if checked is not None and checked[0] == prepared and estimate < checked[1] + step:
+                self._release(session_id, session)
+                return
+            if message.extension is None:
+                _tell(session.owner, Measure(session_id, extension=True))
+                return
+            if not message.extension:
+                session.absorbing = (prepared, estimate)
+                self._release(session_id, session)
+                return
+        session.phase = _QUEUED
+        entry = (-estimate / threshold, next(self._order))
+        self._queued[session_id] = entry
+        heapq.heappush(self._heap, (entry[0], entry[1], session_id))
+
+    def _release(self, session_id: str, session: _Pressure, *, credit: bool = False) -> None:
+        """Answer the measure: no summary now. With ``credit``, the history actor may keep
+        back the batches of appends alone that stay below the prepare point (counted as
+        ``unpublished`` on the next batch it publishes): budget would only add them up."""
+        session.phase = _IDLE
+        room = 0
+        if credit and session.bound is not None and session.prepare is not None:
+            room = max(0, session.prepare - session.bound)
+        _tell(session.owner, Release(session_id, room))
+
+    # --- rationing -------------------------------------------------------------------------------
 
     def _start(self) -> None:
         while len(self._running) < self._max_running and self._heap:
             _, order, session_id = heapq.heappop(self._heap)
             entry = self._queued.get(session_id)
             if entry is None or entry[1] != order:
-                continue  # superseded by a newer report
+                continue  # superseded or forgotten
             del self._queued[session_id]
+            session = self._sessions[session_id]
+            session.phase = _RUNNING
             self._running.add(session_id)
-            with contextlib.suppress(pykka.ActorDeadError):
-                entry[2].tell(Prepare(session_id))
+            _tell(session.owner, Prepare(session_id))
+
+    def _ended(self, session_id: str, quiet_until: int) -> None:
+        self._running.discard(session_id)
+        session = self._sessions.get(session_id)
+        if session is not None and session.phase == _RUNNING:
+            session.phase = _IDLE
+            session.quiet_until = max(session.quiet_until, quiet_until)
+
+    def _forget(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)
+        self._queued.pop(session_id, None)
+        self._running.discard(session_id)
+
+
+def _tell(owner: HistoryRef, message: HistoryMessage) -> None:
+    with contextlib.suppress(pykka.ActorDeadError):  # its successor starts the session afresh
+        owner.tell(message)

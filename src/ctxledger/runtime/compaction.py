@@ -1,11 +1,18 @@
-"""The compaction pool: summarisers run off every critical path, a few at a time.
+"""The compaction role: summary jobs run off every critical path, with their timeouts.
 
-Summarisers are LLM calls: I/O-bound, slow, and they may hang. A host runs a fixed number of
-compaction actors (``HostOptions.compaction_workers``) that take jobs from one queue; each answers
-the history actor that asked with :class:`~ctxledger.runtime.messages.SummaryDone`. The history
-actor enforces the timeout: a job that times out is abandoned here, its worker is retired (its
-thread ends when the stuck call returns; it is a daemon, so it never keeps the process alive)
-and a fresh worker takes its place, so a hung summariser never blocks the pool or ``close()``.
+Summarisers are LLM calls: I/O-bound, slow, and they may hang. The history actors decide that a
+compaction needs a summary (:func:`ctxledger.domain.decide` returns a ``Job`` once its
+``CompactionStarted`` is durable) and hand the job to the host's :class:`CompactionPool`, which
+owns it from then on: it queues it for one of a fixed number of :class:`CompactionActor` workers
+(``HostOptions.compaction_workers``), arms its ``summary_timeout`` on the host's timer, and
+answers the history actor that asked exactly once with
+:class:`~ctxledger.runtime.messages.SummaryDone`: the summary, the summariser's failure, or
+"timed out" when the timeout fires first. A job that times out is abandoned: its late answer is
+dropped, its worker is retired (its thread ends when the stuck call returns; it is a daemon, so
+it never keeps the process alive) and a fresh worker takes its place, so a hung summariser never
+blocks the pool or ``close()``. What the summary then becomes (a checkpoint, a prepared summary,
+a failure recorded) is the history actor's decision (``decide(state, Summarized(...))``), made
+on the session's state, which it alone holds.
 
 A summariser that is a coroutine function is not run on a worker: it is awaited on the event
 loop of the caller that asked for the compaction, or on the host's own loop.
@@ -20,8 +27,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 import pykka
 
@@ -29,7 +35,10 @@ from ctxledger._logging import get_logger
 from ctxledger.domain import Job, Summarizer, arun_summarizer, run_summarizer
 from ctxledger.domain.summary import is_async_summarizer
 from ctxledger.runtime.failures import LoggedFailures
-from ctxledger.runtime.messages import SummaryDone
+from ctxledger.runtime.messages import CompactionMessage, HistoryRef, Summarize, SummaryDone
+
+if TYPE_CHECKING:
+    from ctxledger.runtime.timer import Timer
 
 __all__ = ["CompactionActor", "CompactionPool", "HostLoop"]
 
@@ -37,15 +46,6 @@ _log = get_logger(__name__)
 
 #: Retired workers (stuck in a summariser call) beyond which no replacement is started.
 MAX_RETIRED = 8
-
-
-@dataclass(slots=True)
-class _Run:
-    """A job for a worker: summarise ``job.plan`` and tell ``owner`` the outcome."""
-
-    session_id: str
-    job: Job
-    owner: Any
 
 
 class CompactionActor(LoggedFailures, pykka.ThreadingActor):
@@ -58,24 +58,42 @@ class CompactionActor(LoggedFailures, pykka.ThreadingActor):
         self._pool = pool
         self._summarizer = summarizer
 
-    def on_receive(self, message: Any) -> Any:
-        if not isinstance(message, _Run):
-            return super().on_receive(message)
-        started = time.monotonic()
-        summary, detail = _summarize(lambda: run_summarizer(message.job.plan, self._summarizer))
-        _answer(message, summary, detail, time.monotonic() - started)
-        self._pool.finished(self.actor_ref, message)
-        return None
+    def on_receive(self, message: CompactionMessage) -> None:
+        """Handle one message of the actor's closed union."""
+        match message:
+            case Summarize():
+                started = time.monotonic()
+                plan = message.job.plan
+                summary, detail = _summarize(lambda: run_summarizer(plan, self._summarizer))
+                self._pool.finished(
+                    message.job.compaction_id, summary, detail, time.monotonic() - started
+                )
+                self._pool.next_job(self.actor_ref)
+            case _:
+                assert_never(message)
+
+
+class _Running:
+    """A job the pool owns until it answers it: where it runs and its timeout."""
+
+    __slots__ = ("message", "timeout", "timer", "worker")
+
+    def __init__(self, message: Summarize, timeout: float, timer: int) -> None:
+        self.message = message
+        self.timeout = timeout
+        self.timer = timer
+        self.worker: pykka.ActorRef[CompactionActor] | None = None  # None while queued
 
 
 class CompactionPool:
-    """Dispatches summary jobs to a fixed number of :class:`CompactionActor` workers.
+    """Owns the host's summary jobs, from the hand-over to their one answer.
 
     Args:
         summarizer: The host's summariser (a plain callable or a coroutine function).
         workers: The number of worker threads.
         loop: Returns the host's event loop (started on first use) for coroutine summarisers
             whose caller has no loop of its own.
+        timer: The host's timer (each job's timeout).
     """
 
     def __init__(
@@ -83,15 +101,17 @@ class CompactionPool:
         summarizer: Summarizer,
         workers: int,
         loop: Callable[[], asyncio.AbstractEventLoop],
+        timer: Timer,
     ) -> None:
         self._summarizer = summarizer
         self._async = is_async_summarizer(summarizer)
         self._host_loop = loop
+        self._timer = timer
         self._lock = threading.Lock()
-        self._idle: deque[pykka.ActorRef[Any]] = deque()
-        self._queue: deque[_Run] = deque()
-        self._running: dict[str, tuple[pykka.ActorRef[Any], _Run]] = {}
-        self._retired: list[pykka.ActorRef[Any]] = []
+        self._idle: deque[pykka.ActorRef[CompactionActor]] = deque()
+        self._queue: deque[str] = deque()  # compaction ids waiting for a worker
+        self._jobs: dict[str, _Running] = {}  # every job not answered yet, by compaction id
+        self._retired: list[pykka.ActorRef[CompactionActor]] = []
         self._futures: dict[str, concurrent.futures.Future[Any]] = {}
         self._stopped = False
         if not self._async:
@@ -99,88 +119,142 @@ class CompactionPool:
                 self._idle.append(CompactionActor.start(self, summarizer))
 
     def run(
-        self, session_id: str, job: Job, owner: Any, loop: asyncio.AbstractEventLoop | None
+        self,
+        session_id: str,
+        job: Job,
+        owner: HistoryRef,
+        loop: asyncio.AbstractEventLoop | None,
+        timeout: float,
     ) -> None:
-        """Summarise ``job`` and tell ``owner`` :class:`SummaryDone`; return at once.
+        """Summarise ``job`` and tell ``owner`` :class:`SummaryDone` once; return at once.
 
-        ``loop`` is the event loop of the caller waiting for it, if any: a coroutine summariser
-        is awaited there.
+        Args:
+            session_id: The session the job compacts.
+            job: The job (its ``CompactionStarted`` is durable).
+            owner: The history actor to answer.
+            loop: The event loop of the caller waiting for it, if any: a coroutine summariser
+                is awaited there.
+            timeout: Seconds after which the job is answered "timed out" and abandoned.
         """
-        run = _Run(session_id, job, owner)
-        if self._async:
-            self._run_async(run, loop)
-            return
+        message = Summarize(session_id, job, owner)
+        compaction_id = job.compaction_id
+        plan = job.plan
+        _log.info(
+            "compaction_started",
+            session_id=session_id,
+            compaction_id=compaction_id,
+            reason=plan.reason,
+            background=job.background,
+            retain_from_seq=plan.retain_from_seq,
+            messages=len(plan.messages),
+        )
         with self._lock:
             if self._stopped:
-                _answer(run, None, "the host is closing", 0.0)
-                return
-            if self._idle:
-                worker = self._idle.popleft()
-                self._running[job.compaction_id] = (worker, run)
+                stopped = True
             else:
-                self._queue.append(run)
-                return
-        worker.tell(run)
+                stopped = False
+                handle = self._timer.call_later(timeout, lambda: self._timed_out(compaction_id))
+                running = self._jobs[compaction_id] = _Running(message, timeout, handle)
+                if not self._async:
+                    if self._idle:
+                        running.worker = self._idle.popleft()
+                    else:
+                        self._queue.append(compaction_id)
+        if stopped:
+            _answer(message, None, "the host is closing", 0.0)
+        elif self._async:
+            self._run_async(message, loop)
+        elif running.worker is not None:
+            running.worker.tell(message)
 
-    def finished(self, worker: pykka.ActorRef[Any], run: _Run | None) -> None:
-        """A worker is done with ``run`` (None: it is new): give it a queued job, or let it idle."""
+    def finished(
+        self, compaction_id: str, summary: str | None, detail: str, seconds: float
+    ) -> None:
+        """The summariser answered job ``compaction_id``: answer its owner (unless the job
+        timed out or was abandoned meanwhile: then the late answer is dropped)."""
         with self._lock:
-            if run is not None:
-                current = self._running.get(run.job.compaction_id)
-                if current is not None and current[0] is worker:
-                    del self._running[run.job.compaction_id]
+            running = self._jobs.pop(compaction_id, None)
+        if running is None:
+            _log.debug("late_summary_dropped", compaction_id=compaction_id)
+            return
+        self._timer.cancel(running.timer)
+        _answer(running.message, summary, detail, seconds)
+
+    def next_job(self, worker: pykka.ActorRef[CompactionActor]) -> None:
+        """``worker`` is free (new, or done with its job): give it a queued job, or let it idle."""
+        with self._lock:
             if worker in self._retired or self._stopped:
                 return
-            if not self._queue:
+            following = None
+            while self._queue and following is None:
+                following = self._jobs.get(self._queue.popleft())
+            if following is None:
                 self._idle.append(worker)
                 return
-            following = self._queue.popleft()
-            self._running[following.job.compaction_id] = (worker, following)
-        worker.tell(following)
+            following.worker = worker
+        worker.tell(following.message)
 
     def abandon(self, compaction_id: str) -> None:
-        """Give up on a job (it timed out): its late answer is ignored by its owner."""
+        """Give up on a job: nobody waits for it any more (its session is being reloaded)."""
+        self._drop(compaction_id)
+
+    def _timed_out(self, compaction_id: str) -> None:
+        """The job's timeout fired first (on the timer thread): abandon it, answer "timed out"."""
+        running = self._drop(compaction_id)
+        if running is not None:
+            seconds = running.timeout
+            _answer(running.message, None, f"summarizer timed out after {seconds}s", seconds)
+
+    def _drop(self, compaction_id: str) -> _Running | None:
+        """Forget an unanswered job; retire the worker stuck in it (a fresh one takes over)."""
         future = self._futures.pop(compaction_id, None)
         if future is not None:
             future.cancel()
-            return
         with self._lock:
-            for index, run in enumerate(self._queue):
-                if run.job.compaction_id == compaction_id:
-                    del self._queue[index]
-                    return
-            current = self._running.pop(compaction_id, None)
-            if current is None:
-                return
-            worker = current[0]
-            self._retired = [ref for ref in self._retired if ref.is_alive()]
-            self._retired.append(worker)
-            replace = len(self._retired) <= MAX_RETIRED and not self._stopped
-        worker.stop(block=False)  # handled once the stuck call returns
-        _log.warning("summarizer_abandoned", compaction_id=compaction_id)
+            running = self._jobs.pop(compaction_id, None)
+            if running is None:
+                return None
+            worker = running.worker
+            if worker is None:
+                with contextlib.suppress(ValueError):
+                    self._queue.remove(compaction_id)
+            else:
+                self._retired = [ref for ref in self._retired if ref.is_alive()]
+                self._retired.append(worker)
+            replace = worker is not None and len(self._retired) <= MAX_RETIRED and not self._stopped
+        self._timer.cancel(running.timer)
+        if worker is not None:
+            worker.stop(block=False)  # handled once the stuck call returns
+            _log.warning("summarizer_abandoned", compaction_id=compaction_id)
         if replace:
-            self.finished(CompactionActor.start(self, self._summarizer), None)
+            self.next_job(CompactionActor.start(self, self._summarizer))
+        return running
 
     def stop(self) -> None:
         """Stop the workers without waiting for a summariser call in progress."""
         with self._lock:
             self._stopped = True
-            workers = list(self._idle) + [worker for worker, _ in self._running.values()]
+            workers = list(self._idle) + [
+                running.worker for running in self._jobs.values() if running.worker is not None
+            ]
             self._idle.clear()
-            queued, self._queue = list(self._queue), deque()
-        for run in queued:
-            _answer(run, None, "the host is closing", 0.0)
+            queued = [self._jobs.pop(compaction_id) for compaction_id in self._queue]
+            self._queue.clear()
+        for running in queued:
+            self._timer.cancel(running.timer)
+            _answer(running.message, None, "the host is closing", 0.0)
         for worker in workers:
             worker.stop(block=False)
         for future in list(self._futures.values()):
             future.cancel()
 
-    def _run_async(self, run: _Run, loop: asyncio.AbstractEventLoop | None) -> None:
+    def _run_async(self, message: Summarize, loop: asyncio.AbstractEventLoop | None) -> None:
         target = loop if loop is not None and loop.is_running() else self._host_loop()
         started = time.monotonic()
         summarizer: Any = self._summarizer
-        future = asyncio.run_coroutine_threadsafe(arun_summarizer(run.job.plan, summarizer), target)
-        compaction_id = run.job.compaction_id
+        plan = message.job.plan
+        future = asyncio.run_coroutine_threadsafe(arun_summarizer(plan, summarizer), target)
+        compaction_id = message.job.compaction_id
         self._futures[compaction_id] = future
 
         def done(finished: concurrent.futures.Future[Any]) -> None:
@@ -188,7 +262,7 @@ class CompactionPool:
             if finished.cancelled():
                 return
             summary, detail = _summarize(finished.result)
-            _answer(run, summary, detail, time.monotonic() - started)
+            self.finished(compaction_id, summary, detail, time.monotonic() - started)
 
         future.add_done_callback(done)
 
@@ -207,9 +281,26 @@ def _summarize(call: Callable[[], str | None]) -> tuple[str | None, str]:
     return summary, ""
 
 
-def _answer(run: _Run, summary: str | None, detail: str, seconds: float) -> None:
+def _answer(message: Summarize, summary: str | None, detail: str, seconds: float) -> None:
+    job = message.job
+    if summary:
+        _log.info(
+            "compaction_finished",
+            session_id=message.session_id,
+            compaction_id=job.compaction_id,
+            background=job.background,
+            chars=len(summary),
+        )
+    else:
+        _log.warning(
+            "compaction_failed",
+            session_id=message.session_id,
+            compaction_id=job.compaction_id,
+            background=job.background,
+            detail=detail,
+        )
     with contextlib.suppress(pykka.ActorDeadError):  # the host closed meanwhile
-        run.owner.tell(SummaryDone(run.session_id, run.job, summary, detail, seconds))
+        message.owner.tell(SummaryDone(message.session_id, job, summary, detail, seconds))
 
 
 class HostLoop:

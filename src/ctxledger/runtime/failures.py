@@ -17,7 +17,7 @@ import queue
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pykka
 
@@ -41,6 +41,8 @@ __all__ = [
 ]
 
 _log = get_logger(__name__)
+
+A = TypeVar("A", bound=pykka.Actor)
 
 #: Exceptions the log's checks raise on the caller's data (an encoder's refusal, a recursion
 #: limit hit by deeply nested metadata): the caller's fault, not a defect.
@@ -133,7 +135,7 @@ class LoggedFailures:
             log_failure("actor_failed", exception_value, actor=type(self).__name__)
 
 
-class Restarting:
+class Restarting(Generic[A]):
     """A ref to a host's actor that is started afresh when it is found dead (restart on use).
 
     Its state (say, the budget actor's queue of background compactions) is lost with it; what it
@@ -145,14 +147,14 @@ class Restarting:
         name: Named in the log line of a restart.
     """
 
-    def __init__(self, start: Callable[[], pykka.ActorRef[Any]], name: str) -> None:
+    def __init__(self, start: Callable[[], pykka.ActorRef[A]], name: str) -> None:
         self._start = start
         self._name = name
         self._lock = threading.Lock()
         self._stopped = False
         self.ref = start()
 
-    def tell(self, message: Any) -> None:
+    def tell(self, message: object) -> None:
         """Tell the actor ``message``, starting it again first if it died."""
         ref = self.ref
         try:

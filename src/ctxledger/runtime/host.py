@@ -47,9 +47,7 @@ from ctxledger.errors import (
     CtxLedgerError,
     HostClosedError,
     InvalidArgumentError,
-    SessionExistsError,
 )
-from ctxledger.events import Event, SessionForked, SessionOpened
 from ctxledger.messages import Message
 from ctxledger.replay.loading import event_seq_before_message, fold_session
 from ctxledger.runtime import lifecycle
@@ -59,7 +57,7 @@ from ctxledger.runtime.compaction import CompactionPool, HostLoop
 from ctxledger.runtime.failures import Restarting
 from ctxledger.runtime.history import HistoryActor, HistoryActorProxy, Runtime
 from ctxledger.runtime.leases import LeaseKeeper
-from ctxledger.runtime.messages import Command, Open
+from ctxledger.runtime.messages import Command, Fork, Open
 from ctxledger.runtime.options import (
     HostOptions,
     LegacyHostKeywords,
@@ -68,7 +66,6 @@ from ctxledger.runtime.options import (
     resolve_options,
 )
 from ctxledger.runtime.projection import ProjectionPool
-from ctxledger.runtime.recordable import check_recordable
 from ctxledger.runtime.router import HistoryRouter
 from ctxledger.runtime.session import Session, check_session_id
 from ctxledger.runtime.timer import Timer
@@ -179,11 +176,15 @@ class Host:
             else None
         )
         self._compaction = CompactionPool(
-            self.summarizer, chosen.compaction_workers, self._loop.get
+            self.summarizer, chosen.compaction_workers, self._loop.get, self._timer
         )
-        self._projection = ProjectionPool(log, clock, chosen.projection_actors, self._leases)
+        self._projection = ProjectionPool(log, chosen.projection_actors, self._leases)
         background = chosen.background_compactions
-        self._budget = Restarting(lambda: BudgetActor.start(background), "budget")
+        # The estimate's bound grows by characters only for a tokenizer that counts them.
+        per_token = (
+            self.tokenizer.chars_per_token if type(self.tokenizer) is CharTokenizer else None
+        )
+        self._budget = Restarting(lambda: BudgetActor.start(background, per_token), "budget")
         runtime = Runtime(
             log=log,
             tokenizer=self.tokenizer,
@@ -195,8 +196,8 @@ class Host:
             timer=self._timer,
             summarizer_name=describe_summarizer(self.summarizer),
             leases=self._leases,
+            chars_per_token=per_token,
         )
-        self._recovered = runtime.recovered
         # max_active_sessions holds host-wide: session ids do not spread evenly over the
         # actors, so a fixed share per actor would evict below the limit.
         runtime.max_live = chosen.max_active_sessions
@@ -349,11 +350,13 @@ class Host:
             return handle
 
     def _fork(self, parent: Session, new_id: str, at_seq: int | None) -> Session:
-        """Create ``new_id`` sharing ``parent``'s history up to ``at_seq`` (see Session.fork)."""
-        check_session_id(new_id)
-        self._check_open()
-        if self.log.last_seq(new_id) != 0:
-            raise SessionExistsError(f"session {new_id!r} already exists")
+        """Create ``new_id`` sharing ``parent``'s history up to ``at_seq`` (see Session.fork).
+
+        The fork point and the parent's Config there are read here; the fork's first events
+        are written by the history actor that owns ``new_id`` (its single writer), which
+        answers ``SessionExistsError`` if it exists.
+        """
+        self._handle(new_id)
         last_seq, last_event_seq = parent._positions()
         if at_seq is None or at_seq == last_seq:
             owner, parent_event_seq, at = parent.id, last_event_seq, last_seq
@@ -361,18 +364,7 @@ class Host:
             owner, parent_event_seq = event_seq_before_message(self.log, parent.id, at_seq + 1)
             at = at_seq
         prefix, _ = fold_session(self.log, owner, through_event_seq=parent_event_seq)
-        events: list[Event] = [
-            SessionOpened(session_id=new_id, config=prefix.config, created_at=self.clock()),
-            SessionForked(parent_id=owner, at_seq=at, parent_event_seq=parent_event_seq),
-        ]
-        check_recordable(events)
-        try:
-            self.log.append(new_id, events, expected_seq=0)
-        except CtxLedgerError as exc:
-            if self.log.last_seq(new_id) != 0:
-                raise SessionExistsError(f"session {new_id!r} already exists") from exc
-            raise
-        self._recovered.add(new_id)  # a fork starts from its parent's live state: nothing to repair
+        self._call(new_id, Fork(new_id, Waiter(), owner, at, parent_event_seq, prefix.config))
         return self.session(new_id)
 
     def active_sessions(self) -> list[str]:
@@ -386,7 +378,7 @@ class Host:
 
     # --- routing -------------------------------------------------------------------------------
 
-    def _owner(self, session_id: str) -> pykka.ActorRef[Any]:
+    def _owner(self, session_id: str) -> pykka.ActorRef[HistoryActor]:
         assert self._router is not None
         return self._router.owner(session_id)
 

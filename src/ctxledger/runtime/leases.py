@@ -26,38 +26,28 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, assert_never
 
 import pykka
 
 from ctxledger._logging import get_logger
 from ctxledger.errors import CtxLedgerError, HostClosedError, LeaseLostError
 from ctxledger.runtime.failures import LoggedFailures
+from ctxledger.runtime.messages import (
+    HistoryRef,
+    LeaseLost,
+    LeaseMessage,
+    ReleaseLease,
+    RenewLeases,
+)
 from ctxledger.storage import Lease, LeaseStore
+
+if TYPE_CHECKING:
+    from ctxledger.runtime.timer import Timer
 
 __all__ = ["LeaseActor", "LeaseKeeper", "LeaseLost"]
 
 _log = get_logger(__name__)
-
-
-@dataclass(slots=True)
-class LeaseLost:
-    """History actor: the host no longer holds ``lease`` (another host took the session over)."""
-
-    session_id: str
-    lease: Lease
-    error: LeaseLostError
-
-
-@dataclass(slots=True)
-class _RenewAll:
-    pass
-
-
-@dataclass(slots=True)
-class _Release:
-    lease: Lease
 
 
 class LeaseKeeper:
@@ -72,7 +62,7 @@ class LeaseKeeper:
     """
 
     def __init__(
-        self, store: LeaseStore, host_id: str, ttl: float, wait: float, timer: Any
+        self, store: LeaseStore, host_id: str, ttl: float, wait: float, timer: Timer
     ) -> None:
         self.store = store
         self.host_id = host_id
@@ -82,7 +72,7 @@ class LeaseKeeper:
         self._lock = threading.Lock()
         # Every lease taken and not yet given back, with the history actor serving it (None
         # while the session is still being loaded).
-        self._held: dict[str, tuple[Lease, pykka.ActorRef[Any] | None]] = {}
+        self._held: dict[str, tuple[Lease, HistoryRef | None]] = {}
         self._last_epoch: dict[str, int] = {}  # the epoch this host held last, per session
         self._actor = LeaseActor.start(self)
         self._stopped = False
@@ -110,7 +100,7 @@ class LeaseKeeper:
         self.store.release_lease(lease)  # closed meanwhile
         raise HostClosedError("the host is closed")
 
-    def hold(self, lease: Lease, owner: pykka.ActorRef[Any]) -> int | None:
+    def hold(self, lease: Lease, owner: HistoryRef) -> int | None:
         """Keep ``lease`` renewed for ``owner`` (its history actor).
 
         Returns:
@@ -142,7 +132,7 @@ class LeaseKeeper:
                 return
             del self._held[lease.session_id]
         with contextlib.suppress(pykka.ActorDeadError):
-            self._actor.tell(_Release(lease))
+            self._actor.tell(ReleaseLease(lease))
 
     def held(self) -> list[Lease]:
         """The leases held now."""
@@ -161,7 +151,7 @@ class LeaseKeeper:
                 return
             self._tick = self.timer.call_later(self.ttl / 3, self._on_tick)
         with contextlib.suppress(pykka.ActorDeadError):
-            self._actor.tell(_RenewAll())
+            self._actor.tell(RenewLeases())
 
     def renew_all(self) -> None:
         """Renew every lease held, in one batch (on the lease actor); tell owners of lost ones."""
@@ -216,16 +206,17 @@ class LeaseActor(LoggedFailures, pykka.ThreadingActor):
         super().__init__()
         self._keeper = keeper
 
-    def on_receive(self, message: Any) -> Any:
-        if isinstance(message, _RenewAll):
-            self._keeper.renew_all()
-        elif isinstance(message, _Release):
-            try:
-                self._keeper.store.release_lease(message.lease)
-            except CtxLedgerError as exc:
-                _log.warning(
-                    "lease_not_released", session_id=message.lease.session_id, error=str(exc)
-                )
-        else:
-            return super().on_receive(message)
-        return None
+    def on_receive(self, message: LeaseMessage) -> None:
+        """Handle one message of the actor's closed union."""
+        match message:
+            case RenewLeases():
+                self._keeper.renew_all()
+            case ReleaseLease():
+                try:
+                    self._keeper.store.release_lease(message.lease)
+                except CtxLedgerError as exc:
+                    _log.warning(
+                        "lease_not_released", session_id=message.lease.session_id, error=str(exc)
+                    )
+            case _:
+                assert_never(message)

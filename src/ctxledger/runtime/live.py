@@ -15,7 +15,7 @@ from typing import Any
 
 from ctxledger.domain import Job, Request, SessionState
 from ctxledger.events import Event
-from ctxledger.runtime.messages import Command
+from ctxledger.runtime.messages import Command, Fork, Open
 from ctxledger.runtime.waiters import Reply
 from ctxledger.storage import Lease, RecordedEvent
 
@@ -25,7 +25,17 @@ __all__ = ["Live", "Op", "Write", "fail", "fail_work"]
 class Write:
     """A batch of one session in the journal; a session has at most one at a time."""
 
-    __slots__ = ("events", "on_done", "op", "reply", "snapshot", "token", "value")
+    __slots__ = (
+        "events",
+        "folded",
+        "on_done",
+        "op",
+        "pressure",
+        "reply",
+        "snapshot",
+        "token",
+        "value",
+    )
 
     def __init__(
         self,
@@ -45,34 +55,39 @@ class Write:
         # Instead of events: a snapshot (seq, data), stored by a projection actor. It goes
         # through the session's write queue, so a command after it finds it stored.
         self.snapshot: tuple[int, bytes] | None = None
+        self.pressure = False  # from a command that adds to the estimate (see runtime.budget)
+        # How many of the first events the session's state folded before the batch was durable
+        # (a step's appends, see runtime.steps): not to be folded again.
+        self.folded = 0
 
 
 class Live:
     """A session's state in memory and the work in progress on it."""
 
     __slots__ = (
-        "absorbing",
         "background",
-        "background_timer",
-        "bound",
+        "creating",
+        "credit",
         "id",
         "last_event_seq",
-        "late_for",
         "lease",
         "op",
         "pending_writes",
         "prepare_pending",
         "pressure_sent",
         "queue",
-        "quiet_until",
         "settle_replies",
+        "settling",
         "state",
+        "unpublished",
         "writing",
     )
 
     def __init__(self, session_id: str) -> None:
         self.id = session_id
         self.state: SessionState | None = None  # None while the projection actors load it
+        # The command whose creation of the session is being written (its first events).
+        self.creating: Open | Fork | None = None
         self.last_event_seq = 0
         self.lease: Lease | None = None  # on a shared log: every write is fenced with it
         self.queue: deque[Command] = deque()  # commands waiting for the current one
@@ -80,16 +95,16 @@ class Live:
         self.writing: Write | None = None
         self.pending_writes: deque[Write] = deque()
         self.background: Job | None = None  # a background summary being written
-        self.background_timer: int | None = None
         self.prepare_pending = False
+        # Budget is deciding whether to prepare a summary (from its Measure to its Release, or
+        # until the background compaction its Prepare started ended).
         self.pressure_sent = False
         self.settle_replies: list[Reply] = []
-        self.bound: int | None = None  # an upper bound of the background estimate, in tokens
-        self.quiet_until = 0  # no background compaction is looked for before this seq
-        # The prepared summary last found to absorb the growth, and the estimate then.
-        self.absorbing: tuple[str, int] | None = None
-        # The checkpoint after which no summary could be prepared in time (see ready_in_time).
-        self.late_for: str | None = None
+        self.settling = False  # asked budget for Settled (wait_background)
+        # Budget's credit, in tokens: batches of appends within it are not told to budget; the
+        # tokens of those kept back ride on the next batch that is (see runtime.writes).
+        self.credit = 0
+        self.unpublished = 0
 
     @property
     def idle(self) -> bool:
@@ -115,7 +130,6 @@ class Op:
         "handed_off",
         "job",
         "job_started",
-        "job_timer",
         "request",
         "wait_started",
         "waited",
@@ -128,7 +142,6 @@ class Op:
         self.attempt = 0
         self.job: Job | None = None
         self.job_started = 0.0
-        self.job_timer: int | None = None
         self.waiting_for: str | None = None
         self.wait_started = 0.0
         self.waited = 0.0
@@ -144,14 +157,17 @@ def fail_work(live: Live, error: BaseException, *, queued: bool) -> None:
     """Fail the callers waiting on the work in progress of ``live`` and forget that work.
 
     The command in progress (unless its reply already went to the journal with its last batch,
-    which answers it) and the batches not yet handed to the journal fail with ``error``. With
-    ``queued`` the commands waiting for their turn and the callers of ``wait_background`` fail
-    too; without, they stay queued for the session's next state. The batch in the journal, if
-    any (``live.writing``), is left to the journal, which answers its caller.
+    which answers it), a fork being created and the batches not yet handed to the journal fail
+    with ``error``. With ``queued`` the commands waiting for their turn and the callers of
+    ``wait_background`` fail too; without, they stay queued for the session's next state. The
+    batch in the journal, if any (``live.writing``), is left to the journal, which answers its
+    caller.
     """
     op = live.op
     if op is not None and not op.handed_off:
         fail(op.command.reply, error)
+    if isinstance(live.creating, Fork):  # answered by the history actor, not by the journal
+        fail(live.creating.reply, error)
     for write in live.pending_writes:
         if write.reply is not None:
             fail(write.reply, error)

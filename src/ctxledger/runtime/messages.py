@@ -1,44 +1,75 @@
-"""The typed messages the runtime's actors exchange.
+"""The typed messages the runtime's actors exchange: frozen Structs in one closed union per actor.
 
 Commands come from :class:`~ctxledger.runtime.Session` handles and go to the history actor that
 owns the session; each carries the caller's reply slot. The other messages flow between the
 actors and the journal: a load finished, a batch is durable, a summary arrived or timed out, a
-session's token pressure changed.
+session's token pressure changed. Each actor's ``on_receive`` matches its union
+(:data:`HistoryMessage`, :data:`BudgetMessage`, :data:`ProjectionMessage`,
+:data:`CompactionMessage`, :data:`LeaseMessage`) exhaustively, with ``assert_never`` as the
+default, so a message added to a union and not handled is a type error.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import msgspec
 
 from ctxledger.config import Config
 from ctxledger.domain import Compact, Job, Serve, SessionState, place_message, shown_messages
 from ctxledger.domain.commands import Command as DomainCommand
+from ctxledger.errors import LeaseLostError
+from ctxledger.events import Event
+from ctxledger.messages import Message
 from ctxledger.runtime.waiters import Reply
 from ctxledger.storage import Lease, RecordedEvent
 
 __all__ = [
     "BackgroundEnded",
+    "BudgetMessage",
     "Command",
+    "Committed",
+    "CompactionMessage",
     "Decide",
+    "DecideStep",
     "Durable",
     "Evict",
     "Execute",
+    "Forgotten",
+    "Fork",
+    "HistoryMessage",
+    "HistoryRef",
+    "LeaseLost",
+    "LeaseMessage",
     "Load",
     "Loaded",
+    "Measure",
+    "Measured",
     "Open",
     "Prepare",
-    "Pressure",
+    "ProjectionMessage",
     "Query",
     "Read",
+    "Release",
+    "ReleaseLease",
+    "RenewLeases",
     "SaveSnapshot",
     "Settle",
+    "Settled",
+    "Settling",
+    "Summarize",
     "SummaryDone",
-    "SummaryTimeout",
     "answer_query",
 ]
+
+
+class HistoryRef(Protocol):
+    """What the other actors hold of a history actor: where to tell it a message of its union
+    (its ``pykka.ActorRef`` is one). Typed by what it accepts, not by the actor's class, so that
+    budget, compaction, projection and leases answer it without importing it."""
+
+    def tell(self, message: HistoryMessage) -> None:
+        """Put ``message`` in the history actor's mailbox."""
 
 
 # --- reads ---------------------------------------------------------------------------------------
@@ -83,19 +114,22 @@ def answer_query(query: Query, state: SessionState, last_event_seq: int) -> Any:
 
 
 # --- commands: Session handle -> history actor ---------------------------------------------------
+# The one field of a message that is not plain data is a command's ``reply``: the caller's
+# one-shot reply slot (:mod:`ctxledger.runtime.waiters`), the envelope's return address as
+# pykka's own ``Envelope.reply_to`` future is. Nothing in a message is ever called; a reply slot
+# is only resolved, once, by whoever finishes the request (the history actor, or the journal's
+# commit callback for a request whose last batch it committed).
 
 
-@dataclass(slots=True)
-class Command:
+class Command(msgspec.Struct, frozen=True):
     """A request of a session's caller; ``reply`` receives the answer (or the error)."""
 
     session_id: str
     reply: Reply
 
 
-@dataclass(slots=True)
-class Open(Command):
-    """Activate the session, creating it with ``config`` when it does not exist.
+class Open(Command, frozen=True):
+    """Activate the session, creating it with ``create_config`` when it does not exist.
 
     An existing session whose Config differs from a given ``config`` records ``ConfigChanged``.
     A ``system`` prompt is appended while the conversation is empty, else checked against the
@@ -107,8 +141,7 @@ class Open(Command):
     system: str | None = None
 
 
-@dataclass(slots=True)
-class Execute(Command):
+class Execute(Command, frozen=True):
     """Decide ``command`` on the session's current state
     (:func:`ctxledger.domain.commands.execute`), record its events and answer its answer; a
     command the domain refuses is answered with the error, and nothing is recorded."""
@@ -116,8 +149,7 @@ class Execute(Command):
     command: DomainCommand
 
 
-@dataclass(slots=True)
-class Decide(Command):
+class Decide(Command, frozen=True):
     """Run the decision step for ``request`` (a step, a compaction) to its end.
 
     ``reactive``: retry with ``prompt_too_long`` compactions, harder each time, until one
@@ -128,38 +160,53 @@ class Decide(Command):
     reactive: bool = False
 
 
-@dataclass(slots=True)
-class Settle(Command):
+class DecideStep(Decide, frozen=True):
+    """Append ``messages`` and serve the next view (``request``, a :class:`Serve`): one batch,
+    when no compaction is due (:func:`ctxledger.domain.step.decide_step`)."""
+
+    messages: tuple[Message, ...] = ()
+
+
+class Settle(Command, frozen=True):
     """Answer once no background summary is being prepared for the session (nor about to be)."""
 
 
-@dataclass(slots=True)
-class Read(Command):
+class Read(Command, frozen=True):
     """Answer ``query`` on a consistent state of the session (:func:`answer_query`)."""
 
     query: Query
 
 
+class Fork(Command, frozen=True):
+    """Create the session as a fork of ``parent_id`` at its message ``at_seq`` (event
+    ``parent_event_seq``), with the parent's Config there; answered once the fork's first
+    events are durable, or with ``SessionExistsError`` if the session exists."""
+
+    parent_id: str
+    at_seq: int
+    parent_event_seq: int
+    config: Config
+
+
 # --- between the actors and the journal ----------------------------------------------------------
 
 
-@dataclass(slots=True)
-class Load:
-    """Projection actor: fold the session (creating it with ``create_config`` if missing).
+class Load(msgspec.Struct, frozen=True):
+    """Projection actor: fold the session from its newest snapshot and the events after it.
 
-    Without ``create_config`` a missing session fails the load (``UnknownSessionError``).
+    A missing session is answered with ``UnknownSessionError``: its history actor, the single
+    writer, creates it if a command asks for that (on a shared log, under the lease the load
+    took).
     """
 
     session_id: str
-    create_config: Config | None
-    owner: Any  # the history actor's ref, told ``Loaded``
+    owner: HistoryRef  # told ``Loaded``
     #: On a shared log: when (``time.monotonic()``) to stop waiting for another host's lease
     #: (set by the first attempt).
     lease_deadline: float | None = None
 
 
-@dataclass(slots=True)
-class Loaded:
+class Loaded(msgspec.Struct, frozen=True):
     """History actor: a session's state is ready (or could not be loaded: ``error``)."""
 
     session_id: str
@@ -169,8 +216,7 @@ class Loaded:
     lease: Lease | None = None  # on a shared log: the lease this host now serves it under
 
 
-@dataclass(slots=True)
-class Durable:
+class Durable(msgspec.Struct, frozen=True):
     """History actor: the write ``token`` of a session is durable (``records``) or failed."""
 
     session_id: str
@@ -179,9 +225,9 @@ class Durable:
     error: BaseException | None
 
 
-@dataclass(slots=True)
-class SummaryDone:
-    """History actor: the summariser answered ``job`` (``summary`` None when it failed)."""
+class SummaryDone(msgspec.Struct, frozen=True):
+    """History actor: the compaction pool's one answer to ``job``: its summary, or None when
+    the summariser failed or timed out (``detail`` says which)."""
 
     session_id: str
     job: Job
@@ -190,48 +236,132 @@ class SummaryDone:
     seconds: float
 
 
-@dataclass(slots=True)
-class SummaryTimeout:
-    """History actor: ``job`` has run for ``summary_timeout`` seconds."""
-
-    session_id: str
-    job: Job
-
-
-@dataclass(slots=True)
-class Pressure:
-    """Budget actor: a session's estimate crossed the point where a summary should be prepared.
-
-    ``urgency`` is the estimate over the compaction threshold: sessions closest to it first.
-    """
-
-    session_id: str
-    urgency: float
-    owner: Any  # the history actor's ref, told ``Prepare``
-
-
-@dataclass(slots=True)
-class Prepare:
+class Prepare(msgspec.Struct, frozen=True):
     """History actor: start a background compaction for the session if one is still due."""
 
     session_id: str
 
 
-@dataclass(slots=True)
-class BackgroundEnded:
-    """Budget actor: a session's background compaction ended (or never started)."""
+class Evict(msgspec.Struct, frozen=True):
+    """History actor: the host holds more session states than ``max_active_sessions`` and the
+    actor that noticed could not evict enough of its own; evict idle ones here."""
+
+
+class LeaseLost(msgspec.Struct, frozen=True):
+    """History actor: the host no longer holds ``lease`` (another host took the session over)."""
+
+    session_id: str
+    lease: Lease
+    error: LeaseLostError
+
+
+class Committed(msgspec.Struct, frozen=True):
+    """Budget actor: a batch of the session is durable (published by the journal's commit
+    callback before the caller is answered).
+
+    ``pressure``: the batch came from a command that adds to the estimate (an append, a usage
+    report, a Config): budget looks at the session's pressure after it. ``unpublished``: the
+    tokens of the batches of appends alone kept back since budget's last credit (see
+    :class:`Release`).
+    """
+
+    session_id: str
+    events: tuple[Event, ...]
+    owner: HistoryRef
+    pressure: bool
+    unpublished: int = 0
+
+
+class Measure(msgspec.Struct, frozen=True):
+    """History actor: measure what budget's fold cannot say of the session (answered
+    :class:`Measured`); ``extension``: also whether the prepared summary's extension is due."""
+
+    session_id: str
+    extension: bool = False
+
+
+class Measured(msgspec.Struct, frozen=True, kw_only=True):
+    """Budget actor: the history actor's measure of a session (see :class:`Measure`).
+
+    Attributes:
+        session_id: The session.
+        owner: The history actor that measured it (answered ``Prepare`` or ``Release``).
+        off: Background compaction is off for it (or it is no longer active here).
+        blocked_until: No background compaction may start before this message seq (one is
+            running, or the session is too short, or one failed lately); 0: not blocked.
+        last_seq: The newest message seq.
+        estimate: The background estimate, exact (tokens of the view, no pending text).
+        threshold: The compaction threshold in force.
+        prepare: The prepare point in force.
+        dynamic: The marks depend on more than the Config (a dynamic threshold policy).
+        prepared: The id of the prepared summary that may still be activated, if any.
+        active: The id of the active checkpoint, if any.
+        grown: Tokens the view grew since the active checkpoint.
+        seconds: Seconds since the active checkpoint was made.
+        summary_seconds: The active checkpoint's summariser time.
+        extension: Whether the prepared summary's extension is due (asked for only).
+        recheck_pace: A summary late for this checkpoint's cycle is looked for again a few
+            messages on rather than for the rest of the cycle (``block_gives_way``, schema 5).
+    """
+
+    session_id: str
+    owner: HistoryRef
+    off: bool = False
+    blocked_until: int = 0
+    last_seq: int = 0
+    estimate: int = 0
+    threshold: int = 0
+    prepare: int = 0
+    dynamic: bool = False
+    prepared: str | None = None
+    active: str | None = None
+    grown: int = 0
+    seconds: float = 0.0
+    summary_seconds: float = 0.0
+    extension: bool | None = None
+    recheck_pace: bool = False
+
+
+class Release(msgspec.Struct, frozen=True):
+    """History actor: budget decided not to prepare a summary for the session now.
+
+    ``credit``: the tokens of appends below the prepare point: until they are spent, a batch of
+    appends alone need not be published to budget (its tokens ride on the next one that is).
+    """
+
+    session_id: str
+    credit: int = 0
+
+
+class BackgroundEnded(msgspec.Struct, frozen=True):
+    """Budget actor: a session's background compaction ended (or never started); none is
+    looked for before message seq ``quiet_until``."""
+
+    session_id: str
+    quiet_until: int = 0
+
+
+class Forgotten(msgspec.Struct, frozen=True):
+    """Budget actor: the session's state left its history actor (evicted, dropped, reloaded):
+    forget its pressure, its place in the queue and its running background compaction."""
 
     session_id: str
 
 
-@dataclass(slots=True)
-class Evict:
-    """To a history actor: the host holds more session states than ``max_active_sessions`` and
-    the actor that noticed could not evict enough of its own; evict idle ones here."""
+class Settling(msgspec.Struct, frozen=True):
+    """Budget actor: answer ``owner`` :class:`Settled` (after every ``Measure`` sent before)."""
+
+    session_id: str
+    owner: HistoryRef
 
 
-@dataclass(slots=True)
-class SaveSnapshot:
+class Settled(msgspec.Struct, frozen=True):
+    """History actor: budget sent every ``Measure`` of the session it had due before this."""
+
+    session_id: str
+
+
+class SaveSnapshot(msgspec.Struct, frozen=True):
     """Projection actor: store ``data``, the session's snapshot after event ``seq``, and drop
     the older ones it no longer needs (:func:`~ctxledger.replay.loading.snapshots_to_drop`).
 
@@ -242,6 +372,42 @@ class SaveSnapshot:
     session_id: str
     seq: int
     data: bytes
-    owner: Any
+    owner: HistoryRef
     token: int
     interval: int  # the session's snapshot interval (for which older snapshots to keep)
+
+
+class Summarize(msgspec.Struct, frozen=True):
+    """Compaction actor (a worker of the pool): summarise ``job.plan`` and tell ``owner``
+    :class:`SummaryDone`."""
+
+    session_id: str
+    job: Job
+    owner: HistoryRef
+
+
+class RenewLeases(msgspec.Struct, frozen=True):
+    """Lease actor: renew every lease the host holds, in one batch."""
+
+
+class ReleaseLease(msgspec.Struct, frozen=True):
+    """Lease actor: give ``lease`` back (its session was evicted or could not be loaded)."""
+
+    lease: Lease
+
+
+# --- the closed union of each actor's messages (each actor matches its union exhaustively) -----
+
+#: What a history actor is told: its sessions' commands and the reports of their work.
+HistoryMessage = (
+    Execute | DecideStep | Decide | Read | Settle | Open | Fork
+    | Durable | Loaded | SummaryDone | Measure | Prepare | Release | Settled | LeaseLost | Evict
+)  # fmt: skip
+#: What the budget actor is told.
+BudgetMessage = Committed | Measured | BackgroundEnded | Settling | Forgotten
+#: What a projection actor is told.
+ProjectionMessage = Load | SaveSnapshot
+#: What a compaction actor (a summariser worker) is told.
+CompactionMessage = Summarize
+#: What the lease actor is told.
+LeaseMessage = RenewLeases | ReleaseLease

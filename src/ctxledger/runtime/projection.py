@@ -2,7 +2,9 @@
 
 Activating a session folds its log from the newest snapshot (a long tail can take a while): a
 history actor hands that to a projection actor and goes on serving its other sessions, which
-therefore never stall behind it. On a log shared by several hosts the projection actor first
+therefore never stall behind it. A projection actor only reads the log (and stores snapshots):
+a session that does not exist yet is reported missing, and its history actor, the single writer
+of the session, creates it. On a log shared by several hosts the projection actor first
 takes the session's lease (:mod:`ctxledger.runtime.leases`); a lease another host holds is
 tried again later on the host's timer, never waited for on the actor's thread. The same actors
 store the snapshots the history actors take.
@@ -17,24 +19,18 @@ import contextlib
 import itertools
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import assert_never
 
+import msgspec
 import pykka
 
 from ctxledger._logging import get_logger
-from ctxledger.errors import (
-    CtxLedgerError,
-    LeaseHeldError,
-    UnknownSessionError,
-    VersionConflictError,
-)
-from ctxledger.events import SessionOpened
+from ctxledger.errors import CtxLedgerError, LeaseHeldError, UnknownSessionError
 from ctxledger.replay.loading import fold_session, snapshots_to_drop
 from ctxledger.runtime.failures import LoggedFailures, Restarting, log_failure
 from ctxledger.runtime.leases import LeaseKeeper
-from ctxledger.runtime.messages import Durable, Load, Loaded, SaveSnapshot
-from ctxledger.runtime.recordable import check_recordable
-from ctxledger.storage import EventLog, Lease, LeaseStore
+from ctxledger.runtime.messages import Durable, Load, Loaded, ProjectionMessage, SaveSnapshot
+from ctxledger.storage import EventLog, Lease
 
 __all__ = ["ProjectionActor", "ProjectionPool"]
 
@@ -43,26 +39,26 @@ _RETRY = 0.25  # seconds between attempts to take a lease another host holds
 
 
 class ProjectionActor(LoggedFailures, pykka.ThreadingActor):
-    """Loads (or creates) sessions for history actors and stores their snapshots."""
+    """Loads sessions for history actors and stores their snapshots."""
 
     use_daemon_thread = True  # never keeps the interpreter alive (see runtime.lifecycle)
 
     def __init__(
-        self, log: EventLog, clock: Callable[[], float], leases: LeaseKeeper | None = None
+        self, log: EventLog, leases: LeaseKeeper | None = None
     ) -> None:
         super().__init__()
         self._event_log = log
-        self._clock = clock
         self._leases = leases
 
-    def on_receive(self, message: Any) -> Any:
-        if isinstance(message, Load):
-            self._load(message)
-        elif isinstance(message, SaveSnapshot):
-            self._save(message)
-        else:
-            return super().on_receive(message)
-        return None
+    def on_receive(self, message: ProjectionMessage) -> None:
+        """Handle one message of the actor's closed union."""
+        match message:
+            case Load():
+                self._load(message)
+            case SaveSnapshot():
+                self._save(message)
+            case _:
+                assert_never(message)
 
     def _load(self, message: Load) -> None:
         log, session_id = self._event_log, message.session_id
@@ -72,19 +68,6 @@ class ProjectionActor(LoggedFailures, pykka.ThreadingActor):
                 lease = self._lease(message)
                 if lease is None:
                     return  # tried again later
-            if message.create_config is not None and log.last_seq(session_id) == 0:
-                opened = SessionOpened(
-                    session_id=session_id, config=message.create_config, created_at=self._clock()
-                )
-                check_recordable([opened])
-                # Another writer may create it first; then it is loaded as it is.
-                with contextlib.suppress(VersionConflictError):
-                    if lease is not None:
-                        cast(LeaseStore, log).append(
-                            session_id, [opened], expected_seq=0, fence=lease
-                        )
-                    else:
-                        log.append(session_id, [opened], expected_seq=0)
             state, last_event_seq = fold_session(log, session_id)
         except UnknownSessionError as exc:
             loaded = Loaded(session_id, None, 0, exc, lease)
@@ -110,7 +93,8 @@ class ProjectionActor(LoggedFailures, pykka.ThreadingActor):
         except LeaseHeldError as exc:
             now = time.monotonic()
             if message.lease_deadline is None:
-                message.lease_deadline = now + keeper.wait
+                message = msgspec.structs.replace(message, lease_deadline=now + keeper.wait)
+            assert message.lease_deadline is not None
             left = message.lease_deadline - now
             if left <= 0:
                 raise
@@ -146,12 +130,11 @@ class ProjectionPool:
     def __init__(
         self,
         log: EventLog,
-        clock: Callable[[], float],
         size: int,
         leases: LeaseKeeper | None = None,
     ) -> None:
-        self._actors = [
-            Restarting(lambda: ProjectionActor.start(log, clock, leases), "ProjectionActor")
+        self._actors: list[Restarting[ProjectionActor]] = [
+            Restarting(lambda: ProjectionActor.start(log, leases), "ProjectionActor")
             for _ in range(size)
         ]
         self._turn = itertools.cycle(range(size))
@@ -170,7 +153,7 @@ class ProjectionPool:
             actor.stop(timeout=30)
 
 
-def _teller(ref: pykka.ActorRef[Any], message: Any) -> Callable[[], None]:
+def _teller(ref: pykka.ActorRef[ProjectionActor], message: Load) -> Callable[[], None]:
     def tell() -> None:
         with contextlib.suppress(pykka.ActorDeadError):
             ref.tell(message)

@@ -18,7 +18,7 @@ import contextlib
 import threading
 import zlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pykka
 
@@ -26,6 +26,9 @@ from ctxledger._logging import get_logger
 from ctxledger.errors import HostClosedError
 from ctxledger.runtime.failures import hand_to, internal, stranded_commands
 from ctxledger.runtime.messages import Command
+
+if TYPE_CHECKING:
+    from ctxledger.runtime.history import HistoryActor
 
 __all__ = ["HistoryRouter"]
 
@@ -42,19 +45,22 @@ class HistoryRouter:
     """
 
     def __init__(
-        self, start: Callable[[int], pykka.ActorRef[Any]], count: int, actors: list[Any]
+        self,
+        start: Callable[[int], pykka.ActorRef[HistoryActor]],
+        count: int,
+        actors: list[pykka.ActorRef[HistoryActor]],
     ) -> None:
         self._start = start
         self._lock = threading.Lock()
         self.closed = False
-        self.actors: list[pykka.ActorRef[Any]] = actors
+        self.actors: list[pykka.ActorRef[HistoryActor]] = actors
         actors[:] = [start(number) for number in range(count)]
 
     def number(self, session_id: str) -> int:
         """The number of the history actor that owns ``session_id``."""
         return zlib.crc32(session_id.encode("utf-8", "surrogatepass")) % len(self.actors)
 
-    def owner(self, session_id: str) -> pykka.ActorRef[Any]:
+    def owner(self, session_id: str) -> pykka.ActorRef[HistoryActor]:
         """The history actor that owns ``session_id``."""
         return self.actors[self.number(session_id)]
 
@@ -78,7 +84,9 @@ class HistoryRouter:
             return
         raise internal(f"history actor {number} died at every start")
 
-    def restart(self, number: int, dead: pykka.ActorRef[Any]) -> pykka.ActorRef[Any] | None:
+    def restart(
+        self, number: int, dead: pykka.ActorRef[HistoryActor]
+    ) -> pykka.ActorRef[HistoryActor] | None:
         """Return the successor of ``dead`` (history actor ``number``), starting it if need be;
         None once the host is closed."""
         with self._lock:
@@ -90,7 +98,7 @@ class HistoryRouter:
                 current = self.actors[number] = self._start(number)
             return current
 
-    def rescue(self, number: int, dead: pykka.ActorRef[Any]) -> None:
+    def rescue(self, number: int, dead: pykka.ActorRef[HistoryActor]) -> None:
         """Hand the commands stranded in the inbox of ``dead`` to its successor (or fail them
         once the host is closed)."""
         commands = stranded_commands(dead)

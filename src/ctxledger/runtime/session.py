@@ -12,6 +12,8 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+import msgspec
+
 from ctxledger._logging import get_logger
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
@@ -48,7 +50,7 @@ from ctxledger.runtime.arguments import (
     check_text,
     message_batch,
 )
-from ctxledger.runtime.messages import Command, Decide, Execute, Query, Read, Settle
+from ctxledger.runtime.messages import Command, Decide, DecideStep, Execute, Query, Read, Settle
 from ctxledger.runtime.waiters import LoopWaiter, Reply, Waiter
 from ctxledger.storage import EventLog
 from ctxledger.storage import check_session_id as check_stored_id
@@ -284,6 +286,32 @@ class Session:
         view: ModelView = self._decide(Serve(pending=_pending(pending)))
         return view
 
+    def step(self, messages: Sequence[Message] = (), pending: str = "") -> ModelView:
+        """Append an agent step's new messages and serve the view for its next LLM call.
+
+        The same events, answers and errors as :meth:`append_many` then :meth:`prepare_step`,
+        in one commit when no compaction is due (one fsync per step instead of two). When one
+        is due, the messages are durable before the summariser runs. The view's
+        ``appended_seqs`` are the seqs the messages got.
+
+        Args:
+            messages: The new messages (user input, the model's answer, tool results), appended
+                as one atomic batch; none: the same as :meth:`prepare_step`.
+            pending: Text about to be sent with the view (counted in the estimate).
+
+        Raises:
+            InvalidMessageError: A message is invalid here; nothing of the step is written and
+                no view is served.
+            InvalidArgumentError: ``pending`` is not a string.
+            BudgetExceededError: The session reached ``Config.max_total_tokens``; the messages
+                are appended (as by :meth:`append_many`), no view is served.
+            ContextOverflowError: The view cannot fit the window; the messages are appended.
+            HostClosedError: The host is closed.
+        """
+        batch = message_batch(messages)
+        view: ModelView = self._call(_step_command(self.id, Waiter(), batch, pending))
+        return _appended(view, len(batch))
+
     def wait_background(self) -> None:
         """Block until no summary is being prepared in the background for this session.
 
@@ -326,6 +354,12 @@ class Session:
         """Async twin of :meth:`prepare_step` (a coroutine summariser runs on this loop)."""
         view: ModelView = await self._adecide(Serve(pending=_pending(pending)))
         return view
+
+    async def astep(self, messages: Sequence[Message] = (), pending: str = "") -> ModelView:
+        """Async twin of :meth:`step` (a coroutine summariser runs on this loop)."""
+        batch = message_batch(messages)
+        view: ModelView = await self._acall(_step_command(self.id, _loop_reply(), batch, pending))
+        return _appended(view, len(batch))
 
     async def abuild_model_view(self, pending: str = "") -> ModelView:
         """Async twin of :meth:`build_model_view`."""
@@ -564,6 +598,25 @@ class Session:
 def _pending(pending: object) -> str:
     check_text("pending", pending, utf8=False)  # measured, never recorded
     return pending  # type: ignore[return-value]  # checked just above
+
+
+def _step_command(
+    session_id: str, reply: Reply, batch: tuple[Message, ...], pending: object
+) -> DecideStep:
+    return DecideStep(session_id, reply, Serve(pending=_pending(pending)), messages=batch)
+
+
+def _appended(view: ModelView, count: int) -> ModelView:
+    """``view`` with the seqs of the ``count`` messages its step appended.
+
+    A session's commands run one at a time and a step's view is decided right after its
+    messages are appended (a background compaction appends none), so they end at the view's
+    newest seq.
+    """
+    if not count:
+        return view
+    last = view.through_seq
+    return msgspec.structs.replace(view, appended_seqs=tuple(range(last - count + 1, last + 1)))
 
 
 def _manual(focus: object) -> Compact:

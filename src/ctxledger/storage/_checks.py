@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
-
-import msgspec
 
 from ctxledger.errors import InvalidMessageError
 from ctxledger.events.codec import encode_payload
 from ctxledger.events.types import EVENT_TYPES, Event, MessageAppended, ToolResultSynthesized
+from ctxledger.messages import check_metadata
 from ctxledger.storage.protocol import RecordedEvent, check_session_id
 
 __all__ = [
@@ -22,8 +20,6 @@ __all__ = [
 ]
 
 _EVENT_CLASSES = tuple(EVENT_TYPES)
-_metadata_encoder = msgspec.msgpack.Encoder()
-_metadata_decoder = msgspec.msgpack.Decoder(dict[str, Any])
 
 
 def check_append(session_id: str, events: Sequence[Event], expected_seq: int) -> list[Event]:
@@ -51,22 +47,9 @@ def check_append(session_id: str, events: Sequence[Event], expected_seq: int) ->
         if (type(event) is MessageAppended or type(event) is ToolResultSynthesized) and (
             event.message.metadata
         ):
-            _check_metadata(event.message.metadata, session_id, index)
+            where = f"session {session_id!r}, event {index} of the batch"
+            check_metadata(event.message.metadata, where)
     return batch
-
-
-def _check_metadata(metadata: object, session_id: str, index: int) -> None:
-    # Encoded and decoded again as the event's field type: a map that encodes but does not decode
-    # as ``dict[str, Any]`` (an int key) would be stored and then fail every replay.
-    try:
-        _metadata_decoder.decode(_metadata_encoder.encode(metadata))
-    except (TypeError, ValueError, OverflowError) as exc:  # incl. UnicodeEncodeError, msgspec's
-        raise InvalidMessageError(
-            f"session {session_id!r}, event {index} of the batch: the message metadata "
-            f"cannot be encoded: {exc}",
-            field="metadata",
-            limit="encodable as msgpack (JSON-like values, valid UTF-8 text)",
-        ) from exc
 
 
 def encode_checked(session_id: str, events: Sequence[Event]) -> list[bytes]:

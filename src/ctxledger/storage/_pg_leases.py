@@ -59,6 +59,35 @@ _HELD = (
     "(extract(epoch FROM expires_at) - extract(epoch FROM clock_timestamp()))::float8, holder "
     "FROM {s}.leases WHERE session_id = %s"
 )
+# Extend a lease that is still the host's, at its epoch.
+_RENEW = (
+    "UPDATE {s}.leases "
+    "SET expires_at = clock_timestamp() + make_interval(secs => %s::float8) "
+    "WHERE session_id = %s AND host_id = %s AND epoch = %s "
+    "RETURNING extract(epoch FROM expires_at)::float8"
+)
+# Extend the leases named by arrays of (session id, host id, epoch) that are still those hosts',
+# in one statement; returns the renewed ones.
+_RENEW_MANY = (
+    "UPDATE {s}.leases AS l "
+    "SET expires_at = clock_timestamp() + make_interval(secs => %s::float8) "
+    "FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS t(s, h, e) "
+    "WHERE l.session_id = t.s AND l.host_id = t.h AND l.epoch = t.e "
+    "RETURNING l.session_id, extract(epoch FROM l.expires_at)::float8"
+)
+# Expire a lease that is still the host's (the epoch is kept).
+_RELEASE = (
+    "UPDATE {s}.leases SET expires_at = '-infinity' "
+    "WHERE session_id = %s AND host_id = %s AND epoch = %s"
+)
+# A session's lease: holder, epoch, expiry and seconds left (server clock).
+_CURRENT = (
+    "SELECT host_id, epoch, extract(epoch FROM expires_at)::float8, "
+    # Not (expires_at - now): a released lease expires at -infinity, which the
+    # timestamp arithmetic refuses; float8 arithmetic gives -Infinity.
+    "(extract(epoch FROM expires_at) - extract(epoch FROM clock_timestamp()))::float8 "
+    "FROM {s}.leases WHERE session_id = %s"
+)
 # Logs created before leases recorded their holder lack the column; the first acquire adds it.
 _HAS_HOLDER = (
     "SELECT 1 FROM information_schema.columns "
@@ -84,9 +113,14 @@ class LeaseTable:
         self._reader = reader
         self._sql = statements
         self._reap = reap
-        self._acquire_sql = _ACQUIRE.replace("{s}", statements.schema)
-        self._take_over_sql = _TAKE_OVER.replace("{s}", statements.schema)
-        self._held_sql = _HELD.replace("{s}", statements.schema)
+        schema = statements.schema
+        self._acquire_sql = _ACQUIRE.replace("{s}", schema)
+        self._take_over_sql = _TAKE_OVER.replace("{s}", schema)
+        self._held_sql = _HELD.replace("{s}", schema)
+        self._renew_sql = _RENEW.replace("{s}", schema)
+        self._renew_many_sql = _RENEW_MANY.replace("{s}", schema)
+        self._release_sql = _RELEASE.replace("{s}", schema)
+        self._current_sql = _CURRENT.replace("{s}", schema)
         self._has_holder = False
 
     def acquire(self, session_id: str, host_id: str, ttl: float, wait: float) -> Lease:
@@ -164,7 +198,7 @@ class LeaseTable:
             LeaseLostError: Another host took the session over.
         """
         rows = self._reader.rows(
-            self._sql.renew_lease, [float(ttl), lease.session_id, lease.host_id, lease.epoch]
+            self._renew_sql, [float(ttl), lease.session_id, lease.host_id, lease.epoch]
         )
         if not rows:
             now = self.current(lease.session_id)
@@ -182,7 +216,7 @@ class LeaseTable:
         if not leases:
             return []
         rows = self._reader.rows(
-            self._sql.renew_leases,
+            self._renew_many_sql,
             [
                 float(ttl),
                 [lease.session_id for lease in leases],
@@ -207,13 +241,13 @@ class LeaseTable:
         """Expire ``lease`` if it is still the session's."""
         self._reader.run(
             lambda cur: cur.execute(
-                self._sql.release_lease, [lease.session_id, lease.host_id, lease.epoch]
+                self._release_sql, [lease.session_id, lease.host_id, lease.epoch]
             )
         )
 
     def current(self, session_id: str) -> Lease | None:
         """The session's lease as recorded now, or None."""
-        rows = self._reader.rows(self._sql.current_lease, [session_id])
+        rows = self._reader.rows(self._current_sql, [session_id])
         if not rows:
             return None
         holder, epoch, expires_at, _ = rows[0]

@@ -1,4 +1,5 @@
-"""The tables of a PostgreSQL event log, and the SQL that reads and writes them.
+"""The tables of a PostgreSQL event log, and the SQL that reads and writes them (the leases'
+own statements are with the lease table, :mod:`ctxledger.storage._pg_leases`).
 
 All tables live in one schema (``ctxledger`` unless the log is opened with another), so that
 several logs can share a database:
@@ -332,51 +333,10 @@ class Statements:
         """Bound the lock waits of the current transaction (``lock_timeout``)."""
         return "SELECT set_config('lock_timeout', %s, true)"
 
-    @cached_property
-    def renew_lease(self) -> str:
-        """Extend a lease that is still the host's, at its epoch."""
-        return self._q(
-            "UPDATE {s}.leases "
-            "SET expires_at = clock_timestamp() + make_interval(secs => %s::float8) "
-            "WHERE session_id = %s AND host_id = %s AND epoch = %s "
-            "RETURNING extract(epoch FROM expires_at)::float8"
-        )
-
     @property
     def commit(self) -> str:
         """End the group's transaction (sent inside the writer's pipeline)."""
         return "COMMIT"
-
-    @cached_property
-    def renew_leases(self) -> str:
-        """Extend the leases named by arrays of (session id, host id, epoch) that are still
-        those hosts', in one statement; returns the renewed ones."""
-        return self._q(
-            "UPDATE {s}.leases AS l "
-            "SET expires_at = clock_timestamp() + make_interval(secs => %s::float8) "
-            "FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS t(s, h, e) "
-            "WHERE l.session_id = t.s AND l.host_id = t.h AND l.epoch = t.e "
-            "RETURNING l.session_id, extract(epoch FROM l.expires_at)::float8"
-        )
-
-    @cached_property
-    def release_lease(self) -> str:
-        """Expire a lease that is still the host's (the epoch is kept)."""
-        return self._q(
-            "UPDATE {s}.leases SET expires_at = '-infinity' "
-            "WHERE session_id = %s AND host_id = %s AND epoch = %s"
-        )
-
-    @cached_property
-    def current_lease(self) -> str:
-        """A session's lease: holder, epoch, expiry and seconds left (server clock)."""
-        return self._q(
-            "SELECT host_id, epoch, extract(epoch FROM expires_at)::float8, "
-            # Not (expires_at - now): a released lease expires at -infinity, which the
-            # timestamp arithmetic refuses; float8 arithmetic gives -Infinity.
-            "(extract(epoch FROM expires_at) - extract(epoch FROM clock_timestamp()))::float8 "
-            "FROM {s}.leases WHERE session_id = %s"
-        )
 
     @cached_property
     def sizes(self) -> str:

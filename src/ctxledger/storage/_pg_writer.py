@@ -23,7 +23,7 @@ the head, look the sessions up, read the fenced leases (locked, shared, until th
 each append alone, insert. If an insert fails for a reason of one request, the transaction is
 rolled back and the group written once more with a savepoint around each request, so the
 culprit fails alone. A failure of the server itself (gone, disk full) fails the whole group,
-with nothing of it visible.
+with nothing of it visible. Both paths plan a group alike (:mod:`ctxledger.storage._pg_group`).
 
 A connection that breaks during a group (the server restarted, the network dropped it) leaves
 the group in doubt only if ``COMMIT`` may have been processed: the writer then reconnects once
@@ -37,71 +37,22 @@ unknown.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
 from ctxledger._logging import get_logger
-from ctxledger.errors import (
-    InvalidMessageError,
-    LeaseLostError,
-    StorageError,
-    VersionConflictError,
-)
-from ctxledger.events.codec import Codec, encode_payload
-from ctxledger.events.types import Event
+from ctxledger.errors import StorageError
+from ctxledger.events.codec import Codec
 from ctxledger.storage._group_commit import Outcome
 from ctxledger.storage._pg_connect import is_request_error, is_server_error
+from ctxledger.storage._pg_group import AppendOp, Group, Known, insert, plan
 from ctxledger.storage._pg_schema import Statements
-from ctxledger.storage.leases import Lease
 
 __all__ = ["AppendOp", "PgWriter"]
 
 _log = get_logger(__name__)
 _UNKNOWN = psycopg.pq.TransactionStatus.UNKNOWN
-_Known = tuple[int | None, int]  # a session's number (None: not created yet) and last seq
-
-
-@dataclass(slots=True)
-class AppendOp:
-    """Append events to a session, fenced by a lease if ``fence`` is set.
-
-    The writer encodes the events (``records``) on its own thread, as the LMDB journal does, so
-    that callers hold the GIL only to queue.
-    """
-
-    session_id: str
-    expected_seq: int
-    events: list[Event]
-    fence: Lease | None = None
-    #: The framed records and their raw payload sizes; set on first use (kept across a retry).
-    records: list[tuple[bytes, int]] | None = None
-
-
-@dataclass(slots=True)
-class _Group:
-    """One group's plan: the head before and after, its rows, and each append's outcome."""
-
-    base_position: int
-    base_sessions: int
-    now: float
-    position: int = 0
-    sessions: int = 0
-    raw: int = 0  # payload bytes the group adds
-    stored: int = 0  # frame bytes the group adds
-    known: dict[str, _Known] = field(default_factory=dict)
-    leases: dict[str, tuple[str, int]] = field(default_factory=dict)
-    new_numbers: list[int] = field(default_factory=list)
-    new_ids: list[str] = field(default_factory=list)
-    numbers: list[int] = field(default_factory=list)
-    seqs: list[int] = field(default_factory=list)
-    positions: list[int] = field(default_factory=list)
-    records: list[bytes] = field(default_factory=list)
-    outcomes: list[Outcome] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.position, self.sessions = self.base_position, self.base_sessions
 
 
 class _Refused(Exception):
@@ -150,7 +101,7 @@ class PgWriter:
         self._conn = connection
         self._position = -1  # the head this writer last committed; -1: unknown
         self._sessions = 0
-        self._known: dict[str, _Known] = {}
+        self._known: dict[str, Known] = {}
 
     def close(self) -> None:
         """Close the connection (called after the committer's thread stopped)."""
@@ -219,11 +170,11 @@ class PgWriter:
 
     # --- the fast path ------------------------------------------------------------------------
 
-    def _plan_fast(self, ops: list[AppendOp], now: float) -> _Group | None:
+    def _plan_fast(self, ops: list[AppendOp], now: float) -> Group | None:
         """Plan the group from the cache alone, or None if the cache cannot decide."""
         if self._position < 0:
             return None
-        group = _Group(self._position, self._sessions, now)
+        group = Group(self._position, self._sessions, now)
         for op in ops:
             session_id = op.session_id
             if session_id not in self._known and session_id not in group.known:
@@ -235,11 +186,11 @@ class PgWriter:
                 held = group.leases.setdefault(session_id, (fence.host_id, fence.epoch))
                 if held != (fence.host_id, fence.epoch):
                     return None  # two fences for one session in one group: check them for real
-        group.outcomes = [self._plan(op, group) for op in ops]
+        group.outcomes = [plan(op, group, self._known, self._codec, self._sql) for op in ops]
         return group
 
     def _send_fast(
-        self, conn: psycopg.Connection[Any], group: _Group, wake_previous: Callable[[], None]
+        self, conn: psycopg.Connection[Any], group: Group, wake_previous: Callable[[], None]
     ) -> bool:
         """Send the planned group in one pipeline; return whether it committed.
 
@@ -253,13 +204,13 @@ class PgWriter:
         try:
             with conn.pipeline():
                 cur = conn.cursor()
-                cur.execute(sql.update_head, self._head_params(group))
+                cur.execute(sql.update_head, group.head_params())
                 if group.leases:
                     ids = list(group.leases)
                     hosts = [group.leases[session_id][0] for session_id in ids]
                     epochs = [group.leases[session_id][1] for session_id in ids]
                     cur.execute(sql.check_fences, [ids, hosts, epochs, len(ids)])
-                self._insert(cur, group)
+                insert(cur, sql, group)
                 if group.positions:
                     cur.execute(sql.notify, [self._channel, str(group.position)])
                 # COMMIT goes out with the group, and the previous group's callers are woken
@@ -285,12 +236,12 @@ class PgWriter:
 
     def _write(
         self, conn: psycopg.Connection[Any], ops: list[AppendOp], now: float, *, isolate: bool
-    ) -> _Group:
+    ) -> Group:
         sql = self._sql
         cur = conn.cursor()
         row = cur.execute(sql.lock_head).fetchone()
         assert row is not None  # created with the schema
-        group = _Group(row[0], row[1], now)
+        group = Group(row[0], row[1], now)
         if group.position != self._position:
             self._known.clear()  # another writer committed since: the last seqs may be stale
         unknown = list({op.session_id for op in ops} - self._known.keys())
@@ -302,133 +253,25 @@ class PgWriter:
         if fenced:
             rows = cur.execute(sql.fences, [fenced])
             group.leases = {session_id: (host, epoch) for session_id, host, epoch in rows}
-        group.outcomes = [self._plan(op, group, cur if isolate else None) for op in ops]
+        cursor = cur if isolate else None
+        group.outcomes = [
+            plan(op, group, self._known, self._codec, self._sql, cursor) for op in ops
+        ]
         if not isolate:
             try:
-                self._insert(cur, group)
+                insert(cur, sql, group)
             except Exception as exc:
                 if is_request_error(exc) and conn.info.transaction_status != _UNKNOWN:
                     raise _Refused from exc
                 raise
-        cur.execute(sql.update_head, self._head_params(group))
+        cur.execute(sql.update_head, group.head_params())
         if group.positions:
             cur.execute(sql.notify, [self._channel, str(group.position)])
         return group
 
-    # --- planning and inserting, both paths --------------------------------------------------
+    # --- after the commit, both paths ----------------------------------------------------------
 
-    def _plan(
-        self, op: AppendOp, group: _Group, isolated: psycopg.Cursor[Any] | None = None
-    ) -> Outcome:
-        """Check one append and add its rows to the group; its outcome (an error: it alone).
-
-        ``group.leases`` holds the leases the fenced appends must match (read from the table
-        on the slow path; assumed, and checked by a guard, on the fast one). With ``isolated``,
-        the append's rows are inserted at once, under a savepoint.
-        """
-        session_id = op.session_id
-        number, last = group.known.get(session_id) or self._known[session_id]
-        fence = op.fence
-        if fence is not None and group.leases.get(session_id) != (fence.host_id, fence.epoch):
-            holder, epoch = group.leases.get(session_id, (None, 0))
-            return None, LeaseLostError(session_id, fence.host_id, fence.epoch, holder, epoch)
-        if last != op.expected_seq:
-            return None, VersionConflictError(session_id, op.expected_seq, last)
-        if not op.events:
-            return (op.expected_seq + 1, group.position + 1, group.now), None
-        records = op.records
-        if records is None:
-            try:
-                records = op.records = self._encode(op.events)
-            except Exception as exc:  # e.g. metadata msgpack cannot encode: this append alone
-                return None, InvalidMessageError(f"cannot encode an event of {session_id!r}: {exc}")
-        if isolated is not None:
-            return self._plan_isolated(op, records, group, number, isolated)
-        self._add(op, records, group, number)
-        return (op.expected_seq + 1, group.position - len(records) + 1, group.now), None
-
-    def _add(
-        self, op: AppendOp, records: list[tuple[bytes, int]], group: _Group, number: int | None
-    ) -> None:
-        if number is None:
-            group.sessions += 1
-            number = group.sessions
-            group.new_numbers.append(number)
-            group.new_ids.append(op.session_id)
-        seq = op.expected_seq
-        for record, raw_size in records:
-            seq += 1
-            group.position += 1
-            group.numbers.append(number)
-            group.seqs.append(seq)
-            group.positions.append(group.position)
-            group.records.append(record)
-            group.raw += raw_size
-            group.stored += len(record)
-        group.known[op.session_id] = (number, seq)
-
-    def _plan_isolated(
-        self,
-        op: AppendOp,
-        records: list[tuple[bytes, int]],
-        group: _Group,
-        number: int | None,
-        cur: psycopg.Cursor[Any],
-    ) -> Outcome:
-        """Insert one append under a savepoint; a value the server refuses fails it alone."""
-        alone = _Group(group.position, group.sessions, group.now)
-        alone.known = group.known
-        self._add(op, records, alone, number)
-        cur.execute("SAVEPOINT ctxledger_append")
-        try:
-            self._insert(cur, alone)
-        except Exception as exc:
-            if not is_request_error(exc):
-                raise
-            cur.execute("ROLLBACK TO SAVEPOINT ctxledger_append")
-            group.known[op.session_id] = (number, op.expected_seq)
-            return None, InvalidMessageError(
-                f"PostgreSQL refused the append to session {op.session_id!r}: {exc}"
-            )
-        cur.execute("RELEASE SAVEPOINT ctxledger_append")
-        for name in ("numbers", "seqs", "positions", "records"):  # kept for _lost_commit
-            getattr(group, name).extend(getattr(alone, name))
-        group.position, group.sessions = alone.position, alone.sessions
-        group.raw += alone.raw
-        group.stored += alone.stored
-        return (op.expected_seq + 1, alone.position - len(records) + 1, group.now), None
-
-    def _insert(self, cur: psycopg.Cursor[Any], group: _Group) -> None:
-        """Insert the group's new sessions and events (isolated groups: once per append)."""
-        sql = self._sql
-        if group.new_numbers:
-            cur.execute(sql.insert_sessions, [group.now, group.new_numbers, group.new_ids])
-        if group.positions:
-            cur.execute(
-                sql.insert_events,
-                [group.now, group.numbers, group.seqs, group.positions, group.records],
-            )
-
-    @staticmethod
-    def _head_params(group: _Group) -> list[int]:
-        return [
-            group.base_position,
-            group.base_sessions,
-            group.position,
-            group.sessions,
-            group.raw,
-            group.stored,
-        ]
-
-    def _encode(self, events: list[Event]) -> list[tuple[bytes, int]]:
-        frame = self._codec.frame
-        records = []
-        for event in events:
-            payload = encode_payload(event)
-            records.append((frame(payload), len(payload)))
-        return records
-
-    def _publish(self, group: _Group) -> list[Outcome]:
+    def _publish(self, group: Group) -> list[Outcome]:
         """Make the committed group's head and sessions the cache; return its outcomes."""
         self._position, self._sessions = group.position, group.sessions
         for session_id, known in group.known.items():
@@ -465,7 +308,7 @@ class PgWriter:
             except Exception as exc:  # closing a dead connection: nothing left to release
                 _log.debug("closing a broken connection failed", error=repr(exc))
 
-    def _committed_anyway(self, group: _Group, cause: Exception) -> None:
+    def _committed_anyway(self, group: Group, cause: Exception) -> None:
         """After the connection broke during a group: return if the group is durable anyway.
 
         Reconnects once and compares the rows at the group's positions with the group's.

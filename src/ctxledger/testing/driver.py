@@ -16,6 +16,8 @@ import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import msgspec
+
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
 from ctxledger.domain.commands import (
@@ -31,19 +33,18 @@ from ctxledger.domain.commands import (
     reactive_attempt,
     usage_of,
 )
-from ctxledger.domain.compaction import CompactionResult, run_summarizer
+from ctxledger.domain.compaction import CompactionResult
 from ctxledger.domain.decide import (
     Background,
     Compact,
     Decision,
-    Job,
     Request,
     Serve,
-    Summarized,
     decide,
 )
 from ctxledger.domain.state import SessionState
-from ctxledger.domain.summary import Summarizer, SummaryRequest, describe_summarizer
+from ctxledger.domain.step import Step, decide_step
+from ctxledger.domain.summary import Summarizer
 from ctxledger.domain.tokenizer import CharTokenizer, Tokenizer
 from ctxledger.domain.view import ModelView
 from ctxledger.events.types import Event, SessionOpened
@@ -51,19 +52,9 @@ from ctxledger.messages import Message
 from ctxledger.runtime.arguments import check_seq, check_text, message_batch
 from ctxledger.runtime.recordable import check_recordable
 from ctxledger.testing._reads import SessionReads
+from ctxledger.testing._summaries import digest_summarizer, summarized
 
 __all__ = ["DomainSession", "digest_summarizer"]
-
-
-def digest_summarizer(request: SummaryRequest) -> str:
-    """Summarise deterministically: the previous summary, then one short line per message."""
-    lines = [request.previous_summary] if request.previous_summary else []
-    if request.focus:
-        lines.append(f"Focus: {request.focus}")
-    for message in request.messages:
-        first = message.content.strip().splitlines()[0][:60] if message.content.strip() else ""
-        lines.append(f"[{message.seq}] {message.role}: {first}")
-    return "\n".join(lines)[: request.max_chars] or "(nothing)"
 
 
 class DomainSession(SessionReads):
@@ -302,9 +293,39 @@ class DomainSession(SessionReads):
         """:meth:`build_model_view` (this kit's earlier name for it)."""
         return self.build_model_view(pending)
 
-    def step(self, pending: str = "") -> ModelView:
-        """:meth:`prepare_step` (this kit's earlier name for it)."""
-        return self.prepare_step(pending)
+    def step(self, messages: Sequence[Message] = (), pending: str = "") -> ModelView:
+        """Append a step's messages, then compact if needed and serve the view
+        (``Session.step``: :func:`ctxledger.domain.step.decide_step`, as the host decides it).
+
+        The same events, answers and errors as :meth:`append_many` then :meth:`prepare_step`;
+        the view's ``appended_seqs`` are the seqs the messages got. ``step()`` with no messages
+        is :meth:`prepare_step` (as this kit's ``step`` was before it took messages).
+
+        Raises:
+            InvalidMessageError: A message is invalid here; nothing of the step is recorded.
+            InvalidArgumentError: ``pending`` is not a string.
+            BudgetExceededError: The session reached ``Config.max_total_tokens`` (the messages
+                are recorded).
+            ContextOverflowError: The view cannot fit the window (the messages are recorded).
+        """
+        batch = message_batch(messages)
+        check_text("pending", pending, utf8=False)
+        stepped = decide_step(
+            self.state,
+            Step(messages=batch, pending=pending),
+            tokenizer=self.tokenizer,
+            new_id=self._new_id,
+            now=self.clock,
+        )
+        self.events.extend(stepped.appended.events)  # folded by decide_step already
+        if batch:
+            self._tried.clear()
+        self._commit(stepped.decision.events)
+        view = self._served(self._run(stepped.decision))
+        if batch:
+            view = msgspec.structs.replace(view, appended_seqs=stepped.seqs)
+            self.views[-1] = view
+        return view
 
     def decide(self, request: Request) -> Decision:
         """Run the decision step for ``request`` to its end, recording every event on the way.
@@ -315,14 +336,7 @@ class DomainSession(SessionReads):
         Raises:
             CtxLedgerError: The decision's error (recorded events stay recorded, as in the host).
         """
-        decision = self._decide(request)
-        while decision.job is not None:
-            decision = self._decide(self._summarize(decision.job))
-        if decision.wait_for is not None:
-            raise AssertionError("a DomainSession runs no background compaction to wait for")
-        if decision.error is not None:
-            raise decision.error
-        return decision
+        return self._run(self._decide(request))
 
     def replay(self, events: Iterable[Event] | None = None) -> SessionState:
         """Fold ``events`` (default: all recorded) into a fresh state."""
@@ -333,6 +347,16 @@ class DomainSession(SessionReads):
 
     # --- internals -------------------------------------------------------------------------------
 
+    def _run(self, decision: Decision) -> Decision:
+        """Carry ``decision`` (recorded already) to its end: write the summaries it needs."""
+        while decision.job is not None:
+            decision = self._decide(summarized(decision.job, self.summarizer))
+        if decision.wait_for is not None:
+            raise AssertionError("a DomainSession runs no background compaction to wait for")
+        if decision.error is not None:
+            raise decision.error
+        return decision
+
     def _execute(self, command: Command) -> Any:
         outcome = execute(self.state, command)
         if command.fresh:
@@ -341,7 +365,9 @@ class DomainSession(SessionReads):
         return outcome.answer
 
     def _serve(self, request: Serve) -> ModelView:
-        decision = self.decide(request)
+        return self._served(self.decide(request))
+
+    def _served(self, decision: Decision) -> ModelView:
         if decision.result is not None:
             self.results.append(decision.result)
         assert decision.view is not None
@@ -369,18 +395,3 @@ class DomainSession(SessionReads):
         check_recordable(events)  # the host's check: only what reads back is written
         for event in events:
             self.record(event)
-
-    def _summarize(self, job: Job) -> Summarized:
-        # Worded as the host's compaction actors word an outcome (the detail is recorded).
-        name = describe_summarizer(self.summarizer)
-        try:
-            summary = run_summarizer(job.plan, self.summarizer)
-        except Exception as exc:  # as the host: a failing summariser is an outcome, not a crash
-            detail = f"summarizer raised {type(exc).__name__}: {exc}"
-            return Summarized(job=job, summary=None, detail=detail, summarizer=name)
-        if not summary:
-            detail = "summarizer returned no summary"
-            return Summarized(job=job, summary=None, detail=detail, summarizer=name)
-        if not summary.isascii():  # a lone surrogate cannot be recorded
-            summary = summary.encode("utf-8", "replace").decode("utf-8")
-        return Summarized(job=job, summary=summary, summarizer=name)

@@ -34,7 +34,6 @@ from ctxledger.config import Config
 from ctxledger.domain import CharTokenizer, SessionState, Tokenizer, build_view, threshold_for
 from ctxledger.domain.audit import audit_checkpoint
 from ctxledger.domain.cost import Pricing
-from ctxledger.domain.render import TRUNCATION_MARKER, mask_text
 from ctxledger.events import (
     CheckpointCreated,
     CheckpointReverted,
@@ -45,34 +44,21 @@ from ctxledger.events import (
     SummaryPrepared,
     ViewServed,
 )
-from ctxledger.messages import Message
 from ctxledger.replay import fold_session
 from ctxledger.storage import EventLog, RecordedEvent
+from ctxledger.tooling._report_tables import CLIP_CHARS, Tables, runs
 from ctxledger.tooling.timeline import LAYER_OF_REASON
 
 __all__ = ["CLIP_CHARS", "FORMAT_VERSION", "KEYFRAME_EVERY", "LOST_SHOWN", "ReportBuilder"]
 
 #: Version of the data format (bumped when a field changes meaning).
 FORMAT_VERSION = 1
-#: Texts longer than this are shown as head and tail with a note of what was left out.
-CLIP_CHARS = 20_000
 #: Lost facts listed per compaction (the count is always whole).
 LOST_SHOWN = 200
 #: Every this many steps a view is stored whole, so the page rebuilds any step quickly.
 KEYFRAME_EVERY = 64
 
-# Message flags: how a view shows a history message.
-_RAW, _MASKED, _TRUNCATED, _SUMMARY, _CHANGED = "raw", "masked", "truncated", "summary", "changed"
 _BACKGROUND_EVENTS = (SummaryPrepared,)
-
-
-def _clip(text: str) -> tuple[str, bool]:
-    if len(text) <= CLIP_CHARS:
-        return text, False
-    keep = CLIP_CHARS // 2
-    left = len(text) - 2 * keep
-    note = f"\n[… report: {left:,} of {len(text):,} characters not shown here …]\n"
-    return text[:keep] + note + text[-keep:], True
 
 
 def target_tokens(config: Config) -> int | None:
@@ -89,73 +75,6 @@ def target_tokens(config: Config) -> int | None:
     if isinstance(share, int | float) and not isinstance(share, bool) and share > 0:
         return int(config.context_window * share)
     return None
-
-
-class _Tables:
-    """Texts and rendered messages, each stored once and named by its index."""
-
-    def __init__(self) -> None:
-        self.texts: list[str] = []
-        self.clipped: list[int] = []
-        self._text_ids: dict[str, int] = {}
-        self.messages: list[list[Any]] = []
-        self._message_ids: dict[tuple[Any, ...], int] = {}
-
-    def text(self, text: str) -> int:
-        found = self._text_ids.get(text)
-        if found is None:
-            found = self._text_ids[text] = len(self.texts)
-            shown, clipped = _clip(text)
-            self.texts.append(shown)
-            if clipped:
-                self.clipped.append(found)
-        return found
-
-    def message(self, message: Message, state: SessionState) -> int:
-        """The id of ``message`` as shown (a history message, or a view's rendering of one)."""
-        seq = message.seq
-        key = (seq or 0, message.role, message.content)
-        found = self._message_ids.get(key)
-        if found is not None:
-            return found
-        flag = _RAW
-        if message.role == "summary":
-            flag = _SUMMARY
-        elif seq is not None and 1 <= seq <= len(state.history):
-            original = state.history[seq - 1]
-            if message.content != original.content:
-                if message.content == mask_text(state.tool_name(original)):
-                    flag = _MASKED
-                elif TRUNCATION_MARKER.search(message.content):
-                    flag = _TRUNCATED
-                else:
-                    flag = _CHANGED
-        calls = [[call.id, call.name, self.text(call.arguments)] for call in message.tool_calls]
-        found = self._message_ids[key] = len(self.messages)
-        self.messages.append(
-            [
-                seq or 0,
-                message.role,
-                message.name or "",
-                self.text(message.content),
-                flag,
-                calls,
-                message.tool_call_id or "",
-                bool(message.metadata.get("synthetic")),
-            ]
-        )
-        return found
-
-
-def _runs(ids: list[int]) -> list[int]:
-    """``[start, count, start, count, ...]`` for runs of consecutive ids."""
-    out: list[int] = []
-    for value in ids:
-        if out and out[-2] + out[-1] == value:
-            out[-1] += 1
-        else:
-            out += [value, 1]
-    return out
 
 
 class ReportBuilder:
@@ -186,7 +105,7 @@ class ReportBuilder:
         self.pricing = pricing
         self.event_seq = 0
         self.state: SessionState | None = None
-        self._tables = _Tables()
+        self._tables = Tables()
         self._steps: dict[str, list[Any]] = {
             key: [] for key in ("seq", "t", "h", "e", "vt", "thr", "tgt", "cp", "ok", "n", "view")
         }
@@ -292,7 +211,7 @@ class ReportBuilder:
             int(view.view_hash == event.view_hash and view.through_seq == event.through_seq)
         )
         steps["n"].append(len(ids))
-        steps["view"].append([keep, *_runs(ids[keep:])])
+        steps["view"].append([keep, *runs(ids[keep:])])
 
     def _compaction(self, state: SessionState, event: CheckpointCreated, timestamp: float) -> None:
         checkpoint = event.checkpoint

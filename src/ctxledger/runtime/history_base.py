@@ -1,0 +1,169 @@
+"""What the modules of the history actor share: the host's runtime and the actor's own state.
+
+The history actor is one pykka actor whose code is split by concern over a few modules, each a
+mixin of :class:`HistoryBase`: :mod:`~ctxledger.runtime.history` (the mailbox, supervision and
+the command queue of each session), :mod:`~ctxledger.runtime.writes` (the write path to the
+journal and the fold of durable batches), :mod:`~ctxledger.runtime.steps` (the decision step:
+serve, compact, the reactive retries, summaries), :mod:`~ctxledger.runtime.background` (what
+budget asks of a session and the background compactions it allows) and
+:mod:`~ctxledger.runtime.activation` (loading, creating, forking, leases, eviction). The steps
+one module calls in another are declared here, abstract.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+import pykka
+
+from ctxledger.domain import Job, Tokenizer
+from ctxledger.errors import LeaseLostError
+from ctxledger.events import Event
+from ctxledger.runtime.leases import LeaseKeeper
+from ctxledger.runtime.live import Live, Op
+from ctxledger.runtime.messages import Durable
+from ctxledger.runtime.waiters import Reply
+from ctxledger.storage import EventLog, RecordedEvent
+
+if TYPE_CHECKING:
+    from ctxledger.domain import SessionState
+    from ctxledger.runtime.budget import BudgetActor
+    from ctxledger.runtime.compaction import CompactionPool
+    from ctxledger.runtime.failures import Restarting
+    from ctxledger.runtime.history import HistoryActor
+    from ctxledger.runtime.projection import ProjectionPool
+    from ctxledger.runtime.timer import Timer
+
+__all__ = ["HistoryBase", "Runtime"]
+
+
+@dataclass(slots=True)
+class Runtime:
+    """What the history actors of one host share.
+
+    Attributes:
+        log: The event log.
+        tokenizer: Counts tokens for the decisions.
+        new_id: Returns fresh compaction and checkpoint ids.
+        clock: Returns the unix time recorded on checkpoints and new sessions.
+        compaction: Runs summarisers (:class:`~ctxledger.runtime.compaction.CompactionPool`).
+        projection: Loads sessions and stores snapshots
+            (:class:`~ctxledger.runtime.projection.ProjectionPool`).
+        budget: The budget actor's ref.
+        timer: Deadlines (:class:`~ctxledger.runtime.timer.Timer`).
+        summarizer_name: Who writes the summaries, recorded with each (``describe_summarizer``).
+        recovered: Sessions already recovered by this host (shared by its history actors).
+        leases: On a log shared by several hosts, the host's leases
+            (:class:`~ctxledger.runtime.leases.LeaseKeeper`); None otherwise.
+        max_live: Session states the host keeps in memory (``max_active_sessions``).
+        live_counts: Session states each history actor holds, by actor number; each actor
+            writes only its own entry, and all read the sum to enforce ``max_live`` host-wide.
+        history: The history actors' refs, by number (set once they are started).
+        restart: Called by a history actor that dies with its number and ref: starts and
+            returns its successor, or None once the host is closed.
+        closed: Whether the host is closed (no actor is restarted any more).
+        chars_per_token: The tokenizer's characters per token if it counts characters (budget's
+            bound of the estimate); None for another tokenizer.
+    """
+
+    log: EventLog
+    tokenizer: Tokenizer
+    new_id: Callable[[], str]
+    clock: Callable[[], float]
+    compaction: CompactionPool
+    projection: ProjectionPool
+    budget: Restarting[BudgetActor]
+    timer: Timer
+    summarizer_name: str = ""
+    recovered: set[str] = field(default_factory=set)
+    leases: LeaseKeeper | None = None
+    max_live: int = 1024
+    live_counts: list[int] = field(default_factory=list)
+    history: list[pykka.ActorRef[HistoryActor]] = field(default_factory=list)
+    restart: Callable[[int, pykka.ActorRef[HistoryActor]], pykka.ActorRef[HistoryActor] | None] = (
+        field(default=lambda _number, _ref: None)
+    )
+    closed: Callable[[], bool] = field(default=lambda: False)
+    chars_per_token: int | None = None
+
+
+class HistoryBase(pykka.ThreadingActor):
+    """The state every module of the history actor uses, and the steps they call across."""
+
+    use_daemon_thread = True  # never keeps the interpreter alive (see runtime.lifecycle)
+
+    _rt: Runtime
+    _number: int
+    #: The session states this actor holds, least recently used first.
+    _lives: OrderedDict[str, Live]
+    #: The outcome of each reactive attempt used since a session's last append or usage report
+    #: (an attempt is used once it starts); kept apart from the session states so that an
+    #: eviction does not give a session its attempts back.
+    _reactive: dict[str, list[str]]
+    _tokens: int  # the last write token handed out
+
+    @property
+    def _me(self) -> pykka.ActorRef[HistoryActor]:
+        """This actor's ref (typed as the whole actor's, whichever module asks)."""
+        return cast("pykka.ActorRef[HistoryActor]", self.actor_ref)
+
+    @abc.abstractmethod
+    def _pump(self, live: Live) -> None:
+        """Start the queued commands of ``live`` while nothing is in progress (history)."""
+
+    @abc.abstractmethod
+    def _forget(self, live: Live, error: BaseException, *, queued: bool) -> None:
+        """Fail the callers waiting on the work of ``live``; stop its background work."""
+
+    @abc.abstractmethod
+    def _restart(self, live: Live, error: BaseException) -> None:
+        """Forget the state of ``live`` and load it again from the log (history)."""
+
+    @abc.abstractmethod
+    def _reload(self, live: Live) -> None:
+        """Load the state of ``live`` again, logging that it restarted (history)."""
+
+    @abc.abstractmethod
+    def _write(
+        self,
+        live: Live,
+        events: Sequence[Event],
+        *,
+        reply: Reply | None = None,
+        value: Any = None,
+        on_done: Callable[[list[RecordedEvent] | None, BaseException | None], None] | None = None,
+        pressure: bool = False,
+        op: Op | None = None,
+        folded: int = 0,
+    ) -> None:
+        """Hand ``events`` to the journal after the session's batch in flight (writes)."""
+
+    @abc.abstractmethod
+    def _fold(
+        self, live: Live, state: SessionState, records: list[RecordedEvent], *, skip: int = 0
+    ) -> None:
+        """Fold a durable batch into the session's state (writes)."""
+
+    @abc.abstractmethod
+    def _decide(self, live: Live, op: Op) -> None:
+        """Run the decision step of the command in progress (steps)."""
+
+    @abc.abstractmethod
+    def _run_job(self, live: Live, op: Op | None, job: Job) -> None:
+        """Hand a durable job to the compaction pool (steps)."""
+
+    @abc.abstractmethod
+    def _background_ended(self, live: Live, *, quiet_until: int = 0) -> None:
+        """A background compaction ended, or never started (background)."""
+
+    @abc.abstractmethod
+    def _created(self, live: Live, message: Durable) -> None:
+        """The first events of a new session are durable, or failed (activation)."""
+
+    @abc.abstractmethod
+    def _drop(self, live: Live, error: LeaseLostError) -> None:
+        """Another host took the session over: forget its state (activation)."""

@@ -1,0 +1,261 @@
+"""The history actor's decision step: serve, compact, the reactive retries, the summaries.
+
+A ``Decide`` command runs :func:`ctxledger.domain.decide` on the session's state, the same
+function :class:`ctxledger.testing.DomainSession` and what-if call (a ``DecideStep``, an agent's
+step, runs :func:`ctxledger.domain.step.decide_step`: its appends and the serve decision in one
+batch), and carries the decision out:
+record its events, hand a job to the compaction pool and decide again with its summary, wait for
+a background compaction that is running, retry a reactive compaction harder until one compacts
+or the attempts are spent (:func:`ctxledger.domain.commands.reactive_attempt`), or fail the
+command with the decision's error (after recording its events).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from ctxledger._logging import get_logger
+from ctxledger.domain import CompactionResult, Decision, Job, ModelView, Serve, Summarized, decide
+from ctxledger.domain.commands import NO_OUTCOME, reactive_attempt
+from ctxledger.domain.step import Step, decide_step
+from ctxledger.errors import ContextOverflowError
+from ctxledger.events import CompactionFailed
+from ctxledger.runtime.failures import internal
+from ctxledger.runtime.history_base import HistoryBase
+from ctxledger.runtime.live import Live, Op
+from ctxledger.runtime.messages import Decide, DecideStep, SummaryDone
+from ctxledger.runtime.waiters import LoopWaiter
+
+__all__ = ["DecisionSteps"]
+
+_log = get_logger(__name__)
+
+
+class DecisionSteps(HistoryBase):
+    """The decision step of the history actor (see the module docstring)."""
+
+    def _step(self, live: Live, command: DecideStep) -> None:
+        """Append a step's messages and serve the next view
+        (:func:`ctxledger.domain.step.decide_step`): one batch, unless a summary is needed or a
+        background one awaited; then the appends go first (durable before a summariser runs)
+        and the decision is carried out as ``prepare_step``'s. A refused message raises here,
+        before anything is folded."""
+        state = live.state
+        assert state is not None and isinstance(command.request, Serve)
+        rt = self._rt
+        step = Step(messages=command.messages, pending=command.request.pending)
+        op = live.op = Op(command, command.request)
+        applied = state.events_applied
+        try:
+            stepped = decide_step(
+                state, step, tokenizer=rt.tokenizer, new_id=rt.new_id, now=rt.clock
+            )
+        except Exception as exc:
+            if state.events_applied != applied:  # folded ahead of the log: start over from it
+                live.op = None
+                self._restart(live, internal(f"session {live.id!r}: step: {exc!r}", exc))
+            raise
+        if step.fresh:
+            self._reactive.pop(live.id, None)
+        appended, decision = stepped.appended.events, stepped.decision
+        folded = len(appended)  # not to be folded again (see runtime.writes)
+        if decision.job is not None or decision.wait_for is not None:
+            if appended:
+                self._write(live, appended, op=op, pressure=True, folded=folded)
+            self._carry_out(live, op, decision)
+            return
+        events = (*appended, *decision.events)
+        error = decision.error
+        if error is not None:  # refused to serve (budget, overflow): the appends stay, as usual
+
+            def refused(_records: Any, write_error: BaseException | None) -> None:
+                live.op = None
+                command.reply.resolve(None, write_error or error)
+
+            self._write(live, events, on_done=refused, pressure=True, op=op, folded=folded)
+            return
+        op.handed_off = True
+        self._write(
+            live,
+            events,
+            reply=command.reply,
+            value=decision.view,
+            on_done=self._op_done(live),
+            pressure=True,
+            op=op,
+            folded=folded,
+        )
+
+    def _decide(self, live: Live, op: Op) -> None:
+        state = live.state
+        assert state is not None and op.request is not None
+        rt = self._rt
+        decision = decide(state, op.request, tokenizer=rt.tokenizer, new_id=rt.new_id, now=rt.clock)
+        self._carry_out(live, op, decision)
+
+    def _carry_out(self, live: Live, op: Op, decision: Decision) -> None:
+        if decision.wait_for is not None:
+            running = live.background
+            if running is None or running.compaction_id != decision.wait_for:
+                # Recorded as running, but no summariser runs it here: it cannot finish.
+                self._write(live, [_abandoned(decision.wait_for)], op=op,
+                            on_done=lambda _r, _e: self._decide_again(live, op))  # fmt: skip
+                return
+            op.waiting_for = decision.wait_for
+            op.wait_started = time.monotonic()
+            return
+        job = decision.job
+        if job is not None:
+            op.job = job
+            self._write(
+                live, decision.events, on_done=lambda _r, _e: self._run_job(live, op, job), op=op
+            )
+            return
+        if decision.error is not None:
+            self._fail(live, op, decision)
+            return
+        result = decision.result
+        if result is not None and op.waited:
+            result = msgspec.structs.replace(result, waited_seconds=op.waited)
+        command = op.command
+        assert isinstance(command, Decide)
+        if command.reactive:
+            tried = self._reactive.get(live.id)
+            if tried:
+                tried[-1] = result.reason if result is not None else NO_OUTCOME
+            if result is None or not result.compacted:
+                self._next_attempt(live, op)
+                return
+        value: ModelView | CompactionResult | None = (
+            decision.view if isinstance(command.request, Serve) and command.request.view else result
+        )
+        if decision.view is not None:
+            _log.debug(
+                "view_served",
+                session_id=live.id,
+                seq=decision.view.through_seq,
+                tokens=decision.view.estimated_tokens,
+            )
+        if decision.events:
+            op.handed_off = True
+            self._write(
+                live,
+                decision.events,
+                reply=command.reply,
+                value=value,
+                on_done=self._op_done(live),
+                op=op,
+            )
+        else:
+            live.op = None
+            command.reply.resolve(value)
+
+    def _decide_again(self, live: Live, op: Op) -> None:
+        if live.op is op:  # not failed meanwhile
+            self._decide(live, op)
+
+    def _fail(self, live: Live, op: Op, decision: Decision) -> None:
+        """Record the decision's events (if any), then answer the command with its error."""
+        error = decision.error
+        reply = op.command.reply
+
+        def done(_records: Any, write_error: Any) -> None:
+            live.op = None
+            reply.resolve(None, write_error or error)
+
+        if decision.events:
+            self._write(live, decision.events, on_done=done, op=op)
+        else:
+            done(None, None)
+
+    def _op_done(self, live: Live) -> Callable[[Any, Any], None]:
+        def done(_records: Any, _error: Any) -> None:
+            live.op = None
+
+        return done
+
+    def _next_attempt(self, live: Live, op: Op) -> None:
+        op.attempt += 1
+        op.job = None
+        self._attempt(live, op, self._reactive.setdefault(live.id, []))
+
+    def _attempt(self, live: Live, op: Op, tried: list[str]) -> None:
+        """Start the next reactive attempt
+        (:func:`ctxledger.domain.commands.reactive_attempt`), or answer the overflow error once
+        the attempts are spent."""
+        state = live.state
+        assert state is not None
+        try:
+            request = reactive_attempt(state, tried)
+        except ContextOverflowError as exc:
+            live.op = None
+            op.command.reply.resolve(None, exc)
+            return
+        tried.append(NO_OUTCOME)
+        op.request = request
+        self._decide(live, op)
+
+    def _run_job(self, live: Live, op: Op | None, job: Job) -> None:
+        """The job's ``CompactionStarted`` is durable: hand it to the compaction pool, which
+        answers ``SummaryDone`` once (the summary, a failure or its timeout)."""
+        state = live.state
+        assert state is not None
+        loop = None
+        if op is not None:
+            if live.op is not op:
+                return  # the command failed meanwhile
+            op.job_started = time.monotonic()
+            if isinstance(op.command.reply, LoopWaiter):
+                loop = op.command.reply.loop
+        rt = self._rt
+        rt.compaction.run(live.id, job, self._me, loop, state.config.summary_timeout)
+
+    def _on_summary(self, message: SummaryDone) -> None:
+        live = self._lives.get(message.session_id)
+        if live is None or live.state is None:
+            return
+        owner = self._current_job(live, message.job)
+        if owner is None:
+            return  # a late answer to a job that was abandoned
+        rt, state = self._rt, live.state
+        request = Summarized(
+            job=message.job,
+            summary=message.summary,
+            detail=message.detail,
+            summarizer=rt.summarizer_name,
+            seconds=message.seconds,
+        )
+        if owner is True:
+            decision = decide(
+                state, request, tokenizer=rt.tokenizer, new_id=rt.new_id, now=rt.clock
+            )
+            self._write(live, decision.events, on_done=lambda _r, _e: self._background_ended(live))
+            return
+        assert isinstance(owner, Op)
+        op = owner
+        op.waited += time.monotonic() - op.job_started
+        op.job = None
+        request = msgspec.structs.replace(request, waited_seconds=op.waited)
+        decision = decide(state, request, tokenizer=rt.tokenizer, new_id=rt.new_id, now=rt.clock)
+        self._carry_out(live, op, decision)
+
+    def _current_job(self, live: Live, job: Job) -> Op | bool | None:
+        if live.background is not None and live.background.compaction_id == job.compaction_id:
+            return True
+        op = live.op
+        if op is not None and op.job is not None and op.job.compaction_id == job.compaction_id:
+            return op
+        return None
+
+
+def _abandoned(compaction_id: str) -> CompactionFailed:
+    return CompactionFailed(
+        compaction_id=compaction_id,
+        reason="interrupted",
+        detail="no summariser is running for this background compaction",
+        background=True,
+    )

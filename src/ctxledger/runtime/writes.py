@@ -1,0 +1,194 @@
+"""The history actor's write path: batches to the journal, one at a time per session.
+
+A session has at most one batch in the journal; the next waits in its queue. The journal's
+commit callback publishes the durable batch (``Durable`` to this actor, ``Committed`` to budget
+for a session with background compaction on) BEFORE it answers the caller, so that the caller's
+next command, queued behind the publication in the same FIFO mailboxes, always finds its own
+writes folded. Budget may grant a credit of tokens (:class:`~ctxledger.runtime.messages.Release`):
+batches of appends alone that stay within it are not told to budget one by one (it would only add
+them up); their tokens ride on the next batch that is. A snapshot is taken after the fold that
+crosses a snapshot point and stored by a projection actor, in the session's write queue.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+import pykka
+
+from ctxledger.domain import SessionState, background_on
+from ctxledger.errors import LeaseLostError, VersionConflictError
+from ctxledger.events import ConfigChanged, Event, ViewServed
+from ctxledger.replay.loading import snapshot_due
+from ctxledger.runtime.budget import appended_tokens
+from ctxledger.runtime.failures import log_failure, refused
+from ctxledger.runtime.history_base import HistoryBase
+from ctxledger.runtime.live import Live, Op, Write, fail
+from ctxledger.runtime.messages import Committed, Durable, SaveSnapshot
+from ctxledger.runtime.recordable import check_recordable
+from ctxledger.runtime.waiters import Reply
+from ctxledger.storage import LeaseStore, RecordedEvent
+
+__all__ = ["Writes"]
+
+
+class Writes(HistoryBase):
+    """The write path of the history actor (see the module docstring)."""
+
+    def _write(
+        self,
+        live: Live,
+        events: Sequence[Event],
+        *,
+        reply: Reply | None = None,
+        value: Any = None,
+        on_done: Callable[[list[RecordedEvent] | None, BaseException | None], None] | None = None,
+        pressure: bool = False,
+        op: Op | None = None,
+        folded: int = 0,
+    ) -> None:
+        """Hand ``events`` to the journal (after the session's batch in flight, if any).
+
+        ``pressure``: they come from a command that adds to the estimate (budget looks at the
+        session's pressure after them). ``folded``: how many of the first ``events`` the state
+        has folded already (a step's appends); if the batch fails, the state is ahead of the log
+        and is loaded again.
+        """
+        self._tokens += 1
+        write = Write(self._tokens, events, on_done, reply, value, op)
+        write.pressure = pressure
+        write.folded = folded
+        if live.writing is not None:
+            live.pending_writes.append(write)
+            return
+        self._submit(live, write)
+
+    def _submit(self, live: Live, write: Write) -> None:
+        live.writing = write
+        if write.snapshot is not None:
+            seq, data = write.snapshot
+            interval = live.state.config.snapshot_interval if live.state is not None else 1
+            self._rt.projection.save(
+                SaveSnapshot(live.id, seq, data, self._me, write.token, interval)
+            )
+            return
+        if not write.events:
+            self._on_durable(Durable(live.id, write.token, [], None))
+            return
+        me, budget = self._me, self._rt.budget
+        session_id, token, reply, value = live.id, write.token, write.reply, write.value
+        pressure = write.pressure
+        publish = live.state is not None and _publishes(live.state, write.events, pressure)
+        unpublished = 0
+        if publish and live.credit:
+            # Budget's credit: appends that keep the session below its prepare point need not
+            # be told one by one; their tokens ride on the next batch that is.
+            cost = appended_tokens(write.events, self._rt.chars_per_token)
+            if cost is not None and live.unpublished + cost < live.credit:
+                live.unpublished += cost
+                publish = False
+            else:
+                live.credit = 0
+        if publish:
+            unpublished, live.unpublished = live.unpublished, 0
+
+        def committed(records: list[RecordedEvent] | None, error: BaseException | None) -> None:
+            # On the journal thread: the durable batch is published to the actors that fold
+            # it BEFORE the caller is answered, so that the caller's next command, queued
+            # behind it in the same FIFO mailboxes, always finds it folded.
+            with contextlib.suppress(pykka.ActorDeadError):
+                me.tell(Durable(session_id, token, records, error))
+            if publish and records:
+                events = tuple(record.event for record in records)
+                budget.tell(Committed(session_id, events, me, pressure, unpublished))
+            if reply is not None:
+                reply.resolve(value if error is None else None, error)
+
+        log = self._rt.log
+        try:
+            check_recordable(write.events)
+            if live.lease is not None:
+                cast(LeaseStore, log).submit(
+                    live.id,
+                    write.events,
+                    expected_seq=live.last_event_seq,
+                    callback=committed,
+                    fence=live.lease,
+                )
+            else:
+                log.submit(
+                    live.id, write.events, expected_seq=live.last_event_seq, callback=committed
+                )
+        except Exception as exc:  # refused before queueing: the batch fails as a failed commit
+            committed(None, refused(exc))
+
+    def _on_durable(self, message: Durable) -> None:
+        live = self._lives.get(message.session_id)
+        if live is None or live.writing is None or live.writing.token != message.token:
+            return
+        write = live.writing
+        live.writing = None
+        if live.creating is not None:
+            self._created(live, message)
+            return
+        state = live.state
+        if state is None:  # restarting: the old state's last batch is in, load the new one
+            self._reload(live)
+            return
+        if isinstance(message.error, LeaseLostError) and live.lease is not None:
+            self._drop(live, message.error)  # another host serves the session now
+            return
+        if isinstance(message.error, VersionConflictError):
+            # The log moved on without this state (say, a batch of an actor that died): the
+            # request fails and the session starts over from the log.
+            self._restart(live, message.error)
+            return
+        if message.error is not None and write.folded:
+            # The state folded a step's appends that are not in the log: start over from it.
+            self._restart(live, message.error)
+            return
+        records = message.records
+        if message.error is None and records:
+            self._fold(live, state, records, skip=write.folded)
+        if message.error is not None and write.op is not None and write.op is live.op:
+            # A batch of a command in progress failed: the command fails with it.
+            op, live.op = live.op, None
+            if not op.handed_off:
+                fail(op.command.reply, message.error)
+        if write.on_done is not None:
+            write.on_done(records, message.error)
+        if live.pending_writes and live.writing is None:
+            self._submit(live, live.pending_writes.popleft())
+            return
+        self._pump(live)
+
+    def _fold(
+        self, live: Live, state: SessionState, records: list[RecordedEvent], *, skip: int = 0
+    ) -> None:
+        """Fold a durable batch into the session's state (and take a snapshot when due); its
+        first ``skip`` events are folded already (a step's appends)."""
+        apply = state.apply
+        for record in records[skip:] if skip else records:
+            apply(record.event)
+        previous, live.last_event_seq = live.last_event_seq, records[-1].seq
+        if snapshot_due(previous, live.last_event_seq, state.config.snapshot_interval):
+            # Taken after the fold, so snapshot + tail replays to exactly this state.
+            self._tokens += 1
+            snapshot = Write(self._tokens, (), None, None, None, None)
+            try:
+                snapshot.snapshot = (live.last_event_seq, state.to_snapshot())
+                live.pending_writes.appendleft(snapshot)
+            except Exception as exc:  # an optimisation: its loss costs a longer fold
+                log_failure("snapshot_not_taken", exc, session_id=live.id)
+
+
+def _publishes(state: SessionState, events: Sequence[Event], pressure: bool) -> bool:
+    """Whether budget folds the batch ``events`` of ``state``'s session: every batch of a
+    session with background compaction on (or turning it on), but served views alone."""
+    if not pressure and all(type(event) is ViewServed for event in events):
+        return False
+    if background_on(state.config):
+        return True
+    return any(type(event) is ConfigChanged and background_on(event.config) for event in events)

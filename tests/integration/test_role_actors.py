@@ -1,0 +1,67 @@
+"""The role actors through a real host (issue 28): budget folds the committed batches (or is
+credited with them) and asks for a summary exactly at the append that crosses the prepare
+point; ``wait_background`` waits for what budget is about to ask for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ctxledger import Config, Host, Message
+from ctxledger.events import CompactionStarted, SummaryPrepared
+from ctxledger.storage import EventLog
+from ctxledger.testing import digest_summarizer
+
+#: Threshold 1,000 tokens; a summary starts in the background at 850.
+CONFIG = Config(
+    context_window=2000,
+    compression_threshold=0.5,
+    min_retain_rounds=1,
+    prepare_threshold=0.85,
+)
+
+
+def _background_starts(log: EventLog, session_id: str) -> int:
+    return sum(
+        1
+        for record in log.read(session_id)
+        if isinstance(record.event, CompactionStarted) and record.event.background
+    )
+
+
+def test_the_append_that_crosses_the_prepare_point_starts_the_summary(tmp_path: Path) -> None:
+    """Small appends one by one (most kept back within budget's credit, never told one by
+    one): none starts a background summary while the view is below the prepare point, and the
+    first that lifts it there does, by the time ``wait_background`` returns."""
+    with Host.open(tmp_path / "db", config=CONFIG, summarizer=digest_summarizer) as host:
+        for name in ("a", "b", "c"):
+            session = host.session(name)
+            prepare_at = session.compact_if_needed().threshold * 0.85
+            n = 0
+            while True:
+                n += 1
+                assert n < 300
+                role = Message.user if n % 2 else Message.assistant
+                session.append(role(f"m{n} " + "x" * (20 + 7 * n % 40)))
+                session.wait_background()
+                started = _background_starts(host.log, name)
+                estimate = session.build_model_view().estimated_tokens
+                if estimate < prepare_at:
+                    assert started == 0, (name, n, estimate)
+                    continue
+                assert started == 1, (name, n, estimate)
+                prepared = [r.event for r in host.log.read(name)]
+                assert any(isinstance(event, SummaryPrepared) for event in prepared)
+                break
+
+
+def test_wait_background_is_answered_when_nothing_is_due(tmp_path: Path) -> None:
+    """Far below the prepare point, with background compaction on and off, ``wait_background``
+    returns at once after every append (budget has nothing due) and nothing is started."""
+    off = CONFIG.replace(prepare_threshold=0.0)
+    with Host.open(tmp_path / "db", config=CONFIG, summarizer=digest_summarizer) as host:
+        for name, config in (("on", CONFIG), ("off", off)):
+            session = host.session(name, config=config)
+            for n in range(20):
+                session.append(Message.user(f"short {n}"))
+                session.wait_background()
+            assert _background_starts(host.log, name) == 0

@@ -1,0 +1,255 @@
+"""The budget actor folds the committed batches into each session's token pressure and owns the
+decision to prepare a summary ahead of need (issue 28): driven here with real messages, its
+answers collected by a real actor standing for the history actor."""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Iterator
+from typing import Any
+
+import pykka
+import pytest
+
+from ctxledger import Message
+from ctxledger.events import Event, MessageAppended, UsageReported, ViewServed
+from ctxledger.runtime.budget import BudgetActor
+from ctxledger.runtime.messages import (
+    BackgroundEnded,
+    Committed,
+    Forgotten,
+    Measure,
+    Measured,
+    Prepare,
+    Release,
+    Settled,
+    Settling,
+)
+
+_WAIT = 30.0  # only a hang reaches it
+
+
+class Owner(pykka.ThreadingActor):
+    """Stands for the history actor: keeps every message budget sends it, in order."""
+
+    def __init__(self, inbox: queue.Queue[Any]) -> None:
+        super().__init__()
+        self.inbox = inbox
+
+    def on_receive(self, message: Any) -> None:
+        self.inbox.put(message)
+
+
+class Rig:
+    """A budget actor (3 characters a token) and the owner it answers."""
+
+    def __init__(self, max_running: int = 2) -> None:
+        self.received: queue.Queue[Any] = queue.Queue()
+        self.owner: Any = Owner.start(self.received)
+        self.budget = BudgetActor.start(max_running, 3)
+
+    def tell(self, message: object) -> None:
+        self.budget.tell(message)
+
+    def append(self, session_id: str, seq: int, chars: int, *, pressure: bool = True) -> None:
+        message = Message.user("x" * chars).with_seq(seq)
+        events: tuple[Event, ...] = (MessageAppended(message=message),)
+        self.tell(Committed(session_id, events, self.owner, pressure))
+
+    def next(self) -> Any:
+        return self.received.get(timeout=_WAIT)
+
+    def quiet(self, session_id: str) -> None:
+        """Assert budget sent nothing more for the session (its Settled comes next)."""
+        self.tell(Settling(session_id, self.owner))
+        assert self.next() == Settled(session_id)
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    made = Rig()
+    try:
+        yield made
+    finally:
+        made.budget.stop()
+        made.owner.stop()
+
+
+def _measured(rig: Rig, session_id: str, estimate: int, **fields: Any) -> Measured:
+    base: dict[str, Any] = {"last_seq": 10, "threshold": 1000, "prepare": 850}
+    base.update(fields)
+    return Measured(session_id=session_id, owner=rig.owner, estimate=estimate, **base)
+
+
+def test_an_unknown_bound_is_measured_and_appends_below_it_are_not(rig: Rig) -> None:
+    """The first pressure batch is measured; appends that keep the bound below the prepare
+    point cost no message; the one that lifts it over is measured again."""
+    rig.append("s", 10, 30)
+    assert rig.next() == Measure("s")
+    rig.tell(_measured(rig, "s", 500))
+    assert rig.next() == Release("s", 350)  # credit: the room below the prepare point
+    rig.append("s", 11, 300)  # +101 tokens: bound 601
+    rig.append("s", 12, 600)  # +201 tokens: bound 802
+    rig.quiet("s")
+    rig.append("s", 13, 300)  # bound 903 >= 850
+    assert rig.next() == Measure("s")
+
+
+def test_any_event_but_an_append_or_a_served_view_drops_the_bound(rig: Rig) -> None:
+    """A usage report makes the bound unknown: the next pressure batch is measured even though
+    the appends alone would stay below the prepare point."""
+    rig.append("s", 10, 30)
+    assert rig.next() == Measure("s")
+    rig.tell(_measured(rig, "s", 100))
+    assert rig.next() == Release("s", 750)
+    served = ViewServed(through_seq=10, estimated_tokens=100, view_hash="h")
+    rig.tell(Committed("s", (served,), rig.owner, False))
+    rig.append("s", 11, 30)
+    rig.quiet("s")  # a served view keeps the bound
+    usage = UsageReported(prompt_tokens=900, completion_tokens=1)
+    rig.tell(Committed("s", (usage,), rig.owner, True))
+    assert rig.next() == Measure("s")
+
+
+def test_batches_folded_while_measuring_count_in_the_bound_after(rig: Rig) -> None:
+    """The measure may have been taken before a batch that arrived meanwhile: the bound after it
+    counts that batch again (an upper bound), and an event that drops the bound meanwhile
+    leaves it unknown."""
+    rig.append("s", 10, 30)
+    assert rig.next() == Measure("s")
+    rig.append("s", 11, 900)  # +301 tokens while measuring
+    rig.tell(_measured(rig, "s", 500))
+    assert rig.next() == Release("s", 49)  # 850 - (500 + 301)
+    rig.append("s", 12, 150)  # bound 500 + 301 + 51 = 852 >= 850
+    assert rig.next() == Measure("s")
+    usage = UsageReported(prompt_tokens=10, completion_tokens=1)
+    rig.tell(Committed("s", (usage,), rig.owner, False))
+    rig.tell(_measured(rig, "s", 100))
+    assert rig.next() == Release("s")
+    rig.append("s", 13, 3)  # the bound is unknown after the usage report: measured
+    assert rig.next() == Measure("s")
+
+
+def test_appends_kept_back_within_the_credit_count_in_the_bound(rig: Rig) -> None:
+    """The tokens of the appends the history actor kept back within its credit ride on the
+    next batch it publishes: budget adds them to the bound as if it had seen each."""
+    rig.append("s", 10, 30)
+    assert rig.next() == Measure("s")
+    rig.tell(_measured(rig, "s", 500))
+    assert rig.next() == Release("s", 350)
+    events: tuple[Event, ...] = (MessageAppended(message=Message.user("x").with_seq(40)),)
+    rig.tell(Committed("s", events, rig.owner, True, 300))  # bound 500 + 300 + 1
+    rig.quiet("s")
+    rig.tell(Committed("s", events, rig.owner, True, 48))  # 801 + 48 + 1 = 850
+    assert rig.next() == Measure("s")
+
+
+def test_a_due_session_is_prepared_and_the_slots_are_rationed(rig: Rig) -> None:
+    """Two background summaries at once: a third due session waits for a slot, then gets it."""
+    for name in ("a", "b", "c"):
+        rig.append(name, 10, 30)
+        assert rig.next() == Measure(name)
+        rig.tell(_measured(rig, name, 900))
+        if name != "c":
+            assert rig.next() == Prepare(name)
+    rig.quiet("c")  # queued, no slot free
+    rig.tell(BackgroundEnded("a"))
+    assert rig.next() == Prepare("c")
+
+
+def test_the_closest_to_its_threshold_is_prepared_first() -> None:
+    """With the one slot taken, the queued session nearest its threshold gets it next."""
+    rig = Rig(max_running=1)
+    try:
+        rig.append("busy", 10, 30)
+        assert rig.next() == Measure("busy")
+        rig.tell(_measured(rig, "busy", 900))
+        assert rig.next() == Prepare("busy")
+        for name, estimate in (("far", 860), ("near", 990)):
+            rig.append(name, 10, 30)
+            assert rig.next() == Measure(name)
+            rig.tell(_measured(rig, name, estimate))
+        rig.quiet("near")
+        rig.tell(BackgroundEnded("busy"))
+        assert rig.next() == Prepare("near")
+        rig.tell(Forgotten("near"))  # its state left the host: the slot is free again
+        assert rig.next() == Prepare("far")
+    finally:
+        rig.budget.stop()
+        rig.owner.stop()
+
+
+def test_a_prepared_summary_is_extended_only_when_due(rig: Rig) -> None:
+    """With a usable prepared summary budget asks whether its extension is due; while the view
+    grows less than a quarter of the gap above that look, it does not ask again."""
+    rig.append("s", 10, 30)
+    assert rig.next() == Measure("s")
+    rig.tell(_measured(rig, "s", 900, prepared="p1"))
+    assert rig.next() == Measure("s", extension=True)
+    rig.tell(_measured(rig, "s", 900, prepared="p1", extension=False))
+    assert rig.next() == Release("s")
+    rig.append("s", 11, 30)
+    assert rig.next() == Measure("s")
+    rig.tell(_measured(rig, "s", 930, prepared="p1"))  # grew less than (1000 - 850) // 4
+    assert rig.next() == Release("s")
+    rig.append("s", 12, 30)
+    assert rig.next() == Measure("s")
+    rig.tell(_measured(rig, "s", 940, prepared="p1"))  # 40 over the last look: ask again
+    assert rig.next() == Measure("s", extension=True)
+    rig.tell(_measured(rig, "s", 940, prepared="p1", extension=True))
+    assert rig.next() == Prepare("s")
+
+
+def test_a_summary_that_cannot_be_ready_in_time_is_not_prepared(rig: Rig) -> None:
+    """At the growth rate since the active checkpoint a summary would come after the
+    threshold: none is prepared for that checkpoint's cycle."""
+    rig.append("s", 10, 30)
+    assert rig.next() == Measure("s")
+    slow = {"active": "c1", "grown": 600, "seconds": 6.0, "summary_seconds": 10.0}
+    rig.tell(_measured(rig, "s", 900, **slow))  # 100 tokens/s * 10 s > 100 left
+    assert rig.next() == Release("s")
+    rig.append("s", 11, 30)
+    assert rig.next() == Measure("s")
+    rig.tell(_measured(rig, "s", 900, active="c1"))  # judged late for c1 already
+    assert rig.next() == Release("s")
+    rig.append("s", 12, 30)
+    assert rig.next() == Measure("s")
+    rig.tell(_measured(rig, "s", 900, active="c2"))  # a new checkpoint's cycle, no rate known
+    assert rig.next() == Prepare("s")
+
+
+def test_blocked_and_off_sessions(rig: Rig) -> None:
+    """A blocked session is not measured again before the seq it names; a session with
+    background compaction off is forgotten (its next batch starts a fresh fold)."""
+    rig.append("s", 10, 30)
+    assert rig.next() == Measure("s")
+    rig.tell(Measured(session_id="s", owner=rig.owner, blocked_until=13, last_seq=10))
+    assert rig.next() == Release("s")
+    rig.append("s", 11, 30)
+    rig.append("s", 12, 30)
+    rig.quiet("s")
+    rig.append("s", 13, 30)
+    assert rig.next() == Measure("s")
+    rig.tell(Measured(session_id="s", owner=rig.owner, off=True))
+    assert rig.next() == Release("s")
+    rig.append("s", 14, 30)
+    assert rig.next() == Measure("s")
+
+
+def test_a_measure_of_a_forgotten_session_is_released(rig: Rig) -> None:
+    """The state left its history actor while budget measured it: the measure is answered
+    Release all the same, so nothing waits on a verdict that would never come."""
+    rig.append("s", 10, 30)
+    assert rig.next() == Measure("s")
+    rig.tell(Forgotten("s"))
+    rig.tell(_measured(rig, "s", 900))
+    assert rig.next() == Release("s")
+
+
+def test_settled_follows_every_measure_sent_before(rig: Rig) -> None:
+    """Settling is answered after the Measure of a batch budget folded before it (FIFO), so a
+    history actor waiting for the session to settle sees that a summary may be due."""
+    rig.append("s", 10, 30)
+    rig.tell(Settling("s", rig.owner))
+    assert rig.next() == Measure("s")
+    assert rig.next() == Settled("s")
