@@ -257,8 +257,9 @@ def test_the_command_serves_read_only_until_interrupted(db: Path) -> None:
     # A handled signal is reset to its default at exec: start the child as a terminal would.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
+        command = [str(Path(sys.executable).with_name("ctxledger")), "ui", "--db", str(db)]
         process = subprocess.Popen(
-            [str(Path(sys.executable).with_name("ctxledger")), "ui", "--db", str(db), "--port", "0"],
+            [*command, "--port", "0"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
