@@ -76,6 +76,10 @@ class Shares(NamedTuple):
         block_gives_way: A summary prepared ahead is activated with a shorter fact block when
             that lets it absorb the growth, rather than the agent waiting at the threshold for
             a summary made then (the block's facts are in the log, a recall away).
+        result_step: A summary prepared ahead is judged to absorb the growth only if it
+            also absorbs a step that passes the threshold by a whole tool result at its
+            truncation limit (at most the prepare point's distance below the threshold), not
+            by a quarter of that distance: one long file read is such a step.
     """
 
     target: float
@@ -86,12 +90,14 @@ class Shares(NamedTuple):
     request_last: bool
     group_paths: bool
     block_gives_way: bool
+    result_step: bool
 
 
 #: The derived shares per schema. A recorded Config keeps its schema's, so the views it served
 #: replay unchanged. Schema 4 as the two marks were first released; schema 5 chosen by
 #: ``bench/quality.py`` and ``bench/bench_background.py`` (bench/README_quality.md, "Two marks"):
-#: a lower target and a kept request sized by what it costs the next compaction.
+#: a lower target, a kept request sized by what it costs the next compaction, and a prepare
+#: point and absorb rule that leave room for one long tool result (the zero-wait share).
 SHARES: dict[int, Shares] = {
     MARKS_SCHEMA: Shares(
         target=0.5,
@@ -102,16 +108,18 @@ SHARES: dict[int, Shares] = {
         request_last=False,
         group_paths=False,
         block_gives_way=False,
+        result_step=False,
     ),
     CONFIG_SCHEMA: Shares(
         target=0.45,
-        prepare=0.25,
+        prepare=0.1,
         summary=0.15,
         facts=0.35,
         request=0.1,
         request_last=True,
         group_paths=True,
         block_gives_way=True,
+        result_step=True,
     ),
 }
 #: The low mark when ``compaction_target`` is derived (this schema's, see :data:`SHARES`).
@@ -289,14 +297,16 @@ class Config(
         prepare_threshold: A summary starts in the background once the estimate reaches the
             prepare point, so that the compaction at the threshold finds it ready (it is planned
             deep enough that the view lands at the target then). ``None`` (the default) puts the
-            point a quarter of the way from the target up to the threshold; a number sets it to
-            that share of the threshold (it must lie above the target); 0 turns background
-            compaction off (the agent then waits for each summary). Earlier gives a slow
-            summariser more time, at the price of summaries made for sessions that stop before
-            the threshold. A summary is not prepared when the session's pace since its last
-            checkpoint says it cannot be ready before the threshold; one prepared ahead is
-            activated with a shorter fact block when that lets it land within half the gap
-            above the target, rather than the agent wait (schema 5).
+            point a tenth of the way from the target up to the threshold (schema 4: a quarter);
+            a number sets it to that share of the threshold (it must lie above the target); 0
+            turns background compaction off (the agent then waits for each summary). Earlier
+            gives a slow summariser more time, at the price of summaries made for sessions that
+            stop before the threshold. A summary is not prepared when the session's pace since
+            its last checkpoint says it cannot be ready before the threshold; one prepared ahead
+            is activated with a shorter fact block when that lets it land within half the gap
+            above the target, rather than the agent wait (schema 5), and its delta is prepared
+            while it would not absorb a step of one whole tool result at the threshold (schema
+            5; schema 4: a quarter of the prepare point's distance below it).
         fact_index_chars: Room for the "facts from compacted history" block after each new
             summary (paths, commands, error lines, names the view no longer shows; the paths of
             one message on one line). ``None``: 35 % of the target, at most 16,000; 0: no

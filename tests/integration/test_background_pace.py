@@ -14,8 +14,17 @@ from pathlib import Path
 import pytest
 from test_background import CONFIG, SteppingClock, _ids, _slow_summarizer, events_of, turn
 
-from ctxledger import Host, replay
-from ctxledger.events import CheckpointCreated, CompactionStarted
+from ctxledger import Config, Host, replay
+from ctxledger.events import (
+    CheckpointCreated,
+    CompactionStarted,
+    MessageAppended,
+    SessionOpened,
+    ViewServed,
+)
+from ctxledger.replay import what_if
+from ctxledger.storage import MemoryEventLog
+from ctxledger.tooling.workload import iter_agent_steps
 
 
 @pytest.mark.parametrize(("schema", "prepared"), [(5, True), (4, False)])
@@ -71,3 +80,50 @@ def test_a_pace_judged_too_fast_is_judged_again_in_the_same_cycle(
         assert any(s.background for s in started) is prepared
         assert second.prepared is prepared
     assert replay.verify(tmp_path / "db").ok
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _workload_log(seed: int, steps: int) -> MemoryEventLog:
+    """The synthetic agent ``seed`` as bench/bench_background.py --simulate records it: a step
+    every 0.25 s, a view after each, under a window nothing compacts in."""
+    clock = _Clock()
+    log = MemoryEventLog(clock=clock)
+    opened = Config(context_window=10_000_000)
+    log.append("agent", [SessionOpened(session_id="agent", config=opened)], expected_seq=0)
+    seq = 0
+    for index, step in enumerate(iter_agent_steps(seed=seed, steps=steps)):
+        clock.now = index * 0.25
+        appended = []
+        for message in step:
+            seq += 1
+            appended.append(MessageAppended(message=message.with_seq(seq)))
+        log.append("agent", appended, expected_seq=log.last_seq("agent"))
+        clock.now += 0.001
+        served = ViewServed(
+            through_seq=seq, estimated_tokens=0, view_hash="", checkpoint_id=None, message_count=0
+        )
+        log.append("agent", [served], expected_seq=log.last_seq("agent"))
+    return log
+
+
+@pytest.mark.parametrize(("schema", "zero_wait"), [(5, True), (4, False)])
+def test_a_long_read_over_the_threshold_finds_its_summary_ready(
+    schema: int, zero_wait: bool
+) -> None:
+    """The workload's long file reads (a tool result at its truncation limit, a quarter of the
+    window) take a session over the threshold in one step. Schema 5 keeps a summary prepared
+    ahead that absorbs such a step (its prepare point a tenth of the way up, its delta due
+    while the view grows), so no compaction of this agent waits; schema 4 allowed a quarter of
+    the prepare distance and waits at the read (what-if at simulated time, 2 s summaries)."""
+    config = Config(context_window=32_000, summary_chunk_chars=10_000_000, schema_version=schema)
+    report = what_if(_workload_log(5, 120), "agent", config, summary_seconds=2.0)
+    compacted = [step for step in report.steps if step.compacted]
+    assert compacted
+    assert all(step.waited_seconds == 0.0 for step in compacted) is zero_wait

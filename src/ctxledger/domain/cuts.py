@@ -110,12 +110,17 @@ class Marks(NamedTuple):
         target: The low mark (the threshold itself for a one-mark Config).
         prepare: Where a summary starts in the background (0: never).
         one_mark: A Config recorded before the marks (schema 3): the target is the threshold.
+        overshoot: How far the step that reaches the threshold may pass it, for judging
+            whether a summary prepared ahead absorbs the growth
+            (:func:`ctxledger.domain.policy.extend_due`); None: a quarter of the room between
+            the prepare point and the threshold (schema 4).
     """
 
     threshold: int
     target: int
     prepare: int
     one_mark: bool = False
+    overshoot: int | None = None
 
 
 class Rooms(NamedTuple):

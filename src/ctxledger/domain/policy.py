@@ -82,9 +82,13 @@ def marks(state: SessionState) -> Marks:
     if threshold != sizes.threshold_tokens:  # the dynamic policy moved the high mark
         target = max(1, target * threshold // sizes.threshold_tokens)
     target = min(target, threshold - 1) if threshold > 1 else 1
-    share = SHARES[config.schema_version].prepare
-    prepare = prepare_point(config.prepare_threshold, threshold, target, share)
-    return Marks(threshold, target, prepare)
+    shares = SHARES[config.schema_version]
+    prepare = prepare_point(config.prepare_threshold, threshold, target, shares.prepare)
+    overshoot = None
+    if shares.result_step:
+        # One long tool result (a file read) can pass the threshold by its truncation limit.
+        overshoot = max(0, min(sizes.tool_result_tokens, threshold - prepare))
+    return Marks(threshold, target, prepare, overshoot=overshoot)
 
 
 def background_on(config: Config) -> bool:
@@ -110,16 +114,18 @@ def extend_due(marks: Marks, activated: int, estimate: int) -> bool:
     did. With two marks, a prepared summary is activated at the threshold only while it
     :func:`absorbs` the growth; the history grows both views alike, so the one it will give
     when the view now reaches the threshold is ``activated + threshold - estimate``, plus what
-    the step that reaches it passes it by (a quarter of the room between the prepare point and
-    the threshold is allowed for that). Its delta is due as soon as that passes the limit of
+    the step that reaches it passes it by (``Marks.overshoot``: a whole tool result at its
+    truncation limit, at most the room between the prepare point and the threshold; a quarter
+    of that room for a schema-4 Config). Its delta is due as soon as that passes the limit of
     :func:`absorbs` (at once, when the prepared cut fell short of its aim), and never while it
     does not: no summariser call is spent on a summary that will not be needed.
     """
     if marks.one_mark or not marks.prepare:
         return prepare_due(marks, activated)
-    # The step that reaches the threshold passes it by up to its own size: allow a quarter of
-    # the room between the prepare point and the threshold for it.
-    overshoot = (marks.threshold - marks.prepare) // 4
+    # The step that reaches the threshold passes it by up to its own size.
+    overshoot = marks.overshoot
+    if overshoot is None:
+        overshoot = (marks.threshold - marks.prepare) // 4
     at_threshold = activated + max(0, marks.threshold - estimate) + overshoot
     return not absorbs(marks, at_threshold)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ctxledger import Config, Message, ToolCall
 from ctxledger.domain import (
     Background,
@@ -157,12 +159,19 @@ def test_the_background_measures_a_prepared_summary_with_its_fact_block() -> Non
     assert measured > bare
 
 
-def test_a_prepared_summary_that_will_absorb_the_growth_is_not_extended() -> None:
-    """A summary prepared at the prepare point lands at the target when activated at the
-    threshold: no delta (no summariser call) is prepared while the view grows to the
-    threshold."""
-    sizes = FACTS_CONFIG.sizes()
-    session = DomainSession(FACTS_CONFIG)
+@pytest.mark.parametrize(("schema", "summaries"), [(4, 1), (5, 3)])
+def test_a_prepared_summary_that_will_absorb_the_growth_is_not_extended(
+    schema: int, summaries: int
+) -> None:
+    """A summary prepared ahead that absorbs the growth to the threshold is not extended: no
+    delta (no summariser call) is prepared while the view grows to the threshold. Schema 4
+    allows the step that reaches the threshold a quarter of the prepare distance, so the
+    summary prepared at the prepare point absorbs; schema 5 allows it a whole tool result at
+    its truncation limit (a long file read), so deltas are prepared while the view grows until
+    one absorbs that too, and then none."""
+    config = FACTS_CONFIG.replace(schema_version=schema)
+    sizes = config.sizes()
+    session = DomainSession(config)
     session.append_many([Message.system("You are a coding agent."), Message.user("fix the tests")])
     n = 0
     while session.view().estimated_tokens < sizes.prepare_tokens:
@@ -170,15 +179,19 @@ def test_a_prepared_summary_that_will_absorb_the_growth_is_not_extended() -> Non
         fact_step(session, n)
     session.decide(Background())
     assert len([e for e in session.events if isinstance(e, SummaryPrepared)]) == 1
+    absorbing = False
     while True:
         n += 1
         fact_step(session, n)
         estimate = session.view().estimated_tokens
         if estimate >= sizes.threshold_tokens:
             break
-        assert not extension_due(session.state, session.tokenizer, estimate)
-        assert not session.decide(Background()).events
-    assert len([e for e in session.events if isinstance(e, SummaryPrepared)]) == 1
+        due = extension_due(session.state, session.tokenizer, estimate)
+        assert not (absorbing and due)  # once it absorbs, the growth keeps it absorbing
+        absorbing = not due
+        assert bool(session.decide(Background()).events) is due
+    assert absorbing
+    assert len([e for e in session.events if isinstance(e, SummaryPrepared)]) == summaries
 
 
 def test_the_delta_is_due_as_soon_as_the_prepared_view_would_not_be_absorbed() -> None:
@@ -192,6 +205,11 @@ def test_the_delta_is_due_as_soon_as_the_prepared_view_would_not_be_absorbed() -
     assert extend_due(two, activated=limit - 2_999 - overshoot, estimate=7_000)
     assert extend_due(two, activated=limit - overshoot + 1, estimate=10_500)  # over already
     assert not extend_due(two, activated=limit - overshoot, estimate=10_500)
+    # Schema 5 states the step's allowance (a tool result at its truncation limit).
+    long_step = two._replace(overshoot=2_000)
+    assert not extend_due(long_step, activated=limit - 3_000 - 2_000, estimate=7_000)
+    assert extend_due(long_step, activated=limit - 2_999 - 2_000, estimate=7_000)
+    assert extend_due(long_step, activated=limit - 3_000 - overshoot, estimate=7_000)
 
 
 def test_a_one_mark_config_extends_at_its_prepare_point_as_recorded() -> None:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import itertools
 
-from ctxledger import Checkpoint, Config, Message
+from ctxledger import Checkpoint, Config, Message, ToolCall
 from ctxledger.domain import Background, Serve, background_estimate, draft_view
 from ctxledger.domain.compaction import finish_checkpoint, prepared_checkpoint
-from ctxledger.domain.decide import block_gives_way
+from ctxledger.domain.decide import block_gives_way, usable_prepared
 from ctxledger.domain.policy import marks
-from ctxledger.events import CheckpointCreated, SummaryPrepared
+from ctxledger.events import CheckpointCreated, CompactionStarted, Event, SummaryPrepared
 from ctxledger.testing import DomainSession
 
 from .builders import recorded
@@ -170,3 +170,66 @@ def test_a_one_mark_config_ignores_the_pace() -> None:
     fast, _ = _paced(config, 0.01)
     fast.decide(Background())
     assert any(isinstance(e, SummaryPrepared) for e in fast.events)
+
+
+def _long_read_at_the_threshold(config: Config) -> list[Event]:
+    """Grow a session, with a background decision after each step, until its next step would
+    reach the threshold or one tool result at its truncation limit (a long file read) would
+    take it to just below the window; append that read and serve: the events the serving
+    recorded."""
+    sizes = config.sizes()
+    session = DomainSession(config)
+    session.append_many([Message.system("You are a coding agent."), Message.user("fix the tests")])
+    n = 0
+    step = 0
+    while True:
+        estimate = session.view().estimated_tokens
+        if estimate + step >= sizes.threshold_tokens:
+            break  # the next step would reach the threshold
+        if estimate + sizes.tool_result_tokens >= sizes.window_tokens - 300:
+            break
+        n += 1
+        fact_step(session, n)
+        session.decide(Background())
+        step = session.view().estimated_tokens - estimate
+        assert n < 400
+    assert usable_prepared(session.state) is not None
+    call = ToolCall("call-read", "read_file", '{"path": "src/pkg/big.py"}')
+    session.append_many(
+        [
+            Message.assistant("reading it", [call]),
+            Message.tool("x" * sizes.tool_result_chars, call.id, "read_file"),
+        ]
+    )
+    estimate = session.view().estimated_tokens
+    assert sizes.threshold_tokens <= estimate <= sizes.window_tokens
+    before = len(session.events)
+    decision = session.decide(Serve())
+    in_force = marks(session.state)
+    limit = in_force.target + (in_force.threshold - in_force.target) // 2
+    assert decision.view is not None and decision.view.estimated_tokens <= limit
+    return session.events[before:]
+
+
+def test_a_long_tool_result_at_the_threshold_finds_a_summary_that_absorbs_it() -> None:
+    """Schema 5 judges a summary prepared ahead by whether it absorbs a step that passes the
+    threshold by a whole tool result at its truncation limit, so its delta is prepared while
+    the view still grows: such a step activates it, with no summary to wait for."""
+    sizes = FACTS_CONFIG.sizes()
+    overshoot = marks(DomainSession(FACTS_CONFIG).state).overshoot
+    assert overshoot == min(sizes.tool_result_tokens, sizes.threshold_tokens - sizes.prepare_tokens)
+    served = _long_read_at_the_threshold(FACTS_CONFIG)
+    (created,) = [e for e in served if isinstance(e, CheckpointCreated)]
+    assert created.prepared
+    assert not [e for e in served if isinstance(e, CompactionStarted)]  # no summary to wait for
+
+
+def test_a_schema_4_config_allows_a_quarter_of_the_prepare_distance() -> None:
+    """The same read under schema 4 (its prepare point and absorb rule, as recorded): the
+    summary prepared ahead does not absorb it, and the delta is summarised at the threshold."""
+    first = FACTS_CONFIG.replace(schema_version=4)
+    assert marks(DomainSession(first).state).overshoot is None
+    served = _long_read_at_the_threshold(first)
+    (created,) = [e for e in served if isinstance(e, CheckpointCreated)]
+    started = [e for e in served if isinstance(e, CompactionStarted)]
+    assert not created.prepared and len(started) == 1 and not started[0].background

@@ -39,7 +39,10 @@ def test_the_marks_in_force_follow_the_config() -> None:
     s = session(Message.user("go"), context_window=16_000)
     in_force = marks(s.state)
     sizes = s.state.config.sizes()
-    assert in_force == Marks(sizes.threshold_tokens, sizes.target_tokens, sizes.prepare_tokens)
+    overshoot = min(sizes.tool_result_tokens, sizes.threshold_tokens - sizes.prepare_tokens)
+    assert in_force == Marks(
+        sizes.threshold_tokens, sizes.target_tokens, sizes.prepare_tokens, overshoot=overshoot
+    )
     assert in_force.target < in_force.prepare < in_force.threshold
 
 
