@@ -5,7 +5,8 @@
    needed, serves the view and then "calls the model" (sleeps 0.25 s). A summary takes 2 s (a
    sleep, then the offline extractive summary; one call per compaction: no chunking). The
    same run is made with background compaction on (``prepare_threshold`` at its default: the
-   prepare point a quarter of the way from the target up to the threshold) and off (``0``),
+   prepare point a tenth of the way from the target up to the threshold, a quarter for
+   ``--schemas 4``) and off (``0``),
    side by side, at each window of ``--windows`` (4k, 16k and 32k by default).
    Reported per system: automatic compactions, how many waited 0 s, the seconds agents waited
    on summaries in all and per compaction (``CompactionResult.waited_seconds``), and the
