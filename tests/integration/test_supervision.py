@@ -24,11 +24,11 @@ from ctxledger import (
     SummaryRequest,
     ToolCall,
 )
+from ctxledger.actors import steps as steps_module
+from ctxledger.actors import writes as writes_module
+from ctxledger.actors.history import HistoryActor
+from ctxledger.actors.messages import SummaryDone
 from ctxledger.replay import verify
-from ctxledger.runtime import steps as steps_module
-from ctxledger.runtime import writes as writes_module
-from ctxledger.runtime.history import HistoryActor
-from ctxledger.runtime.messages import SummaryDone
 from guards import GUARD, call_in_thread, deep_list
 from log_capture import capture_logs
 
@@ -307,7 +307,7 @@ def test_a_dead_budget_actor_is_logged_and_started_again_on_use(
     """The budget actor dies on its first message (a stand-in defect): the death is logged at
     ERROR under ctxledger.*, the next message starts a fresh one, and no request fails (the
     agent is compacted in the foreground instead)."""
-    from ctxledger.runtime.budget import BudgetActor
+    from ctxledger.actors.budget import BudgetActor
 
     monkeypatch.setattr(BudgetActor, "on_receive", _raise_once(BudgetActor.on_receive))
     config = Config(

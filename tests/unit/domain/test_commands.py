@@ -10,6 +10,7 @@ import msgspec
 import pytest
 
 from ctxledger import Config, Message, Session
+from ctxledger.actors import messages as runtime_messages
 from ctxledger.domain.commands import (
     NO_OUTCOME,
     AppendMessages,
@@ -32,7 +33,6 @@ from ctxledger.errors import (
     SystemPromptMismatchError,
 )
 from ctxledger.events import ConfigChanged, HistoryCleared, MessageAppended, MessagePinned
-from ctxledger.runtime import messages as runtime_messages
 from ctxledger.testing import DomainSession
 
 from .builders import session

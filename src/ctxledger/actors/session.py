@@ -15,6 +15,14 @@ from typing import Any, Protocol
 import msgspec
 
 from ctxledger._logging import get_logger
+from ctxledger.actors.arguments import (
+    check_limit,
+    check_seq,
+    check_text,
+    message_batch,
+)
+from ctxledger.actors.messages import Command, Decide, DecideStep, Execute, Query, Read, Settle
+from ctxledger.actors.waiters import LoopWaiter, Reply, Waiter
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
 from ctxledger.domain import (
@@ -44,14 +52,6 @@ from ctxledger.errors import InvalidArgumentError, InvalidSeqError, InvalidSessi
 from ctxledger.messages import Message
 from ctxledger.replay.loading import fold_view_at, state_at_checkpoint
 from ctxledger.replay.recall_index import DEFAULT_RECALL_LIMIT, RecallHit, answer_tool_call, recall
-from ctxledger.runtime.arguments import (
-    check_limit,
-    check_seq,
-    check_text,
-    message_batch,
-)
-from ctxledger.runtime.messages import Command, Decide, DecideStep, Execute, Query, Read, Settle
-from ctxledger.runtime.waiters import LoopWaiter, Reply, Waiter
 from ctxledger.storage import EventLog
 from ctxledger.storage import check_session_id as check_stored_id
 

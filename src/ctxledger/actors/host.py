@@ -10,7 +10,7 @@ re-activated from the newest snapshot and the events after it.
 
 **Several hosts on one database.** On a log shared by several hosts (PostgreSQL), each host has
 a ``host_id`` and serves a session only while it holds the session's lease
-(:mod:`ctxledger.runtime.leases`): activating a session takes the lease (waiting up to
+(:mod:`ctxledger.actors.leases`): activating a session takes the lease (waiting up to
 ``lease_wait`` seconds for another host's lease to be released or to expire), every write is
 fenced with it, a background pass renews all leases every ``lease_ttl / 3`` seconds, and
 eviction and :meth:`Host.close` give them back. A host that lost a session's lease (it was
@@ -19,10 +19,10 @@ paused or cut off while another host took over) fails that session's next write 
 next use. A second host taking a session over recovers it exactly as after a crash.
 
 **Bad calls fail alone.** Every argument is checked on the caller's thread before anything is
-queued (:mod:`ctxledger.runtime.arguments`), every control event reads back before it is
-written (:mod:`ctxledger.runtime.recordable`), and a request that fails inside the actors fails
-alone (:mod:`ctxledger.runtime.failures`, :mod:`ctxledger.runtime.router`). A host left open
-is closed at interpreter exit (:mod:`ctxledger.runtime.lifecycle`).
+queued (:mod:`ctxledger.actors.arguments`), every control event reads back before it is
+written (:mod:`ctxledger.actors.recordable`), and a request that fails inside the actors fails
+alone (:mod:`ctxledger.actors.failures`, :mod:`ctxledger.actors.router`). A host left open
+is closed at interpreter exit (:mod:`ctxledger.actors.lifecycle`).
 """
 
 from __future__ import annotations
@@ -41,6 +41,26 @@ from typing import Any, Unpack, cast
 import pykka
 
 from ctxledger._logging import get_logger
+from ctxledger.actors import lifecycle
+from ctxledger.actors.arguments import check_config, check_flag, check_host_objects
+from ctxledger.actors.budget import BudgetActor
+from ctxledger.actors.compaction import CompactionPool, HostLoop
+from ctxledger.actors.failures import Restarting
+from ctxledger.actors.history import HistoryActor, HistoryActorProxy, Runtime
+from ctxledger.actors.leases import LeaseKeeper
+from ctxledger.actors.messages import Command, Fork, Open
+from ctxledger.actors.options import (
+    HostOptions,
+    LegacyHostKeywords,
+    default_host_id,
+    options_in_force,
+    resolve_options,
+)
+from ctxledger.actors.projection import ProjectionPool
+from ctxledger.actors.router import HistoryRouter
+from ctxledger.actors.session import Session, check_session_id
+from ctxledger.actors.timer import Timer
+from ctxledger.actors.waiters import LoopWaiter, Reply, Waiter
 from ctxledger.config import Config
 from ctxledger.domain import CharTokenizer, Tokenizer
 from ctxledger.errors import (
@@ -50,26 +70,6 @@ from ctxledger.errors import (
 )
 from ctxledger.messages import Message
 from ctxledger.replay.loading import event_seq_before_message, fold_session
-from ctxledger.runtime import lifecycle
-from ctxledger.runtime.arguments import check_config, check_flag, check_host_objects
-from ctxledger.runtime.budget import BudgetActor
-from ctxledger.runtime.compaction import CompactionPool, HostLoop
-from ctxledger.runtime.failures import Restarting
-from ctxledger.runtime.history import HistoryActor, HistoryActorProxy, Runtime
-from ctxledger.runtime.leases import LeaseKeeper
-from ctxledger.runtime.messages import Command, Fork, Open
-from ctxledger.runtime.options import (
-    HostOptions,
-    LegacyHostKeywords,
-    default_host_id,
-    options_in_force,
-    resolve_options,
-)
-from ctxledger.runtime.projection import ProjectionPool
-from ctxledger.runtime.router import HistoryRouter
-from ctxledger.runtime.session import Session, check_session_id
-from ctxledger.runtime.timer import Timer
-from ctxledger.runtime.waiters import LoopWaiter, Reply, Waiter
 from ctxledger.storage import EventLog, LeaseStore, is_postgres_target, open_log
 from ctxledger.summarizers import ExtractiveSummarizer, Summarizer, describe_summarizer
 

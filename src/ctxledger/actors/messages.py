@@ -1,6 +1,6 @@
 """The typed messages the runtime's actors exchange: frozen Structs in one closed union per actor.
 
-Commands come from :class:`~ctxledger.runtime.Session` handles and go to the history actor that
+Commands come from :class:`~ctxledger.actors.Session` handles and go to the history actor that
 owns the session; each carries the caller's reply slot. The other messages flow between the
 actors and the journal: a load finished, a batch is durable, a summary arrived or timed out, a
 session's token pressure changed. Each actor's ``on_receive`` matches its union
@@ -15,13 +15,13 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
+from ctxledger.actors.waiters import Reply
 from ctxledger.config import Config
 from ctxledger.domain import Compact, Job, Serve, SessionState, place_message, shown_messages
 from ctxledger.domain.commands import Command as DomainCommand
 from ctxledger.errors import LeaseLostError
 from ctxledger.events import Event
 from ctxledger.messages import Message
-from ctxledger.runtime.waiters import Reply
 from ctxledger.storage import Lease, RecordedEvent
 
 __all__ = [
@@ -115,7 +115,7 @@ def answer_query(query: Query, state: SessionState, last_event_seq: int) -> Any:
 
 # --- commands: Session handle -> history actor ---------------------------------------------------
 # The one field of a message that is not plain data is a command's ``reply``: the caller's
-# one-shot reply slot (:mod:`ctxledger.runtime.waiters`), the envelope's return address as
+# one-shot reply slot (:mod:`ctxledger.actors.waiters`), the envelope's return address as
 # pykka's own ``Envelope.reply_to`` future is. Nothing in a message is ever called; a reply slot
 # is only resolved, once, by whoever finishes the request (the history actor, or the journal's
 # commit callback for a request whose last batch it committed).
