@@ -325,3 +325,31 @@ def test_a_dead_budget_actor_is_logged_and_started_again_on_use(
     events = {e["event"]: e["log_level"] for e in logs}
     assert events.get("actor_failed") == "error"
     assert events.get("actor_restarted") == "error"
+
+
+def test_a_defect_in_the_budget_rationing_is_logged_and_the_actor_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rationing step that follows each budget message (starting the queued background
+    summaries) raises once: it is logged as ``budget_failed``, the actor is not restarted (its
+    memo of every session's pressure is kept), background summaries still start, and
+    ``wait_background`` returns."""
+    from ctxledger.actors.budget import BudgetActor
+
+    monkeypatch.setattr(BudgetActor, "_start", _raise_once(BudgetActor._start))
+    config = Config(
+        context_window=2000, compression_threshold=0.5, min_retain_rounds=1, prepare_threshold=0.7
+    )
+    with capture_logs() as logs, Host.open(tmp_path / "db", config=config) as host:
+        session = host.session("s")
+        for n in range(40):
+            session.append_many(
+                [Message.user(f"q{n} " + "q" * 200), Message.assistant(f"a{n} " + "a" * 200)]
+            )
+            session.prepare_step()
+        call_in_thread(session.wait_background)
+        kinds = {type(event).__name__ for event in _events(host, "s")}
+    assert "SummaryPrepared" in kinds
+    events = {e["event"] for e in logs}
+    assert "budget_failed" in events
+    assert not events & {"actor_failed", "actor_restarted"}

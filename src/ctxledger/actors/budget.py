@@ -153,7 +153,10 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
                     assert_never(message)
         except Exception as exc:
             log_failure("budget_failed", exc, session_id=getattr(message, "session_id", None))
-        self._start()
+        try:
+            self._start()
+        except Exception as exc:  # the actor goes on: a restart would drop every session's memo
+            log_failure("budget_failed", exc, session_id=None)
 
     def pressure(self) -> dict[str, float]:
         """Return the sessions waiting for a background compaction, with their urgency."""
