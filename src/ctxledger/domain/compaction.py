@@ -50,7 +50,8 @@ _hash_encoder = msgspec.msgpack.Encoder(order="deterministic")
 def prepared_checkpoint(prepared: SummaryPrepared) -> Checkpoint:
     """The checkpoint a prepared summary stands for, as planning and views measure it.
 
-    Its id is the background compaction's; :func:`activate_prepared` makes the real one.
+    Its id is the background compaction's; activating it (the background step of
+    :func:`ctxledger.domain.decide.decide`) makes the real one.
     """
     return Checkpoint(
         id=prepared.compaction_id,
