@@ -1,14 +1,16 @@
 """Host benchmark (issues 4 and 13): steps per second, latency under load, threads, re-open, CPU.
 
 A *step* is what an agent does before each model call: append the messages of one agent step
-(:func:`ctxledger.tooling.workload.iter_agent_steps`) and ``prepare_step`` (compacting when due,
-with the offline extractive summariser). Durability "sync" unless told otherwise.
+(:func:`ctxledger.tooling.workload.iter_agent_steps`) and serve the next view (compacting when
+due, with the offline extractive summariser): ``Session.step(messages)``, one group commit when
+no compaction is due (``--api pair``: ``append_many`` then ``prepare_step``, two commits, as
+before issue 28). Durability "sync" unless told otherwise.
 
 1. Closed loop: 1, 16, 128 and 1,024 sessions stepping back to back. Reports steps/s, the p50 and
    p99 of a step, the compactions started (how often the policy makes a step compact or prepare
    a summary), and the threads of the host (threads the driver starts are not counted). Each
    size runs with two drivers: ``threads`` (one thread per session, sync calls) and ``asyncio``
-   (one event loop, the native async twins ``aappend_many`` / ``aprepare_step``).
+   (one event loop, the native async twins ``astep`` or ``aappend_many`` / ``aprepare_step``).
 2. Open loop, the way agents behave (they wait for the LLM between steps): 1,024 sessions each
    stepping once a second at a random offset (~1,000 steps/s offered), driven from one event
    loop with the async twins. Reports the p50 and p99 of a step measured from the moment it was
@@ -52,6 +54,29 @@ from ctxledger.events import CompactionStarted
 from ctxledger.tooling.workload import iter_agent_steps, take_messages
 
 CONFIG = Config(context_window=32_000)
+
+#: How a step reaches the host: ``step`` (``Session.step(messages)``: the appends and the next
+#: view in one group commit when no compaction is due) or ``pair`` (``append_many`` then
+#: ``prepare_step``: two commits). ``--api`` sets it.
+API = ["step"]
+
+
+def do_step(session: Any, messages: list[Message]) -> Any:
+    """One agent step through the API of the run; returns the view served."""
+    if API[0] == "step":
+        return session.step(messages)
+    session.append_many(messages)
+    return session.prepare_step()
+
+
+async def ado_step(session: Any, messages: list[Message]) -> Any:
+    """:func:`do_step` with the native async twins."""
+    if API[0] == "step":
+        return await session.astep(messages)
+    await session.aappend_many(messages)
+    return await session.aprepare_step()
+
+
 #: ``HostOptions(max_active_sessions=...)`` of the runs; 0: the default (1,024, or the run's
 #: sessions if more). ``--max-active`` sets it: the host splits it evenly over its history
 #: actors while ids hash unevenly, so at exactly 1,024 sessions one actor evicts and
@@ -155,14 +180,12 @@ def closed_threads(sessions: int, steps: int, durability: str) -> dict[str, Any]
         def drive(index: int) -> None:
             session = host.session(f"agent-{index}")
             for step in work[index][:2]:  # activation and the first steps are not timed
-                session.append_many(step)
-                session.prepare_step()
+                do_step(session, step)
             barrier.wait()
             own = latencies[index]
             for step in work[index][2:]:
                 started = time.perf_counter()
-                session.append_many(step)
-                session.prepare_step()
+                do_step(session, step)
                 own.append(time.perf_counter() - started)
 
         workers = [threading.Thread(target=drive, args=(n,)) for n in range(sessions)]
@@ -190,8 +213,7 @@ def closed_asyncio(sessions: int, steps: int, durability: str) -> dict[str, Any]
 
             async def warm(index: int) -> None:
                 for step in work[index][:2]:
-                    await handles[index].aappend_many(step)
-                    await handles[index].aprepare_step()
+                    await ado_step(handles[index], step)
 
             await asyncio.gather(*(warm(n) for n in range(sessions)))
 
@@ -199,8 +221,7 @@ def closed_asyncio(sessions: int, steps: int, durability: str) -> dict[str, Any]
                 session, own = handles[index], latencies[index]
                 for step in work[index][2:]:
                     started = time.perf_counter()
-                    await session.aappend_many(step)
-                    await session.aprepare_step()
+                    await ado_step(session, step)
                     own.append(time.perf_counter() - started)
 
             began = time.perf_counter()
@@ -257,8 +278,7 @@ def open_loop(
 
             async def warm(index: int) -> None:
                 for step in work[index][:2]:
-                    await handles[index].aappend_many(step)
-                    await handles[index].aprepare_step()
+                    await ado_step(handles[index], step)
 
             await asyncio.gather(*(warm(n) for n in range(sessions)))
             loop = asyncio.get_running_loop()
@@ -273,8 +293,7 @@ def open_loop(
                     due = start + offsets[index] + k * period
                     await asyncio.sleep(max(0.0, due - loop.time()))
                     began = loop.time()
-                    await session.aappend_many(step)
-                    view = await session.aprepare_step()
+                    view = await ado_step(session, step)
                     ended = loop.time()
                     compacted += k > 0 and view.checkpoint_id != checkpoint
                     checkpoint = view.checkpoint_id
@@ -381,13 +400,11 @@ def cpu_per_step(durability: str, sessions: int, steps: int) -> dict[str, Any]:
     work = workloads(sessions, steps, warmup=0)
     with new_host(durability, sessions, CPU_CONFIG) as host:
         handles = [host.session(f"cpu-{n}") for n in range(sessions)]
-        handles[0].append_many(work[0][0])  # the journal and its first transaction
-        handles[0].prepare_step()
+        do_step(handles[0], work[0][0])  # the journal and its first transaction
         cpu, wall = time.process_time(), time.perf_counter()
         for n, session in enumerate(handles):
             for step in work[n][1 if n == 0 else 0 :]:
-                session.append_many(step)
-                session.prepare_step()
+                do_step(session, step)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
         compactions = sum(
             type(record.event) is CompactionStarted
@@ -419,12 +436,10 @@ def cpu_by_view_size(durability: str, marks: tuple[int, ...], span: int) -> list
         done = 0
         for mark in marks:
             for step in work[done:mark]:
-                session.append_many(step)
-                session.prepare_step()
+                do_step(session, step)
             cpu, wall = time.process_time(), time.perf_counter()
             for step in work[mark : mark + span]:
-                session.append_many(step)
-                view = session.prepare_step()
+                view = do_step(session, step)
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
             done = mark + span
             rows.append(
@@ -496,7 +511,14 @@ def main() -> None:
         "--max-active", type=int, default=0, help="HostOptions(max_active_sessions=...) of the runs"
     )
     parser.add_argument("--skip", default="", help="parts to skip, comma-separated: reopen,cpu")
+    parser.add_argument(
+        "--api",
+        default="step",
+        choices=["step", "pair"],
+        help="a step as Session.step(messages) (one commit) or append_many + prepare_step",
+    )
     args = parser.parse_args()
+    API[0] = args.api
     durability = args.durability
     args.open_sessions = args.open_sessions or ("128" if args.quick else "1024")
     args.open_durability = args.open_durability or durability
@@ -508,7 +530,12 @@ def main() -> None:
     per_session = {1: 300, 16: 60, 128: 20, 1024: 4}
     if args.quick:
         per_session = {1: 40, 16: 10, 128: 4}
-    results: dict[str, Any] = {"durability": durability, "closed": [], "open": None}
+    results: dict[str, Any] = {
+        "durability": durability,
+        "api": args.api,
+        "closed": [],
+        "open": None,
+    }
     runners: dict[str, Callable[[int, int, str], dict[str, Any]]] = {
         "threads": closed_threads,
         "asyncio": closed_asyncio,
@@ -598,7 +625,7 @@ def main() -> None:
         ],
     )
     _print_rows(
-        "CPU per step (append one agent step + prepare_step, no compaction; process_time)",
+        f"CPU per step (one agent step, --api {args.api}, no compaction; process_time)",
         results["cpu"],
         [
             ("durability", "durability"),

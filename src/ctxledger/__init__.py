@@ -4,6 +4,7 @@ The public API is re-exported here and listed in ``__all__``; ``tests/unit/test_
 pins it so that the surface changes only on purpose.
 """
 
+from ctxledger.actors import Host, HostOptions, Session
 from ctxledger.checkpoints import Checkpoint, Remask
 from ctxledger.config import Config
 from ctxledger.domain import (
@@ -47,7 +48,6 @@ from ctxledger.errors import (
 )
 from ctxledger.messages import Message, ToolCall
 from ctxledger.replay.recall_index import RecallHit
-from ctxledger.runtime import Host, HostOptions, Session
 from ctxledger.summarizers import (
     AnthropicSummarizer,
     ExtractiveSummarizer,

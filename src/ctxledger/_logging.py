@@ -1,7 +1,7 @@
 """ctxledger's logging: structlog events sent through the standard ``logging`` module.
 
 A library prints nothing unless the application asks. Every ctxledger logger is a structlog
-logger over the stdlib logger of the same name (``ctxledger.runtime.history``, ...), so
+logger over the stdlib logger of the same name (``ctxledger.actors.history``, ...), so
 ``logging.getLogger("ctxledger").setLevel(...)`` and the application's handlers decide what
 appears where; until the application configures logging, a ``NullHandler`` on ``ctxledger`` keeps
 even warnings off stderr. structlog's own global configuration is left to the application.

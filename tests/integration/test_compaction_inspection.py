@@ -27,7 +27,7 @@ from ctxledger import (
     ToolCall,
     replay,
 )
-from ctxledger.runtime.recall import INDEX_FILE
+from ctxledger.replay.recall_index import INDEX_FILE
 from ctxledger.tooling.timeline import split_steps
 from ctxledger.tools import recall_tool
 

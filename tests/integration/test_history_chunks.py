@@ -15,7 +15,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from ctxledger import Host, InvalidSeqError, Message
 from ctxledger.domain import SessionState, readers
-from ctxledger.runtime.loading import fold_session, read_messages
+from ctxledger.replay.loading import fold_session, read_messages
 from ctxledger.testing import SessionMachine
 
 

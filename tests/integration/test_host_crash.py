@@ -18,7 +18,7 @@ import pytest
 from ctxledger import Host
 from ctxledger.domain import build_view
 from ctxledger.events import MessageAppended, ViewServed
-from ctxledger.runtime.loading import fold_session
+from ctxledger.replay.loading import fold_session
 from ctxledger.testing.processes import child_process, complete_lines, kill
 
 CHILD = Path(__file__).with_name("host_crash_child.py")

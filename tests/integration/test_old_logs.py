@@ -27,7 +27,7 @@ import pytest
 
 from ctxledger import Host, Message
 from ctxledger.replay import rebuild, verify, view_at
-from ctxledger.runtime.loading import fold_session
+from ctxledger.replay.loading import fold_session
 from ctxledger.storage import LmdbEventLog
 
 DATA = Path(__file__).resolve().parents[1] / "data"

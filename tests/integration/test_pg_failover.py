@@ -23,7 +23,7 @@ import pytest
 from ctxledger.domain import CharTokenizer, build_view
 from ctxledger.events import MessageAppended, ToolResultSynthesized, ViewServed
 from ctxledger.replay import verify
-from ctxledger.runtime.loading import fold_session
+from ctxledger.replay.loading import fold_session
 from ctxledger.storage import PostgresEventLog
 from ctxledger.testing.processes import kill, reap
 

@@ -24,7 +24,7 @@ from ctxledger import (
 )
 from ctxledger.domain import SessionState
 from ctxledger.events import CheckpointCreated, Event, SummaryPrepared, ViewServed
-from ctxledger.runtime.loading import DENSE_SNAPSHOTS, fold_session
+from ctxledger.replay.loading import DENSE_SNAPSHOTS, fold_session
 from ctxledger.storage import EventLog, LmdbEventLog, MemoryEventLog, RecordedEvent
 from ctxledger.summarizers import ExtractiveSummarizer, SummaryRequest
 

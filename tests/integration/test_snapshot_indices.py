@@ -14,7 +14,7 @@ from chunky import SMALL, drive, ids
 from ctxledger import Host, InvalidMessageError, Message, ToolCall
 from ctxledger.domain import indices, readers
 from ctxledger.domain.snapshot import _snapshot_decoder
-from ctxledger.runtime.loading import fold_session
+from ctxledger.replay.loading import fold_session
 
 
 @pytest.fixture(autouse=True)

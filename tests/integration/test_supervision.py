@@ -24,11 +24,11 @@ from ctxledger import (
     SummaryRequest,
     ToolCall,
 )
+from ctxledger.actors import steps as steps_module
+from ctxledger.actors import writes as writes_module
+from ctxledger.actors.history import HistoryActor
+from ctxledger.actors.messages import SummaryDone
 from ctxledger.replay import verify
-from ctxledger.runtime import steps as steps_module
-from ctxledger.runtime import writes as writes_module
-from ctxledger.runtime.history import HistoryActor
-from ctxledger.runtime.messages import SummaryDone
 from guards import GUARD, call_in_thread, deep_list
 from log_capture import capture_logs
 
@@ -307,7 +307,7 @@ def test_a_dead_budget_actor_is_logged_and_started_again_on_use(
     """The budget actor dies on its first message (a stand-in defect): the death is logged at
     ERROR under ctxledger.*, the next message starts a fresh one, and no request fails (the
     agent is compacted in the foreground instead)."""
-    from ctxledger.runtime.budget import BudgetActor
+    from ctxledger.actors.budget import BudgetActor
 
     monkeypatch.setattr(BudgetActor, "on_receive", _raise_once(BudgetActor.on_receive))
     config = Config(
@@ -325,3 +325,31 @@ def test_a_dead_budget_actor_is_logged_and_started_again_on_use(
     events = {e["event"]: e["log_level"] for e in logs}
     assert events.get("actor_failed") == "error"
     assert events.get("actor_restarted") == "error"
+
+
+def test_a_defect_in_the_budget_rationing_is_logged_and_the_actor_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rationing step that follows each budget message (starting the queued background
+    summaries) raises once: it is logged as ``budget_failed``, the actor is not restarted (its
+    memo of every session's pressure is kept), background summaries still start, and
+    ``wait_background`` returns."""
+    from ctxledger.actors.budget import BudgetActor
+
+    monkeypatch.setattr(BudgetActor, "_start", _raise_once(BudgetActor._start))
+    config = Config(
+        context_window=2000, compression_threshold=0.5, min_retain_rounds=1, prepare_threshold=0.7
+    )
+    with capture_logs() as logs, Host.open(tmp_path / "db", config=config) as host:
+        session = host.session("s")
+        for n in range(40):
+            session.append_many(
+                [Message.user(f"q{n} " + "q" * 200), Message.assistant(f"a{n} " + "a" * 200)]
+            )
+            session.prepare_step()
+        call_in_thread(session.wait_background)
+        kinds = {type(event).__name__ for event in _events(host, "s")}
+    assert "SummaryPrepared" in kinds
+    events = {e["event"] for e in logs}
+    assert "budget_failed" in events
+    assert not events & {"actor_failed", "actor_restarted"}

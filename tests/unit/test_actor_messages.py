@@ -12,12 +12,12 @@ from collections.abc import Callable
 import msgspec
 import pytest
 
-from ctxledger.runtime import messages
-from ctxledger.runtime.budget import BudgetActor
-from ctxledger.runtime.compaction import CompactionActor
-from ctxledger.runtime.history import HistoryActor
-from ctxledger.runtime.leases import LeaseActor
-from ctxledger.runtime.projection import ProjectionActor
+from ctxledger.actors import messages
+from ctxledger.actors.budget import BudgetActor
+from ctxledger.actors.compaction import CompactionActor
+from ctxledger.actors.history import HistoryActor
+from ctxledger.actors.leases import LeaseActor
+from ctxledger.actors.projection import ProjectionActor
 
 #: Each actor class and the union of the messages it is told.
 UNIONS: dict[type, object] = {

@@ -12,9 +12,8 @@ import pykka
 import pytest
 
 from ctxledger import Message
-from ctxledger.events import Event, MessageAppended, UsageReported, ViewServed
-from ctxledger.runtime.budget import BudgetActor
-from ctxledger.runtime.messages import (
+from ctxledger.actors.budget import BudgetActor
+from ctxledger.actors.messages import (
     BackgroundEnded,
     Committed,
     Forgotten,
@@ -25,6 +24,7 @@ from ctxledger.runtime.messages import (
     Settled,
     Settling,
 )
+from ctxledger.events import Event, MessageAppended, UsageReported, ViewServed
 
 _WAIT = 30.0  # only a hang reaches it
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxledger.runtime.loading import DENSE_SNAPSHOTS, snapshots_to_drop
+from ctxledger.replay.loading import DENSE_SNAPSHOTS, snapshots_to_drop
 
 
 def _kept(seqs: list[int], interval: int) -> list[int]:

@@ -13,13 +13,13 @@ from pathlib import Path
 import click
 import msgspec
 
+from ctxledger.actors.host import Host
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.cli._app import db_option, open_log, require_db, require_session
 from ctxledger.domain.audit import LossReport
 from ctxledger.domain.facts import FACT_KINDS
 from ctxledger.replay.audit import audit_log, explain, recall
 from ctxledger.replay.recall_index import DEFAULT_RECALL_LIMIT, MAX_RECALL_LIMIT, format_hits
-from ctxledger.runtime.host import Host
 from ctxledger.tooling.format import clip, human_time, table
 
 __all__ = ["audit", "checkpoint_lines", "explain_", "recall_", "revert"]

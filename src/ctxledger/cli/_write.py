@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from ctxledger.actors.host import Host, HostOptions
 from ctxledger.cli._app import (
     build_config,
     config_options,
@@ -22,7 +23,6 @@ from ctxledger.cli._app import (
 from ctxledger.cli._progress import reading_progress
 from ctxledger.config import Config
 from ctxledger.errors import SessionExistsError
-from ctxledger.runtime.host import Host, HostOptions
 from ctxledger.storage import DURABILITY_MODES, Durability, LogTarget
 from ctxledger.storage import open_log as open_target
 from ctxledger.tooling.format import human_bytes, human_tokens

@@ -6,7 +6,8 @@ The host's flow per step: :func:`ctxledger.domain.policy.plan_compaction` (pure;
 (pure; the checkpoint to record). Outcome reasons are checked in DESIGN §2 order:
 ``messages_not_enough``, ``checkpoint_current``, ``below_threshold``,
 ``floor_above_threshold``, ``rounds_not_enough``, ``no_progress``, ``gain_too_small`` (a
-one-mark Config only); then ``compacted`` or ``summary_unavailable``.
+one-mark Config only); then ``compacted`` or ``summary_unavailable``. The plan and the result
+are defined in ``_compaction_plan.py`` and importable from here.
 """
 
 from __future__ import annotations
@@ -17,15 +18,15 @@ import msgspec
 
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import SHARES
+from ctxledger.domain._compaction_plan import CompactionPlan, CompactionResult, fail_compaction
 from ctxledger.domain.cuts import STEP_CUT_FILL, TRIGGERS, Trigger
 from ctxledger.domain.facts import checkpoint_fact_block
 from ctxledger.domain.projection import kept_request_seq
-from ctxledger.domain.render import truncate_text
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.summary import AsyncSummarizer, Summarizer, SummaryRequest
-from ctxledger.domain.tokenizer import Tokenizer, message_chars
+from ctxledger.domain.tokenizer import Tokenizer
 from ctxledger.domain.view import draft_view, preview_view
-from ctxledger.events.types import CompactionStarted, SummaryPrepared
+from ctxledger.events.types import SummaryPrepared
 from ctxledger.messages import Message
 
 __all__ = [
@@ -46,155 +47,11 @@ __all__ = [
 _hash_encoder = msgspec.msgpack.Encoder(order="deterministic")
 
 
-class CompactionResult(msgspec.Struct, frozen=True, kw_only=True):
-    """The outcome of a compaction request.
-
-    Attributes:
-        compacted: Whether a new checkpoint was made.
-        reason: ``compacted``, ``summary_unavailable`` or why none was attempted, in the
-            order checked: ``messages_not_enough`` (fewer than 3 messages),
-            ``checkpoint_current`` (nothing appended since the active checkpoint and the view's
-            messages fit the window), ``below_threshold``,
-            ``floor_above_threshold`` (what no compaction can shrink is above the threshold and
-            the view still fits the window: ``Config.floor_guard``), ``rounds_not_enough``,
-            ``no_progress``, ``gain_too_small`` (the cut would save fewer tokens than
-            ``Config.min_compaction_gain_tokens`` and the view still fits the window).
-        checkpoint_id: The new checkpoint's id, or the active one's when nothing was made.
-        estimated_tokens: The estimate after the compaction (before, when nothing was made).
-        threshold: The threshold in force.
-        retain_from_seq: The new cut, or the active checkpoint's.
-        messages_compacted: Messages newly covered by the summary.
-        tokens_before: The estimate before the compaction.
-        prepared: The checkpoint came from a summary prepared in the background (no summariser
-            ran for it in this call).
-        waited_seconds: How long the caller waited on a summariser in this call (0 when the
-            summary was prepared in time, or none was needed).
-        floor_tokens: The part of the view no compaction can shrink (system messages, pins,
-            the summary's reserved room, the newest step), when it was measured (the floor
-            guard); when even an empty summary leaves no room (the caller then raises
-            :class:`~ctxledger.errors.ContextOverflowError`), that part without the summary's
-            room; 0 otherwise.
-        planned_tokens: The view the planned cut would give (with the summary's room), when a
-            cut was planned; 0 otherwise.
-    """
-
-    compacted: bool
-    reason: str
-    checkpoint_id: str | None
-    estimated_tokens: int
-    threshold: int
-    retain_from_seq: int | None
-    messages_compacted: int
-    tokens_before: int = 0
-    prepared: bool = False
-    waited_seconds: float = 0.0
-    floor_tokens: int = 0
-    planned_tokens: int = 0
-
-
-class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
-    """A planned compaction, ready for the summariser.
-
-    Attributes:
-        reason: The trigger (``threshold_exceeded``, ``manual`` or ``prompt_too_long``).
-        retain_from_seq: The cut: the first seq kept raw.
-        covers_through_seq: The last seq the summary will cover (``retain_from_seq - 1``).
-        messages: The newly covered messages: after the active checkpoint's coverage (or the
-            last clear) and before the cut, head system messages and retracted ones excluded,
-            as the summariser is to see them (``Config.summary_result_chars``:
-            :func:`~ctxledger.domain.digest.summary_input`).
-            Pinned messages and the kept first request (``Config.keep_first_request``) are
-            included although the view still shows them: a summary must stand alone once the
-            Config that keeps the request changes, and the kept request may be shown truncated.
-        previous_summary: The active checkpoint's summary, merged incrementally.
-        previous_checkpoint_id: The active checkpoint's id.
-        focus: What to keep, for a manual compaction.
-        max_chars: Room reserved for the summary (``SummaryRequest.max_chars``).
-        chunk_chars: Largest summariser input per call.
-        estimated_tokens: The estimate before the compaction.
-        threshold: The threshold in force.
-        target_tokens: The view must end up below this (the threshold, or less on reactive
-            retries) unless the retained minimum alone is larger.
-        planned_tokens: Upper bound of the view's tokens after the compaction, with a summary of
-            ``max_chars`` characters.
-        attempt: Reactive retry number.
-        step_level: Whether the cut lies inside the retained rounds (at a step boundary).
-        input_hash: Content address of the summariser's input.
-        fact_chars: Room reserved for the checkpoint's fact block after the summary
-            (``Config.fact_index_chars``; 0: no block).
-    """
-
-    reason: Trigger
-    retain_from_seq: int
-    covers_through_seq: int
-    messages: tuple[Message, ...]
-    previous_summary: str | None
-    previous_checkpoint_id: str | None
-    focus: str | None
-    max_chars: int
-    chunk_chars: int
-    estimated_tokens: int
-    threshold: int
-    target_tokens: int
-    planned_tokens: int
-    attempt: int = 0
-    step_level: bool = False
-    input_hash: str = ""
-    fact_chars: int = 0
-
-    @property
-    def input_chars(self) -> int:
-        """Characters the summariser is given: the messages, the previous summary, the focus."""
-        chars = sum(message_chars(message) for message in self.messages)
-        return chars + len(self.previous_summary or "") + len(self.focus or "")
-
-    def started(self, compaction_id: str, *, background: bool = False) -> CompactionStarted:
-        """Return the ``CompactionStarted`` event that records this plan."""
-        return CompactionStarted(
-            compaction_id=compaction_id,
-            reason=self.reason,
-            retain_from_seq=self.retain_from_seq,
-            covers_through_seq=self.covers_through_seq,
-            estimated_tokens=self.estimated_tokens,
-            focus=self.focus,
-            attempt=self.attempt,
-            background=background,
-        )
-
-    def chunks(self) -> list[tuple[Message, ...]]:
-        """Split :attr:`messages` into summariser inputs of at most :attr:`chunk_chars`.
-
-        Room for the running summary and the focus is kept in every chunk; a single message
-        larger than a chunk is truncated (head, tail and a marker naming its seq).
-        """
-        capacity = max(
-            self.chunk_chars - self.max_chars - len(self.focus or ""), self.chunk_chars // 2, 1
-        )
-        chunks: list[tuple[Message, ...]] = []
-        current: list[Message] = []
-        size = 0
-        for message in self.messages:
-            chars = message_chars(message)
-            if chars > capacity:
-                limit = max(capacity - (chars - len(message.content)), 1)
-                message = msgspec.structs.replace(
-                    message, content=truncate_text(message.content, limit, message.seq or 0)
-                )
-                chars = message_chars(message)
-            if current and size + chars > capacity:
-                chunks.append(tuple(current))
-                current, size = [], 0
-            current.append(message)
-            size += chars
-        if current:
-            chunks.append(tuple(current))
-        return chunks
-
-
 def prepared_checkpoint(prepared: SummaryPrepared) -> Checkpoint:
     """The checkpoint a prepared summary stands for, as planning and views measure it.
 
-    Its id is the background compaction's; :func:`activate_prepared` makes the real one.
+    Its id is the background compaction's; activating it (the background step of
+    :func:`ctxledger.domain.decide.decide`) makes the real one.
     """
     return Checkpoint(
         id=prepared.compaction_id,
@@ -445,17 +302,3 @@ def _fit_window(state: SessionState, checkpoint: Checkpoint, tokenizer: Tokenize
                 bad = middle
         return msgspec.structs.replace(checkpoint, **{field: text[:good]})
     return checkpoint
-
-
-def fail_compaction(plan: CompactionPlan, reason: str = "summary_unavailable") -> CompactionResult:
-    """Return the not-compacted result of a plan whose summary did not arrive."""
-    return CompactionResult(
-        compacted=False,
-        reason=reason,
-        checkpoint_id=plan.previous_checkpoint_id,
-        estimated_tokens=plan.estimated_tokens,
-        threshold=plan.threshold,
-        retain_from_seq=plan.retain_from_seq,
-        messages_compacted=0,
-        tokens_before=plan.estimated_tokens,
-    )

@@ -31,34 +31,50 @@ from collections.abc import Callable
 
 import msgspec
 
-from ctxledger.checkpoints import Checkpoint, CheckpointReason
-from ctxledger.config import SHARES, Config
-from ctxledger.domain.calibration import session_tokenizer, view_chars
+from ctxledger.domain._decide_background import (
+    activate,
+    background_estimate,
+    block_gives_way,
+    decide_background,
+    extension_due,
+    prepared_as_checkpoint,
+    ready_before_threshold,
+    usable_prepared,
+    use_background,
+)
+from ctxledger.domain._decide_background import as_activated as as_activated
+from ctxledger.domain._decide_background import running_extends as running_extends
+from ctxledger.domain._decide_requests import (
+    Adopt,
+    Background,
+    Compact,
+    Decision,
+    Job,
+    Recover,
+    Request,
+    Serve,
+    Summarized,
+    served,
+    start_job,
+)
+from ctxledger.domain.calibration import session_tokenizer
 from ctxledger.domain.compaction import (
     CompactionPlan,
     CompactionResult,
-    Trigger,
     complete_compaction,
     fail_compaction,
-    finish_checkpoint,
-    prepared_checkpoint,
 )
-from ctxledger.domain.limits import CHARS_PER_TOKEN
 from ctxledger.domain.policy import (
-    absorbs,
     background_on,
-    extend_due,
     marks,
     overflow_error,
     plan_compaction,
-    prepare_due,
-    ready_in_time,
     should_compact,
 )
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import Tokenizer
-from ctxledger.domain.view import Draft, ModelView, draft_view, remask_of
-from ctxledger.errors import BudgetExceededError, ContextOverflowError, CtxLedgerError
+from ctxledger.domain.view import draft_view
+from ctxledger.errors import BudgetExceededError, ContextOverflowError
 from ctxledger.events.types import (
     BudgetExhausted,
     CheckpointCreated,
@@ -67,7 +83,6 @@ from ctxledger.events.types import (
     Event,
     SummaryPrepared,
     ToolResultSynthesized,
-    ViewServed,
 )
 from ctxledger.messages import Message
 
@@ -92,176 +107,8 @@ __all__ = [
     "usable_prepared",
 ]
 
-#: Fact blocks tried, each shorter by the excess, before a prepared summary is judged not to
-#: absorb the growth (the tokenizer need not count the block's characters linearly).
-_SHRINK_TRIES = 4
-
 #: Content of the tool result synthesised for a call that was never answered before a restart.
 INTERRUPTED_RESULT = "[interrupted: no result was recorded for this tool call before the restart]"
-
-
-class Serve(msgspec.Struct, frozen=True, kw_only=True):
-    """Serve the next view, compacting first when it is due.
-
-    Attributes:
-        pending: Text about to be sent with the view (counted in the estimate).
-        compact: Compact first when the estimate reaches the threshold (``False``:
-            ``build_model_view``, which only serves).
-        view: Serve and record a view (``False``: ``compact_if_needed``, which only compacts).
-    """
-
-    pending: str = ""
-    compact: bool = True
-    view: bool = True
-
-
-class Compact(msgspec.Struct, frozen=True, kw_only=True):
-    """Compact now, whatever the estimate.
-
-    Attributes:
-        trigger: ``manual``, ``prompt_too_long`` (a reactive retry) or ``threshold_exceeded``.
-        focus: What the summary should keep (manual compaction).
-        attempt: The reactive retry number, from 0.
-        pending: Text about to be sent with the view.
-    """
-
-    trigger: Trigger = "manual"
-    focus: str | None = None
-    attempt: int = 0
-    pending: str = ""
-
-
-class Background(msgspec.Struct, frozen=True, kw_only=True):
-    """Start a summary in the background when one is due (after an append or usage report).
-
-    Attributes:
-        timed: Prepare none that cannot be ready before the threshold at the session's pace
-            (:func:`~ctxledger.domain.policy.ready_in_time`, a schema-4 Config or later).
-            ``False`` replays a background start a log recorded, whatever the pace.
-    """
-
-    timed: bool = True
-
-
-def ready_before_threshold(state: SessionState, draft: Draft, now: float) -> bool:
-    """Whether a summary started now can still be ready before the threshold (``True``), judged
-    by the session's pace since its active checkpoint (:func:`ready_in_time`): the growth of
-    the view since that checkpoint over the time since it was made, against how long its
-    summary took. ``True`` with no checkpoint yet, or for a one-mark Config (schema 3).
-
-    A summary that cannot be ready is not prepared: the agent waits at the threshold all the
-    same, and the summary the background plans ahead of need (deeper, to absorb growth it will
-    not see) lands the view higher than one made at the threshold, so the next compaction
-    comes sooner.
-    """
-    active = state.active_checkpoint
-    if active is None or state.config.legacy:
-        return True
-    in_force = marks(state)
-    estimate = draft.estimated_tokens
-    grown = estimate - active.tokens_after
-    return ready_in_time(
-        in_force.threshold - estimate, grown, now - active.created_at, active.summary_seconds
-    )
-
-
-class Recover(msgspec.Struct, frozen=True, kw_only=True):
-    """A session is activated after a restart: repair what the crash left open."""
-
-
-class Adopt(msgspec.Struct, frozen=True, kw_only=True):
-    """Record ``checkpoint``, made elsewhere, as the next one (a transcript being imported).
-
-    Attributes:
-        checkpoint: The checkpoint, as it was made; it must extend the active one.
-        compaction_id: The id its ``CompactionStarted`` is to carry.
-    """
-
-    checkpoint: Checkpoint
-    compaction_id: str
-
-
-class Job(msgspec.Struct, frozen=True, kw_only=True):
-    """A compaction waiting for its summary.
-
-    Attributes:
-        compaction_id: The id its ``CompactionStarted`` carries.
-        plan: What to summarise (:func:`~ctxledger.domain.run_summarizer` runs it).
-        request: The request that started it.
-    """
-
-    compaction_id: str
-    plan: CompactionPlan
-    request: Serve | Compact | Background
-
-    @property
-    def background(self) -> bool:
-        """Whether the summary is prepared ahead of need (it changes no view when it arrives)."""
-        return isinstance(self.request, Background)
-
-
-class Summarized(msgspec.Struct, frozen=True, kw_only=True):
-    """The summariser answered a job, or failed to.
-
-    Attributes:
-        job: The job.
-        summary: The summary; None or "" when the summariser returned nothing, raised or timed
-            out.
-        detail: Why there is no summary (recorded on ``CompactionFailed``).
-        waited_seconds: How long the caller waited for it (reported on the result).
-        summarizer: Who wrote it (``describe_summarizer``), recorded with it; "" if unknown.
-        seconds: The summariser's wall time, recorded with it.
-    """
-
-    job: Job
-    summary: str | None
-    detail: str = ""
-    waited_seconds: float = 0.0
-    summarizer: str = ""
-    seconds: float = 0.0
-
-
-Request = Serve | Compact | Background | Summarized | Recover | Adopt
-
-
-class Decision(msgspec.Struct, frozen=True, kw_only=True):
-    """What to record and what to answer.
-
-    Attributes:
-        events: Record these, in order, atomically; then fold them.
-        view: The view to serve (it is the view of the state once ``events`` are folded).
-        result: The outcome of the compaction part of the request, if it has one.
-        job: A summary is needed: record ``events``, run the summariser for ``job.plan``, then
-            decide :class:`Summarized`.
-        wait_for: The id of a background compaction that is running: wait until its outcome
-            (``SummaryPrepared`` or ``CompactionFailed``) is folded, then decide the same
-            request again. Nothing is to be recorded now.
-        error: The request fails: record ``events`` (if any), then raise this to the caller
-            (:class:`~ctxledger.errors.BudgetExceededError`, or
-            :class:`~ctxledger.errors.ContextOverflowError` when the floor of the view exceeds
-            the window).
-    """
-
-    events: tuple[Event, ...] = ()
-    view: ModelView | None = None
-    result: CompactionResult | None = None
-    job: Job | None = None
-    wait_for: str | None = None
-    error: CtxLedgerError | None = None
-
-
-def served(view: ModelView, state: SessionState, tokenizer: Tokenizer) -> ViewServed:
-    """Return the event that records ``state`` serving ``view`` (with the re-mask it makes, if
-    any: :func:`~ctxledger.domain.remask_of`)."""
-    return ViewServed(
-        through_seq=view.through_seq,
-        estimated_tokens=view.estimated_tokens,
-        view_hash=view.view_hash,
-        checkpoint_id=view.checkpoint_id,
-        message_count=len(view.messages),
-        view_chars=view_chars(view.messages),
-        remask=remask_of(state, view, tokenizer=tokenizer),
-    )
 
 
 def decide(
@@ -302,10 +149,10 @@ def decide(
             # The provider rejected the prompt: what the background prepared comes first.
             draft = draft_view(state, tokenizer=tokenizer, pending=request.pending)
             serve = Serve(pending=request.pending, view=False)
-            checkpoint = _prepared_as_checkpoint(
+            checkpoint = prepared_as_checkpoint(
                 state, prepared, draft, tokenizer, "prompt_too_long"
             )
-            return _activate(state, serve, prepared, checkpoint, draft, tokenizer, new_id, now)
+            return activate(state, serve, prepared, checkpoint, draft, tokenizer, new_id, now)
         outcome = plan_compaction(
             state,
             tokenizer=tokenizer,
@@ -314,11 +161,11 @@ def decide(
             focus=request.focus,
             attempt=request.attempt,
         )
-        return _start(outcome, request, new_id)
+        return start_job(outcome, request, new_id)
     if isinstance(request, Summarized):
         return _summarized(state, request, tokenizer, new_id, now)
     if isinstance(request, Background):
-        return _background(state, request, tokenizer, new_id, now)
+        return decide_background(state, request, tokenizer, new_id, now)
     if isinstance(request, Adopt):
         return _adopt(state, request)
     return _recover(state)
@@ -340,67 +187,6 @@ def over_budget(state: SessionState) -> Decision | None:
     return Decision(events=events, error=BudgetExceededError(state.session_id, cap, total))
 
 
-def background_estimate(state: SessionState, *, tokenizer: Tokenizer) -> int:
-    """The estimate a background compaction is measured against (see :class:`Background`).
-
-    That is the current view's, or, while a prepared summary may still be activated, the view
-    that summary would give: a new background compaction is due once that one no longer
-    absorbs the growth.
-    """
-    prepared = usable_prepared(state)
-    checkpoint = as_activated(state, prepared, tokenizer) if prepared is not None else None
-    return draft_view(state, tokenizer=tokenizer, checkpoint=checkpoint).estimated_tokens
-
-
-def extension_due(state: SessionState, tokenizer: Tokenizer, estimate: int) -> bool:
-    """Whether the usable prepared summary's delta should be prepared now
-    (:func:`ctxledger.domain.policy.extend_due`), ``estimate`` being the view's now; ``True``
-    when nothing prepared may be activated."""
-    prepared = usable_prepared(state)
-    if prepared is None:
-        return True
-    activated = draft_view(
-        state, tokenizer=tokenizer, checkpoint=as_activated(state, prepared, tokenizer)
-    ).estimated_tokens
-    return extend_due(marks(state), activated, estimate)
-
-
-def as_activated(
-    state: SessionState, prepared: SummaryPrepared, tokenizer: Tokenizer
-) -> Checkpoint:
-    """The checkpoint a prepared summary stands for, measured as its activation would make it:
-    with its fact block. Without the block, the background would think a prepared summary still
-    absorbs the growth when, at the threshold, the view it gives lies above the target by up to
-    the block's room, and the agent then waits for a summary made at the threshold. Where the
-    block gives way (:func:`block_gives_way`), the activation shortens it as far as absorbing
-    needs, so the summary absorbs while it does without a block: it is measured so."""
-    fact_chars = 0 if block_gives_way(state.config) else prepared.fact_chars
-    return finish_checkpoint(
-        state,
-        prepared_checkpoint(prepared),
-        fact_chars=fact_chars,
-        tokenizer=tokenizer,
-    )
-
-
-def usable_prepared(state: SessionState) -> SummaryPrepared | None:
-    """Return the prepared summary that may still become the next checkpoint, if any.
-
-    It must extend the active checkpoint and cut after it (a newer checkpoint, made meanwhile by
-    other means, makes it stale).
-    """
-    prepared = state.prepared
-    if prepared is None:
-        return None
-    active = state.active_checkpoint
-    if prepared.previous_checkpoint_id != (active.id if active else None):
-        return None
-    base = active.retain_from_seq if active else state.cleared_through + 1
-    if not base < prepared.retain_from_seq <= state.last_seq + 1:
-        return None
-    return prepared
-
-
 # --- the requests ------------------------------------------------------------------------------
 
 
@@ -416,7 +202,7 @@ def _serve(
     if request.compact:
         due = should_compact(marks(state), draft.estimated_tokens)
         if due and background_on(state.config) and state.last_seq >= 3:
-            early = _use_background(state, request, draft, tokenizer, new_id, now)
+            early = use_background(state, request, draft, tokenizer, new_id, now)
             if early is not None:
                 return early
         outcome = plan_compaction(
@@ -424,7 +210,7 @@ def _serve(
             draft=draft,
         )  # fmt: skip
         if isinstance(outcome, CompactionPlan):
-            return _start(outcome, request, new_id)
+            return start_job(outcome, request, new_id)
         result = outcome
         if state.config.legacy:
             overflow = _floor_overflow(state, result)
@@ -457,194 +243,6 @@ def _floor_overflow(state: SessionState, result: CompactionResult) -> ContextOve
         f"needs {result.floor_tokens:,}, which does not fit the window of "
         f"{window:,} tokens; shorten the system prompt or the pins, or use a larger window"
     )
-
-
-def _use_background(
-    state: SessionState,
-    request: Serve,
-    draft: Draft,
-    tokenizer: Tokenizer,
-    new_id: Callable[[], str],
-    now: Callable[[], float],
-) -> Decision | None:
-    """At the threshold: activate, extend or await what the background prepared, if anything.
-
-    A prepared summary that brings the view below the threshold is activated at once, even if a
-    newer background summary is still running (the agent does not wait for a summary it already
-    has); otherwise a running one is awaited.
-    """
-    active = state.active_checkpoint
-    prepared = usable_prepared(state)
-    checkpoint: Checkpoint | None = None
-    if prepared is not None:
-        checkpoint = _prepared_as_checkpoint(
-            state, prepared, draft, tokenizer, "threshold_exceeded"
-        )
-        after = draft_view(
-            state, tokenizer=tokenizer, pending=request.pending, checkpoint=checkpoint
-        )
-        if absorbs(marks(state), after.estimated_tokens):
-            return _activate(state, request, prepared, checkpoint, draft, tokenizer, new_id, now)
-        if block_gives_way(state.config):
-            shorter = _absorbing(state, prepared, checkpoint, draft, request.pending, tokenizer)
-            if shorter is not None:
-                return _activate(state, request, prepared, shorter, draft, tokenizer, new_id, now)
-    running = state.background
-    if running is not None and running_extends(state, running.compaction_id, active):
-        return Decision(wait_for=running.compaction_id)
-    if prepared is None or checkpoint is None:
-        return None
-    # The history grew past what the prepared cut absorbs: summarise only what lies between
-    # that cut and a new one, with the prepared summary as the previous summary.
-    under = draft_view(
-        state,
-        tokenizer=tokenizer,
-        pending=request.pending,
-        checkpoint=prepared_checkpoint(prepared),
-    )
-    outcome = plan_compaction(
-        state,
-        tokenizer=tokenizer,
-        trigger="threshold_exceeded",
-        pending=request.pending,
-        prepared=prepared,
-        draft=under,
-        force=True,
-    )
-    if isinstance(outcome, CompactionPlan):
-        return _start(outcome, request, new_id)
-    if after.estimated_tokens >= state.config.context_window:
-        # The prepared view would not fit the window (its fact block included): the foreground
-        # path compacts from the active checkpoint towards the window instead.
-        return None
-    # No further cut is possible: the prepared one is still the best there is.
-    return _activate(state, request, prepared, checkpoint, draft, tokenizer, new_id, now)
-
-
-def running_extends(state: SessionState, compaction_id: str, active: Checkpoint | None) -> bool:
-    """Whether background compaction ``compaction_id`` was planned on the active checkpoint."""
-    running = state.background
-    if running is None or running.compaction_id != compaction_id:
-        return False
-    # A background compaction planned before the active checkpoint was made cuts no further
-    # than it (or extends a checkpoint that is gone): it cannot help.
-    base = active.retain_from_seq if active else state.cleared_through + 1
-    return running.retain_from_seq > base
-
-
-def _prepared_as_checkpoint(
-    state: SessionState,
-    prepared: SummaryPrepared,
-    draft: Draft,
-    tokenizer: Tokenizer,
-    reason: CheckpointReason,
-    fact_chars: int | None = None,
-) -> Checkpoint:
-    """The checkpoint a prepared summary becomes (its id and time are set on activation), with
-    a fact block of at most ``fact_chars`` (by default the room it was planned with)."""
-    return finish_checkpoint(
-        state,
-        Checkpoint(
-            id="",
-            summary=prepared.summary,
-            retain_from_seq=prepared.retain_from_seq,
-            covers_through_seq=prepared.covers_through_seq,
-            reason=reason,
-            previous_checkpoint_id=prepared.previous_checkpoint_id,
-            tokens_before=draft.estimated_tokens,
-            input_hash=prepared.input_hash,
-            summarizer=prepared.summarizer,
-            summary_seconds=prepared.summary_seconds,
-            input_chars=prepared.input_chars,
-            summarizer_calls=prepared.summarizer_calls,
-        ),
-        fact_chars=prepared.fact_chars if fact_chars is None else fact_chars,
-        tokenizer=tokenizer,
-    )
-
-
-def block_gives_way(config: Config) -> bool:
-    """Whether a summary prepared ahead is activated with a shorter fact block when that lets
-    it absorb the growth (``Shares.block_gives_way``, schema 5), rather than the agent waiting
-    for a summary made at the threshold."""
-    shares = SHARES.get(config.schema_version)
-    return shares is not None and shares.block_gives_way
-
-
-def _absorbing(
-    state: SessionState,
-    prepared: SummaryPrepared,
-    checkpoint: Checkpoint,
-    draft: Draft,
-    pending: str,
-    tokenizer: Tokenizer,
-) -> Checkpoint | None:
-    """The prepared summary's checkpoint with its fact block shortened until the view it gives
-    :func:`absorbs` the growth; None when even no block does not (or it has no block)."""
-    in_force = marks(state)
-    limit = in_force.target + (in_force.threshold - in_force.target) // 2
-    room = len(checkpoint.facts)
-    for _ in range(_SHRINK_TRIES):
-        view = draft_view(state, tokenizer=tokenizer, pending=pending, checkpoint=checkpoint)
-        if absorbs(in_force, view.estimated_tokens):
-            return checkpoint
-        if room == 0:
-            return None
-        room = max(0, room - (view.estimated_tokens - limit) * CHARS_PER_TOKEN)
-        checkpoint = _prepared_as_checkpoint(
-            state, prepared, draft, tokenizer, "threshold_exceeded", fact_chars=room
-        )
-    return None
-
-
-def _activate(
-    state: SessionState,
-    request: Serve,
-    prepared: SummaryPrepared,
-    checkpoint: Checkpoint,
-    draft: Draft,
-    tokenizer: Tokenizer,
-    new_id: Callable[[], str],
-    now: Callable[[], float],
-) -> Decision:
-    checkpoint = msgspec.structs.replace(checkpoint, id=new_id(), created_at=now())
-    after = draft_view(state, tokenizer=tokenizer, pending=request.pending, checkpoint=checkpoint)
-    base = state.active_checkpoint
-    start = base.retain_from_seq if base else state.cleared_through + 1
-    covered = state.history[start - 1 : prepared.retain_from_seq - 1]
-    result = CompactionResult(
-        compacted=True,
-        reason="compacted",
-        checkpoint_id=checkpoint.id,
-        estimated_tokens=after.estimated_tokens,
-        threshold=marks(state).threshold,
-        retain_from_seq=checkpoint.retain_from_seq,
-        messages_compacted=sum(
-            1 for m in covered if not state.is_head(m) and not state.is_withdrawn(m.seq or 0)
-        ),
-        tokens_before=draft.estimated_tokens,
-        prepared=True,
-    )
-    created = CheckpointCreated(
-        compaction_id=prepared.compaction_id, checkpoint=checkpoint, prepared=True
-    )
-    events: tuple[Event, ...] = (created,)
-    if not request.view:
-        return Decision(events=events, result=result)
-    view = after.view()
-    return Decision(events=(*events, served(view, state, tokenizer)), view=view, result=result)
-
-
-def _start(
-    outcome: CompactionPlan | CompactionResult,
-    request: Serve | Compact | Background,
-    new_id: Callable[[], str],
-) -> Decision:
-    if not isinstance(outcome, CompactionPlan):
-        return Decision(result=outcome)
-    job = Job(compaction_id=new_id(), plan=outcome, request=request)
-    started = outcome.started(job.compaction_id, background=job.background)
-    return Decision(events=(started,), job=job)
 
 
 def _summarized(
@@ -710,43 +308,6 @@ def _summarized(
         return Decision(events=(created,), result=result)
     view = draft_view(state, tokenizer=tokenizer, pending=pending, checkpoint=checkpoint).view()
     return Decision(events=(created, served(view, state, tokenizer)), view=view, result=result)
-
-
-def _background(
-    state: SessionState,
-    request: Background,
-    tokenizer: Tokenizer,
-    new_id: Callable[[], str],
-    now: Callable[[], float],
-) -> Decision:
-    if (
-        not background_on(state.config)
-        or state.background is not None
-        or state.last_seq < 3
-        or state.last_seq < state.background_retry_seq
-    ):
-        return Decision()
-    in_force = marks(state)
-    draft = draft_view(state, tokenizer=tokenizer)
-    if not prepare_due(in_force, draft.estimated_tokens):
-        return Decision()
-    prepared = usable_prepared(state)
-    if prepared is None and request.timed and not ready_before_threshold(state, draft, now()):
-        return Decision()
-    if prepared is not None:
-        under = draft_view(
-            state, tokenizer=tokenizer, checkpoint=as_activated(state, prepared, tokenizer)
-        )
-        if not extend_due(in_force, under.estimated_tokens, draft.estimated_tokens):
-            return Decision()  # what is prepared will absorb the growth
-        outcome = plan_compaction(
-            state, tokenizer=tokenizer, prepared=prepared, draft=under, force=True
-        )
-    else:
-        outcome = plan_compaction(state, tokenizer=tokenizer, draft=draft, force=True)
-    if not isinstance(outcome, CompactionPlan):
-        return Decision()
-    return _start(outcome, request, new_id)
 
 
 def _adopt(state: SessionState, request: Adopt) -> Decision:

@@ -36,11 +36,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
 from ctxledger._logging import get_logger
+from ctxledger.actors.host import Host
+from ctxledger.actors.session import Session
 from ctxledger.domain import ModelView, is_prompt_too_long
 from ctxledger.errors import ContextOverflowError, InvalidUsageError
 from ctxledger.messages import Message
-from ctxledger.runtime.host import Host
-from ctxledger.runtime.session import Session
 
 try:
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse

@@ -48,6 +48,7 @@ from typing import Any, cast
 import msgspec
 
 from ctxledger._logging import get_logger
+from ctxledger.actors.session import Session
 from ctxledger.domain import ModelView, is_prompt_too_long
 from ctxledger.errors import (
     BudgetExceededError,
@@ -64,7 +65,6 @@ from ctxledger.integrations._agents_items import (
     normalise_item,
 )
 from ctxledger.messages import Message
-from ctxledger.runtime.session import Session
 
 try:
     from agents import Model, MultiProvider, RunConfig, TResponseInputItem

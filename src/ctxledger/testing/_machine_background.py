@@ -15,11 +15,11 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
+from ctxledger.actors.session import Session
 from ctxledger.errors import ContextOverflowError, HostClosedError
 from ctxledger.events import CheckpointCreated, CompactionFailed, CompactionStarted, SummaryPrepared
 from ctxledger.messages import Message
 from ctxledger.replay import rebuild
-from ctxledger.runtime.session import Session
 from ctxledger.testing._machine_base import MachineBase
 from ctxledger.testing._machine_model import HOLD_LIMIT
 

@@ -20,6 +20,8 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant
 
+from ctxledger.actors.host import Host, HostOptions
+from ctxledger.actors.session import Session
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
 from ctxledger.domain import CharTokenizer, Tokenizer, build_view
@@ -27,8 +29,6 @@ from ctxledger.errors import ContextOverflowError
 from ctxledger.events import CheckpointCreated, CompactionFailed, ViewServed
 from ctxledger.messages import Message
 from ctxledger.replay import fold_session, rebuild, view_at
-from ctxledger.runtime.host import Host, HostOptions
-from ctxledger.runtime.session import Session
 from ctxledger.storage import Durability, RecordedEvent
 from ctxledger.summarizers import ExtractiveSummarizer, Summarizer
 from ctxledger.testing._machine_model import (

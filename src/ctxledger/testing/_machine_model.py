@@ -10,9 +10,9 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ctxledger.actors.session import INTERRUPTED_RESULT
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.messages import Message, ToolCall
-from ctxledger.runtime.session import INTERRUPTED_RESULT
 from ctxledger.summarizers import Summarizer, SummaryRequest
 
 __all__ = ["HOLD_LIMIT", "FlakySummarizer", "Model", "open_tool_calls", "synthetic_result"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ctxledger.actors.arguments import check_limit, check_seq, check_text
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
 from ctxledger.domain.audit import LossReport
@@ -17,7 +18,6 @@ from ctxledger.events.types import Event
 from ctxledger.messages import Message
 from ctxledger.replay import audit as audit_log
 from ctxledger.replay import view_at as view_at_log
-from ctxledger.runtime.arguments import check_limit, check_seq, check_text
 from ctxledger.storage.memory import MemoryEventLog
 
 __all__ = ["SessionReads"]

@@ -18,6 +18,8 @@ from typing import Any
 
 import msgspec
 
+from ctxledger.actors.arguments import check_seq, check_text, message_batch
+from ctxledger.actors.recordable import check_recordable
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
 from ctxledger.domain.commands import (
@@ -49,8 +51,6 @@ from ctxledger.domain.tokenizer import CharTokenizer, Tokenizer
 from ctxledger.domain.view import ModelView
 from ctxledger.events.types import Event, SessionOpened
 from ctxledger.messages import Message
-from ctxledger.runtime.arguments import check_seq, check_text, message_batch
-from ctxledger.runtime.recordable import check_recordable
 from ctxledger.testing._reads import SessionReads
 from ctxledger.testing._summaries import digest_summarizer, summarized
 

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from ctxledger.actors.host import Host, HostOptions
 from ctxledger.config import Config
 from ctxledger.domain import CharTokenizer
 from ctxledger.replay import verify
-from ctxledger.runtime.host import Host, HostOptions
 from ctxledger.storage import LmdbEventLog
 from ctxledger.tooling._demo_result import (
     DemoResult,

@@ -24,11 +24,11 @@ from pathlib import Path
 import msgspec
 
 from ctxledger._logging import log_to_stderr
+from ctxledger.actors.host import Host, HostOptions
+from ctxledger.actors.session import Session
 from ctxledger.config import Config
 from ctxledger.errors import ContextOverflowError
 from ctxledger.messages import Message
-from ctxledger.runtime.host import Host, HostOptions
-from ctxledger.runtime.session import Session
 from ctxledger.tooling.timeline import split_steps
 from ctxledger.tooling.traces import read_trace
 from ctxledger.tooling.workload import iter_agent_steps

@@ -27,6 +27,7 @@ import msgspec
 
 from ctxledger.errors import InvalidMessageError, TraceFormatError
 from ctxledger.messages import APPENDABLE_ROLES, Message, ToolCall
+from ctxledger.tooling._transcript_file import write_atomically
 
 __all__ = ["iter_trace", "read_trace", "validate_trace", "write_trace"]
 
@@ -265,14 +266,5 @@ def write_trace(
         lines.append(_to_line(message))
     if not allow_pending and (unanswered := pairing.unanswered()):
         raise TraceFormatError(target, *unanswered[0])
-    temporary = target.with_name(f".{target.name}.tmp")
-    try:
-        with temporary.open("w", encoding="utf-8", newline="\n") as out:
-            out.writelines(lines)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    write_atomically(target, "".join(lines).encode("utf-8"))
     return target

@@ -1,7 +1,7 @@
 """The budget actor: each session's token pressure, and when a summary is prepared ahead of need.
 
 Budget is a read model of the committed event stream. The journal publishes every durable batch
-of a session with background compaction on (:class:`~ctxledger.runtime.messages.Committed`)
+of a session with background compaction on (:class:`~ctxledger.actors.messages.Committed`)
 here before it answers the caller, and budget folds, per session, what the pressure needs: an
 upper bound of the estimate (an exact measure, raised by the size of each message appended
 since: masking and truncation only ever shrink what a message adds; any other event but a served
@@ -35,10 +35,8 @@ from typing import assert_never
 import pykka
 
 from ctxledger._logging import get_logger
-from ctxledger.domain import BACKGROUND_BACKOFF, message_chars, ready_in_time
-from ctxledger.events import Event, MessageAppended, ViewServed
-from ctxledger.runtime.failures import LoggedFailures, log_failure
-from ctxledger.runtime.messages import (
+from ctxledger.actors.failures import LoggedFailures, log_failure
+from ctxledger.actors.messages import (
     BackgroundEnded,
     BudgetMessage,
     Committed,
@@ -52,6 +50,8 @@ from ctxledger.runtime.messages import (
     Settled,
     Settling,
 )
+from ctxledger.domain import BACKGROUND_BACKOFF, message_chars, ready_in_time
+from ctxledger.events import Event, MessageAppended, ViewServed
 
 __all__ = ["BudgetActor", "appended_tokens"]
 
@@ -153,7 +153,10 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
                     assert_never(message)
         except Exception as exc:
             log_failure("budget_failed", exc, session_id=getattr(message, "session_id", None))
-        self._start()
+        try:
+            self._start()
+        except Exception as exc:  # the actor goes on: a restart would drop every session's memo
+            log_failure("budget_failed", exc, session_id=None)
 
     def pressure(self) -> dict[str, float]:
         """Return the sessions waiting for a background compaction, with their urgency."""

@@ -6,7 +6,7 @@ compaction needs a summary (:func:`ctxledger.domain.decide` returns a ``Job`` on
 owns it from then on: it queues it for one of a fixed number of :class:`CompactionActor` workers
 (``HostOptions.compaction_workers``), arms its ``summary_timeout`` on the host's timer, and
 answers the history actor that asked exactly once with
-:class:`~ctxledger.runtime.messages.SummaryDone`: the summary, the summariser's failure, or
+:class:`~ctxledger.actors.messages.SummaryDone`: the summary, the summariser's failure, or
 "timed out" when the timeout fires first. A job that times out is abandoned: its late answer is
 dropped, its worker is retired (its thread ends when the stuck call returns; it is a daemon, so
 it never keeps the process alive) and a fresh worker takes its place, so a hung summariser never
@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Any, assert_never
 import pykka
 
 from ctxledger._logging import get_logger
+from ctxledger.actors.failures import LoggedFailures
+from ctxledger.actors.messages import CompactionMessage, HistoryRef, Summarize, SummaryDone
 from ctxledger.domain import Job, Summarizer, arun_summarizer, run_summarizer
 from ctxledger.domain.summary import is_async_summarizer
-from ctxledger.runtime.failures import LoggedFailures
-from ctxledger.runtime.messages import CompactionMessage, HistoryRef, Summarize, SummaryDone
 
 if TYPE_CHECKING:
-    from ctxledger.runtime.timer import Timer
+    from ctxledger.actors.timer import Timer
 
 __all__ = ["CompactionActor", "CompactionPool", "HostLoop"]
 

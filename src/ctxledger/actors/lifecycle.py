@@ -1,6 +1,6 @@
 """A host's life: closed at interpreter exit if the program did not, and warned about if dropped.
 
-A program that opens a :class:`~ctxledger.runtime.host.Host` and ends (or raises) without
+A program that opens a :class:`~ctxledger.actors.host.Host` and ends (or raises) without
 ``close()`` must still exit, with its acknowledged appends on disk. So every thread of a host is
 a daemon thread: the interpreter never waits for one. It does wait, as always, for the
 program's own (non-daemon) threads, which may still be using the host; once they have ended,

@@ -22,13 +22,13 @@ from typing import Any, Generic, TypeVar
 import pykka
 
 from ctxledger._logging import get_logger
+from ctxledger.actors.messages import Command
 from ctxledger.errors import (
     CtxLedgerError,
     HostClosedError,
     InternalError,
     InvalidMessageError,
 )
-from ctxledger.runtime.messages import Command
 
 __all__ = [
     "LoggedFailures",

@@ -1,12 +1,12 @@
 """What the modules of the history actor share: the host's runtime and the actor's own state.
 
 The history actor is one pykka actor whose code is split by concern over a few modules, each a
-mixin of :class:`HistoryBase`: :mod:`~ctxledger.runtime.history` (the mailbox, supervision and
-the command queue of each session), :mod:`~ctxledger.runtime.writes` (the write path to the
-journal and the fold of durable batches), :mod:`~ctxledger.runtime.steps` (the decision step:
-serve, compact, the reactive retries, summaries), :mod:`~ctxledger.runtime.background` (what
+mixin of :class:`HistoryBase`: :mod:`~ctxledger.actors.history` (the mailbox, supervision and
+the command queue of each session), :mod:`~ctxledger.actors.writes` (the write path to the
+journal and the fold of durable batches), :mod:`~ctxledger.actors.steps` (the decision step:
+serve, compact, the reactive retries, summaries), :mod:`~ctxledger.actors.background` (what
 budget asks of a session and the background compactions it allows) and
-:mod:`~ctxledger.runtime.activation` (loading, creating, forking, leases, eviction). The steps
+:mod:`~ctxledger.actors.activation` (loading, creating, forking, leases, eviction). The steps
 one module calls in another are declared here, abstract.
 """
 
@@ -16,27 +16,26 @@ import abc
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import pykka
 
+from ctxledger.actors.leases import LeaseKeeper
+from ctxledger.actors.live import Live, Op
+from ctxledger.actors.messages import Durable, HistoryRef
+from ctxledger.actors.waiters import Reply
 from ctxledger.domain import Job, Tokenizer
 from ctxledger.errors import LeaseLostError
 from ctxledger.events import Event
-from ctxledger.runtime.leases import LeaseKeeper
-from ctxledger.runtime.live import Live, Op
-from ctxledger.runtime.messages import Durable
-from ctxledger.runtime.waiters import Reply
 from ctxledger.storage import EventLog, RecordedEvent
 
 if TYPE_CHECKING:
+    from ctxledger.actors.budget import BudgetActor
+    from ctxledger.actors.compaction import CompactionPool
+    from ctxledger.actors.failures import Restarting
+    from ctxledger.actors.projection import ProjectionPool
+    from ctxledger.actors.timer import Timer
     from ctxledger.domain import SessionState
-    from ctxledger.runtime.budget import BudgetActor
-    from ctxledger.runtime.compaction import CompactionPool
-    from ctxledger.runtime.failures import Restarting
-    from ctxledger.runtime.history import HistoryActor
-    from ctxledger.runtime.projection import ProjectionPool
-    from ctxledger.runtime.timer import Timer
 
 __all__ = ["HistoryBase", "Runtime"]
 
@@ -50,15 +49,15 @@ class Runtime:
         tokenizer: Counts tokens for the decisions.
         new_id: Returns fresh compaction and checkpoint ids.
         clock: Returns the unix time recorded on checkpoints and new sessions.
-        compaction: Runs summarisers (:class:`~ctxledger.runtime.compaction.CompactionPool`).
+        compaction: Runs summarisers (:class:`~ctxledger.actors.compaction.CompactionPool`).
         projection: Loads sessions and stores snapshots
-            (:class:`~ctxledger.runtime.projection.ProjectionPool`).
+            (:class:`~ctxledger.actors.projection.ProjectionPool`).
         budget: The budget actor's ref.
-        timer: Deadlines (:class:`~ctxledger.runtime.timer.Timer`).
+        timer: Deadlines (:class:`~ctxledger.actors.timer.Timer`).
         summarizer_name: Who writes the summaries, recorded with each (``describe_summarizer``).
         recovered: Sessions already recovered by this host (shared by its history actors).
         leases: On a log shared by several hosts, the host's leases
-            (:class:`~ctxledger.runtime.leases.LeaseKeeper`); None otherwise.
+            (:class:`~ctxledger.actors.leases.LeaseKeeper`); None otherwise.
         max_live: Session states the host keeps in memory (``max_active_sessions``).
         live_counts: Session states each history actor holds, by actor number; each actor
             writes only its own entry, and all read the sum to enforce ``max_live`` host-wide.
@@ -83,9 +82,12 @@ class Runtime:
     leases: LeaseKeeper | None = None
     max_live: int = 1024
     live_counts: list[int] = field(default_factory=list)
-    history: list[pykka.ActorRef[HistoryActor]] = field(default_factory=list)
-    restart: Callable[[int, pykka.ActorRef[HistoryActor]], pykka.ActorRef[HistoryActor] | None] = (
-        field(default=lambda _number, _ref: None)
+    # Refs of any actor type: the router and the host, above this module, know them as
+    # ``pykka.ActorRef[HistoryActor]``; the history actor's own modules only tell them messages,
+    # check them for life and hand them commands, so they need not import the actor's class.
+    history: list[pykka.ActorRef[Any]] = field(default_factory=list)
+    restart: Callable[[int, pykka.ActorRef[Any]], pykka.ActorRef[Any] | None] = field(
+        default=lambda _number, _ref: None
     )
     closed: Callable[[], bool] = field(default=lambda: False)
     chars_per_token: int | None = None
@@ -107,9 +109,9 @@ class HistoryBase(pykka.ThreadingActor):
     _tokens: int  # the last write token handed out
 
     @property
-    def _me(self) -> pykka.ActorRef[HistoryActor]:
-        """This actor's ref (typed as the whole actor's, whichever module asks)."""
-        return cast("pykka.ActorRef[HistoryActor]", self.actor_ref)
+    def _me(self) -> HistoryRef:
+        """This actor's ref, as the other actors hold it (they tell it its messages)."""
+        return self.actor_ref
 
     @abc.abstractmethod
     def _pump(self, live: Live) -> None:

@@ -5,7 +5,7 @@ history actor hands that to a projection actor and goes on serving its other ses
 therefore never stall behind it. A projection actor only reads the log (and stores snapshots):
 a session that does not exist yet is reported missing, and its history actor, the single writer
 of the session, creates it. On a log shared by several hosts the projection actor first
-takes the session's lease (:mod:`ctxledger.runtime.leases`); a lease another host holds is
+takes the session's lease (:mod:`ctxledger.actors.leases`); a lease another host holds is
 tried again later on the host's timer, never waited for on the actor's thread. The same actors
 store the snapshots the history actors take.
 Views themselves are pure functions of a fold (:mod:`ctxledger.domain`), built wherever the
@@ -25,11 +25,11 @@ import msgspec
 import pykka
 
 from ctxledger._logging import get_logger
+from ctxledger.actors.failures import LoggedFailures, Restarting, log_failure
+from ctxledger.actors.leases import LeaseKeeper
+from ctxledger.actors.messages import Durable, Load, Loaded, ProjectionMessage, SaveSnapshot
 from ctxledger.errors import CtxLedgerError, LeaseHeldError, UnknownSessionError
 from ctxledger.replay.loading import fold_session, snapshots_to_drop
-from ctxledger.runtime.failures import LoggedFailures, Restarting, log_failure
-from ctxledger.runtime.leases import LeaseKeeper
-from ctxledger.runtime.messages import Durable, Load, Loaded, ProjectionMessage, SaveSnapshot
 from ctxledger.storage import EventLog, Lease
 
 __all__ = ["ProjectionActor", "ProjectionPool"]
@@ -125,7 +125,7 @@ class ProjectionActor(LoggedFailures, pykka.ThreadingActor):
 
 class ProjectionPool:
     """A fixed number of :class:`ProjectionActor` s, given work in turn (one found dead is
-    started afresh: see :class:`~ctxledger.runtime.failures.Restarting`)."""
+    started afresh: see :class:`~ctxledger.actors.failures.Restarting`)."""
 
     def __init__(
         self,

@@ -19,16 +19,16 @@ from typing import Any
 import msgspec
 
 from ctxledger._logging import get_logger
+from ctxledger.actors.failures import internal
+from ctxledger.actors.history_base import HistoryBase
+from ctxledger.actors.live import Live, Op
+from ctxledger.actors.messages import Decide, DecideStep, SummaryDone
+from ctxledger.actors.waiters import LoopWaiter
 from ctxledger.domain import CompactionResult, Decision, Job, ModelView, Serve, Summarized, decide
 from ctxledger.domain.commands import NO_OUTCOME, reactive_attempt
 from ctxledger.domain.step import Step, decide_step
 from ctxledger.errors import ContextOverflowError
 from ctxledger.events import CompactionFailed
-from ctxledger.runtime.failures import internal
-from ctxledger.runtime.history_base import HistoryBase
-from ctxledger.runtime.live import Live, Op
-from ctxledger.runtime.messages import Decide, DecideStep, SummaryDone
-from ctxledger.runtime.waiters import LoopWaiter
 
 __all__ = ["DecisionSteps"]
 

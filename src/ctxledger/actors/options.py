@@ -20,8 +20,8 @@ from typing import Any, TypedDict
 
 import msgspec
 
+from ctxledger.actors.arguments import check_count, check_flag, check_seconds
 from ctxledger.errors import InvalidArgumentError
-from ctxledger.runtime.arguments import check_count, check_flag, check_seconds
 from ctxledger.storage import (
     DEFAULT_LEASE_TTL,
     DURABILITY_MODES,

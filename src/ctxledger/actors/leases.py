@@ -4,7 +4,7 @@ When several hosts share one database (:class:`~ctxledger.storage.PostgresEventL
 serves a session only while it holds the session's lease (:mod:`ctxledger.storage.leases`):
 
 - **Activation** takes the lease before the session is folded (a projection actor does it, in
-  :mod:`ctxledger.runtime.projection`). A lease another host holds is not waited for on the
+  :mod:`ctxledger.actors.projection`). A lease another host holds is not waited for on the
   actor's thread: the load is retried by the host's timer until the lease is free or has
   expired, or until ``lease_wait`` seconds have passed (then the caller gets
   :class:`~ctxledger.errors.LeaseHeldError`), so other sessions' loads go on meanwhile.
@@ -31,19 +31,19 @@ from typing import TYPE_CHECKING, assert_never
 import pykka
 
 from ctxledger._logging import get_logger
-from ctxledger.errors import CtxLedgerError, HostClosedError, LeaseLostError
-from ctxledger.runtime.failures import LoggedFailures
-from ctxledger.runtime.messages import (
+from ctxledger.actors.failures import LoggedFailures
+from ctxledger.actors.messages import (
     HistoryRef,
     LeaseLost,
     LeaseMessage,
     ReleaseLease,
     RenewLeases,
 )
+from ctxledger.errors import CtxLedgerError, HostClosedError, LeaseLostError
 from ctxledger.storage import Lease, LeaseStore
 
 if TYPE_CHECKING:
-    from ctxledger.runtime.timer import Timer
+    from ctxledger.actors.timer import Timer
 
 __all__ = ["LeaseActor", "LeaseKeeper", "LeaseLost"]
 
@@ -58,7 +58,7 @@ class LeaseKeeper:
         host_id: This host's id (one per running host).
         ttl: Seconds a lease lasts unless renewed.
         wait: Seconds an activation waits at most for another host's lease.
-        timer: The host's :class:`~ctxledger.runtime.timer.Timer`.
+        timer: The host's :class:`~ctxledger.actors.timer.Timer`.
     """
 
     def __init__(

@@ -1,9 +1,11 @@
 """The typed messages the runtime's actors exchange: frozen Structs in one closed union per actor.
 
-Commands come from :class:`~ctxledger.runtime.Session` handles and go to the history actor that
-owns the session; each carries the caller's reply slot. The other messages flow between the
-actors and the journal: a load finished, a batch is durable, a summary arrived or timed out, a
-session's token pressure changed. Each actor's ``on_receive`` matches its union
+Commands come from :class:`~ctxledger.actors.Session` handles and go to the history actor that
+owns the session; each carries the caller's reply slot (a :class:`Read` carries a
+:class:`Query`, defined with its answer in the private ``_query`` and importable from here).
+The other messages flow between the actors and the journal: a load finished, a batch is
+durable, a summary arrived or timed out, a session's token pressure changed. Each actor's
+``on_receive`` matches its union
 (:data:`HistoryMessage`, :data:`BudgetMessage`, :data:`ProjectionMessage`,
 :data:`CompactionMessage`, :data:`LeaseMessage`) exhaustively, with ``assert_never`` as the
 default, so a message added to a union and not handled is a type error.
@@ -11,17 +13,18 @@ default, so a message added to a union and not handled is a type error.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+from typing import Protocol
 
 import msgspec
 
+from ctxledger.actors._query import Query, answer_query
+from ctxledger.actors.waiters import Reply
 from ctxledger.config import Config
-from ctxledger.domain import Compact, Job, Serve, SessionState, place_message, shown_messages
+from ctxledger.domain import Compact, Job, Serve, SessionState
 from ctxledger.domain.commands import Command as DomainCommand
 from ctxledger.errors import LeaseLostError
 from ctxledger.events import Event
 from ctxledger.messages import Message
-from ctxledger.runtime.waiters import Reply
 from ctxledger.storage import Lease, RecordedEvent
 
 __all__ = [
@@ -72,50 +75,9 @@ class HistoryRef(Protocol):
         """Put ``message`` in the history actor's mailbox."""
 
 
-# --- reads ---------------------------------------------------------------------------------------
-
-
-class Query(msgspec.Struct, frozen=True, kw_only=True):
-    """A read of a session's folded state, answered by its owner (data, not a callable).
-
-    Attributes:
-        what: ``usage`` (the totals), ``history``, ``checkpoints``, ``config``, ``positions``
-            (last message seq, last event seq), ``state`` (a copy), ``explain`` (where message
-            ``seq`` is in the view) or ``shown`` (the newest ``limit`` messages still shown).
-        seq: The message ``explain`` asks about.
-        limit: The most messages ``shown`` returns (None: all).
-    """
-
-    what: Literal["usage", "history", "checkpoints", "config", "positions", "state", "explain",
-                  "shown"]  # fmt: skip
-    seq: int = 0
-    limit: int | None = None
-
-
-def answer_query(query: Query, state: SessionState, last_event_seq: int) -> Any:
-    """Answer ``query`` on ``state`` (whose newest event is ``last_event_seq``)."""
-    match query.what:
-        case "usage":
-            return state.accounting.totals
-        case "history":
-            return list(state.history)
-        case "checkpoints":
-            return list(state.checkpoints)
-        case "config":
-            return state.config
-        case "positions":
-            return (state.last_seq, last_event_seq)
-        case "state":
-            return state.copy()
-        case "explain":
-            return place_message(state, query.seq)
-        case "shown":
-            return shown_messages(state, query.limit)
-
-
 # --- commands: Session handle -> history actor ---------------------------------------------------
 # The one field of a message that is not plain data is a command's ``reply``: the caller's
-# one-shot reply slot (:mod:`ctxledger.runtime.waiters`), the envelope's return address as
+# one-shot reply slot (:mod:`ctxledger.actors.waiters`), the envelope's return address as
 # pykka's own ``Envelope.reply_to`` future is. Nothing in a message is ever called; a reply slot
 # is only resolved, once, by whoever finishes the request (the history actor, or the journal's
 # commit callback for a request whose last batch it committed).

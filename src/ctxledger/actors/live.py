@@ -13,10 +13,10 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ctxledger.actors.messages import Command, Fork, Open
+from ctxledger.actors.waiters import Reply
 from ctxledger.domain import Job, Request, SessionState
 from ctxledger.events import Event
-from ctxledger.runtime.messages import Command, Fork, Open
-from ctxledger.runtime.waiters import Reply
 from ctxledger.storage import Lease, RecordedEvent
 
 __all__ = ["Live", "Op", "Write", "fail", "fail_work"]

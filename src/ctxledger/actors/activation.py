@@ -13,18 +13,9 @@ from __future__ import annotations
 from collections import deque
 
 from ctxledger._logging import get_logger
-from ctxledger.domain import Recover, SessionState, decide
-from ctxledger.errors import (
-    HostClosedError,
-    LeaseLostError,
-    SessionExistsError,
-    UnknownSessionError,
-    VersionConflictError,
-)
-from ctxledger.events import Event, SessionForked, SessionOpened
-from ctxledger.runtime.history_base import HistoryBase
-from ctxledger.runtime.live import Live
-from ctxledger.runtime.messages import (
+from ctxledger.actors.history_base import HistoryBase
+from ctxledger.actors.live import Live
+from ctxledger.actors.messages import (
     Durable,
     Evict,
     Forgotten,
@@ -34,6 +25,15 @@ from ctxledger.runtime.messages import (
     Loaded,
     Open,
 )
+from ctxledger.domain import Recover, SessionState, decide
+from ctxledger.errors import (
+    HostClosedError,
+    LeaseLostError,
+    SessionExistsError,
+    UnknownSessionError,
+    VersionConflictError,
+)
+from ctxledger.events import Event, SessionForked, SessionOpened
 from ctxledger.storage import Lease
 
 __all__ = ["Activation"]

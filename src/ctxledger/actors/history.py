@@ -8,25 +8,25 @@ the journal, a session being loaded by the projection actors, a summary being wr
 compaction pool are all answered by messages, and meanwhile the actor serves its other sessions.
 
 On a log shared by several hosts every batch of a session is fenced with the host's lease on it
-(:mod:`ctxledger.runtime.leases`); a batch refused because another host took the session over
+(:mod:`ctxledger.actors.leases`); a batch refused because another host took the session over
 (:class:`~ctxledger.errors.LeaseLostError`) drops the session's state, failing its waiting
 callers, so that its next use takes the lease again and recovers from the log.
 
-Supervision, per request (:mod:`ctxledger.runtime.failures`): an exception while a message is
+Supervision, per request (:mod:`ctxledger.actors.failures`): an exception while a message is
 handled fails the request(s) it belongs to with a ``ctxledger`` error, is logged at ERROR, and
 reloads that session's state from its log; the actor goes on. A batch the log refuses at once
 fails like a batch that failed to commit. If the actor dies anyway, its queued commands go to a
-successor (:mod:`ctxledger.runtime.router`) and its requests in progress fail.
+successor (:mod:`ctxledger.actors.router`) and its requests in progress fail.
 
 The journal answers a caller directly when a request's last batch is durable (after telling this
 actor, so the caller's next request always finds the batch folded): an append costs one hand-off
 to the actor, one to the journal, and the journal's wake-up of the caller.
 
 This module holds the mailbox, the supervision and the command queue of each session; the rest
-of the actor is in mixins by concern (see :mod:`ctxledger.runtime.history_base`): the write path
-(:mod:`~ctxledger.runtime.writes`), the decision step (:mod:`~ctxledger.runtime.steps`), what
-budget asks of a session (:mod:`~ctxledger.runtime.background`) and sessions coming and going
-(:mod:`~ctxledger.runtime.activation`).
+of the actor is in mixins by concern (see :mod:`ctxledger.actors.history_base`): the write path
+(:mod:`~ctxledger.actors.writes`), the decision step (:mod:`~ctxledger.actors.steps`), what
+budget asks of a session (:mod:`~ctxledger.actors.background`) and sessions coming and going
+(:mod:`~ctxledger.actors.activation`).
 """
 
 from __future__ import annotations
@@ -39,22 +39,12 @@ import pykka
 from pykka.typing import ActorMemberMixin, proxy_method
 
 from ctxledger._logging import get_logger
-from ctxledger.domain import background_on
-from ctxledger.domain.commands import (
-    AppendMessages,
-    Configure,
-    ReportUsage,
-    execute,
-    overflow_message,
-)
-from ctxledger.domain.commands import Command as DomainCommand
-from ctxledger.errors import CtxLedgerError, HostClosedError, SessionExistsError
-from ctxledger.runtime.activation import Activation
-from ctxledger.runtime.background import BackgroundSteps
-from ctxledger.runtime.failures import hand_to, internal, log_failure, stranded_commands
-from ctxledger.runtime.history_base import Runtime
-from ctxledger.runtime.live import Live, Op, fail, fail_work
-from ctxledger.runtime.messages import (
+from ctxledger.actors.activation import Activation
+from ctxledger.actors.background import BackgroundSteps
+from ctxledger.actors.failures import hand_to, internal, log_failure, stranded_commands
+from ctxledger.actors.history_base import Runtime
+from ctxledger.actors.live import Live, Op, fail, fail_work
+from ctxledger.actors.messages import (
     Command,
     Decide,
     DecideStep,
@@ -78,9 +68,19 @@ from ctxledger.runtime.messages import (
     SummaryDone,
     answer_query,
 )
-from ctxledger.runtime.steps import DecisionSteps
-from ctxledger.runtime.waiters import Reply
-from ctxledger.runtime.writes import Writes
+from ctxledger.actors.steps import DecisionSteps
+from ctxledger.actors.waiters import Reply
+from ctxledger.actors.writes import Writes
+from ctxledger.domain import background_on
+from ctxledger.domain.commands import (
+    AppendMessages,
+    Configure,
+    ReportUsage,
+    execute,
+    overflow_message,
+)
+from ctxledger.domain.commands import Command as DomainCommand
+from ctxledger.errors import CtxLedgerError, HostClosedError, SessionExistsError
 
 __all__ = ["HistoryActor", "HistoryActorProxy", "Runtime", "overflow_message"]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ctxledger.actors.recordable import check_recordable
 from ctxledger.config import Config
 from ctxledger.domain import Tokenizer
 from ctxledger.errors import (
@@ -21,7 +22,6 @@ from ctxledger.errors import (
 )
 from ctxledger.events import SessionOpened
 from ctxledger.messages import Message
-from ctxledger.runtime.recordable import check_recordable
 
 __all__ = [
     "check_callable",

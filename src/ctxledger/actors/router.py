@@ -8,7 +8,7 @@ in the inbox of an actor just as it dies or stops is taken out again and handed 
 (or, once the host is closed, failed with :class:`~ctxledger.errors.HostClosedError`): no caller
 waits for an answer that cannot come.
 
-The router holds no reference to its :class:`~ctxledger.runtime.host.Host`, so that a host
+The router holds no reference to its :class:`~ctxledger.actors.host.Host`, so that a host
 dropped without ``close()`` can be garbage-collected (and warn about it).
 """
 
@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING
 import pykka
 
 from ctxledger._logging import get_logger
+from ctxledger.actors.failures import hand_to, internal, stranded_commands
+from ctxledger.actors.messages import Command
 from ctxledger.errors import HostClosedError
-from ctxledger.runtime.failures import hand_to, internal, stranded_commands
-from ctxledger.runtime.messages import Command
 
 if TYPE_CHECKING:
-    from ctxledger.runtime.history import HistoryActor
+    from ctxledger.actors.history import HistoryActor
 
 __all__ = ["HistoryRouter"]
 

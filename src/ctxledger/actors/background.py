@@ -1,11 +1,11 @@
 """The history actor's side of background compaction: what budget asks of a session.
 
-Budget (:mod:`ctxledger.runtime.budget`) decides when a session gets a summary prepared ahead of
+Budget (:mod:`ctxledger.actors.budget`) decides when a session gets a summary prepared ahead of
 need, from the committed batches it folds; what only the session's state can say it asks here
 (``Measure``, answered ``Measured``). When budget allows one (``Prepare``), the background
 compaction is planned on the state (``decide(state, Background())``), its ``CompactionStarted``
 written and its job handed to the compaction pool; its summary is recorded as ``SummaryPrepared``
-(:mod:`ctxledger.runtime.steps`). ``wait_background`` (``Settle``) is answered once nothing is
+(:mod:`ctxledger.actors.steps`). ``wait_background`` (``Settle``) is answered once nothing is
 being prepared for the session and budget has nothing due for it (``Settling`` → ``Settled``).
 """
 
@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import time
 
+from ctxledger.actors.history_base import HistoryBase
+from ctxledger.actors.live import Live
+from ctxledger.actors.messages import BackgroundEnded, Measure, Measured, Prepare, Release, Settled
 from ctxledger.domain import (
     BACKGROUND_BACKOFF,
     Background,
@@ -24,9 +27,6 @@ from ctxledger.domain import (
     usable_prepared,
 )
 from ctxledger.domain.decide import block_gives_way
-from ctxledger.runtime.history_base import HistoryBase
-from ctxledger.runtime.live import Live
-from ctxledger.runtime.messages import BackgroundEnded, Measure, Measured, Prepare, Release, Settled
 
 __all__ = ["BackgroundSteps"]
 

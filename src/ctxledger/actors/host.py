@@ -10,7 +10,7 @@ re-activated from the newest snapshot and the events after it.
 
 **Several hosts on one database.** On a log shared by several hosts (PostgreSQL), each host has
 a ``host_id`` and serves a session only while it holds the session's lease
-(:mod:`ctxledger.runtime.leases`): activating a session takes the lease (waiting up to
+(:mod:`ctxledger.actors.leases`): activating a session takes the lease (waiting up to
 ``lease_wait`` seconds for another host's lease to be released or to expire), every write is
 fenced with it, a background pass renews all leases every ``lease_ttl / 3`` seconds, and
 eviction and :meth:`Host.close` give them back. A host that lost a session's lease (it was
@@ -19,10 +19,10 @@ paused or cut off while another host took over) fails that session's next write 
 next use. A second host taking a session over recovers it exactly as after a crash.
 
 **Bad calls fail alone.** Every argument is checked on the caller's thread before anything is
-queued (:mod:`ctxledger.runtime.arguments`), every control event reads back before it is
-written (:mod:`ctxledger.runtime.recordable`), and a request that fails inside the actors fails
-alone (:mod:`ctxledger.runtime.failures`, :mod:`ctxledger.runtime.router`). A host left open
-is closed at interpreter exit (:mod:`ctxledger.runtime.lifecycle`).
+queued (:mod:`ctxledger.actors.arguments`), every control event reads back before it is
+written (:mod:`ctxledger.actors.recordable`), and a request that fails inside the actors fails
+alone (:mod:`ctxledger.actors.failures`, :mod:`ctxledger.actors.router`). A host left open
+is closed at interpreter exit (:mod:`ctxledger.actors.lifecycle`).
 """
 
 from __future__ import annotations
@@ -33,45 +33,37 @@ import os
 import threading
 import time
 import uuid
-import warnings
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any, Unpack, cast
 
 import pykka
 
 from ctxledger._logging import get_logger
-from ctxledger.config import Config
-from ctxledger.domain import CharTokenizer, Tokenizer
-from ctxledger.errors import (
-    CtxLedgerError,
-    HostClosedError,
-    InvalidArgumentError,
-)
-from ctxledger.messages import Message
-from ctxledger.replay.loading import event_seq_before_message, fold_session
-from ctxledger.runtime import lifecycle
-from ctxledger.runtime.arguments import check_config, check_flag, check_host_objects
-from ctxledger.runtime.budget import BudgetActor
-from ctxledger.runtime.compaction import CompactionPool, HostLoop
-from ctxledger.runtime.failures import Restarting
-from ctxledger.runtime.history import HistoryActor, HistoryActorProxy, Runtime
-from ctxledger.runtime.leases import LeaseKeeper
-from ctxledger.runtime.messages import Command, Fork, Open
-from ctxledger.runtime.options import (
+from ctxledger.actors import lifecycle
+from ctxledger.actors._host_base import HostActors, HostBase
+from ctxledger.actors.arguments import check_config, check_flag, check_host_objects
+from ctxledger.actors.history import HistoryActor, HistoryActorProxy
+from ctxledger.actors.messages import Command, Fork, Open
+from ctxledger.actors.options import (
     HostOptions,
     LegacyHostKeywords,
     default_host_id,
     options_in_force,
     resolve_options,
 )
-from ctxledger.runtime.projection import ProjectionPool
-from ctxledger.runtime.router import HistoryRouter
-from ctxledger.runtime.session import Session, check_session_id
-from ctxledger.runtime.timer import Timer
-from ctxledger.runtime.waiters import LoopWaiter, Reply, Waiter
-from ctxledger.storage import EventLog, LeaseStore, is_postgres_target, open_log
-from ctxledger.summarizers import ExtractiveSummarizer, Summarizer, describe_summarizer
+from ctxledger.actors.router import HistoryRouter
+from ctxledger.actors.session import Session, check_session_id
+from ctxledger.actors.waiters import LoopWaiter, Reply, Waiter
+from ctxledger.config import Config
+from ctxledger.domain import CharTokenizer, Tokenizer
+from ctxledger.errors import (
+    HostClosedError,
+    InvalidArgumentError,
+)
+from ctxledger.messages import Message
+from ctxledger.replay.loading import event_seq_before_message, fold_session
+from ctxledger.storage import EventLog, is_postgres_target, open_log
+from ctxledger.summarizers import ExtractiveSummarizer, Summarizer
 
 __all__ = ["Host", "HostOptions", "default_host_id"]
 
@@ -85,7 +77,7 @@ def _system_text(system: object) -> str | None:
     return Message.system(cast(str, system)).content
 
 
-class Host:
+class Host(HostBase):
     """Runs many agent sessions over one durable event log.
 
     Use :meth:`Host.open` for the embedded LMDB default; the constructor accepts any
@@ -166,52 +158,18 @@ class Host:
         self._lock = threading.Lock()
         self._sessions: dict[str, Session] = {}
         self._closed = False
-        self._loop = HostLoop()
-        self._timer = Timer()
-        self._leases = (
-            LeaseKeeper(
-                cast(LeaseStore, log), self.host_id, self.lease_ttl, self.lease_wait, self._timer
-            )
-            if chosen.leases
-            else None
-        )
-        self._compaction = CompactionPool(
-            self.summarizer, chosen.compaction_workers, self._loop.get, self._timer
-        )
-        self._projection = ProjectionPool(log, chosen.projection_actors, self._leases)
-        background = chosen.background_compactions
-        # The estimate's bound grows by characters only for a tokenizer that counts them.
-        per_token = (
-            self.tokenizer.chars_per_token if type(self.tokenizer) is CharTokenizer else None
-        )
-        self._budget = Restarting(lambda: BudgetActor.start(background, per_token), "budget")
-        runtime = Runtime(
-            log=log,
+        self._actors = actors = HostActors.start(
+            log,
+            chosen,
+            summarizer=self.summarizer,
             tokenizer=self.tokenizer,
             new_id=self.new_id,
             clock=clock,
-            compaction=self._compaction,
-            projection=self._projection,
-            budget=self._budget,
-            timer=self._timer,
-            summarizer_name=describe_summarizer(self.summarizer),
-            leases=self._leases,
-            chars_per_token=per_token,
         )
-        # max_active_sessions holds host-wide: session ids do not spread evenly over the
-        # actors, so a fixed share per actor would evict below the limit.
-        runtime.max_live = chosen.max_active_sessions
-        runtime.live_counts = [0] * chosen.history_actors
-        router = HistoryRouter(
-            lambda number: HistoryActor.start(runtime, number),
-            chosen.history_actors,
-            runtime.history,
-        )
-        runtime.restart = router.restart
-        runtime.closed = lambda: router.closed
+        self._leases = actors.leases
         #: The history actors' refs, by number (replaced in place when one is restarted).
-        self._history = router.actors
-        self._router = router
+        self._history = actors.router.actors
+        self._router = actors.router
         lifecycle.track(self)
 
     @classmethod
@@ -393,60 +351,3 @@ class Host:
         reply = command.reply
         assert isinstance(reply, Waiter)
         return reply.wait()
-
-    # --- lifecycle -----------------------------------------------------------------------------
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` has been called."""
-        return self._closed
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise HostClosedError("the host is closed")
-
-    def close(self) -> None:
-        """Stop the actors and close the log; idempotent.
-
-        Requests still waiting for their turn fail with :class:`HostClosedError`; batches already
-        handed to the log are committed and answered.
-        """
-        with self._lock:
-            if self._closed or self._router is None:
-                return
-            self._closed = True
-        self._router.close(timeout=30)
-        self._compaction.stop()
-        self._projection.stop()
-        if self._leases is not None:
-            self._leases.close()  # after the writers: another host may take them over at once
-        self._budget.stop(timeout=5)
-        self._timer.stop()
-        self._loop.stop()
-        if self._owns_log:
-            try:
-                self.log.close()
-            except CtxLedgerError:  # closing twice or a dead env must not mask the caller's error
-                _logger.warning("log_close_failed", exc_info=True)
-
-    def __repr__(self) -> str:
-        where = getattr(getattr(self, "log", None), "path", None)
-        return f"<Host {where or type(getattr(self, 'log', None)).__name__!s} {self.host_id!r}>"
-
-    def __del__(self) -> None:
-        # As Python does for files: warn about (and close) a host dropped without close().
-        if getattr(self, "_router", None) is None or self._closed:
-            return
-        lifecycle.close_in_background(self.close, repr(self))  # first: the warning may raise
-        warnings.warn(f"unclosed {self!r}", ResourceWarning, source=self, stacklevel=2)
-
-    def __enter__(self) -> Host:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -1,7 +1,7 @@
 """The live runtime: :class:`Host`, :class:`Session` and the per-role actors behind them."""
 
-from ctxledger.runtime.host import Host
-from ctxledger.runtime.options import HostOptions
-from ctxledger.runtime.session import Session
+from ctxledger.actors.host import Host
+from ctxledger.actors.options import HostOptions
+from ctxledger.actors.session import Session
 
 __all__ = ["Host", "HostOptions", "Session"]

@@ -4,7 +4,7 @@ A session has at most one batch in the journal; the next waits in its queue. The
 commit callback publishes the durable batch (``Durable`` to this actor, ``Committed`` to budget
 for a session with background compaction on) BEFORE it answers the caller, so that the caller's
 next command, queued behind the publication in the same FIFO mailboxes, always finds its own
-writes folded. Budget may grant a credit of tokens (:class:`~ctxledger.runtime.messages.Release`):
+writes folded. Budget may grant a credit of tokens (:class:`~ctxledger.actors.messages.Release`):
 batches of appends alone that stay within it are not told to budget one by one (it would only add
 them up); their tokens ride on the next batch that is. A snapshot is taken after the fold that
 crosses a snapshot point and stored by a projection actor, in the session's write queue.
@@ -18,17 +18,17 @@ from typing import Any, cast
 
 import pykka
 
+from ctxledger.actors.budget import appended_tokens
+from ctxledger.actors.failures import log_failure, refused
+from ctxledger.actors.history_base import HistoryBase
+from ctxledger.actors.live import Live, Op, Write, fail
+from ctxledger.actors.messages import Committed, Durable, SaveSnapshot
+from ctxledger.actors.recordable import check_recordable
+from ctxledger.actors.waiters import Reply
 from ctxledger.domain import SessionState, background_on
 from ctxledger.errors import LeaseLostError, VersionConflictError
 from ctxledger.events import ConfigChanged, Event, ViewServed
 from ctxledger.replay.loading import snapshot_due
-from ctxledger.runtime.budget import appended_tokens
-from ctxledger.runtime.failures import log_failure, refused
-from ctxledger.runtime.history_base import HistoryBase
-from ctxledger.runtime.live import Live, Op, Write, fail
-from ctxledger.runtime.messages import Committed, Durable, SaveSnapshot
-from ctxledger.runtime.recordable import check_recordable
-from ctxledger.runtime.waiters import Reply
 from ctxledger.storage import LeaseStore, RecordedEvent
 
 __all__ = ["Writes"]
