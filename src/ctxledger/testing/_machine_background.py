@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
 from ctxledger.actors.session import Session
+from ctxledger.domain import session_tokenizer
 from ctxledger.errors import ContextOverflowError, HostClosedError
 from ctxledger.events import CheckpointCreated, CompactionFailed, CompactionStarted, SummaryPrepared
 from ctxledger.messages import Message
-from ctxledger.replay import rebuild
+from ctxledger.replay import fold_session, rebuild
 from ctxledger.testing._machine_base import MachineBase
 from ctxledger.testing._machine_model import HOLD_LIMIT
 
@@ -98,8 +99,12 @@ class BackgroundRules(MachineBase):
                         view = session.build_model_view()
                     except ContextOverflowError:
                         # No view over the window is served (nothing is recorded).
+                        # Counted as the host counts: calibrated once usage reports taught
+                        # the default tokenizer the session's ratio.
                         over = rebuild(self.host.log, sid, tokenizer=self.tokenizer).view
-                        count = self.tokenizer.count_messages(over.messages)
+                        folded, _ = fold_session(self.host.log, sid)
+                        tokenizer = session_tokenizer(folded, self.tokenizer)
+                        count = tokenizer.count_messages(over.messages)
                         window = session.config.context_window
                         assert count > window, f"{sid}: refused {count} of {window}"
                         continue

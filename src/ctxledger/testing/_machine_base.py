@@ -24,7 +24,7 @@ from ctxledger.actors.host import Host, HostOptions
 from ctxledger.actors.session import Session
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
-from ctxledger.domain import CharTokenizer, Tokenizer, build_view
+from ctxledger.domain import CharTokenizer, Tokenizer, build_view, session_tokenizer
 from ctxledger.errors import ContextOverflowError
 from ctxledger.events import CheckpointCreated, CompactionFailed, ViewServed
 from ctxledger.messages import Message
@@ -213,7 +213,8 @@ class MachineBase(RuleBasedStateMachine):
             # The summariser failed: the view that stays is refused once it does not fit.
             view = rebuild(self.host.log, sid, tokenizer=self.tokenizer).view
             extra = [Message(role="user", content=pending)] if pending else []
-            count = self.tokenizer.count_messages([*view.messages, *extra])
+            tokenizer = session_tokenizer(state, self.tokenizer)  # calibrated, as the host counts
+            count = tokenizer.count_messages([*view.messages, *extra])
             assert count > state.config.context_window, f"{sid}: refused {count} tokens"
         else:
             check_floor_refusal(state, error, tokenizer=self.tokenizer, pending=pending)

@@ -6,6 +6,7 @@ from collections.abc import Collection, Sequence
 
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
+from ctxledger.domain.calibration import session_tokenizer
 from ctxledger.domain.render import TRUNCATION_MARKER, mask_text, truncate_message
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import CharTokenizer, Tokenizer
@@ -187,7 +188,10 @@ def check_floor_refusal(
     Raises:
         AssertionError: The refusal was not needed (``over_window`` names the minimum).
     """
-    tokenizer = tokenizer or CharTokenizer()
+    # The window is guarded in the session's tokens: calibrated ones once usage reports taught
+    # the default tokenizer a denser ratio (a minimum under the window in raw ``chars // 3``
+    # can be over it then).
+    tokenizer = session_tokenizer(state, tokenizer or CharTokenizer())
     assert "does not fit the window" in str(error), f"unexpected overflow: {error}"
     window = state.config.context_window
     estimate = draft_view(state, tokenizer=tokenizer, pending=pending).estimated_tokens

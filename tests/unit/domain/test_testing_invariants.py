@@ -8,10 +8,19 @@ import msgspec
 import pytest
 
 from ctxledger import Config, Message
-from ctxledger.domain import CharTokenizer, ModelView, build_view, mask_text, truncate_text
-from ctxledger.testing import check_view_invariants
+from ctxledger.domain import (
+    CharTokenizer,
+    ModelView,
+    build_view,
+    mask_text,
+    message_chars,
+    session_tokenizer,
+    truncate_text,
+)
+from ctxledger.errors import ContextOverflowError
+from ctxledger.testing import DomainSession, check_floor_refusal, check_view_invariants
 
-from .builders import call, session
+from .builders import call, session, step
 
 CONFIG = Config(context_window=1000)
 
@@ -222,3 +231,26 @@ def test_kept_first_request_counts_towards_the_minimum() -> None:
     """The pinned slot is part of the retained minimum; over the window is then allowed."""
     history, view, config = _task_view("t" * 3000)
     check_view_invariants(history, view, config)
+
+
+def test_floor_refusal_counts_in_the_sessions_calibrated_tokens() -> None:
+    """A refusal is judged in the tokens the session counts with: once usage reports taught
+    the default tokenizer a denser ratio, a newest step under the window in ``chars // 3`` can
+    be over it. Found by the state machine (``test_machine_with_small_chunks``), where it
+    depended on whether a usage report was paired with a view, which the background's timing
+    decides."""
+    config = Config(context_window=2000, compression_threshold=0.5, calibrate_after_reports=3)
+    s = DomainSession(config)
+    s.append(Message.system("rules"))
+    s.append(Message.user("go"))
+    for n, size in enumerate((150, 600, 300, 900, 450)):
+        s.append_many(step(f"c{n}", "x" * size))
+        view = s.step()
+        chars = sum(message_chars(m) for m in view.messages)
+        s.record_usage(chars // 2, 10)  # two characters a token: denser than // 3
+    tokenizer = session_tokenizer(s.state, CharTokenizer())
+    assert type(tokenizer) is not CharTokenizer  # calibrated
+    s.append(Message.assistant("y" * 4_800))  # 1,600 tokens by // 3, 2,400 calibrated
+    with pytest.raises(ContextOverflowError) as refused:
+        s.step()
+    check_floor_refusal(s.state, refused.value, tokenizer=CharTokenizer())
