@@ -144,6 +144,12 @@ class SleepySummarizer:
         )
         with self._lock:
             delay = self._rng.uniform(0.0, 0.3)
+            if self._hold == "bg":
+                # Until the background summary to hold comes, summaries take no time: the host
+                # prepares one only if it can be ready before the threshold, judged by how long
+                # the last summary took against the session's pace (ready_in_time), and a slow
+                # one under load could make it never start.
+                delay = 0.0
             held = (self._hold == "fg" and session in FOREGROUND_ONLY) or (
                 self._hold == "bg" and session not in FOREGROUND_ONLY and self._background(session)
             )

@@ -17,6 +17,7 @@ import json
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -295,9 +296,15 @@ class SteppingClock:
         return self.now
 
 
-def _slow_summarizer(request: SummaryRequest, /) -> str:
-    threading.Event().wait(0.02)  # a summary takes a little real time (summary_seconds > 0)
-    return digest_summarizer(request)
+def timed_summarizer(clock: SteppingClock, seconds: float = 20.0) -> Callable[..., str]:
+    """A summariser whose summary takes ``seconds`` of the host's clock (which times
+    summaries: ``summary_seconds > 0``), and no real time."""
+
+    def summarize(request: SummaryRequest, /) -> str:
+        clock.now += seconds - clock.step  # the reading that ends the summary adds a step
+        return digest_summarizer(request)
+
+    return summarize
 
 
 @pytest.mark.parametrize(("clock_step", "prepared"), [(1e-7, False), (1_000.0, True)])
@@ -308,12 +315,13 @@ def test_a_summary_is_prepared_only_if_it_can_be_ready_before_the_threshold(
     summary's time is compared with the room left below the threshold: a session that grows
     faster than a summary can follow gets none prepared (the threshold compacts, as with
     ``prepare_threshold=0``), a slower one does."""
+    clock = SteppingClock(clock_step)
     with Host.open(
         tmp_path / "db",
         config=CONFIG,
-        summarizer=_slow_summarizer,
+        summarizer=timed_summarizer(clock),
         id_factory=_ids(),
-        clock=SteppingClock(clock_step),
+        clock=clock,
     ) as host:
         session = host.session("a")
         n = 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_background import CONFIG, SteppingClock, _ids, _slow_summarizer, events_of, turn
+from test_background import CONFIG, SteppingClock, _ids, events_of, timed_summarizer, turn
 
 from ctxledger import Config, Host, replay
 from ctxledger.events import (
@@ -40,7 +40,7 @@ def test_a_pace_judged_too_fast_is_judged_again_in_the_same_cycle(
     with Host.open(
         tmp_path / "db",
         config=config,
-        summarizer=_slow_summarizer,
+        summarizer=timed_summarizer(clock),
         id_factory=_ids(),
         clock=clock,
     ) as host:

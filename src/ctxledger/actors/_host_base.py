@@ -82,7 +82,7 @@ class HostActors:
             if options.leases
             else None
         )
-        compaction = CompactionPool(summarizer, options.compaction_workers, loop.get, timer)
+        compaction = CompactionPool(summarizer, options.compaction_workers, loop.get, timer, clock)
         projection = ProjectionPool(log, options.projection_actors, leases)
         background = options.background_compactions
         # The estimate's bound grows by characters only for a tokenizer that counts them.

@@ -62,11 +62,12 @@ class CompactionActor(LoggedFailures, pykka.ThreadingActor):
         """Handle one message of the actor's closed union."""
         match message:
             case Summarize():
-                started = time.monotonic()
+                clock = self._pool.clock
+                started = clock()
                 plan = message.job.plan
                 summary, detail = _summarize(lambda: run_summarizer(plan, self._summarizer))
                 self._pool.finished(
-                    message.job.compaction_id, summary, detail, time.monotonic() - started
+                    message.job.compaction_id, summary, detail, max(0.0, clock() - started)
                 )
                 self._pool.next_job(self.actor_ref)
             case _:
@@ -94,6 +95,9 @@ class CompactionPool:
         loop: Returns the host's event loop (started on first use) for coroutine summarisers
             whose caller has no loop of its own.
         timer: The host's timer (each job's timeout).
+        clock: The host's clock, which times each summary (``summary_seconds``): the pace a
+            background summary is judged by (``ready_in_time``) compares it with the time the
+            session took to grow, on the same clock.
     """
 
     def __init__(
@@ -102,7 +106,9 @@ class CompactionPool:
         workers: int,
         loop: Callable[[], asyncio.AbstractEventLoop],
         timer: Timer,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        self.clock = clock
         self._summarizer = summarizer
         self._async = is_async_summarizer(summarizer)
         self._host_loop = loop
@@ -250,7 +256,8 @@ class CompactionPool:
 
     def _run_async(self, message: Summarize, loop: asyncio.AbstractEventLoop | None) -> None:
         target = loop if loop is not None and loop.is_running() else self._host_loop()
-        started = time.monotonic()
+        clock = self.clock
+        started = clock()
         summarizer: Any = self._summarizer
         plan = message.job.plan
         future = asyncio.run_coroutine_threadsafe(arun_summarizer(plan, summarizer), target)
@@ -262,7 +269,7 @@ class CompactionPool:
             if finished.cancelled():
                 return
             summary, detail = _summarize(finished.result)
-            self.finished(compaction_id, summary, detail, time.monotonic() - started)
+            self.finished(compaction_id, summary, detail, max(0.0, clock() - started))
 
         future.add_done_callback(done)
 

@@ -91,7 +91,8 @@ class Host(HostBase):
             callable runs on the compaction actors, a coroutine function is awaited on the
             calling task's event loop (or the host's own).
         tokenizer: The token estimator; chars // 3 if omitted.
-        clock: Returns the current unix time (injectable for deterministic tests).
+        clock: Returns the current unix time (injectable for deterministic tests); it also
+            times each summary (``summary_seconds``).
         id_factory: Returns fresh ids for checkpoints and compactions.
         owns_log: Close ``log`` in :meth:`close`.
         options: The host-level settings (pool sizes, eviction, leases, durability): a
@@ -193,7 +194,8 @@ class Host(HostBase):
             config: The default Config of new sessions (``Config()`` if omitted).
             summarizer: The summariser; ``ExtractiveSummarizer()`` (offline) if omitted.
             tokenizer: The token estimator; chars // 3 if omitted.
-            clock: Returns the current unix time (injectable for deterministic tests).
+            clock: Returns the current unix time (injectable for deterministic tests); it also
+                times each summary (``summary_seconds``).
             id_factory: Returns fresh ids for checkpoints and compactions.
             options: The host-level settings: a :class:`~ctxledger.HostOptions` (durability
                 ``"sync"``, pool sizes, eviction, leases); its defaults if omitted.
