@@ -77,7 +77,12 @@ class MachineBase(RuleBasedStateMachine):
         self.flaky = FlakySummarizer(self.summarizer or ExtractiveSummarizer())
         self._waiters: list[threading.Thread] = []  # background_held's wait_background threads
         self._ids = itertools.count(1)
-        self._ticks = itertools.count(1)
+        # The host's clock: one second passes at each call the machine makes on a session
+        # (:meth:`_use`), never at a reading, so the readings of the host's threads (event
+        # times, the timing of summaries) do not depend on how their work interleaves, and
+        # neither do the decisions taken on them (a background summary's pace,
+        # ``ready_in_time``): the same rules draw the same data on every run.
+        self.now = 1.0
         try:
             self.host = self._open_host()
         except BaseException:
@@ -100,7 +105,7 @@ class MachineBase(RuleBasedStateMachine):
             options=HostOptions(
                 durability=self.durability, max_active_sessions=self.max_active_sessions
             ),
-            clock=lambda: float(next(self._ticks)),
+            clock=lambda: self.now,
             id_factory=lambda: f"id{next(self._ids)}",
         )
 
@@ -132,6 +137,7 @@ class MachineBase(RuleBasedStateMachine):
             model.fits = False
         session = self.host.session(sid)
         session.wait_background()
+        self.now += 1.0  # once nothing runs that could read the clock meanwhile
         return session
 
     def _text(self, data: st.DataObject, label: str, sizes: Sequence[int] = ()) -> str:
