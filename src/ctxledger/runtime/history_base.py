@@ -16,7 +16,7 @@ import abc
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import pykka
 
@@ -25,7 +25,7 @@ from ctxledger.errors import LeaseLostError
 from ctxledger.events import Event
 from ctxledger.runtime.leases import LeaseKeeper
 from ctxledger.runtime.live import Live, Op
-from ctxledger.runtime.messages import Durable
+from ctxledger.runtime.messages import Durable, HistoryRef
 from ctxledger.runtime.waiters import Reply
 from ctxledger.storage import EventLog, RecordedEvent
 
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from ctxledger.runtime.budget import BudgetActor
     from ctxledger.runtime.compaction import CompactionPool
     from ctxledger.runtime.failures import Restarting
-    from ctxledger.runtime.history import HistoryActor
     from ctxledger.runtime.projection import ProjectionPool
     from ctxledger.runtime.timer import Timer
 
@@ -83,9 +82,12 @@ class Runtime:
     leases: LeaseKeeper | None = None
     max_live: int = 1024
     live_counts: list[int] = field(default_factory=list)
-    history: list[pykka.ActorRef[HistoryActor]] = field(default_factory=list)
-    restart: Callable[[int, pykka.ActorRef[HistoryActor]], pykka.ActorRef[HistoryActor] | None] = (
-        field(default=lambda _number, _ref: None)
+    # Refs of any actor type: the router and the host, above this module, know them as
+    # ``pykka.ActorRef[HistoryActor]``; the history actor's own modules only tell them messages,
+    # check them for life and hand them commands, so they need not import the actor's class.
+    history: list[pykka.ActorRef[Any]] = field(default_factory=list)
+    restart: Callable[[int, pykka.ActorRef[Any]], pykka.ActorRef[Any] | None] = field(
+        default=lambda _number, _ref: None
     )
     closed: Callable[[], bool] = field(default=lambda: False)
     chars_per_token: int | None = None
@@ -107,9 +109,9 @@ class HistoryBase(pykka.ThreadingActor):
     _tokens: int  # the last write token handed out
 
     @property
-    def _me(self) -> pykka.ActorRef[HistoryActor]:
-        """This actor's ref (typed as the whole actor's, whichever module asks)."""
-        return cast("pykka.ActorRef[HistoryActor]", self.actor_ref)
+    def _me(self) -> HistoryRef:
+        """This actor's ref, as the other actors hold it (they tell it its messages)."""
+        return self.actor_ref
 
     @abc.abstractmethod
     def _pump(self, live: Live) -> None:
