@@ -76,13 +76,20 @@ class MachineBase(RuleBasedStateMachine):
         self.folder = tempfile.mkdtemp(prefix="ctxledger-machine-")
         self.flaky = FlakySummarizer(self.summarizer or ExtractiveSummarizer())
         self._waiters: list[threading.Thread] = []  # background_held's wait_background threads
+        # Sessions used since their background work was last awaited: a summary one rule set
+        # off in the background may still run while the next rule uses another session.
+        self._touched: set[str] = set()
         self._ids = itertools.count(1)
-        # The host's clock: one second passes at each call the machine makes on a session
-        # (:meth:`_use`), never at a reading, so the readings of the host's threads (event
-        # times, the timing of summaries) do not depend on how their work interleaves, and
-        # neither do the decisions taken on them (a background summary's pace,
-        # ``ready_in_time``): the same rules draw the same data on every run.
-        self.now = 1.0
+        # The host's clock stands still. The host reads it from several threads (event times,
+        # the timing of summaries), and any clock that moves makes what they read depend on how
+        # those threads interleave; the background pace decision (``ready_in_time``) is taken on
+        # those readings, and with it whether a summary starts, so the rules would draw different
+        # data on different runs (hypothesis: FlakyStrategyDefinition), even with a clock that
+        # moves only between the machine's calls (another session's background summary may
+        # still run then). Standing still, every pace is unknown and a summary is prepared
+        # whenever the policy says it is due; the pace itself is tested with an injected clock
+        # in tests/integration/test_background_pace.py.
+        self.now = 1_000_000.0
         try:
             self.host = self._open_host()
         except BaseException:
@@ -135,9 +142,14 @@ class MachineBase(RuleBasedStateMachine):
             model.messages += model.pending
             model.pending = []
             model.fits = False
+        # Every session's background summary first, not only this one's: a summary still
+        # running elsewhere would take a summariser call (or a hold) this rule expects for its
+        # own session, at a moment that depends on the threads' timing.
+        for other in sorted(self._touched - {sid}):
+            self.host.session(other).wait_background()
+        self._touched = {sid}
         session = self.host.session(sid)
         session.wait_background()
-        self.now += 1.0  # once nothing runs that could read the clock meanwhile
         return session
 
     def _text(self, data: st.DataObject, label: str, sizes: Sequence[int] = ()) -> str:
@@ -231,6 +243,7 @@ class MachineBase(RuleBasedStateMachine):
         """Close and reopen the host; open tool calls will be answered as ``interrupted``."""
         self.host.close()
         self.host = self._open_host()
+        self._touched.clear()  # nothing runs in the background of a fresh host
         for model in self.models.values():
             model.pending = [
                 synthetic_result(call) for call in open_tool_calls(model.messages).values()
