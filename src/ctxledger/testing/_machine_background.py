@@ -37,14 +37,14 @@ def _settle(session: Session, settled: threading.Event) -> None:
 class BackgroundRules(MachineBase):
     """The ``background_held`` rule, with the steps it takes."""
 
-    def _start_held(self, data: st.DataObject, sid: str, start: int) -> CompactionStarted | None:
-        """Append user messages until a background summary starts (and is held); return its
-        ``CompactionStarted``, or None when none started after a few appends."""
-        chars = self.config.context_window * 3
-        sizes = (chars // 8, chars // 4, chars // 2)
+    def _start_held(
+        self, sid: str, start: int, pressures: list[str]
+    ) -> CompactionStarted | None:
+        """Append the ``pressures`` as user messages until a background summary starts (and is
+        held); return its ``CompactionStarted``, or None when none started after them all."""
         session = self.host.session(sid)
-        for _ in range(6):
-            self._append(sid, [Message.user(self._text(data, "pressure", sizes))], now=True)
+        for pressure in pressures:
+            self._append(sid, [Message.user(pressure)], now=True)
             # Either a background summary starts (and is held), or the session settles
             # without one: wait_background answers only then (or once the held one ends).
             settled = threading.Event()
@@ -83,17 +83,28 @@ class BackgroundRules(MachineBase):
         model = self.models[sid]
         start = self.host.log.last_seq(sid)
         active = session._live_state().active_checkpoint
+        # Every draw is made up front: after how many appends a summary starts (or whether one
+        # does) is decided on the host's threads, and what is drawn must not depend on it.
+        chars = self.config.context_window * 3
+        sizes = (chars // 8, chars // 4, chars // 2)
+        pressures = [self._text(data, "pressure", sizes) for _ in range(6)]
+        texts = [self._text(data, "user", self.text_sizes) for a in actions if a == "append"]
+        picks = [
+            data.draw(st.integers(0, 2**16), label="pin pick") for a in actions if a == "pin"
+        ]
+        failure = None
+        if ending == "fail":
+            failure = data.draw(st.sampled_from(["raise", "none", "empty"]), label="failure")
         self.flaky.hold()
         try:
-            started = self._start_held(data, sid, start)
+            started = self._start_held(sid, start, pressures)
             if started is None:
                 event("background_held: none started")
                 return
             served: str | None = None
             for action in actions:
                 if action == "append":
-                    text = self._text(data, "user", self.text_sizes)
-                    self._append(sid, [Message.user(text)], now=True)
+                    self._append(sid, [Message.user(texts.pop(0))], now=True)
                 elif action == "view":
                     try:
                         view = session.build_model_view()
@@ -116,12 +127,12 @@ class BackgroundRules(MachineBase):
                     served = view.view_hash
                 else:
                     last = len(model.messages)
-                    seq = data.draw(st.integers(1, last), label="pinned seq")
+                    seq = 1 + picks.pop(0) % last
                     session.pin(seq)
                     model.pins.append((last, seq))
                 if action != "view":
                     served = None  # the next view may differ: the history changed
-            self._end_held(data, sid, started, ending)
+            self._end_held(sid, started, ending, failure)
         finally:
             self.flaky.release()
             self.flaky.mode = None
@@ -130,7 +141,7 @@ class BackgroundRules(MachineBase):
             self._waiters.clear()
 
     def _end_held(
-        self, data: st.DataObject, sid: str, started: CompactionStarted, ending: str
+        self, sid: str, started: CompactionStarted, ending: str, failure: str | None
     ) -> None:
         model = self.models[sid]
         mark = self.host.log.last_seq(sid)
@@ -150,7 +161,7 @@ class BackgroundRules(MachineBase):
         session = self.host.session(sid)
         if ending in ("finish", "fail"):
             if ending == "fail":
-                self.flaky.mode = data.draw(st.sampled_from(["raise", "none", "empty"]))
+                self.flaky.mode = failure
             self.flaky.release()
             session.wait_background()
             self.flaky.mode = None
