@@ -161,8 +161,12 @@ class Telemetry:
             span.end()
 
     def _cursor(self, log: EventLog, session_id: str) -> _Cursor:
-        with self._lock:
-            return self._cursors.setdefault((id(log), session_id), _Cursor())
+        key = (id(log), session_id)
+        cursor = self._cursors.get(key)  # a dict read is atomic: the lock only to add one
+        if cursor is None:
+            with self._lock:
+                cursor = self._cursors.setdefault(key, _Cursor())
+        return cursor
 
     def _recorded(
         self,
