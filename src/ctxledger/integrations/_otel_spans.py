@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -70,22 +69,19 @@ class Telemetry:
         self._lock = threading.Lock()
         self._cursors: dict[tuple[int, str], _Cursor] = {}
 
-    @contextmanager
-    def call_span(self, name: str, session_id: str) -> Iterator[Span]:
-        """A span around one Session call (a child of the caller's current span); an exception
-        is recorded on it and sets its status. It is not made current: nothing runs under it on
-        this thread, and attaching a context costs as much as the rest of the span."""
+    def failed_call(
+        self, name: str, session_id: str, started_ns: int, error: BaseException
+    ) -> None:
+        """The span of a Session call that raised: the exception recorded, the status set."""
         span = self.tracer.start_span(
-            name, kind=SpanKind.INTERNAL, attributes={CONVERSATION_ID: session_id}
+            name,
+            kind=SpanKind.INTERNAL,
+            attributes={CONVERSATION_ID: session_id},
+            start_time=started_ns,
         )
-        try:
-            yield span
-        except BaseException as exc:
-            span.record_exception(exc)
-            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__qualname__}: {exc}"))
-            raise
-        finally:
-            span.end()
+        span.record_exception(error)
+        span.set_status(Status(StatusCode.ERROR, f"{type(error).__qualname__}: {error}"))
+        span.end()
 
     def flush(self, log: EventLog) -> None:
         """Make the spans of what the sessions of ``log`` recorded since they were last read
@@ -107,22 +103,26 @@ class Telemetry:
             for session_id, _ in cursors:
                 self._cursors.pop((id(log), session_id), None)
 
-    def finish_call(self, session: Any, span: Span, started_ns: int, result: object) -> None:
-        """Describe the call's result on its span, then make spans of what it recorded."""
+    def finish_call(self, session: Any, name: str, started_ns: int, result: object) -> None:
+        """The span of a Session call that returned ``result`` (started at ``started_ns``, made
+        now with every attribute at once: the SDK checks attributes once per call), and the
+        spans of what the call recorded.
+
+        The span is not made current while the call runs: nothing runs under it on the caller's
+        thread (summaries run on the host's threads and their spans are made from the log
+        afterwards), and attaching a context costs as much as the rest of the span.
+        """
         waited: float | None = None
         log = self.log_of(session)
         cursor = self._cursor(log, session.id) if log is not None else None
         read = True
+        attributes: dict[str, Any] = {CONVERSATION_ID: session.id}
         if isinstance(result, ModelView):
-            span.set_attributes(
-                {
-                    "ctxledger.view.estimated_tokens": result.estimated_tokens,
-                    "ctxledger.view.tokens": result.view_tokens,
-                    "ctxledger.view.messages": len(result.messages),
-                    "ctxledger.view.through_seq": result.through_seq,
-                    "ctxledger.view.checkpoint_id": result.checkpoint_id or "",
-                }
-            )
+            attributes["ctxledger.view.estimated_tokens"] = result.estimated_tokens
+            attributes["ctxledger.view.tokens"] = result.view_tokens
+            attributes["ctxledger.view.messages"] = len(result.messages)
+            attributes["ctxledger.view.through_seq"] = result.through_seq
+            attributes["ctxledger.view.checkpoint_id"] = result.checkpoint_id or ""
             self.view_tokens.record(result.estimated_tokens)
             if cursor is not None:
                 # Reading the log back costs more than the span: only when something may have
@@ -141,26 +141,32 @@ class Telemetry:
                 cursor.calls_seen = finished
         elif isinstance(result, CompactionResult):
             waited = result.waited_seconds
-            span.set_attributes(
-                {
-                    _PREFIX + "compacted": result.compacted,
-                    _PREFIX + "outcome": result.reason,
-                    _PREFIX + "prepared": result.prepared,
-                    _PREFIX + "waited_seconds": result.waited_seconds,
-                    _PREFIX + "tokens_before": result.tokens_before,
-                    _PREFIX + "tokens_after": result.estimated_tokens,
-                }
-            )
-        if log is None or cursor is None or not read:
-            return
+            attributes[_PREFIX + "compacted"] = result.compacted
+            attributes[_PREFIX + "outcome"] = result.reason
+            attributes[_PREFIX + "prepared"] = result.prepared
+            attributes[_PREFIX + "waited_seconds"] = result.waited_seconds
+            attributes[_PREFIX + "tokens_before"] = result.tokens_before
+            attributes[_PREFIX + "tokens_after"] = result.estimated_tokens
+        span = self.tracer.start_span(
+            name, kind=SpanKind.INTERNAL, attributes=attributes, start_time=started_ns
+        )
         try:
-            self._recorded(log, cursor, session.id, span, started_ns, waited)
-        except CtxLedgerError as exc:  # never fail the agent's call for its telemetry
-            span.add_event("ctxledger.telemetry_unavailable", {"error": str(exc)})
+            if log is None or cursor is None or not read:
+                return
+            try:
+                self._recorded(log, cursor, session.id, span, started_ns, waited)
+            except CtxLedgerError as exc:  # never fail the agent's call for its telemetry
+                span.add_event("ctxledger.telemetry_unavailable", {"error": str(exc)})
+        finally:
+            span.end()
 
     def _cursor(self, log: EventLog, session_id: str) -> _Cursor:
-        with self._lock:
-            return self._cursors.setdefault((id(log), session_id), _Cursor())
+        key = (id(log), session_id)
+        cursor = self._cursors.get(key)  # a dict read is atomic: the lock only to add one
+        if cursor is None:
+            with self._lock:
+                cursor = self._cursors.setdefault(key, _Cursor())
+        return cursor
 
     def _recorded(
         self,

@@ -144,7 +144,8 @@ class CtxledgerInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             wrap_function_wrapper(owner, method, opened)
         wrap_function_wrapper(Host, "close", closing)
         for method, span_name in _SESSION_CALLS.items():
-            wrap_function_wrapper(Session, method, _call_wrapper(telemetry, span_name))
+            is_async = inspect.iscoroutinefunction(getattr(Session, method))
+            wrap_function_wrapper(Session, method, _call_wrapper(telemetry, span_name, is_async))
         for summarizer in _SUMMARIZERS:
             # __call__ is inherited: note it, so uninstrument() leaves the class as it was.
             self._inherited[summarizer] = "__call__" not in vars(summarizer)
@@ -166,17 +167,24 @@ class CtxledgerInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         self._telemetry = None
 
 
-def _call_wrapper(telemetry: Telemetry, span_name: str) -> Callable[..., Any]:
-    """The wrapper of one traced Session method (a coroutine function gets an async one)."""
+def _call_wrapper(telemetry: Telemetry, span_name: str, is_async: bool) -> Callable[..., Any]:
+    """The wrapper of one traced Session method (a coroutine function gets an async one).
+
+    The call's span is made once the call has returned or raised, with its start time, so the
+    SDK handles each span once (see :meth:`Telemetry.finish_call`).
+    """
 
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        if inspect.iscoroutinefunction(wrapped):
+        if is_async:
             return _acall(telemetry, span_name, wrapped, instance, args, kwargs)
         started = time.time_ns()
-        with telemetry.call_span(span_name, instance.id) as span:
+        try:
             result = wrapped(*args, **kwargs)
-            telemetry.finish_call(instance, span, started, result)
-            return result
+        except BaseException as exc:
+            telemetry.failed_call(span_name, instance.id, started, exc)
+            raise
+        telemetry.finish_call(instance, span_name, started, result)
+        return result
 
     return functools.update_wrapper(wrapper, _call_wrapper)
 
@@ -190,7 +198,10 @@ async def _acall(
     kwargs: Any,
 ) -> Any:
     started = time.time_ns()
-    with telemetry.call_span(span_name, instance.id) as span:
+    try:
         result = await wrapped(*args, **kwargs)
-        telemetry.finish_call(instance, span, started, result)
-        return result
+    except BaseException as exc:
+        telemetry.failed_call(span_name, instance.id, started, exc)
+        raise
+    telemetry.finish_call(instance, span_name, started, result)
+    return result
