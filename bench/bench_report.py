@@ -8,8 +8,11 @@
    from it the time that process took to import ctxledger.
 3. OpenTelemetry: wall and process CPU time per agent step (``append_many`` +
    ``prepare_step``), instrumented (SDK tracer and meter providers, spans batched to an exporter
-   that drops them) against not instrumented, alternating rounds in one process; medians and
-   the ratios (target ≤ 1.05), with ``durability="sync"`` (the default) and ``"none"``.
+   that drops them) against not instrumented, and against a floor (not instrumented, one bare
+   SDK span per step made by the loop), the three in turn in every round of one process;
+   medians and the ratios (target ≤ 1.05), with ``durability="sync"`` (the default) and
+   ``"none"``, with background summaries (the default Config) and without (``FOREGROUND``:
+   the same work in every round).
 
 Usage::
 
@@ -166,8 +169,23 @@ class _Drop:
         return True
 
 
-def bench_otel(work: Path, steps: int, rounds: int, durability: str) -> dict[str, Any]:
-    """Per-step wall time with and without the instrumentor, alternating rounds."""
+#: The OpenTelemetry run with background summaries off: the agent waits for each summary, so
+#: every round does the same work (with them on, how many summaries a round prepares, and
+#: discards, depends on the threads' timing: 46 to 90 in 400 steps, which moves a round's CPU
+#: time more than the instrumentation does).
+FOREGROUND = Config(
+    context_window=24_000, compression_threshold=0.8, min_retain_rounds=2, prepare_threshold=0
+)
+_OTEL_MODES = ("plain", "floor", "instrumented")
+
+
+def bench_otel(
+    work: Path, steps: int, rounds: int, durability: str, config: Config = WORKLOAD
+) -> dict[str, Any]:
+    """Per-step wall and CPU time in three modes, in turn in every round: ``plain`` (not
+    instrumented), ``floor`` (not instrumented, but the loop makes one bare SDK span around
+    each ``prepare_step``: what any tracing of the call costs at least) and ``instrumented``.
+    Ratios of the medians, and the median of each round's own ratio."""
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -178,45 +196,71 @@ def bench_otel(work: Path, steps: int, rounds: int, durability: str) -> dict[str
     tracer_provider.add_span_processor(BatchSpanProcessor(_Drop()))  # type: ignore[arg-type]
     meter_provider = MeterProvider()
     instrumentor = CtxledgerInstrumentor()
-    per_step: dict[str, list[float]] = {"plain": [], "instrumented": []}
-    cpu: dict[str, list[float]] = {"plain": [], "instrumented": []}
-    for index in range(rounds * 2):
-        mode = "instrumented" if index % 2 else "plain"
-        if mode == "instrumented":
-            instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
-        try:
-            wall, used = _steps(work / f"otel-{durability}-{index}", steps, durability)
-            per_step[mode].append(wall)
-            cpu[mode].append(used)
-        finally:
+    tracer = tracer_provider.get_tracer("bench-floor")
+    wall: dict[str, list[float]] = {mode: [] for mode in _OTEL_MODES}
+    cpu: dict[str, list[float]] = {mode: [] for mode in _OTEL_MODES}
+    for index in range(rounds):
+        for mode in _OTEL_MODES:
             if mode == "instrumented":
-                instrumentor.uninstrument()
+                instrumentor.instrument(
+                    tracer_provider=tracer_provider, meter_provider=meter_provider
+                )
+            try:
+                db = work / f"otel-{durability}-{config.prepare_threshold}-{mode}-{index}"
+                spans = tracer if mode == "floor" else None
+                seconds, used = _steps(db, steps, durability, config, spans)
+                wall[mode].append(seconds)
+                cpu[mode].append(used)
+            finally:
+                if mode == "instrumented":
+                    instrumentor.uninstrument()
     tracer_provider.shutdown()
-    plain, instrumented = _median(per_step["plain"]), _median(per_step["instrumented"])
-    plain_cpu, instrumented_cpu = _median(cpu["plain"]), _median(cpu["instrumented"])
+
+    def ratio(times: dict[str, list[float]], mode: str, base: str = "plain") -> float:
+        return round(_median(times[mode]) / _median(times[base]), 3)
+
+    def paired(times: dict[str, list[float]], mode: str) -> float:
+        return round(_median([b / a for a, b in zip(times["plain"], times[mode], strict=True)]), 3)
+
     return {
         "durability": durability,
+        "background": config.prepare_threshold != 0,
         "steps": steps,
         "rounds": rounds,
-        "plain_us_per_step": round(plain * 1e6, 1),
-        "instrumented_us_per_step": round(instrumented * 1e6, 1),
-        "ratio": round(instrumented / plain, 3),
-        "plain_cpu_us_per_step": round(plain_cpu * 1e6, 1),
-        "instrumented_cpu_us_per_step": round(instrumented_cpu * 1e6, 1),
-        "cpu_ratio": round(instrumented_cpu / plain_cpu, 3),
+        **{f"{mode}_us_per_step": round(_median(wall[mode]) * 1e6, 1) for mode in _OTEL_MODES},
+        "ratio": ratio(wall, "instrumented"),
+        "paired_ratio": paired(wall, "instrumented"),
+        "floor_ratio": ratio(wall, "floor"),
+        **{f"{mode}_cpu_us_per_step": round(_median(cpu[mode]) * 1e6, 1) for mode in _OTEL_MODES},
+        "cpu_ratio": ratio(cpu, "instrumented"),
+        "cpu_paired_ratio": paired(cpu, "instrumented"),
+        "cpu_floor_ratio": ratio(cpu, "floor"),
+        "cpu_over_floor": ratio(cpu, "instrumented", "floor"),
     }
 
 
-def _steps(db: Path, steps: int, durability: str) -> tuple[float, float]:
-    """Wall and process CPU seconds per step (every thread of the host counted)."""
+def _steps(
+    db: Path, steps: int, durability: str, config: Config = WORKLOAD, spans: Any = None
+) -> tuple[float, float]:
+    """Wall and process CPU seconds per step (every thread of the host counted); with
+    ``spans`` (a tracer), one bare span around each ``prepare_step``."""
     options = HostOptions(durability=durability)  # type: ignore[arg-type]
-    with Host.open(db, config=WORKLOAD, options=options) as host:
+    with Host.open(db, config=config, options=options) as host:
         session = host.session("s")
         work = list(iter_agent_steps(7, steps=steps))
         started, cpu = time.perf_counter(), time.process_time()
         for step in work:
             session.append_many(step)
+            if spans is None:
+                session.prepare_step()
+                continue
+            begun = time.time_ns()
             session.prepare_step()
+            spans.start_span(
+                "ctxledger.prepare_step",
+                attributes={"gen_ai.conversation.id": "s"},
+                start_time=begun,
+            ).end()
         return (time.perf_counter() - started) / steps, (time.process_time() - cpu) / steps
 
 
@@ -253,6 +297,8 @@ def _plan(args: argparse.Namespace, work: Path) -> Iterator[tuple[str, Any]]:
     yield "otel", lambda: {
         "sync": bench_otel(work, args.steps, args.rounds, "sync"),
         "none": bench_otel(work, args.steps, args.rounds, "none"),
+        "sync_foreground": bench_otel(work, args.steps, args.rounds, "sync", FOREGROUND),
+        "none_foreground": bench_otel(work, args.steps, args.rounds, "none", FOREGROUND),
     }
 
 
