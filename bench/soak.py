@@ -284,10 +284,16 @@ class SoakReport:
 
 
 class _Lines:
-    """The child's stdout, read by a thread into a queue (the child never blocks on it)."""
+    """The child's stdout, read by a thread into a queue (the child never blocks on it).
+
+    Lines come in the order the child's threads print them: an agent's summary can be held, and
+    ``held`` printed, before the main thread prints ``ready``. A line that one wait passes over
+    is kept for the next one.
+    """
 
     def __init__(self, stream: Any) -> None:
         self.queue: queue.Queue[str | None] = queue.Queue()
+        self.passed: list[str] = []  # lines read while waiting for another prefix
         self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
         self.thread.start()
 
@@ -298,6 +304,10 @@ class _Lines:
         self.queue.put(None)
 
     def wait_for(self, prefix: str, timeout: float) -> str:
+        for index, line in enumerate(self.passed):
+            if line.startswith(prefix):
+                del self.passed[index]
+                return line
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -308,6 +318,7 @@ class _Lines:
                 raise AssertionError(f"the child ended before {prefix!r}")
             if line.startswith(prefix):
                 return line
+            self.passed.append(line)
 
 
 def run_soak(

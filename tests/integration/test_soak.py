@@ -8,6 +8,7 @@ too; the figures are in bench/README.md.
 from __future__ import annotations
 
 import importlib.util
+import io
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -43,3 +44,16 @@ def test_twenty_kills_lose_no_acknowledged_append(tmp_path: Path) -> None:
     assert report.foreground_summary_kills >= held // 2
     assert report.background_summary_kills >= held // 2
     assert report.acknowledged_appends > KILLS and report.views_checked > 0
+
+
+def test_a_held_line_printed_before_ready_is_not_lost() -> None:
+    """The child's agents start before its main thread prints ``ready``, so a summary can be
+    held, and ``held`` printed, first: waiting for ``ready`` must keep that line for the wait
+    for ``held`` (it was dropped, and the soak then waited 180 s for a line already read)."""
+    soak = load_soak()
+    lines = soak._Lines(io.StringIO("held agent-3\nerror StorageError\nready\n"))
+    lines.thread.join(timeout=30)
+    assert lines.wait_for("ready", 1.0) == "ready"
+    assert lines.wait_for("held", 1.0) == "held agent-3"
+    with pytest.raises(AssertionError, match="the child ended before 'held'"):
+        lines.wait_for("held", 1.0)
