@@ -37,7 +37,11 @@ CHROMIUM_FLAGS = [
 def build_log(path: Path, *, steps: int = 40, session_id: str = SESSION) -> Path:
     """A session with automatic, background-prepared, manual and reactive compactions, usage,
     a huge tool result (truncated in views) and a message holding markup."""
-    with Host.open(path, config=CONFIG) as host:
+    # The host's clock stands still: a session's pace is then unknown, so a summary is
+    # prepared whenever one is due, whatever the machine's load (with the wall clock, a slow
+    # summary under load made the host prepare none, and once no step both masked and
+    # truncated).
+    with Host.open(path, config=CONFIG, clock=lambda: 1_800_000_000.0) as host:
         session = host.session(session_id)
         manual = reactive = False
         for index, step in enumerate(iter_agent_steps(3, steps=steps)):
