@@ -73,12 +73,7 @@ class Telemetry:
         self, name: str, session_id: str, started_ns: int, error: BaseException
     ) -> None:
         """The span of a Session call that raised: the exception recorded, the status set."""
-        span = self.tracer.start_span(
-            name,
-            kind=SpanKind.INTERNAL,
-            attributes={CONVERSATION_ID: session_id},
-            start_time=started_ns,
-        )
+        span = self._call_span(name, {CONVERSATION_ID: session_id}, started_ns)
         span.record_exception(error)
         span.set_status(Status(StatusCode.ERROR, f"{type(error).__qualname__}: {error}"))
         span.end()
@@ -147,18 +142,20 @@ class Telemetry:
             attributes[_PREFIX + "waited_seconds"] = result.waited_seconds
             attributes[_PREFIX + "tokens_before"] = result.tokens_before
             attributes[_PREFIX + "tokens_after"] = result.estimated_tokens
-        span = self.tracer.start_span(
-            name, kind=SpanKind.INTERNAL, attributes=attributes, start_time=started_ns
-        )
+        span = self._call_span(name, attributes, started_ns)
         try:
-            if log is None or cursor is None or not read:
-                return
-            try:
+            if log is not None and cursor is not None and read:
                 self._recorded(log, cursor, session.id, span, started_ns, waited)
-            except CtxLedgerError as exc:  # never fail the agent's call for its telemetry
-                span.add_event("ctxledger.telemetry_unavailable", {"error": str(exc)})
+        except CtxLedgerError as exc:  # never fail the agent's call for its telemetry
+            span.add_event("ctxledger.telemetry_unavailable", {"error": str(exc)})
         finally:
             span.end()
+
+    def _call_span(self, name: str, attributes: dict[str, Any], started_ns: int) -> Span:
+        """A Session call's span, started at ``started_ns`` with all its attributes at once."""
+        return self.tracer.start_span(
+            name, kind=SpanKind.INTERNAL, attributes=attributes, start_time=started_ns
+        )
 
     def _cursor(self, log: EventLog, session_id: str) -> _Cursor:
         key = (id(log), session_id)
