@@ -199,6 +199,7 @@ def bench_otel(
     tracer = tracer_provider.get_tracer("bench-floor")
     wall: dict[str, list[float]] = {mode: [] for mode in _OTEL_MODES}
     cpu: dict[str, list[float]] = {mode: [] for mode in _OTEL_MODES}
+    caller: dict[str, list[float]] = {mode: [] for mode in _OTEL_MODES}
     for index in range(rounds):
         for mode in _OTEL_MODES:
             if mode == "instrumented":
@@ -208,9 +209,10 @@ def bench_otel(
             try:
                 db = work / f"otel-{durability}-{config.prepare_threshold}-{mode}-{index}"
                 spans = tracer if mode == "floor" else None
-                seconds, used = _steps(db, steps, durability, config, spans)
+                seconds, used, own = _steps(db, steps, durability, config, spans)
                 wall[mode].append(seconds)
                 cpu[mode].append(used)
+                caller[mode].append(own)
             finally:
                 if mode == "instrumented":
                     instrumentor.uninstrument()
@@ -236,19 +238,28 @@ def bench_otel(
         "cpu_paired_ratio": paired(cpu, "instrumented"),
         "cpu_floor_ratio": ratio(cpu, "floor"),
         "cpu_over_floor": ratio(cpu, "instrumented", "floor"),
+        **{f"{mode}_caller_cpu_us": round(_median(caller[mode]) * 1e6, 1) for mode in _OTEL_MODES},
+        # What tracing adds to the agent's own thread, as a share of a plain step's CPU (all
+        # threads): the instrumentor's work is on that thread, the host's is not.
+        **{
+            f"{mode}_caller_added_share": round(
+                (_median(caller[mode]) - _median(caller["plain"])) / _median(cpu["plain"]), 4
+            )
+            for mode in ("floor", "instrumented")
+        },
     }
 
 
 def _steps(
     db: Path, steps: int, durability: str, config: Config = WORKLOAD, spans: Any = None
-) -> tuple[float, float]:
-    """Wall and process CPU seconds per step (every thread of the host counted); with
-    ``spans`` (a tracer), one bare span around each ``prepare_step``."""
+) -> tuple[float, float, float]:
+    """Wall, process CPU (every thread of the host counted) and the calling thread's CPU
+    seconds per step; with ``spans`` (a tracer), one bare span around each ``prepare_step``."""
     options = HostOptions(durability=durability)  # type: ignore[arg-type]
     with Host.open(db, config=config, options=options) as host:
         session = host.session("s")
         work = list(iter_agent_steps(7, steps=steps))
-        started, cpu = time.perf_counter(), time.process_time()
+        started, cpu, own = time.perf_counter(), time.process_time(), time.thread_time()
         for step in work:
             session.append_many(step)
             if spans is None:
@@ -261,7 +272,11 @@ def _steps(
                 attributes={"gen_ai.conversation.id": "s"},
                 start_time=begun,
             ).end()
-        return (time.perf_counter() - started) / steps, (time.process_time() - cpu) / steps
+        return (
+            (time.perf_counter() - started) / steps,
+            (time.process_time() - cpu) / steps,
+            (time.thread_time() - own) / steps,
+        )
 
 
 def main(argv: list[str] | None = None) -> None:

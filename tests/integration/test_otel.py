@@ -28,7 +28,7 @@ from ctxledger import (
     OpenAIChatSummarizer,
     Session,
 )
-from ctxledger.events import CheckpointCreated
+from ctxledger.events import CheckpointCreated, SummaryPrepared
 from ctxledger.integrations.otel import CtxledgerInstrumentor
 from ctxledger.tooling.workload import iter_agent_steps
 from fake_llm_server import CannedResponse, FakeLLMServer
@@ -108,6 +108,49 @@ def test_every_step_and_every_compaction_is_a_span(
         assert span.parent is not None  # a child of the call that made it
     assert {span.name for span in spans} >= {"ctxledger.compact"}
     assert all(span.attributes.get("gen_ai.conversation.id") == "otel-1" for span in spans)
+
+
+def test_every_background_summary_is_a_span_and_each_compaction_links_the_one_it_used(
+    tmp_path: Path, telemetry: tuple[InMemorySpanExporter, InMemoryMetricReader]
+) -> None:
+    """Summaries prepared between steps (the default Config prepares them in the background,
+    some superseded before any checkpoint used them) are each a ``ctxledger.summary.prepare``
+    span by the time the host has closed; a compaction from a prepared summary links it. Two
+    sessions on one host: each span names its own."""
+    exporter, _ = telemetry
+    config = Config(context_window=8000, compression_threshold=0.8, min_retain_rounds=1)
+    with Host.open(tmp_path / "db", config=config) as host:
+        sessions = [host.session("bg-a"), host.session("bg-b")]
+        for step in iter_agent_steps(5, steps=40):
+            for session in sessions:
+                session.append_many(step)
+                session.prepare_step()
+        for session in sessions:
+            session.wait_background()
+        recorded = {
+            session.id: [r.event for r in host.log.iter_events(session.id)] for session in sessions
+        }
+    spans = exporter.get_finished_spans()
+    for session_id, events in recorded.items():
+        mine = [
+            s for s in spans if (s.attributes or {}).get("gen_ai.conversation.id") == session_id
+        ]
+        prepares = _named(tuple(mine), "ctxledger.summary.prepare")
+        prepared = [e for e in events if isinstance(e, SummaryPrepared)]
+        assert prepared, "the workload should prepare summaries in the background"
+        assert sorted(
+            s.attributes["ctxledger.compaction.compaction_id"] for s in prepares
+        ) == sorted(e.compaction_id for e in prepared)
+        contexts = {s.context.span_id for s in prepares}
+        used = [e for e in events if isinstance(e, CheckpointCreated) and e.prepared]
+        compactions = [
+            s
+            for s in _named(tuple(mine), "ctxledger.compaction")
+            if s.attributes["ctxledger.compaction.prepared"]
+        ]
+        assert len(compactions) == len(used)
+        for span in compactions:
+            assert [link.context.span_id for link in span.links] in ([c] for c in contexts)
 
 
 def test_a_step_span_describes_the_view(

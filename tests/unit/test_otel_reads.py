@@ -1,4 +1,4 @@
-"""What the OpenTelemetry instrumentor reads back from the log after a traced call."""
+"""What the OpenTelemetry instrumentor keeps of the batches a host tells it as they commit."""
 
 from __future__ import annotations
 
@@ -7,42 +7,66 @@ import pytest
 pytest.importorskip("opentelemetry.sdk", reason="the otel test dependencies are not installed")
 
 from ctxledger import Config
-from ctxledger.events import Event, SessionOpened, SummaryPrepared, ViewServed
-from ctxledger.integrations._otel_spans import _recent
-from ctxledger.storage import MemoryEventLog
+from ctxledger.events import (
+    CompactionStarted,
+    Event,
+    SessionOpened,
+    SummaryPrepared,
+    ViewServed,
+)
+from ctxledger.integrations._otel_spans import _Cursor
+from ctxledger.storage import MemoryEventLog, RecordedEvent
 
 
 def _view(through: int) -> ViewServed:
     return ViewServed(through_seq=through, estimated_tokens=10, view_hash=f"h{through}")
 
 
-def test_a_read_goes_back_to_the_last_event_read_not_only_to_the_previous_step() -> None:
-    """A summary prepared between two reads but before the previous step's view is read: the
-    read its finished call triggered could have come before the event reached the log (found
-    as a flaky missing summariser span under load)."""
+def _records(events: list[Event]) -> list[RecordedEvent]:
     log = MemoryEventLog()
-    first: list[Event] = [SessionOpened(session_id="s", config=Config()), _view(0)]
-    log.append("s", first, expected_seq=0)
-    floor = log.last_seq("s")  # the last event the instrumentor read
-    later: list[Event] = [
-        SummaryPrepared(compaction_id="bg", retain_from_seq=3, covers_through_seq=2, summary="s"),
-        *[_view(n) for n in range(1, 12)],  # steps after it: more than one page back
-    ]
-    log.append("s", later, expected_seq=floor)
-    read = _recent(log, "s", floor)
-    assert [r.seq for r in read] == list(range(floor + 1, log.last_seq("s") + 1))
-    assert isinstance(read[0].event, SummaryPrepared)
+    return log.append("s", events, expected_seq=0)
 
 
-def test_a_read_keeps_to_the_newest_events_within_its_lookback() -> None:
-    """Nothing at or below the floor is read again; at most the lookback is read."""
-    log = MemoryEventLog()
-    events: list[Event] = [
-        SessionOpened(session_id="s", config=Config()),
-        *[_view(n) for n in range(700)],
-    ]
-    log.append("s", events, expected_seq=0)
-    high = log.last_seq("s")
-    assert _recent(log, "s", high) == []
-    assert [r.seq for r in _recent(log, "s", high - 3)] == [high - 2, high - 1, high]
-    assert len(_recent(log, "s", 0)) == 512 and _recent(log, "s", 0)[-1].seq == high
+def test_compaction_events_are_kept_in_order_each_after_the_agent_event_that_dates_it() -> None:
+    """Of the other events only the newest before each compaction event is kept: all a span
+    needs of them is when the agent last acted."""
+    started = CompactionStarted(
+        compaction_id="bg",
+        reason="threshold",
+        retain_from_seq=3,
+        covers_through_seq=2,
+        background=True,
+    )
+    prepared = SummaryPrepared(
+        compaction_id="bg", retain_from_seq=3, covers_through_seq=2, summary="s"
+    )
+    records = _records(
+        [
+            SessionOpened(session_id="s", config=Config()),
+            _view(0),
+            _view(1),
+            started,
+            _view(2),
+            prepared,
+            _view(3),
+        ]
+    )
+    cursor = _Cursor()
+    cursor.add(records[:2])
+    cursor.add(records[2:])
+    taken = cursor.take()
+    assert [r.seq for r in taken] == [3, 4, 5, 6]
+    kinds = [type(r.event) for r in taken]
+    assert kinds == [ViewServed, CompactionStarted, ViewServed, SummaryPrepared]
+    assert cursor.take() == []  # each event is taken once
+    assert cursor.agent is not None and cursor.agent.seq == 7  # dates the next one, if any
+
+
+def test_steps_without_compaction_events_leave_nothing_to_take() -> None:
+    """A step that only appended and was served is not processed at all."""
+    cursor = _Cursor()
+    cursor.add(_records([SessionOpened(session_id="s", config=Config()), _view(0), _view(1)]))
+    assert cursor.take() == []
+    assert cursor.agent is not None and cursor.agent.seq == 3
+    assert isinstance(cursor.agent.event, ViewServed)
+    assert not cursor.pending

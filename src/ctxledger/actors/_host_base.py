@@ -50,6 +50,7 @@ class HostActors:
         projection: The projection actors that load sessions and store snapshots.
         budget: The budget actor (started afresh if found dead).
         router: The history actors, by number, and the commands' way to them.
+        runtime: What the history actors share (the commit observer is set there).
     """
 
     loop: HostLoop
@@ -59,6 +60,7 @@ class HostActors:
     projection: ProjectionPool
     budget: Restarting[BudgetActor]
     router: HistoryRouter
+    runtime: Runtime
 
     @classmethod
     def start(
@@ -112,7 +114,7 @@ class HostActors:
         )
         runtime.restart = router.restart
         runtime.closed = lambda: router.closed
-        return cls(loop, timer, leases, compaction, projection, budget, router)
+        return cls(loop, timer, leases, compaction, projection, budget, router, runtime)
 
     def stop(self) -> None:
         """Stop them: the history actors first (requests still waiting for their turn fail with

@@ -67,6 +67,9 @@ class Runtime:
         closed: Whether the host is closed (no actor is restarted any more).
         chars_per_token: The tokenizer's characters per token if it counts characters (budget's
             bound of the estimate); None for another tokenizer.
+        on_commit: Told ``(session_id, records)`` of each durable batch on the journal thread,
+            before its caller is answered (the OpenTelemetry instrumentor's hook, see
+            ``Host._observe_commits``); None when nobody listens.
     """
 
     log: EventLog
@@ -91,6 +94,7 @@ class Runtime:
     )
     closed: Callable[[], bool] = field(default=lambda: False)
     chars_per_token: int | None = None
+    on_commit: Callable[[str, list[RecordedEvent]], None] | None = None
 
 
 class HistoryBase(pykka.ThreadingActor):

@@ -62,7 +62,7 @@ from ctxledger.errors import (
 )
 from ctxledger.messages import Message
 from ctxledger.replay.loading import event_seq_before_message, fold_session
-from ctxledger.storage import EventLog, is_postgres_target, open_log
+from ctxledger.storage import EventLog, RecordedEvent, is_postgres_target, open_log
 from ctxledger.summarizers import ExtractiveSummarizer, Summarizer
 
 __all__ = ["Host", "HostOptions", "default_host_id"]
@@ -335,6 +335,18 @@ class Host(HostBase):
             with contextlib.suppress(pykka.ActorDeadError):  # a dead actor holds no state
                 ids.extend(cast(HistoryActorProxy, actor.proxy()).live_sessions().get())
         return ids
+
+    def _observe_commits(
+        self, observer: Callable[[str, list[RecordedEvent]], None] | None
+    ) -> None:
+        """Have ``observer(session_id, records)`` told of every durable batch of this host's
+        sessions (None: nobody); for :mod:`ctxledger.integrations.otel`, not a public hook.
+
+        It is called on the journal thread before the batch's caller is answered, so a call's
+        own events have reached it when the call returns: it must be quick, and what it raises
+        is logged and ignored. Batches already handed to the log keep the observer they had.
+        """
+        self._actors.runtime.on_commit = observer
 
     # --- routing -------------------------------------------------------------------------------
 

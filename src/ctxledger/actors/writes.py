@@ -18,6 +18,7 @@ from typing import Any, cast
 
 import pykka
 
+from ctxledger._logging import get_logger
 from ctxledger.actors.budget import appended_tokens
 from ctxledger.actors.failures import log_failure, refused
 from ctxledger.actors.history_base import HistoryBase
@@ -32,6 +33,8 @@ from ctxledger.replay.loading import snapshot_due
 from ctxledger.storage import LeaseStore, RecordedEvent
 
 __all__ = ["Writes"]
+
+_logger = get_logger(__name__)
 
 
 class Writes(HistoryBase):
@@ -93,6 +96,7 @@ class Writes(HistoryBase):
                 live.credit = 0
         if publish:
             unpublished, live.unpublished = live.unpublished, 0
+        observe = self._rt.on_commit
 
         def committed(records: list[RecordedEvent] | None, error: BaseException | None) -> None:
             # On the journal thread: the durable batch is published to the actors that fold
@@ -103,6 +107,8 @@ class Writes(HistoryBase):
             if publish and records:
                 events = tuple(record.event for record in records)
                 budget.tell(Committed(session_id, events, me, pressure, unpublished))
+            if observe is not None and records:
+                _observed(observe, session_id, records)
             if reply is not None:
                 reply.resolve(value if error is None else None, error)
 
@@ -192,3 +198,15 @@ def _publishes(state: SessionState, events: Sequence[Event], pressure: bool) -> 
     if background_on(state.config):
         return True
     return any(type(event) is ConfigChanged and background_on(event.config) for event in events)
+
+
+def _observed(
+    observe: Callable[[str, list[RecordedEvent]], None],
+    session_id: str,
+    records: list[RecordedEvent],
+) -> None:
+    """Tell the commit observer (telemetry) of a durable batch; its failure fails nothing."""
+    try:
+        observe(session_id, records)
+    except Exception:
+        _logger.exception("the commit observer failed", session_id=session_id)

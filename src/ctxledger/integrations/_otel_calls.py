@@ -42,11 +42,6 @@ class SummaryCalls:
         self._local = threading.local()
         self._number = 0
 
-    @property
-    def finished(self) -> int:
-        """LLM summariser calls finished so far (any session)."""
-        return self._number
-
     def wrap_call(self, wrapped: Callable[..., Any], instance: Any, args: Any, kw: Any) -> Any:
         """Wraps ``HttpSummarizer.__call__``: times the call, keeps its outcome."""
         request = args[0] if args else kw.get("request")

@@ -1,5 +1,6 @@
 """The spans and metrics of :mod:`ctxledger.integrations.otel`: from a call's result, from the
-events the call recorded in the log, and from the LLM summariser calls seen on the way."""
+events the call recorded (told by the host as they commit), and from the LLM summariser calls
+seen on the way."""
 
 from __future__ import annotations
 
@@ -24,37 +25,65 @@ from ctxledger.events import (
     SummaryPrepared,
 )
 from ctxledger.integrations._otel_calls import SummaryCall, SummaryCalls
-from ctxledger.storage import EventLog, RecordedEvent
+from ctxledger.storage import RecordedEvent
 
 __all__ = ["CONVERSATION_ID", "Telemetry"]
 
 #: The GenAI attribute that names the conversation: the session id on every span.
 CONVERSATION_ID = "gen_ai.conversation.id"
 _PREFIX = "ctxledger.compaction."
-_LOOKBACK = 512  # the most events read back after one call
 _SKEW_NS = 3_600 * 10**9  # log timestamps further than this from the call are not trusted
-_SLOW_NS = 20 * 10**6  # a step this long may have waited on a summariser: read what it recorded
+#: The events a span is made of; any other event only dates the agent's last step.
+_COMPACTION_EVENTS = (CompactionStarted, SummaryPrepared, CheckpointCreated, CompactionFailed)
 
 
 @dataclass
 class _Cursor:
-    """What has been read of one session's events, and what it taught."""
+    """One traced session: its committed compaction events not yet made into spans, and what
+    the earlier ones taught.
 
-    event_seq: int | None = None
-    checkpoint_id: str | None = None
+    The host tells :meth:`Telemetry.observe` each durable batch on its journal thread; the
+    caller's thread takes them (:meth:`take`) after its call. Of the other events only the
+    newest before each compaction event is kept (``agent``): all the spans need of them is the
+    time of the agent's last step.
+    """
+
+    pending: list[RecordedEvent] = field(default_factory=list)
+    agent: RecordedEvent | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
     started: dict[str, tuple[int, bool]] = field(default_factory=dict)
     prepared: dict[str, tuple[int, SpanContext | None]] = field(default_factory=dict)
     last_agent_ns: int = 0
-    calls_seen: int = 0
+
+    def add(self, records: list[RecordedEvent]) -> None:
+        """Keep a durable batch's compaction events (on the journal thread: quick)."""
+        with self.lock:
+            for record in records:
+                if isinstance(record.event, _COMPACTION_EVENTS):
+                    if self.agent is not None:
+                        self.pending.append(self.agent)
+                        self.agent = None
+                    self.pending.append(record)
+                else:
+                    self.agent = record
+
+    def take(self) -> list[RecordedEvent]:
+        """The compaction events kept since the last take (with the agent events that date
+        them), oldest first; nothing, without locking, when there are none."""
+        if not self.pending:  # a batch added meanwhile is taken by the next call
+            return []
+        with self.lock:
+            taken, self.pending = self.pending, []
+        return taken
 
 
 class Telemetry:
-    """The tracer, the instruments and what has been read of each session's events."""
+    """The tracer, the instruments and the traced sessions (:class:`_Cursor`), by log."""
 
     def __init__(self, tracer: Tracer, meter: Meter, calls: SummaryCalls) -> None:
         self.tracer = tracer
         self.calls = calls
-        self.log_of: Callable[[Any], EventLog | None] = lambda _session: None
+        self.cursor_of: Callable[[Any], _Cursor | None] = lambda _session: None
         self.view_tokens = meter.create_histogram(
             "ctxledger.view.tokens", unit="{token}", description="Estimated tokens of served views"
         )
@@ -69,6 +98,24 @@ class Telemetry:
         self._lock = threading.Lock()
         self._cursors: dict[tuple[int, str], _Cursor] = {}
 
+    def track(self, log: object, session_id: str) -> _Cursor:
+        """Trace the session ``session_id`` of ``log`` from now on (its cursor: one per
+        session and log, however often the session is opened)."""
+        with self._lock:
+            return self._cursors.setdefault((id(log), session_id), _Cursor())
+
+    def observer(self, log: object) -> Callable[[str, list[RecordedEvent]], None]:
+        """What a host on ``log`` tells of each durable batch (on its journal thread): the
+        batches of traced sessions are kept for the spans, the others ignored."""
+        key, cursors = id(log), self._cursors
+
+        def observe(session_id: str, records: list[RecordedEvent]) -> None:
+            cursor = cursors.get((key, session_id))  # a dict read is atomic
+            if cursor is not None:
+                cursor.add(records)
+
+        return observe
+
     def failed_call(
         self, name: str, session_id: str, started_ns: int, error: BaseException
     ) -> None:
@@ -78,39 +125,29 @@ class Telemetry:
         span.set_status(Status(StatusCode.ERROR, f"{type(error).__qualname__}: {error}"))
         span.end()
 
-    def flush(self, log: EventLog) -> None:
-        """Make the spans of what the sessions of ``log`` recorded since they were last read
-        (background summaries that finished after their session's last step); called as the
-        host closes."""
+    def flush(self, log: object) -> None:
+        """Make the spans of what the sessions of ``log`` recorded since their last call
+        (background summaries that finished after their session's last step) and forget the
+        sessions; called as the host closes."""
         with self._lock:
             cursors = [(key[1], c) for key, c in self._cursors.items() if key[0] == id(log)]
+            for session_id, _ in cursors:
+                del self._cursors[(id(log), session_id)]
         now = time.time_ns()
         for session_id, cursor in cursors:
-            if cursor.event_seq is None:
-                continue
-            try:
-                # Back to the last event read (at most _LOOKBACK), not only to the last step.
-                for record in _recent(log, session_id, cursor.event_seq):
-                    self._event(cursor, session_id, record, trace.INVALID_SPAN, now, now, None)
-            except CtxLedgerError:  # the host is closing: what cannot be read is left
-                continue
-        with self._lock:
-            for session_id, _ in cursors:
-                self._cursors.pop((id(log), session_id), None)
+            for record in cursor.take():
+                self._event(cursor, session_id, record, trace.INVALID_SPAN, now, now, None)
 
     def finish_call(self, session: Any, name: str, started_ns: int, result: object) -> None:
         """The span of a Session call that returned ``result`` (started at ``started_ns``, made
         now with every attribute at once: the SDK checks attributes once per call), and the
-        spans of what the call recorded.
+        spans of the compactions the session recorded since its last call.
 
         The span is not made current while the call runs: nothing runs under it on the caller's
-        thread (summaries run on the host's threads and their spans are made from the log
+        thread (summaries run on the host's threads and their spans are made from their events
         afterwards), and attaching a context costs as much as the rest of the span.
         """
         waited: float | None = None
-        log = self.log_of(session)
-        cursor = self._cursor(log, session.id) if log is not None else None
-        read = True
         attributes: dict[str, Any] = {CONVERSATION_ID: session.id}
         if isinstance(result, ModelView):
             attributes["ctxledger.view.estimated_tokens"] = result.estimated_tokens
@@ -119,21 +156,6 @@ class Telemetry:
             attributes["ctxledger.view.through_seq"] = result.through_seq
             attributes["ctxledger.view.checkpoint_id"] = result.checkpoint_id or ""
             self.view_tokens.record(result.estimated_tokens)
-            if cursor is not None:
-                # Reading the log back costs more than the span: only when something may have
-                # happened in this call (a new checkpoint, or long enough for a summariser).
-                # An LLM summariser call finished since the last read (a background summary
-                # between two steps, maybe superseded before any checkpoint used it): read it
-                # back now, while it is still behind the previous step's view.
-                finished = self.calls.finished
-                read = (
-                    cursor.event_seq is None
-                    or result.checkpoint_id != cursor.checkpoint_id
-                    or finished != cursor.calls_seen
-                    or time.time_ns() - started_ns > _SLOW_NS
-                )
-                cursor.checkpoint_id = result.checkpoint_id
-                cursor.calls_seen = finished
         elif isinstance(result, CompactionResult):
             waited = result.waited_seconds
             attributes[_PREFIX + "compacted"] = result.compacted
@@ -143,11 +165,14 @@ class Telemetry:
             attributes[_PREFIX + "tokens_before"] = result.tokens_before
             attributes[_PREFIX + "tokens_after"] = result.estimated_tokens
         span = self._call_span(name, attributes, started_ns)
+        cursor = self.cursor_of(session)
         try:
-            if log is not None and cursor is not None and read:
-                self._recorded(log, cursor, session.id, span, started_ns, waited)
-        except CtxLedgerError as exc:  # never fail the agent's call for its telemetry
-            span.add_event("ctxledger.telemetry_unavailable", {"error": str(exc)})
+            if cursor is not None:
+                records = cursor.take()
+                if records:
+                    now = time.time_ns()
+                    for record in records:
+                        self._event(cursor, session.id, record, span, started_ns, now, waited)
         finally:
             span.end()
 
@@ -156,29 +181,6 @@ class Telemetry:
         return self.tracer.start_span(
             name, kind=SpanKind.INTERNAL, attributes=attributes, start_time=started_ns
         )
-
-    def _cursor(self, log: EventLog, session_id: str) -> _Cursor:
-        key = (id(log), session_id)
-        cursor = self._cursors.get(key)  # a dict read is atomic: the lock only to add one
-        if cursor is None:
-            with self._lock:
-                cursor = self._cursors.setdefault(key, _Cursor())
-        return cursor
-
-    def _recorded(
-        self,
-        log: EventLog,
-        cursor: _Cursor,
-        session_id: str,
-        span: Span,
-        started_ns: int,
-        waited: float | None,
-    ) -> None:
-        records = _recent(log, session_id, cursor.event_seq or 0)
-        now = time.time_ns()
-        for record in records:
-            self._event(cursor, session_id, record, span, started_ns, now, waited)
-        cursor.event_seq = records[-1].seq if records else max(cursor.event_seq or 0, 0)
 
     def _event(
         self,
@@ -338,22 +340,6 @@ class Telemetry:
             span.set_attribute("error.type", call.error)
             span.set_status(Status(StatusCode.ERROR, call.error))
         span.end(end_time=max(call.start_ns, call.end_ns))
-
-
-def _recent(log: EventLog, session_id: str, floor: int) -> list[RecordedEvent]:
-    """The session's events after seq ``floor`` (the last one read), at most the newest
-    :data:`_LOOKBACK`.
-
-    Always back to ``floor``, never only to the previous step: a summariser call can be counted
-    finished before its ``SummaryPrepared`` reaches the log (the counter moves in the
-    summariser's thread, the event is written after it returns), so the read that the count
-    triggered may miss the event, and a later read that stopped at the previous step's view
-    would skip it for good (a summariser call with no span). Reads are gated by
-    :meth:`Telemetry.finish_call`, so each event is decoded about once.
-    """
-    high = log.last_seq(session_id)
-    bottom = max(floor, high - _LOOKBACK)
-    return log.read(session_id, bottom + 1, high) if high > bottom else []
 
 
 def _ns(timestamp: float) -> int:

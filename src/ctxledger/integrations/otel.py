@@ -15,8 +15,9 @@ framework's own spans in Langfuse, Phoenix or any OTLP backend):
   same attributes; ``ctxledger.compact``,
   ``ctxledger.reactive_compact`` and ``ctxledger.compact_if_needed`` around those calls.
 - ``ctxledger.compaction`` for each compaction, made from the events the session recorded
-  (read back from the log, newest first, after a call that compacted, whose view shows a new
-  checkpoint, or that took 20 ms or more, so nothing of the runtime is hooked): attributes
+  (the host tells the instrumentor each durable batch as it commits, before the call that
+  wrote it returns; only the compaction events are kept, and nothing is read back from the
+  log): attributes
   ``ctxledger.compaction.reason``, ``.tokens_before``, ``.tokens_after``, ``.prepared``,
   ``.waited_seconds``, ``.summarizer`` (and ``.checkpoint_id``, ``.summary_seconds``); a child of
   the call that made it, from its ``CompactionStarted`` to its ``CheckpointCreated``. A failed
@@ -33,10 +34,10 @@ Metrics: ``ctxledger.view.tokens`` (histogram of served views' estimates),
 ``ctxledger.compactions`` (counter by ``ctxledger.compaction.reason``, ``.prepared`` and
 ``.outcome``), ``ctxledger.compaction.wait`` (histogram of seconds the agent waited on summaries).
 
-Limits: a compaction that failed within a fast ``prepare_step`` (an offline summariser that
-raised) and a summary prepared in the background but never used are traced when the log is
-next read back (at the latest when the host closes, up to its last 512 events); an LLM call is
-matched with its compaction by the summary text it returned.
+Limits: what the host's threads recorded between two calls of a session (a summary prepared in
+the background, maybe never used; a background compaction that failed) is traced at the
+session's next traced call, or when the host closes; an LLM call is matched with its compaction
+by the summary text it returned.
 
 Instrument before opening hosts: a session is traced fully when it was opened through
 :meth:`Host.session` (or ``asession``, or :meth:`Session.fork`) while instrumented; the log it
@@ -101,6 +102,7 @@ class CtxledgerInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """
 
     _telemetry: Telemetry | None = None
+    _hosts: weakref.WeakSet[Host] = weakref.WeakSet()  # noqa: RUF012 - a singleton
     _inherited: dict[type, bool] = {}  # noqa: RUF012 - one instance (a singleton)
 
     def instrumentation_dependencies(self) -> Collection[str]:
@@ -113,16 +115,28 @@ class CtxledgerInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         )
         meter = metrics.get_meter(__name__, ctxledger.__version__, kwargs.get("meter_provider"))
         telemetry = self._telemetry = Telemetry(tracer, meter, SummaryCalls())
-        logs: weakref.WeakKeyDictionary[Session, Any] = weakref.WeakKeyDictionary()
-        telemetry.log_of = logs.get
+        # Each traced session's log and cursor; each host told to report its commits.
+        traced: weakref.WeakKeyDictionary[Session, tuple[Any, Any]] = weakref.WeakKeyDictionary()
+        hosts = self._hosts = weakref.WeakSet()
+        telemetry.cursor_of = lambda session: traced.get(session, (None, None))[1]
         lock = threading.Lock()
 
         def learn(session: object, log: object) -> None:
-            if isinstance(session, Session):
+            if isinstance(session, Session) and log is not None:
+                cursor = telemetry.track(log, session.id)
                 with lock:
-                    logs[session] = log
+                    traced[session] = (log, cursor)
+
+        def watch(host: Host) -> None:
+            with lock:
+                if host in hosts:
+                    return
+                hosts.add(host)
+            host._observe_commits(telemetry.observer(host.log))
 
         def opened(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+            if isinstance(instance, Host):
+                watch(instance)  # before the session opens: its first commits are told
             if inspect.iscoroutinefunction(wrapped):
 
                 async def opening() -> Any:
@@ -132,11 +146,15 @@ class CtxledgerInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
                 return opening()
             session = wrapped(*args, **kwargs)
-            learn(session, instance.log if isinstance(instance, Host) else logs.get(instance))
+            if isinstance(instance, Host):
+                learn(session, instance.log)
+            else:
+                learn(session, traced.get(instance, (None, None))[0])
             return session
 
         def closing(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
             if not instance.closed:
+                instance._observe_commits(None)
                 telemetry.flush(instance.log)
             return wrapped(*args, **kwargs)
 
@@ -153,6 +171,10 @@ class CtxledgerInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             wrap_function_wrapper(summarizer, "answer", telemetry.calls.wrap_answer)
 
     def _uninstrument(self, **kwargs: Any) -> None:
+        for host in list(self._hosts):
+            if not host.closed:
+                host._observe_commits(None)
+        self._hosts = weakref.WeakSet()
         for _name, owner, method in _OPENERS:
             unwrap(owner, method)
         unwrap(Host, "close")
