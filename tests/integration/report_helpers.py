@@ -45,26 +45,35 @@ def build_log(path: Path, *, steps: int = 40, session_id: str = SESSION) -> Path
         session = host.session(session_id)
         manual = reactive = False
         for index, step in enumerate(iter_agent_steps(3, steps=steps)):
-            session.append_many(step)
+            messages = list(step)
             if index == 2:
-                session.append(Message.user(f"Please keep this literal: {HOSTILE}"))
                 call = ToolCall("big-1", "read_file", '{"path": "huge.log"}')
-                session.append(Message.assistant("Reading the log.", [call]))
-                session.append(Message.tool("x" * 60_000, "big-1", "read_file"))
-            # One manual and one reactive compaction, at the first step each can cut.
-            if index >= steps // 3 and not manual:
-                manual = session.compact(focus="keep the failing test names").compacted
-            if index >= steps // 2 and not reactive:
-                error = "prompt is too long: 9000 tokens > 8000 maximum"
-                reactive = session.reactive_compact(error).compacted
-            session.prepare_step()
+                messages += [
+                    Message.user(f"Please keep this literal: {HOSTILE}"),
+                    Message.assistant("Reading the log.", [call]),
+                    Message.tool("x" * 60_000, "big-1", "read_file"),
+                ]
+            # The step's messages and its view in one command: whether a compaction at the
+            # threshold finds a summary prepared in the background does not depend on whether
+            # budget started one between an append and the view (a race that, under load,
+            # once left the log with no foreground automatic compaction).
+            session.step(messages)
             session.record_usage(
                 {"prompt_tokens": 1000 + index, "completion_tokens": 50,
                  "prompt_tokens_details": {"cached_tokens": 400}}
             )
-            # Background summaries finish before the next step: which compactions activate a
-            # prepared summary is then the same on every run.
+            # Background summaries finish before the next command: which compactions activate
+            # a prepared summary is then the same on every run.
             session.wait_background()
+            # One manual and one reactive compaction, at the first step each can cut, made at
+            # such a quiet point too.
+            if index >= steps // 3 and not manual:
+                manual = session.compact(focus="keep the failing test names").compacted
+                session.wait_background()
+            if index >= steps // 2 and not reactive:
+                error = "prompt is too long: 9000 tokens > 8000 maximum"
+                reactive = session.reactive_compact(error).compacted
+                session.wait_background()
     assert manual and reactive, "the workload gave no room for a manual or reactive compaction"
     return path
 

@@ -119,7 +119,9 @@ def test_every_background_summary_is_a_span_and_each_compaction_links_the_one_it
     sessions on one host: each span names its own."""
     exporter, _ = telemetry
     config = Config(context_window=8000, compression_threshold=0.8, min_retain_rounds=1)
-    with Host.open(tmp_path / "db", config=config) as host:
+    # The host's clock stands still: the pace is unknown, so summaries are prepared whenever
+    # due, whatever the machine's load (a slow summary at the wall clock's pace is not).
+    with Host.open(tmp_path / "db", config=config, clock=lambda: 1_800_000_000.0) as host:
         sessions = [host.session("bg-a"), host.session("bg-b")]
         for step in iter_agent_steps(5, steps=40):
             for session in sessions:
