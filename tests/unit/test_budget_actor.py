@@ -181,23 +181,47 @@ def test_the_closest_to_its_threshold_is_prepared_first() -> None:
 
 def test_a_prepared_summary_is_extended_only_when_due(rig: Rig) -> None:
     """With a usable prepared summary budget asks whether its extension is due; while the view
-    grows less than a quarter of the gap above that look, it does not ask again."""
+    grows less than a quarter of the gap above that look, it does not ask again, and the
+    appends within it are not even measured (a measure drafts the whole view: on a long
+    session never served, one per append made each append cost the whole history)."""
     rig.append("s", 10, 30)
     assert rig.next() == Measure("s")
     rig.tell(_measured(rig, "s", 900, prepared="p1"))
     assert rig.next() == Measure("s", extension=True)
     rig.tell(_measured(rig, "s", 900, prepared="p1", extension=False))
     assert rig.next() == Release("s")
-    rig.append("s", 11, 30)
+    rig.append("s", 11, 30)  # the bound 910, under the next look at 900 + (1000 - 850) // 4
+    rig.append("s", 12, 60)  # 930
+    rig.quiet("s")
+    rig.append("s", 13, 30)  # 940: past the next look
     assert rig.next() == Measure("s")
-    rig.tell(_measured(rig, "s", 930, prepared="p1"))  # grew less than (1000 - 850) // 4
-    assert rig.next() == Release("s")
-    rig.append("s", 12, 30)
-    assert rig.next() == Measure("s")
-    rig.tell(_measured(rig, "s", 940, prepared="p1"))  # 40 over the last look: ask again
+    rig.tell(_measured(rig, "s", 940, prepared="p1"))
     assert rig.next() == Measure("s", extension=True)
     rig.tell(_measured(rig, "s", 940, prepared="p1", extension=True))
     assert rig.next() == Prepare("s")
+
+
+def test_a_batch_not_of_appends_alone_is_measured_within_the_absorbing_look(rig: Rig) -> None:
+    """A usage report (or a checkpoint, a new prepared summary, a Config) drops the bound and
+    the absorbing look: the next batch is measured; a measure that finds the same summary
+    within the look releases it and quiets the appends that follow again."""
+    rig.append("s", 10, 30)
+    assert rig.next() == Measure("s")
+    rig.tell(_measured(rig, "s", 900, prepared="p1"))
+    assert rig.next() == Measure("s", extension=True)
+    rig.tell(_measured(rig, "s", 900, prepared="p1", extension=False))
+    assert rig.next() == Release("s")
+    usage = UsageReported(prompt_tokens=900, completion_tokens=1)
+    rig.tell(Committed("s", (usage,), rig.owner, True))
+    assert rig.next() == Measure("s")
+    rig.tell(_measured(rig, "s", 910, prepared="p1"))  # the same summary, within the look
+    assert rig.next() == Release("s")
+    rig.append("s", 11, 30)  # 920
+    rig.quiet("s")
+    rig.append("s", 12, 60)  # 940
+    assert rig.next() == Measure("s")
+    rig.tell(_measured(rig, "s", 940, prepared="p2"))  # another summary: asked about it
+    assert rig.next() == Measure("s", extension=True)
 
 
 def test_a_summary_that_cannot_be_ready_in_time_is_not_prepared(rig: Rig) -> None:

@@ -81,6 +81,7 @@ class _Pressure:
     """What budget folds for one session (see the module docstring)."""
 
     __slots__ = (
+        "absorb_until",
         "absorbing",
         "bound",
         "last_seq",
@@ -104,6 +105,9 @@ class _Pressure:
         self.quiet_until = 0  # no background compaction is looked for before this seq
         # The prepared summary last found to absorb the growth, and the estimate then.
         self.absorbing: tuple[str, int] | None = None
+        # While the bound stays below this, that summary still absorbs: nothing is measured (a
+        # measure drafts the whole view, and the answer would be the same release).
+        self.absorb_until: int | None = None
         # The checkpoint after which no summary could be prepared in time (see ready_in_time).
         self.late_for: str | None = None
 
@@ -190,6 +194,13 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
             session.bound += cost
         else:
             session.bound = None  # a usage report, or a tokenizer whose counts cannot be bounded
+            session.absorb_until = None
+        if (
+            session.bound is not None
+            and session.absorb_until is not None
+            and session.bound < session.absorb_until
+        ):
+            return  # the prepared summary still absorbs (see _on_measured)
         if (
             session.bound is not None
             and session.prepare is not None
@@ -217,6 +228,7 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
             _tell(session.owner, Release(session_id))
             return
         session.last_seq = message.last_seq
+        session.absorb_until = None
         if message.blocked_until:
             session.quiet_until = message.blocked_until
             session.bound = None  # batches while measuring were not counted: measure next time
@@ -255,6 +267,7 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
             step = max(1, (threshold - prepare) // 4)
             checked = session.absorbing
             if checked is not None and checked[0] == prepared and estimate < checked[1] + step:
+                session.absorb_until = checked[1] + step
                 self._release(session_id, session)
                 return
             if message.extension is None:
@@ -262,6 +275,9 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
                 return
             if not message.extension:
                 session.absorbing = (prepared, estimate)
+                # Only appends (the bound stays known) leave the same summary usable: until the
+                # bound reaches the next look, they are not even measured.
+                session.absorb_until = estimate + step
                 self._release(session_id, session)
                 return
         session.phase = _QUEUED
