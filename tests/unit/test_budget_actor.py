@@ -179,17 +179,23 @@ def test_the_closest_to_its_threshold_is_prepared_first() -> None:
         rig.owner.stop()
 
 
-def test_a_prepared_summary_is_extended_only_when_due(rig: Rig) -> None:
-    """With a usable prepared summary budget asks whether its extension is due; while the view
-    grows less than a quarter of the gap above that look, it does not ask again, and the
-    appends within it are not even measured (a measure drafts the whole view: on a long
-    session never served, one per append made each append cost the whole history)."""
+def _absorbing(rig: Rig) -> None:
+    """Session "s" at 900 tokens with summary "p1" prepared, found to absorb the growth (the
+    next look at 900 + (1000 - 850) // 4 = 937)."""
     rig.append("s", 10, 30)
     assert rig.next() == Measure("s")
     rig.tell(_measured(rig, "s", 900, prepared="p1"))
     assert rig.next() == Measure("s", extension=True)
     rig.tell(_measured(rig, "s", 900, prepared="p1", extension=False))
     assert rig.next() == Release("s")
+
+
+def test_a_prepared_summary_is_extended_only_when_due(rig: Rig) -> None:
+    """With a usable prepared summary budget asks whether its extension is due; while the view
+    grows less than a quarter of the gap above that look, it does not ask again, and the
+    appends within it are not even measured (a measure drafts the whole view: on a long
+    session never served, one per append made each append cost the whole history)."""
+    _absorbing(rig)
     rig.append("s", 11, 30)  # the bound 910, under the next look at 900 + (1000 - 850) // 4
     rig.append("s", 12, 60)  # 930
     rig.quiet("s")
@@ -205,12 +211,7 @@ def test_a_batch_not_of_appends_alone_is_measured_within_the_absorbing_look(rig:
     """A usage report (or a checkpoint, a new prepared summary, a Config) drops the bound and
     the absorbing look: the next batch is measured; a measure that finds the same summary
     within the look releases it and quiets the appends that follow again."""
-    rig.append("s", 10, 30)
-    assert rig.next() == Measure("s")
-    rig.tell(_measured(rig, "s", 900, prepared="p1"))
-    assert rig.next() == Measure("s", extension=True)
-    rig.tell(_measured(rig, "s", 900, prepared="p1", extension=False))
-    assert rig.next() == Release("s")
+    _absorbing(rig)
     usage = UsageReported(prompt_tokens=900, completion_tokens=1)
     rig.tell(Committed("s", (usage,), rig.owner, True))
     assert rig.next() == Measure("s")
