@@ -77,6 +77,19 @@ CONFIG_FOREGROUND = CONFIG.replace(prepare_threshold=0.0)
 HOST_ID = "soak-host"  # every child is the same host: it takes its sessions' leases back at once
 READY_TIMEOUT = 120.0  # hang guards only: nothing below depends on how fast the child runs
 HOLD_TIMEOUT = 180.0
+_SAY = threading.Lock()
+
+
+def say(*words: str) -> None:
+    """Print one protocol line of the child, whole: ``print`` writes its words, separators and
+    newline one by one, so two threads printing at once (the main thread's ``ready``, a held
+    summary's ``held agent-0``) could interleave into ``heldready`` and ``agent-0`` and the
+    parent never see a line starting with ``ready`` (it waited 120 s for one, once, beside two
+    CPU hogs)."""
+    line = " ".join(words) + "\n"
+    with _SAY:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 _CHANGES_VIEW = (
     CheckpointCreated,
     CheckpointReverted,
@@ -156,7 +169,7 @@ class SleepySummarizer:
             if held:
                 self._hold = ""  # only the first one
         if held:
-            print("held", session, flush=True)
+            say("held", session)
             while True:
                 time.sleep(3600)
         time.sleep(delay)
@@ -207,7 +220,7 @@ def agent(
                     {"prompt_tokens": view.estimated_tokens + 40, "completion_tokens": 12}
                 )
         except CtxLedgerError as exc:  # the server is down (PostgreSQL): nothing acknowledged
-            print("error", type(exc).__name__, flush=True)
+            say("error", type(exc).__name__)
             time.sleep(0.05)
 
 
@@ -252,7 +265,7 @@ def child_main(target: str, side_path: str, run: int, seed: int, hold: str) -> N
     ]
     for thread in threads:
         thread.start()
-    print("ready", flush=True)
+    say("ready")
     for thread in threads:
         thread.join()
 
