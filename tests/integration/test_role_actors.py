@@ -4,10 +4,15 @@ point; ``wait_background`` waits for what budget is about to ask for."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
-from ctxledger import Config, Host, Message
-from ctxledger.events import CompactionStarted, SummaryPrepared
+import pytest
+
+from ctxledger import Config, Host, Message, ToolCall
+from ctxledger.domain import _compaction_plan
+from ctxledger.events import CheckpointCreated, CompactionStarted, SummaryPrepared
 from ctxledger.storage import EventLog
 from ctxledger.testing import digest_summarizer
 
@@ -65,3 +70,40 @@ def test_wait_background_is_answered_when_nothing_is_due(tmp_path: Path) -> None
                 session.append(Message.user(f"short {n}"))
                 session.wait_background()
             assert _background_starts(host.log, name) == 0
+
+
+def test_the_summariser_input_is_made_on_a_compaction_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The digest of a summary's input (facts of long tool output: milliseconds) is made on the
+    compaction worker that runs the summariser, for background and foreground summaries, never
+    on the history actor that serves every step of its sessions; the summaries' records carry
+    its address as before."""
+    threads: list[str] = []
+    real = _compaction_plan.summary_input
+
+    def recorded(messages: Any, limit: int) -> Any:
+        threads.append(threading.current_thread().name)
+        return real(messages, limit)
+
+    monkeypatch.setattr(_compaction_plan, "summary_input", recorded)
+    log_text = "collecting\n" + "tests/test_a.py::test_ok PASSED\n" * 60 + "E   boom\n" * 2
+    with Host.open(tmp_path / "db", config=CONFIG, summarizer=digest_summarizer) as host:
+        session = host.session("s")
+        for n in range(40):
+            call = ToolCall(f"c{n}", "bash", '{"command": "pytest"}')
+            session.append_many(
+                [Message.assistant(f"run {n}", [call]), Message.tool(log_text, f"c{n}", "bash")]
+            )
+            session.wait_background()
+        session.compact(focus="the tests")
+        events = [record.event for record in host.log.read("s")]
+    assert any(isinstance(e, SummaryPrepared) for e in events)
+    assert any(isinstance(e, CompactionStarted) and not e.background for e in events)
+    assert threads and all(name.startswith("CompactionActor") for name in threads), threads
+    addresses = [e.input_hash for e in events if isinstance(e, SummaryPrepared)] + [
+        e.checkpoint.input_hash
+        for e in events
+        if isinstance(e, CheckpointCreated) and not e.prepared
+    ]
+    assert addresses and all(len(a) == 64 for a in addresses)

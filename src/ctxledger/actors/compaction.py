@@ -34,7 +34,13 @@ import pykka
 from ctxledger._logging import get_logger
 from ctxledger.actors.failures import LoggedFailures
 from ctxledger.actors.messages import CompactionMessage, HistoryRef, Summarize, SummaryDone
-from ctxledger.domain import Job, Summarizer, arun_summarizer, run_summarizer
+from ctxledger.domain import (
+    CompactionPlan,
+    Job,
+    Summarizer,
+    arun_summarizer,
+    run_summarizer,
+)
 from ctxledger.domain.summary import is_async_summarizer
 
 if TYPE_CHECKING:
@@ -63,8 +69,9 @@ class CompactionActor(LoggedFailures, pykka.ThreadingActor):
         match message:
             case Summarize():
                 clock = self._pool.clock
-                started = clock()
                 plan = message.job.plan
+                _make_input(plan)
+                started = clock()
                 summary, detail = _summarize(lambda: run_summarizer(plan, self._summarizer))
                 self._pool.finished(
                     message.job.compaction_id, summary, detail, max(0.0, clock() - started)
@@ -72,6 +79,15 @@ class CompactionActor(LoggedFailures, pykka.ThreadingActor):
                 self._pool.next_job(self.actor_ref)
             case _:
                 assert_never(message)
+
+
+def _make_input(plan: CompactionPlan) -> None:
+    """Make ``plan``'s summariser input now (it is made on first use; see
+    :class:`~ctxledger.domain.CompactionPlan`): on this thread, not the history actor's, and
+    not counted in the summariser's time. A failure here is met again by the summariser's run,
+    which reports it as the compaction's failure."""
+    with contextlib.suppress(Exception):
+        plan.input_hash  # noqa: B018 - made and kept by the property
 
 
 class _Running:
@@ -152,7 +168,7 @@ class CompactionPool:
             reason=plan.reason,
             background=job.background,
             retain_from_seq=plan.retain_from_seq,
-            messages=len(plan.messages),
+            messages=len(plan.covered),
         )
         with self._lock:
             if self._stopped:
@@ -260,6 +276,7 @@ class CompactionPool:
         started = clock()
         summarizer: Any = self._summarizer
         plan = message.job.plan
+        _make_input(plan)  # here, not on the loop the coroutine runs on (the caller's, maybe)
         future = asyncio.run_coroutine_threadsafe(arun_summarizer(plan, summarizer), target)
         compaction_id = message.job.compaction_id
         self._futures[compaction_id] = future

@@ -4,19 +4,67 @@ A plan is what :func:`ctxledger.domain.policy.plan_compaction` hands the summari
 messages, cut into chunks, and the room the summary may take); a result is the outcome of the
 request, a checkpoint made or why none was (:func:`fail_compaction` when its summary did not
 arrive). Both are re-exported by :mod:`ctxledger.domain.compaction`.
+
+What the summariser is given (:func:`~ctxledger.domain.digest.summary_input` of the covered
+messages, and its content address) is made on first use, not when the plan is made: the host
+plans on a session's history actor, which serves every step of its sessions, and the input's
+facts cost milliseconds per summary (2.7 ms of a background summary's 3.0 ms of planning,
+measured in ``bench/bench_host.py``'s open loop); the summariser's own thread makes it.
 """
 
 from __future__ import annotations
 
+import hashlib
+
 import msgspec
 
 from ctxledger.domain.cuts import Trigger
+from ctxledger.domain.digest import summary_input
 from ctxledger.domain.render import truncate_text
 from ctxledger.domain.tokenizer import message_chars
 from ctxledger.events.types import CompactionStarted
 from ctxledger.messages import Message
 
-__all__ = ["CompactionPlan", "CompactionResult", "fail_compaction"]
+__all__ = ["CompactionPlan", "CompactionResult", "fail_compaction", "input_hash"]
+
+_hash_encoder = msgspec.msgpack.Encoder(order="deterministic")
+
+
+def input_hash(
+    messages: tuple[Message, ...], previous: str | None, focus: str | None, max_chars: int
+) -> str:
+    """The content address of a summariser input (what a summary of it can be reused for)."""
+    payload = _hash_encoder.encode((messages, previous, focus, max_chars))
+    return hashlib.sha256(payload).hexdigest()
+
+
+#: What a plan's input was made from (its covered messages, then the other inputs), the
+#: messages the summariser is given and their address.
+_Made = tuple[tuple[Message, ...], tuple[object, ...], tuple[Message, ...], str]
+
+
+class _Given:
+    """A plan's summariser input and its address, made once, on first use (see the module
+    docstring). Not part of the plan's value: every plan's is equal to every other's.
+
+    The inputs it was made from are kept with it: a plan copied with other inputs
+    (``msgspec.structs.replace``) shares the object and makes its own. Two threads that make it
+    at once make equal values; either is kept.
+    """
+
+    __slots__ = ("made",)
+
+    def __init__(self) -> None:
+        self.made: _Made | None = None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Given)
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "…"
 
 
 class CompactionResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,13 +120,12 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
         reason: The trigger (``threshold_exceeded``, ``manual`` or ``prompt_too_long``).
         retain_from_seq: The cut: the first seq kept raw.
         covers_through_seq: The last seq the summary will cover (``retain_from_seq - 1``).
-        messages: The newly covered messages: after the active checkpoint's coverage (or the
+        covered: The newly covered messages: after the active checkpoint's coverage (or the
             last clear) and before the cut, head system messages and retracted ones excluded,
-            as the summariser is to see them (``Config.summary_result_chars``:
-            :func:`~ctxledger.domain.digest.summary_input`).
-            Pinned messages and the kept first request (``Config.keep_first_request``) are
-            included although the view still shows them: a summary must stand alone once the
-            Config that keeps the request changes, and the kept request may be shown truncated.
+            as history holds them. Pinned messages and the kept first request
+            (``Config.keep_first_request``) are included although the view still shows them: a
+            summary must stand alone once the Config that keeps the request changes, and the
+            kept request may be shown truncated. The summariser is given :attr:`messages`.
         previous_summary: The active checkpoint's summary, merged incrementally.
         previous_checkpoint_id: The active checkpoint's id.
         focus: What to keep, for a manual compaction.
@@ -92,15 +139,18 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
             ``max_chars`` characters.
         attempt: Reactive retry number.
         step_level: Whether the cut lies inside the retained rounds (at a step boundary).
-        input_hash: Content address of the summariser's input.
         fact_chars: Room reserved for the checkpoint's fact block after the summary
             (``Config.fact_index_chars``; 0: no block).
+        result_chars: ``Config.summary_result_chars`` of the plan: the summariser sees a long
+            tool result as its head, tail and facts (0: every message whole).
+        given: Cache of :attr:`messages` and :attr:`input_hash` (made on first use; not part
+            of the plan's value).
     """
 
     reason: Trigger
     retain_from_seq: int
     covers_through_seq: int
-    messages: tuple[Message, ...]
+    covered: tuple[Message, ...]
     previous_summary: str | None
     previous_checkpoint_id: str | None
     focus: str | None
@@ -112,8 +162,31 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
     planned_tokens: int
     attempt: int = 0
     step_level: bool = False
-    input_hash: str = ""
     fact_chars: int = 0
+    result_chars: int = 0
+    given: _Given = msgspec.field(default_factory=_Given)
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The covered messages as the summariser is to see them
+        (:func:`~ctxledger.domain.digest.summary_input` with :attr:`result_chars`)."""
+        return self._given()[2]
+
+    @property
+    def input_hash(self) -> str:
+        """Content address of the summariser's input (:attr:`messages`, the previous summary,
+        the focus and the room): a summary of the same input can be reused."""
+        return self._given()[3]
+
+    def _given(self) -> _Made:
+        key = (self.result_chars, self.previous_summary, self.focus, self.max_chars)
+        made = self.given.made
+        if made is None or made[0] is not self.covered or made[1] != key:
+            messages = summary_input(self.covered, self.result_chars)
+            address = input_hash(messages, self.previous_summary, self.focus, self.max_chars)
+            made = (self.covered, key, messages, address)
+            self.given.made = made
+        return made
 
     @property
     def input_chars(self) -> int:

@@ -12,13 +12,16 @@ are defined in ``_compaction_plan.py`` and importable from here.
 
 from __future__ import annotations
 
-import hashlib
-
 import msgspec
 
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import SHARES
-from ctxledger.domain._compaction_plan import CompactionPlan, CompactionResult, fail_compaction
+from ctxledger.domain._compaction_plan import (
+    CompactionPlan,
+    CompactionResult,
+    fail_compaction,
+    input_hash,
+)
 from ctxledger.domain.cuts import STEP_CUT_FILL, TRIGGERS, Trigger
 from ctxledger.domain.facts import checkpoint_fact_block
 from ctxledger.domain.projection import kept_request_seq
@@ -27,7 +30,6 @@ from ctxledger.domain.summary import AsyncSummarizer, Summarizer, SummaryRequest
 from ctxledger.domain.tokenizer import Tokenizer
 from ctxledger.domain.view import draft_view, preview_view
 from ctxledger.events.types import SummaryPrepared
-from ctxledger.messages import Message
 
 __all__ = [
     "STEP_CUT_FILL",
@@ -43,8 +45,6 @@ __all__ = [
     "prepared_checkpoint",
     "run_summarizer",
 ]
-
-_hash_encoder = msgspec.msgpack.Encoder(order="deterministic")
 
 
 def prepared_checkpoint(prepared: SummaryPrepared) -> Checkpoint:
@@ -62,14 +62,6 @@ def prepared_checkpoint(prepared: SummaryPrepared) -> Checkpoint:
         previous_checkpoint_id=prepared.previous_checkpoint_id,
         input_hash=prepared.input_hash,
     )
-
-
-def input_hash(
-    messages: tuple[Message, ...], previous: str | None, focus: str | None, max_chars: int
-) -> str:
-    """The content address of a summariser input (what a summary of it can be reused for)."""
-    payload = _hash_encoder.encode((messages, previous, focus, max_chars))
-    return hashlib.sha256(payload).hexdigest()
 
 
 def run_summarizer(plan: CompactionPlan, summarizer: Summarizer) -> str | None:
@@ -204,7 +196,7 @@ def complete_compaction(
         estimated_tokens=after,
         threshold=plan.threshold,
         retain_from_seq=plan.retain_from_seq,
-        messages_compacted=len(plan.messages),
+        messages_compacted=len(plan.covered),
         tokens_before=plan.estimated_tokens,
     )
 

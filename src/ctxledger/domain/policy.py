@@ -30,7 +30,6 @@ from ctxledger.domain.calibration import session_tokenizer
 from ctxledger.domain.compaction import (
     CompactionPlan,
     CompactionResult,
-    input_hash,
     prepared_checkpoint,
 )
 from ctxledger.domain.cuts import (
@@ -43,7 +42,6 @@ from ctxledger.domain.cuts import (
     Trigger,
     newest_cut,
 )
-from ctxledger.domain.digest import summary_input
 from ctxledger.domain.limits import CHARS_PER_TOKEN
 from ctxledger.domain.projection import FACTS_SEPARATOR
 from ctxledger.domain.state import SessionState
@@ -347,18 +345,15 @@ def plan_compaction(
     held = onemark.gain_skip(request, cut) if in_force.one_mark else None
     if held is not None:
         return skip(held.reason, floor=held.floor, planned=held.planned)
-    given = summary_input(covered, config.summary_result_chars)
-    previous = base_checkpoint.summary if base_checkpoint else None
-    max_chars = cut.rooms.summary
     return CompactionPlan(
         reason=trigger,
         retain_from_seq=cut.seq,
         covers_through_seq=cut.seq - 1,
-        messages=given,
-        previous_summary=previous,
+        covered=covered,
+        previous_summary=base_checkpoint.summary if base_checkpoint else None,
         previous_checkpoint_id=active.id if active else None,
         focus=focus,
-        max_chars=max_chars,
+        max_chars=cut.rooms.summary,
         chunk_chars=config.sizes().chunk_chars,
         estimated_tokens=estimate,
         threshold=in_force.threshold,
@@ -366,6 +361,6 @@ def plan_compaction(
         planned_tokens=cut.planned,
         attempt=attempt,
         step_level=cut.step_level,
-        input_hash=input_hash(given, previous, focus, max_chars),
         fact_chars=cut.rooms.facts,
+        result_chars=config.summary_result_chars,
     )

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import msgspec
+import pytest
 
 from ctxledger import Config, Message, ToolCall
-from ctxledger.domain import plan_compaction
+from ctxledger.domain import CompactionPlan, _compaction_plan, plan_compaction
+from ctxledger.domain.compaction import input_hash
 from ctxledger.domain.digest import summary_input
 from ctxledger.domain.facts import extract_facts
+from ctxledger.domain.tokenizer import message_chars
 
 from .builders import session
 
@@ -88,3 +92,55 @@ def test_plans_give_the_cut_input_only_under_a_new_config() -> None:
     cut, raw = (plan.input_chars for plan in plans)  # type: ignore[union-attr]
     assert cut < raw / 3
     assert plans[1].messages == tuple(old.state.history[: len(plans[1].messages)])  # type: ignore[union-attr]
+
+
+def _long_plan() -> CompactionPlan:
+    messages = [Message.user("fix it")]
+    for n in range(6):
+        call = ToolCall(f"c{n}", "bash", '{"command": "pytest"}')
+        messages += [Message.assistant(f"run {n}", [call]), Message.tool(LOG, f"c{n}", "bash")]
+    built = session(*messages, context_window=8_000, min_retain_rounds=0)
+    plan = plan_compaction(built.state, tokenizer=built.tokenizer, trigger="manual")
+    assert isinstance(plan, CompactionPlan)
+    return plan
+
+
+def test_a_plan_makes_the_summariser_input_on_first_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planning does not digest the covered messages (the host plans on the history actor, the
+    summariser's thread makes the input); the first use does, once, with the values it had when
+    planning made it: the digest of the covered messages and the address of that input."""
+    made: list[int] = []
+    real = _compaction_plan.summary_input
+
+    def counted(messages: Any, limit: int) -> tuple[Message, ...]:
+        made.append(len(messages))
+        return real(messages, limit)
+
+    monkeypatch.setattr(_compaction_plan, "summary_input", counted)
+    plan = _long_plan()
+    assert made == []
+    given = summary_input(plan.covered, plan.result_chars)
+    assert plan.result_chars == Config().summary_result_chars
+    assert plan.messages == given and plan.messages != plan.covered
+    address = input_hash(given, plan.previous_summary, plan.focus, plan.max_chars)
+    assert plan.input_hash == address
+    assert plan.input_chars == sum(message_chars(m) for m in given) + len(plan.focus or "")
+    assert made == [len(plan.covered)]  # made once, kept
+
+
+def test_a_copied_plan_with_other_inputs_makes_its_own() -> None:
+    """A plan copied with another focus, room or limit gives its own input and address, never
+    the cached one; the cache is not part of a plan's value."""
+    plan = _long_plan()
+    first = plan.input_hash
+    fresh = _long_plan()
+    assert fresh == plan  # one made its input, the other did not
+    focused = msgspec.structs.replace(plan, focus="the parser")
+    assert focused.given is plan.given
+    assert focused.input_hash == input_hash(
+        plan.messages, plan.previous_summary, "the parser", plan.max_chars
+    )
+    assert focused.input_hash != first
+    raw = msgspec.structs.replace(plan, result_chars=0)
+    assert raw.messages == plan.covered
+    assert plan.input_hash == first

@@ -22,7 +22,7 @@ def _plan(
         reason="manual",
         retain_from_seq=len(messages) + 1,
         covers_through_seq=len(messages),
-        messages=messages,
+        covered=messages,
         previous_summary=previous,
         previous_checkpoint_id=None,
         focus="f",
