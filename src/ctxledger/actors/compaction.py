@@ -41,6 +41,7 @@ from ctxledger.domain import (
     arun_summarizer,
     run_summarizer,
 )
+from ctxledger.domain.facts import extract_facts
 from ctxledger.domain.summary import is_async_summarizer
 
 if TYPE_CHECKING:
@@ -73,9 +74,10 @@ class CompactionActor(LoggedFailures, pykka.ThreadingActor):
                 _make_input(plan)
                 started = clock()
                 summary, detail = _summarize(lambda: run_summarizer(plan, self._summarizer))
-                self._pool.finished(
-                    message.job.compaction_id, summary, detail, max(0.0, clock() - started)
-                )
+                seconds = max(0.0, clock() - started)
+                if summary is not None and plan.fact_chars:
+                    _warm_facts(plan)
+                self._pool.finished(message.job.compaction_id, summary, detail, seconds)
                 self._pool.next_job(self.actor_ref)
             case _:
                 assert_never(message)
@@ -88,6 +90,15 @@ def _make_input(plan: CompactionPlan) -> None:
     which reports it as the compaction's failure."""
     with contextlib.suppress(Exception):
         plan.input_hash  # noqa: B018 - made and kept by the property
+
+
+def _warm_facts(plan: CompactionPlan) -> None:
+    """Extract the facts of the covered messages here: the checkpoint's fact block, made on the
+    history actor when the summary becomes a checkpoint (for a prepared summary, on the agent's
+    step), finds them in :func:`~ctxledger.domain.facts.extract_facts`'s memo. A failure here is
+    met again, and reported, where the block is made."""
+    with contextlib.suppress(Exception):
+        extract_facts(plan.covered)
 
 
 class _Running:

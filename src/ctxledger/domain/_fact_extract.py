@@ -7,6 +7,7 @@ which re-exports every public name of this module.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
@@ -102,8 +103,11 @@ class _Collector:
 
     def add(self, kind: FactKind, text: str, seq: int, *, named: bool = True) -> None:
         text = normalize(text)
-        if not text:
-            return
+        if text:
+            self.put(kind, text, seq, named)
+
+    def put(self, kind: FactKind, text: str, seq: int, named: bool) -> None:
+        """Add a fact whose ``text`` is normalized and not empty."""
         key = (kind, text)
         old = self.found.get(key)
         if old is None:
@@ -136,6 +140,17 @@ class _Collector:
                 self.add("identifier", match.group(), seq)
 
 
+class _Recorder(_Collector):
+    """A collector that records what is added, in order (:func:`_message_adds`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.adds: list[tuple[FactKind, str, bool]] = []
+
+    def put(self, kind: FactKind, text: str, seq: int, named: bool) -> None:
+        self.adds.append((kind, text, named))
+
+
 def _head(command: str, limit: int) -> str:
     """The identifying head of a command: its first non-blank line, cut to ``limit``."""
     for line in command.strip().splitlines():
@@ -151,6 +166,11 @@ def extract_facts(messages: Iterable[Message]) -> list[Fact]:
     ``messages``; a compaction never separates a call from its results) only showed content.
     Messages without a seq count as seq 0; ``summary`` messages are skipped.
 
+    The facts of each message (given the call it answers) are kept in a small memo
+    (:data:`MEMO_SIZE` messages): the host extracts them on its compaction worker once a
+    summary is made, so that the checkpoint's fact block, made when the summary is activated on
+    the agent's step, finds them (see :func:`ctxledger.domain.facts.checkpoint_fact_block`).
+
     Args:
         messages: Messages of one session, oldest first.
 
@@ -160,46 +180,107 @@ def extract_facts(messages: Iterable[Message]) -> list[Fact]:
     collector = _Collector()
     calls: dict[str, tuple[str, str | None]] = {}
     for message in messages:
-        seq = message.seq or 0
         role = message.role
-        if role == "tool":
-            name, command = calls.get(message.tool_call_id or "", (message.name or "tool", None))
-            output = message.content
-            if not ex.is_viewer(name, command):
-                lines = ex.error_lines(output, viewer=False, limit=None)
-                if not lines and ex.exit_code(output):
-                    last = ex.last_line(output)
-                    lines = [last] if last else []
-                for line in lines:
-                    collector.add("error", ex.strip_tags(line)[:ERROR_CHARS], seq)
-            for path in ex.paths(output):
-                collector.add("path", path, seq, named=False)
-            continue
         if role == "summary":
             continue
-        collector.prose(message.content, seq, requests=role == "user")
-        for call in message.tool_calls:
-            arguments = ex.decode_arguments(call.arguments)
-            command = ex.command_of(call.name, arguments)
-            calls[call.id] = (call.name, command)
-            if command is not None:
-                collector.add("command", _head(command, COMMAND_CHARS), seq)
-                for path in ex.paths(command):
-                    collector.add("path", path, seq)
-                collector.identifiers(command, seq)
-                continue
-            for key, value in arguments.items():
-                if not isinstance(value, str):
-                    continue
-                if key in ex.CONTENT_KEYS:
-                    for name in ex.definitions(value):
-                        collector.add("identifier", name, seq)
-                elif key in ex.PATH_KEYS and value.strip() and "\n" not in value:
-                    collector.add("path", value, seq)
-                else:
-                    for path in ex.paths(value):
-                        collector.add("path", path, seq)
+        if role == "tool":
+            name, command = calls.get(message.tool_call_id or "", (message.name or "tool", None))
+            adds = _message_adds(message, name, command)
+        else:
+            adds = _message_adds(message, None, None)
+            for call in message.tool_calls:
+                arguments = ex.decode_arguments(call.arguments)
+                calls[call.id] = (call.name, ex.command_of(call.name, arguments))
+        seq = message.seq or 0
+        for kind, text, named in adds:
+            collector.put(kind, text, seq, named)
     return list(collector.found.values())
+
+
+#: What the memo of :func:`extract_facts` keeps at most: messages, and characters of their
+#: content and call arguments (it holds the messages; the oldest entries are dropped first).
+MEMO_SIZE = 8192
+MEMO_CHARS = 8_000_000
+
+_Adds = tuple[tuple[FactKind, str, bool], ...]
+
+
+class _Memo:
+    """The facts of recent messages, by the message's identity (messages are immutable; an
+    entry holds its message, so the id is not reused while it lives) and the call a tool
+    result answers. Shared by the host's threads under a lock."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[int, str | None, str | None], tuple[Message, _Adds, int]] = {}
+        self.chars = 0
+        self.lock = threading.Lock()
+
+    def adds(self, message: Message, name: str | None, command: str | None) -> _Adds:
+        key = (id(message), name, command)
+        with self.lock:
+            entry = self.entries.get(key)
+        if entry is not None and entry[0] is message:
+            return entry[1]
+        adds = _compute_adds(message, name, command)
+        size = len(message.content) + sum(len(call.arguments) for call in message.tool_calls)
+        with self.lock:
+            old = self.entries.pop(key, None)
+            if old is not None:
+                self.chars -= old[2]
+            self.entries[key] = (message, adds, size)
+            self.chars += size
+            while self.entries and (len(self.entries) > MEMO_SIZE or self.chars > MEMO_CHARS):
+                dropped = self.entries.pop(next(iter(self.entries)))
+                self.chars -= dropped[2]
+        return adds
+
+
+_memo = _Memo()
+
+
+def _message_adds(message: Message, name: str | None, command: str | None) -> _Adds:
+    """The facts one message adds, in order, as (kind, normalized text, named); for a tool
+    result, ``name`` and ``command`` are those of the call it answers (memoized)."""
+    return _memo.adds(message, name, command)
+
+
+def _compute_adds(message: Message, name: str | None, command: str | None) -> _Adds:
+    collector = _Recorder()
+    seq = 0
+    if message.role == "tool":
+        output = message.content
+        if not ex.is_viewer(name or "tool", command):
+            lines = ex.error_lines(output, viewer=False, limit=None)
+            if not lines and ex.exit_code(output):
+                last = ex.last_line(output)
+                lines = [last] if last else []
+            for line in lines:
+                collector.add("error", ex.strip_tags(line)[:ERROR_CHARS], seq)
+        for path in ex.paths(output):
+            collector.add("path", path, seq, named=False)
+        return tuple(collector.adds)
+    collector.prose(message.content, seq, requests=message.role == "user")
+    for call in message.tool_calls:
+        arguments = ex.decode_arguments(call.arguments)
+        call_command = ex.command_of(call.name, arguments)
+        if call_command is not None:
+            collector.add("command", _head(call_command, COMMAND_CHARS), seq)
+            for path in ex.paths(call_command):
+                collector.add("path", path, seq)
+            collector.identifiers(call_command, seq)
+            continue
+        for key, value in arguments.items():
+            if not isinstance(value, str):
+                continue
+            if key in ex.CONTENT_KEYS:
+                for definition in ex.definitions(value):
+                    collector.add("identifier", definition, seq)
+            elif key in ex.PATH_KEYS and value.strip() and "\n" not in value:
+                collector.add("path", value, seq)
+            else:
+                for path in ex.paths(value):
+                    collector.add("path", path, seq)
+    return tuple(collector.adds)
 
 
 def merge_facts(*groups: Iterable[Fact]) -> list[Fact]:

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
@@ -13,6 +14,7 @@ from ctxledger import Config, Message, ToolCall
 from ctxledger.domain import (
     CharTokenizer,
     CompactionPlan,
+    _fact_extract,
     assemble,
     build_view,
     complete_compaction,
@@ -335,3 +337,55 @@ def test_a_covered_fact_is_in_the_view_when_the_block_has_room(
         listed = parse_fact_block(checkpoint.facts)
         assert all(fact.text in shown for fact in listed)
         assert [f.seq for f in listed] == sorted((f.seq for f in listed), reverse=True)
+
+
+def test_the_memo_reads_one_result_by_the_call_it_answers() -> None:
+    """One tool result object read under a viewer call and under a command: the memo keeps the
+    facts of each apart (keyed by the call), so the error counts only after the command."""
+    output = Message.tool("Traceback (most recent call last):\nValueError: bad", "c1", "bash")
+    viewed = extract_facts([Message.assistant("", [_bash("c1", "cat log.txt")]), output])
+    run = extract_facts([Message.assistant("", [_bash("c1", "python run.py")]), output])
+    again = extract_facts([Message.assistant("", [_bash("c1", "cat log.txt")]), output])
+    assert not any(fact.kind == "error" for fact in viewed)
+    assert any(fact.kind == "error" for fact in run)
+    assert again == viewed
+
+
+def test_the_memo_changes_no_fact_and_stays_within_its_bounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Facts read from the memo equal those made afresh (seqs and order included), the memo
+    holds no more than its bounds, and a message equal to a remembered one but not the same
+    object is read afresh."""
+    messages = [Message.user("Fix parse() in src/dur.py; it must stay under 30 s.").with_seq(1)]
+    for n in range(40):
+        messages += [
+            Message.assistant(f"run {n}", [_bash(f"c{n}", f"pytest tests/t{n}.py")]).with_seq(
+                2 * n + 2
+            ),
+            Message.tool(f"E   AssertionError: {n}\nsee src/m{n}.py", f"c{n}", "bash").with_seq(
+                2 * n + 3
+            ),
+        ]
+    made: list[int] = []
+    real = _fact_extract._compute_adds
+
+    def counted(message: Message, name: str | None, command: str | None) -> Any:
+        made.append(message.seq or 0)
+        return real(message, name, command)
+
+    monkeypatch.setattr(_fact_extract, "_compute_adds", counted)
+    monkeypatch.setattr(_fact_extract, "_memo", _fact_extract._Memo())
+    monkeypatch.setattr(_fact_extract, "MEMO_SIZE", 50)
+    first = extract_facts(messages)
+    assert len(made) == len(messages)
+    assert len(_fact_extract._memo.entries) == 50
+    made.clear()
+    assert extract_facts(messages[-50:]) == extract_facts(messages[-50:])
+    assert made == []  # the newest 50 were remembered
+    copies = [msgspec.structs.replace(m, seq=m.seq) for m in messages]
+    assert extract_facts(copies) == first
+    assert len(made) == len(messages)
+    monkeypatch.setattr(_fact_extract, "MEMO_CHARS", 100)
+    extract_facts(messages)
+    assert _fact_extract._memo.chars <= 100
