@@ -79,12 +79,18 @@ def test_long_call_arguments_keep_their_keys_and_stay_json() -> None:
     assert len(given[0].tool_calls[0].arguments) < 800
 
 
-def test_plans_give_the_cut_input_only_under_a_new_config() -> None:
-    """A Config built now cuts the summariser's input; one with the field at 0 does not."""
+def _test_runs() -> list[Message]:
+    """A request, then six test runs whose output is :data:`LOG`."""
     messages = [Message.user("fix it")]
     for n in range(6):
         call = ToolCall(f"c{n}", "bash", '{"command": "pytest"}')
         messages += [Message.assistant(f"run {n}", [call]), Message.tool(LOG, f"c{n}", "bash")]
+    return messages
+
+
+def test_plans_give_the_cut_input_only_under_a_new_config() -> None:
+    """A Config built now cuts the summariser's input; one with the field at 0 does not."""
+    messages = _test_runs()
     new = session(*messages, context_window=8_000, min_retain_rounds=0)
     old = session(*messages, context_window=8_000, min_retain_rounds=0, summary_result_chars=0)
     assert Config().summary_result_chars > 0
@@ -95,11 +101,7 @@ def test_plans_give_the_cut_input_only_under_a_new_config() -> None:
 
 
 def _long_plan() -> CompactionPlan:
-    messages = [Message.user("fix it")]
-    for n in range(6):
-        call = ToolCall(f"c{n}", "bash", '{"command": "pytest"}')
-        messages += [Message.assistant(f"run {n}", [call]), Message.tool(LOG, f"c{n}", "bash")]
-    built = session(*messages, context_window=8_000, min_retain_rounds=0)
+    built = session(*_test_runs(), context_window=8_000, min_retain_rounds=0)
     plan = plan_compaction(built.state, tokenizer=built.tokenizer, trigger="manual")
     assert isinstance(plan, CompactionPlan)
     return plan
