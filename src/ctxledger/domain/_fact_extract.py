@@ -141,7 +141,7 @@ class _Collector:
 
 
 class _Recorder(_Collector):
-    """A collector that records what is added, in order (:func:`_message_adds`)."""
+    """A collector that records what is added, in order (:func:`_compute_adds`)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -166,10 +166,11 @@ def extract_facts(messages: Iterable[Message]) -> list[Fact]:
     ``messages``; a compaction never separates a call from its results) only showed content.
     Messages without a seq count as seq 0; ``summary`` messages are skipped.
 
-    The facts of each message (given the call it answers) are kept in a small memo
-    (:data:`MEMO_SIZE` messages): the host extracts them on its compaction worker once a
-    summary is made, so that the checkpoint's fact block, made when the summary is activated on
-    the agent's step, finds them (see :func:`ctxledger.domain.facts.checkpoint_fact_block`).
+    What each message gives (its facts, given the call it answers, and the calls it makes) is
+    kept in a small memo (:data:`MEMO_SIZE` messages, :data:`MEMO_CHARS` characters): the host
+    extracts a foreground summary's facts on its compaction worker, so that the checkpoint's
+    fact block, made on the history actor, finds them (see
+    :func:`ctxledger.domain.facts.checkpoint_fact_block`).
 
     Args:
         messages: Messages of one session, oldest first.
@@ -185,12 +186,11 @@ def extract_facts(messages: Iterable[Message]) -> list[Fact]:
             continue
         if role == "tool":
             name, command = calls.get(message.tool_call_id or "", (message.name or "tool", None))
-            adds = _message_adds(message, name, command)
+            adds, _ = _memo.read(message, name, command)
         else:
-            adds = _message_adds(message, None, None)
-            for call in message.tool_calls:
-                arguments = ex.decode_arguments(call.arguments)
-                calls[call.id] = (call.name, ex.command_of(call.name, arguments))
+            adds, made = _memo.read(message, None, None)
+            for call_id, call_name, call_command in made:
+                calls[call_id] = (call_name, call_command)
         seq = message.seq or 0
         for kind, text, named in adds:
             collector.put(kind, text, seq, named)
@@ -202,7 +202,9 @@ def extract_facts(messages: Iterable[Message]) -> list[Fact]:
 MEMO_SIZE = 8192
 MEMO_CHARS = 8_000_000
 
-_Adds = tuple[tuple[FactKind, str, bool], ...]
+#: What one message gives: the facts it adds, in order, as (kind, normalized text, named),
+#: and the calls it makes, as (id, tool name, command or None).
+_Read = tuple[tuple[tuple[FactKind, str, bool], ...], tuple[tuple[str, str, str | None], ...]]
 
 
 class _Memo:
@@ -211,40 +213,37 @@ class _Memo:
     result answers. Shared by the host's threads under a lock."""
 
     def __init__(self) -> None:
-        self.entries: dict[tuple[int, str | None, str | None], tuple[Message, _Adds, int]] = {}
+        self.entries: dict[tuple[int, str | None, str | None], tuple[Message, _Read, int]] = {}
         self.chars = 0
         self.lock = threading.Lock()
 
-    def adds(self, message: Message, name: str | None, command: str | None) -> _Adds:
+    def read(self, message: Message, name: str | None, command: str | None) -> _Read:
+        """What ``message`` gives (for a tool result, ``name`` and ``command`` are those of the
+        call it answers), from the memo or read now and kept."""
         key = (id(message), name, command)
         with self.lock:
             entry = self.entries.get(key)
         if entry is not None and entry[0] is message:
             return entry[1]
-        adds = _compute_adds(message, name, command)
+        read = _compute_adds(message, name, command)
         size = len(message.content) + sum(len(call.arguments) for call in message.tool_calls)
         with self.lock:
             old = self.entries.pop(key, None)
             if old is not None:
                 self.chars -= old[2]
-            self.entries[key] = (message, adds, size)
+            self.entries[key] = (message, read, size)
             self.chars += size
             while self.entries and (len(self.entries) > MEMO_SIZE or self.chars > MEMO_CHARS):
                 dropped = self.entries.pop(next(iter(self.entries)))
                 self.chars -= dropped[2]
-        return adds
+        return read
 
 
 _memo = _Memo()
 
 
-def _message_adds(message: Message, name: str | None, command: str | None) -> _Adds:
-    """The facts one message adds, in order, as (kind, normalized text, named); for a tool
-    result, ``name`` and ``command`` are those of the call it answers (memoized)."""
-    return _memo.adds(message, name, command)
-
-
-def _compute_adds(message: Message, name: str | None, command: str | None) -> _Adds:
+def _compute_adds(message: Message, name: str | None, command: str | None) -> _Read:
+    """What ``message`` gives (see :data:`_Read`), read now."""
     collector = _Recorder()
     seq = 0
     if message.role == "tool":
@@ -258,11 +257,13 @@ def _compute_adds(message: Message, name: str | None, command: str | None) -> _A
                 collector.add("error", ex.strip_tags(line)[:ERROR_CHARS], seq)
         for path in ex.paths(output):
             collector.add("path", path, seq, named=False)
-        return tuple(collector.adds)
+        return tuple(collector.adds), ()
     collector.prose(message.content, seq, requests=message.role == "user")
+    calls: list[tuple[str, str, str | None]] = []
     for call in message.tool_calls:
         arguments = ex.decode_arguments(call.arguments)
         call_command = ex.command_of(call.name, arguments)
+        calls.append((call.id, call.name, call_command))
         if call_command is not None:
             collector.add("command", _head(call_command, COMMAND_CHARS), seq)
             for path in ex.paths(call_command):
@@ -280,7 +281,7 @@ def _compute_adds(message: Message, name: str | None, command: str | None) -> _A
             else:
                 for path in ex.paths(value):
                     collector.add("path", path, seq)
-    return tuple(collector.adds)
+    return tuple(collector.adds), tuple(calls)
 
 
 def merge_facts(*groups: Iterable[Fact]) -> list[Fact]:
