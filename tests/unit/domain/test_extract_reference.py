@@ -1,0 +1,182 @@
+"""The fast extractors give exactly what the plain readings give.
+
+`paths` reads each run of path characters once (a search per run, the shape of a run's text
+kept), test ids are found from their literal where a text can only hold names, and the exit code
+is found from a literal first letter. Each is checked here against the plain reading it
+replaced, kept below as the reference: on generated texts made of the pieces that decide the
+outcome, on the workload's messages and on the real traces.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from tests.conftest import trace_files
+
+from ctxledger.domain import _fact_extract as fx
+from ctxledger.domain import extract as ex
+from ctxledger.tooling.workload import iter_agent_steps
+
+
+def reference_paths(text: str) -> Iterator[str]:
+    """`paths` as first written: every anchor found, each grown to its run of path characters."""
+    end = 0
+    for match in ex._ANCHOR.finditer(text):
+        anchor = match.start()
+        if anchor < end:
+            continue
+        window = text[max(0, anchor - 256) : anchor][::-1]
+        start = anchor - ex._RUN.match(window).end()  # type: ignore[union-attr]
+        end = ex._RUN.match(text, anchor).end()  # type: ignore[union-attr]
+        path = text[start:end].lstrip("@-").rstrip(".-")
+        if (
+            len(path) < 3
+            or not ex._LETTER.search(path)
+            or "path/to/" in path
+            or ex._BLOB.search(path)
+        ):
+            continue
+        before = text[start - 1] if start else ""
+        if before == "<":
+            continue
+        if before == ":" and path.startswith("//"):
+            scheme = ex._SCHEME.search(text, max(0, start - 9), start)
+            if scheme:
+                yield scheme.group() + path
+            continue
+        if "/" not in path:
+            if ex._BARE_NAME.match(path):
+                yield path
+            continue
+        if path[0] not in "/~." and not ex._HAS_EXTENSION.search(path) and (
+            path.count("/") < 2 or ex._SED.search(path)
+        ):
+            continue
+        if path.startswith(("a/", "b/")):
+            line_start = text.rfind("\n", 0, start) + 1
+            if text.startswith(("---", "+++", "diff "), line_start):
+                path = ex._DIFF_PREFIX.sub("", path)
+        yield path
+
+
+_REFERENCE_TEST_ID = re.compile(
+    r"[\w./-]*\w\.py::[\w\[\]:.,/=+-]*[\w\]]|(?<![\w./-])test_\w+(?!\w|\.\w)"
+)
+
+
+def reference_test_ids(text: str) -> list[str]:
+    if "test" in text or "::" in text:
+        return [match.group() for match in _REFERENCE_TEST_ID.finditer(text)]
+    return []
+
+
+_REFERENCE_EXIT = re.compile(
+    r"<returncode>(-?\d+)</returncode>|\b[Ee]xit (?:code|status):? ?(-?\d+)"
+)
+
+
+def reference_exit_code(output: str) -> int | None:
+    match = _REFERENCE_EXIT.search(output, 0, 400) or _REFERENCE_EXIT.search(
+        output, max(len(output) - 400, 0)
+    )
+    return None if match is None else int(match.group(1) or match.group(2))
+
+
+_PATH_PIECES = [
+    "/", ".py", ".txt", ".conf", "a/", "b/", "src/", "---", "+++ ", "diff ", "http:", "https://",
+    "path/to/", "s/x/y/g", "~/", "./", "../", "<", ":", "@", "-", ".", "+", "ABCdef123", "x" * 31,
+    "\n", " ", "é", "_", "and/or", "setup.py", "Django.conf",
+]
+_TEST_PIECES = [
+    "a", "b.py", ".py::", "::", "test_", "x", "/", ".", "-", "[", "]", ":", ",", "=", "+", " ",
+    "\n", "tests/", "_", "1", "ab.py::t-", "é",
+]
+_EXIT_PIECES = [
+    "exit code 1", "Exit status: 2", "xExit code 3", "<returncode>-1</returncode>",
+    "_exit code 4", " ", "e", "E", "exit", "\n", "Exit code:5", "é", "1", "xit code 6",
+]
+
+
+def _texts(pieces: list[str], count: int, longest: int, seed: int) -> Iterator[str]:
+    rng = random.Random(seed)
+    for _ in range(count):
+        yield "".join(rng.choice(pieces) for _ in range(rng.randint(1, longest)))
+
+
+def _corpus() -> list[str]:
+    texts: list[str] = []
+    for seed in (1, 7):
+        for step in iter_agent_steps(seed, steps=120):
+            for message in step:
+                texts.append(message.content)
+                texts.extend(call.arguments for call in message.tool_calls)
+    for trace in trace_files():
+        texts.extend(trace.read_text(encoding="utf-8").split("\n"))
+    return texts
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[str]:
+    return _corpus()
+
+
+def test_paths_match_the_reference_on_generated_texts() -> None:
+    texts = list(_texts(_PATH_PIECES, 20_000, 30, seed=5))
+    # Runs longer than the 256 characters a path is grown backwards by.
+    rng = random.Random(6)
+    for _ in range(200):
+        texts.append("a" * rng.randint(200, 300) + rng.choice(["/x.py", ".py", "/b"]) + "cc")
+        texts.append("/" * rng.randint(250, 600) + "ab.py")
+    ex._shapes.clear()
+    found = [list(ex.paths(text)) for text in texts]
+    assert found == [list(reference_paths(text)) for text in texts]
+    assert sum(map(len, found)) > 5_000  # the pieces make paths, not only misses
+
+
+def test_paths_are_the_same_when_the_kept_shapes_are_emptied(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ex, "_SHAPES_KEPT", 3)
+    texts = list(_texts(_PATH_PIECES, 2_000, 20, seed=9))
+    assert [list(ex.paths(text)) for text in texts] == [
+        list(reference_paths(text)) for text in texts
+    ]
+    assert len(ex._shapes) <= 3
+
+
+@given(st.lists(st.sampled_from(_PATH_PIECES), max_size=40).map("".join))
+def test_paths_match_the_reference(text: str) -> None:
+    assert list(ex.paths(text)) == list(reference_paths(text))
+
+
+def test_test_ids_match_the_reference_on_generated_texts() -> None:
+    texts = list(_texts(_TEST_PIECES, 40_000, 25, seed=3))
+    found = [fx._test_ids(text) for text in texts]
+    assert found == [reference_test_ids(text) for text in texts]
+    assert sum(map(len, found)) > 5_000
+
+
+def test_exit_codes_match_the_reference_on_generated_texts() -> None:
+    texts = list(_texts(_EXIT_PIECES, 20_000, 8, seed=4))
+    # Long outputs: the code is looked for in the first and the last 400 characters.
+    texts += [text * 60 for text in _texts(_EXIT_PIECES, 500, 4, seed=8)]
+    found = [ex.exit_code(text) for text in texts]
+    assert found == [reference_exit_code(text) for text in texts]
+    assert sum(code is not None for code in found) > 5_000
+
+
+def test_the_corpus_gives_what_the_references_give(corpus: list[str]) -> None:
+    assert [list(ex.paths(text)) for text in corpus] == [
+        list(reference_paths(text)) for text in corpus
+    ]
+    assert [fx._test_ids(text) for text in corpus] == [
+        reference_test_ids(text) for text in corpus
+    ]
+    assert [ex.exit_code(text) for text in corpus] == [
+        reference_exit_code(text) for text in corpus
+    ]
