@@ -173,7 +173,7 @@ def _head(command: str, limit: int) -> str:
     return ""
 
 
-def extract_facts(messages: Iterable[Message]) -> list[Fact]:
+def extract_facts(messages: Iterable[Message], *, keep: bool = True) -> list[Fact]:
     """Return the facts of ``messages``, deduplicated, in order of first appearance.
 
     A tool result is read as a file view when the call it answers (looked up among
@@ -188,6 +188,9 @@ def extract_facts(messages: Iterable[Message]) -> list[Fact]:
 
     Args:
         messages: Messages of one session, oldest first.
+        keep: Keep what each message gives in the memo. ``False`` for messages made for this
+            call alone (the digest's middles of long outputs): kept, they would only push out
+            the facts of messages that live on, and live on in the memo themselves.
 
     Returns:
         One :class:`Fact` per (kind, text), carrying the newest seq that holds it.
@@ -200,9 +203,9 @@ def extract_facts(messages: Iterable[Message]) -> list[Fact]:
             continue
         if role == "tool":
             name, command = calls.get(message.tool_call_id or "", (message.name or "tool", None))
-            adds, _ = _memo.read(message, name, command)
+            adds, _ = _memo.read(message, name, command, keep=keep)
         else:
-            adds, made = _memo.read(message, None, None)
+            adds, made = _memo.read(message, None, None, keep=keep)
             for call_id, call_name, call_command in made:
                 calls[call_id] = (call_name, call_command)
         seq = message.seq or 0
@@ -231,15 +234,19 @@ class _Memo:
         self.chars = 0
         self.lock = threading.Lock()
 
-    def read(self, message: Message, name: str | None, command: str | None) -> _Read:
+    def read(
+        self, message: Message, name: str | None, command: str | None, *, keep: bool = True
+    ) -> _Read:
         """What ``message`` gives (for a tool result, ``name`` and ``command`` are those of the
-        call it answers), from the memo or read now and kept."""
+        call it answers), from the memo, or read now (and kept if ``keep``)."""
         key = (id(message), name, command)
         with self.lock:
             entry = self.entries.get(key)
         if entry is not None and entry[0] is message:
             return entry[1]
         read = _compute_adds(message, name, command)
+        if not keep:
+            return read
         size = len(message.content) + sum(len(call.arguments) for call in message.tool_calls)
         with self.lock:
             old = self.entries.pop(key, None)

@@ -120,7 +120,10 @@ def _cut(message: Message, limit: int) -> str:
     facts = sorted(
         (
             fact
-            for fact in extract_facts([msgspec.structs.replace(message, content=middle)])
+            # A message made for this call: its facts are not kept in the memo.
+            for fact in extract_facts(
+                [msgspec.structs.replace(message, content=middle)], keep=False
+            )
             if fact.text not in shown
         ),
         key=lambda fact: _PRIORITY.get(fact.kind, len(_PRIORITY)),

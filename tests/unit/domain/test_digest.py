@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from ctxledger import Config, Message, ToolCall
-from ctxledger.domain import CompactionPlan, _compaction_plan, plan_compaction
+from ctxledger.domain import CompactionPlan, _compaction_plan, _fact_extract, plan_compaction
 from ctxledger.domain.compaction import input_hash
 from ctxledger.domain.digest import summary_input
 from ctxledger.domain.facts import extract_facts
@@ -146,3 +146,19 @@ def test_a_copied_plan_with_other_inputs_makes_its_own() -> None:
     raw = msgspec.structs.replace(plan, result_chars=0)
     assert raw.messages == plan.covered
     assert plan.input_hash == first
+
+
+def test_the_digest_keeps_no_middle_in_the_facts_memo(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The middles the digest reads facts from are made for that one reading: they are not kept
+    in extract_facts' memo (they would push out the facts of messages that live on, and live
+    on in it themselves), and reading without keeping gives the same facts."""
+    monkeypatch.setattr(_fact_extract, "_memo", _fact_extract._Memo())
+    call = ToolCall("c1", "bash", '{"command": "pytest -x"}')
+    messages = _numbered(Message.assistant("", [call]), Message.tool(LOG, "c1", "bash"))
+    given = summary_input(messages, 1000)
+    assert given[1].content != LOG  # the output was cut: its middle's facts were read
+    assert _fact_extract._memo.entries == {}
+    unkept = extract_facts(messages, keep=False)
+    assert _fact_extract._memo.entries == {}
+    assert unkept == extract_facts(messages)
+    assert len(_fact_extract._memo.entries) == 2
