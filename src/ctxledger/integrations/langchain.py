@@ -33,7 +33,7 @@ import asyncio
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from ctxledger._logging import get_logger
 from ctxledger.actors.host import Host
@@ -105,6 +105,8 @@ class _Ledger:
         self._last: dict[str, str | None] = {}  # session id -> LangChain id of its newest message
         # The last view's messages, converted: seq -> (text, sent as a system message, message).
         self._converted: dict[str, dict[int, tuple[str, bool, BaseMessage]]] = {}
+        # The last view of each session as served and as converted (see convert()).
+        self._last_view: dict[str, _Converted] = {}
         self._lock = threading.Lock()
 
     def session(self) -> Session:
@@ -181,13 +183,25 @@ class _Ledger:
 
     def convert(self, session: Session, view: Sequence[Message]) -> list[BaseMessage]:
         """The view as the model's input: no system message after another message (see the
-        module doc); each (seq, text) of consecutive views is converted once."""
+        module doc); each (seq, text) of consecutive views is converted once.
+
+        A view that begins with the whole of the session's last one (the same messages: the
+        common case between compactions) reuses that one's conversion and converts only what
+        follows it, without walking the rest.
+        """
+        messages = tuple(view)
         with self._lock:
             known = self._converted.get(session.id, {})
-        converted: dict[int, tuple[str, bool, BaseMessage]] = {}
+            last = self._last_view.get(session.id)
         out: list[BaseMessage] = []
+        converted: dict[int, tuple[str, bool, BaseMessage]] = {}
         begun = False
-        for message in view:
+        start = 0
+        if last is not None and messages[: len(last.messages)] == last.messages:
+            start, begun = len(last.messages), last.begun
+            out = list(last.converted)
+            converted = dict(known)
+        for message in messages[start:]:
             seq = message.seq
             as_system = message.role == "system" and not begun
             begun = begun or message.role != "system"
@@ -203,7 +217,17 @@ class _Ledger:
             out.append(result)
         with self._lock:
             self._converted[session.id] = converted
+            self._last_view[session.id] = _Converted(messages, tuple(out), begun)
         return out
+
+
+class _Converted(NamedTuple):
+    """A session's last view, as served and as converted, and whether a message other than a
+    system message came in it (later system messages are sent as user messages)."""
+
+    messages: tuple[Message, ...]
+    converted: tuple[BaseMessage, ...]
+    begun: bool
 
 
 def _record_usage(session: Session, counts: tuple[int, int, int, int]) -> None:

@@ -43,7 +43,7 @@ import json
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import msgspec
 
@@ -91,6 +91,24 @@ _copy_encoder = msgspec.msgpack.Encoder()
 _copy_decoder = msgspec.msgpack.Decoder()
 
 
+class _Rendered(NamedTuple):
+    """A session's last view as served, its items encoded one by one, and whether a message
+    other than a system message came in it (later system messages are sent as user ones)."""
+
+    messages: tuple[Message, ...]
+    parts: tuple[bytes, ...]
+    begun: bool
+
+
+def _array_header(length: int) -> bytes:
+    """The msgpack header of an array of ``length`` items (the items follow it, encoded)."""
+    if length < 16:
+        return bytes((0x90 | length,))
+    if length < 1 << 16:
+        return b"\xdc" + length.to_bytes(2, "big")
+    return b"\xdd" + length.to_bytes(4, "big")
+
+
 def _fingerprint(item: Any) -> str:
     return json.dumps(item, sort_keys=True, default=str)
 
@@ -133,7 +151,9 @@ class LedgerSession:
         self.ledger = session
         self.session_id = session.id
         self._known: deque[str] = deque(maxlen=remember)
-        self._rendered: dict[int, tuple[str, bytes]] = {}  # the last view's items, by seq
+        # The last view's items, encoded, by seq; and that view as a whole (see _render()).
+        self._rendered: dict[int, tuple[str, tuple[bytes, ...]]] = {}
+        self._last_render: _Rendered | None = None
         self._turn: _Turn | None = None  # the model call of the run in progress
         # Whether a view is asked for on every model call (run_config() or filter_model_input):
         # then add_items serves the next call's view with the items, in one commit.
@@ -155,8 +175,9 @@ class LedgerSession:
             view, self._served = self._served, None
             if view is None:
                 view = await self.ledger.aprepare_step()
-            items = self._render(view.messages)
-            self._known.extend(_fingerprint(item) for item in items)
+            items, kept = self._render(view.messages)
+            # The items the last view had were fingerprinted when it was served.
+            self._known.extend(_fingerprint(item) for item in items[kept:])
         else:
             if limit <= 0:
                 return []
@@ -164,19 +185,30 @@ class LedgerSession:
             items = messages_to_items(messages)[-limit:]
         return cast(list[TResponseInputItem], items)
 
-    def _render(self, messages: Iterable[Message]) -> list[dict[str, Any]]:
-        """Render a view's messages; each (seq, text) is rendered once and kept encoded, so that
-        every view hands out fresh item dicts at the cost of one decode.
+    def _render(self, messages: Iterable[Message]) -> tuple[list[dict[str, Any]], int]:
+        """Render a view's messages; each (seq, text) is rendered once and kept encoded, item
+        by item, so that every view hands out fresh item dicts at the cost of one decode of
+        them all. Returns the items and how many of the first ones the last view had.
+
+        A view that begins with the whole of the last one (the same messages: the common case
+        between compactions) takes that one's encoded items and renders only what follows it.
 
         System messages stay system messages only before the conversation's first other
         message; after it they are sent as user messages (so is the summary, see
         :func:`message_to_items`): no model input has a system message after another one.
         """
-        rendered: dict[int, tuple[str, bytes]] = {}
-        items: list[dict[str, Any]] = []
+        shown = tuple(messages)
         known = self._rendered
+        last = self._last_render
+        parts: list[bytes] = []
+        rendered: dict[int, tuple[str, tuple[bytes, ...]]] = {}
         begun = False
-        for message in messages:
+        start = kept = 0
+        if last is not None and shown[: len(last.messages)] == last.messages:
+            start, begun, kept = len(last.messages), last.begun, len(last.parts)
+            parts = list(last.parts)
+            rendered = dict(known)
+        for message in shown[start:]:
             seq = message.seq
             late_system = begun and message.role == "system"
             begun = begun or message.role != "system"
@@ -184,14 +216,17 @@ class LedgerSession:
             if hit is not None and hit[0] == message.content:
                 encoded = hit[1]
             elif late_system:
-                encoded = _copy_encoder.encode([{"role": "user", "content": message.content}])
+                encoded = (_copy_encoder.encode({"role": "user", "content": message.content}),)
             else:
-                encoded = _copy_encoder.encode(message_to_items(message))
+                encoded = tuple(_copy_encoder.encode(item) for item in message_to_items(message))
             if seq is not None:
                 rendered[seq] = (message.content, encoded)
-            items.extend(_copy_decoder.decode(encoded))
+            parts.extend(encoded)
         self._rendered = rendered
-        return items
+        self._last_render = _Rendered(shown, tuple(parts), begun)
+        encoded_all = _array_header(len(parts)) + b"".join(parts)
+        items: list[dict[str, Any]] = _copy_decoder.decode(encoded_all)
+        return items, kept
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append ``items`` durably, as one atomic batch.

@@ -1,0 +1,76 @@
+"""LedgerSession's rendering of views for the OpenAI Agents SDK: each view renders only what is
+new, hands out fresh item dicts, and gives exactly what rendering it afresh gives, across
+compactions and a system message late in the conversation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxledger import Config, Host, Message
+from ctxledger.integrations import openai_agents as oa
+from ctxledger.tooling.workload import iter_agent_steps
+
+CONFIG = Config(context_window=6000, compression_threshold=0.8, min_retain_rounds=2)
+
+
+def test_consecutive_views_render_what_is_new_and_equal_a_fresh_rendering(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rendered: list[int | None] = []
+    real = oa.message_to_items
+
+    def counted(message: Message) -> Any:
+        rendered.append(message.seq)
+        return real(message)
+
+    monkeypatch.setattr(oa, "message_to_items", counted)
+    with Host.open(tmp_path / "db", config=CONFIG) as host:
+        session = host.session("s")
+        ledger = oa.LedgerSession(session)
+        checkpoints: set[str | None] = set()
+        previous: Any = None
+        previous_items: list[dict[str, Any]] = []
+        extended = 0
+        late_system = False
+        for index, step in enumerate(iter_agent_steps(5, steps=60)):
+            if index == 30:
+                step = [*step, Message.system("From now on, answer in French.")]
+            view = session.step(step)
+            checkpoints.add(view.checkpoint_id)
+            before = len(rendered)
+            items, kept = ledger._render(view.messages)
+            made = len(rendered) - before
+            if previous is not None and view.messages[: len(previous.messages)] == (
+                previous.messages
+            ):
+                new = view.messages[len(previous.messages) :]
+                assert made == sum(m.role != "system" for m in new)
+                extended += 1
+            assert (items, 0) == oa.LedgerSession(session)._render(view.messages)
+            if kept:  # the items of the last view come first, equal to what they were
+                assert items[:kept] == [
+                    {k: v for k, v in item.items() if k != "mutated"} for item in previous_items
+                ]
+            # Fresh dicts each time: the SDK may change the items it is given.
+            assert not any(a is b for a, b in zip(items, previous_items, strict=False))
+            for item in items:
+                item["mutated"] = True
+            late_system = late_system or any(
+                item.get("content") == "From now on, answer in French." and item["role"] == "user"
+                for item in items
+            )
+            previous, previous_items = view, items
+    assert len(checkpoints) >= 3
+    assert extended >= 20
+    assert late_system
+
+
+@pytest.mark.parametrize("length", [0, 1, 15, 16, 65_535, 65_536])
+def test_the_array_header_is_msgpacks(length: int) -> None:
+    import msgspec
+
+    encoded = msgspec.msgpack.encode([None] * length)
+    assert oa._array_header(length) + b"\xc0" * length == encoded
