@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
@@ -53,6 +52,7 @@ from ctxledger.domain import ModelView, is_prompt_too_long
 from ctxledger.errors import (
     BudgetExceededError,
     ContextOverflowError,
+    InvalidArgumentError,
     InvalidMessageError,
     InvalidUsageError,
 )
@@ -109,6 +109,32 @@ def _array_header(length: int) -> bytes:
     return b"\xdd" + length.to_bytes(4, "big")
 
 
+class _Recent:
+    """The fingerprints of the items stored and served most recently, at most ``size``
+    distinct ones (one stored again counts as recent again); a membership test costs one
+    lookup, not a set made of them all."""
+
+    __slots__ = ("_seen", "_size")
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._seen: dict[str, None] = {}
+
+    def add_all(self, fingerprints: Iterable[str]) -> None:
+        seen = self._seen
+        for fingerprint in fingerprints:
+            seen.pop(fingerprint, None)
+            seen[fingerprint] = None
+        while len(seen) > self._size:
+            del seen[next(iter(seen))]
+
+    def __contains__(self, fingerprint: object) -> bool:
+        return fingerprint in self._seen
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
 def _fingerprint(item: Any) -> str:
     return json.dumps(item, sort_keys=True, default=str)
 
@@ -148,9 +174,13 @@ class LedgerSession:
             remember: How many fingerprints of recently stored and served items
                 :meth:`filter_model_input` keeps, to tell stored items from unsaved ones.
         """
+        if not isinstance(remember, int) or isinstance(remember, bool) or remember < 0:
+            raise InvalidArgumentError(
+                "remember", f"must be an int of at least 0, got {remember!r}"
+            )
         self.ledger = session
         self.session_id = session.id
-        self._known: deque[str] = deque(maxlen=remember)
+        self._known = _Recent(remember)
         # The last view's items, encoded, by seq; and that view as a whole (see _render()).
         self._rendered: dict[int, tuple[str, tuple[bytes, ...]]] = {}
         self._last_render: _Rendered | None = None
@@ -177,7 +207,7 @@ class LedgerSession:
                 view = await self.ledger.aprepare_step()
             items, kept = self._render(view.messages)
             # The items the last view had were fingerprinted when it was served.
-            self._known.extend(_fingerprint(item) for item in items[kept:])
+            self._known.add_all(_fingerprint(item) for item in items[kept:])
         else:
             if limit <= 0:
                 return []
@@ -256,7 +286,7 @@ class LedgerSession:
             # its items): merge them into it, as one atomic retraction + append.
             if not await asyncio.to_thread(self._extend_newest, items):
                 raise
-        self._known.extend(_fingerprint(normalise_item(item)) for item in items)
+        self._known.add_all(_fingerprint(normalise_item(item)) for item in items)
 
     async def _step(self, messages: list[Message]) -> None:
         """Append ``messages`` and serve the next model call's view with them (one commit)."""
@@ -307,7 +337,7 @@ class LedgerSession:
         """
         self._per_call = True
         given = list(data.model_data.input)
-        known = set(self._known)
+        known = self._known
         tail = len(given)
         while tail > 0 and _fingerprint(normalise_item(given[tail - 1])) not in known:
             tail -= 1
