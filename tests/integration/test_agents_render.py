@@ -8,61 +8,44 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from view_series import CONFIG, LATE_SYSTEM, counting, new_part, views
 
-from ctxledger import Config, Host, Message
+from ctxledger import Host
 from ctxledger.integrations import openai_agents as oa
-from ctxledger.tooling.workload import iter_agent_steps
-
-CONFIG = Config(context_window=6000, compression_threshold=0.8, min_retain_rounds=2)
 
 
 def test_consecutive_views_render_what_is_new_and_equal_a_fresh_rendering(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rendered: list[int | None] = []
-    real = oa.message_to_items
-
-    def counted(message: Message) -> Any:
-        rendered.append(message.seq)
-        return real(message)
-
-    monkeypatch.setattr(oa, "message_to_items", counted)
-    with Host.open(tmp_path / "db", config=CONFIG) as host:
-        session = host.session("s")
-        ledger = oa.LedgerSession(session)
-        checkpoints: set[str | None] = set()
-        previous: Any = None
-        previous_items: list[dict[str, Any]] = []
-        extended = 0
-        late_system = False
-        for index, step in enumerate(iter_agent_steps(5, steps=60)):
-            if index == 30:
-                step = [*step, Message.system("From now on, answer in French.")]
-            view = session.step(step)
-            checkpoints.add(view.checkpoint_id)
-            before = len(rendered)
-            items, kept = ledger._render(view.messages)
-            made = len(rendered) - before
-            if previous is not None and view.messages[: len(previous.messages)] == (
-                previous.messages
-            ):
-                new = view.messages[len(previous.messages) :]
-                assert made == sum(m.role != "system" for m in new)
-                extended += 1
-            assert (items, 0) == oa.LedgerSession(session)._render(view.messages)
-            if kept:  # the items of the last view come first, equal to what they were
-                assert items[:kept] == [
-                    {k: v for k, v in item.items() if k != "mutated"} for item in previous_items
-                ]
-            # Fresh dicts each time: the SDK may change the items it is given.
-            assert not any(a is b for a, b in zip(items, previous_items, strict=False))
-            for item in items:
-                item["mutated"] = True
-            late_system = late_system or any(
-                item.get("content") == "From now on, answer in French." and item["role"] == "user"
-                for item in items
-            )
-            previous, previous_items = view, items
+    rendered = counting(monkeypatch, oa, "message_to_items")
+    ledger: oa.LedgerSession | None = None
+    checkpoints: set[str | None] = set()
+    previous = None
+    previous_items: list[dict[str, Any]] = []
+    extended = 0
+    late_system = False
+    for session, view in views(tmp_path, seed=5):
+        ledger = ledger or oa.LedgerSession(session)
+        checkpoints.add(view.checkpoint_id)
+        before = len(rendered)
+        items, kept = ledger._render(view.messages)
+        new = new_part(view, previous)
+        if new is not None:
+            assert len(rendered) - before == sum(m.role != "system" for m in new)
+            extended += 1
+        assert (items, 0) == oa.LedgerSession(session)._render(view.messages)
+        if kept:  # the items of the last view come first, equal to what they were
+            assert items[:kept] == [
+                {k: v for k, v in item.items() if k != "mutated"} for item in previous_items
+            ]
+        # Fresh dicts each time: the SDK may change the items it is given.
+        assert not any(a is b for a, b in zip(items, previous_items, strict=False))
+        for item in items:
+            item["mutated"] = True
+        late_system = late_system or any(
+            item.get("content") == LATE_SYSTEM and item["role"] == "user" for item in items
+        )
+        previous, previous_items = view, items
     assert len(checkpoints) >= 3
     assert extended >= 20
     assert late_system
