@@ -56,16 +56,16 @@ def test_the_array_header_is_msgpacks(length: int) -> None:
     import msgspec
 
     encoded = msgspec.msgpack.encode([None] * length)
-    assert oa._array_header(length) + b"\xc0" * length == encoded
+    assert oa.array_header(length) + b"\xc0" * length == encoded
 
 
 def test_the_recent_fingerprints_keep_the_newest_distinct_ones() -> None:
-    recent = oa._Recent(3)
+    recent = oa.RecentFingerprints(3)
     recent.add_all(["a", "b", "c", "a", "d"])  # "a" again is recent again: "b" goes first
     assert len(recent) == 3
     assert "b" not in recent
     assert all(f in recent for f in ("a", "c", "d"))
-    nothing = oa._Recent(0)
+    nothing = oa.RecentFingerprints(0)
     nothing.add_all(["a"])
     assert "a" not in nothing
 

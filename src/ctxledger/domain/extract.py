@@ -11,7 +11,6 @@ compaction.
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Iterator
 
@@ -184,7 +183,7 @@ def paths(text: str) -> Iterator[str]:
             if len(shapes) >= _SHAPES_KEPT:
                 shapes.clear()
             shapes[path] = shape
-        if shape is _Shape.NONE:
+        if shape == _NOT_A_PATH:
             continue
         before = text[start - 1] if start else ""
         if before == "<":
@@ -194,38 +193,35 @@ def paths(text: str) -> Iterator[str]:
             if scheme:
                 yield scheme.group() + path  # a web link is a fact to keep as well
             continue
-        if shape is _Shape.NESTED and path.startswith(("a/", "b/")):
+        if shape == _NESTED and path.startswith(("a/", "b/")):
             line_start = text.rfind("\n", 0, start) + 1
             if text.startswith(("---", "+++", "diff "), line_start):
                 path = _DIFF_PREFIX.sub("", path)
         yield path
 
 
-class _Shape(enum.Enum):
-    """What a run of path characters is, judged from its text alone (:func:`_path_shape`)."""
-
-    NONE = "none"  # not a path: too short, no letter, a placeholder, a blob, "and/or"
-    BARE = "bare"  # a file name with a known extension and no slash
-    NESTED = "nested"  # a path with a slash
-
+# What a run of path characters is, judged from its text alone (:func:`_path_shape`): not a
+# path (too short, no letter, a placeholder, a blob, "and/or"), a bare file name with a known
+# extension, or a path with a slash.
+_NOT_A_PATH, _BARE, _NESTED = 0, 1, 2
 
 #: The shapes of recent runs, by their text (a session names the same paths again and again):
 #: emptied when full. Reads and writes of a dict are atomic, so threads share it safely.
-_shapes: dict[str, _Shape] = {}
+_shapes: dict[str, int] = {}
 _SHAPES_KEPT = 4096
 
 
-def _path_shape(path: str) -> _Shape:
+def _path_shape(path: str) -> int:
     """What ``path`` (a run of path characters, trimmed) is, from its text alone."""
     if len(path) < 3 or not _LETTER.search(path) or "path/to/" in path or _BLOB.search(path):
-        return _Shape.NONE
+        return _NOT_A_PATH
     if "/" not in path:
-        return _Shape.BARE if _BARE_NAME.match(path) else _Shape.NONE
+        return _BARE if _BARE_NAME.match(path) else _NOT_A_PATH
     if path[0] not in "/~." and not _HAS_EXTENSION.search(path) and (
         path.count("/") < 2 or _SED.search(path)
     ):
-        return _Shape.NONE  # "and/or", "s/old/new/g": a relative path needs depth or an extension
-    return _Shape.NESTED
+        return _NOT_A_PATH  # "and/or", "s/old/new/g": a relative path needs depth or an extension
+    return _NESTED
 
 
 def has_extension(name: str) -> bool:

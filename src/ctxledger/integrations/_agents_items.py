@@ -7,7 +7,7 @@ pydantic models with ``model_dump``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import msgspec
 
@@ -16,6 +16,9 @@ from ctxledger.messages import Message, ToolCall
 
 __all__ = [
     "METADATA_KEY",
+    "RecentFingerprints",
+    "RenderedView",
+    "array_header",
     "item_kind",
     "items_to_messages",
     "message_to_items",
@@ -283,3 +286,50 @@ def _plain_items(message: Message) -> list[dict[str, Any]]:
 def messages_to_items(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """Render messages as SDK input items, in order (see :func:`message_to_items`)."""
     return [item for message in messages for item in message_to_items(message)]
+
+
+# What LedgerSession keeps of the views it hands out (see LedgerSession._render).
+
+
+class RenderedView(NamedTuple):
+    """A session's last view as served, its items encoded one by one, and whether a message
+    other than a system message came in it (later system messages are sent as user ones)."""
+
+    messages: tuple[Message, ...]
+    parts: tuple[bytes, ...]
+    begun: bool
+
+
+def array_header(length: int) -> bytes:
+    """The msgpack header of an array of ``length`` items (the items follow it, encoded)."""
+    if length < 16:
+        return bytes((0x90 | length,))
+    if length < 1 << 16:
+        return b"\xdc" + length.to_bytes(2, "big")
+    return b"\xdd" + length.to_bytes(4, "big")
+
+
+class RecentFingerprints:
+    """The fingerprints of the items stored and served most recently, at most ``size``
+    distinct ones (one stored again counts as recent again); a membership test costs one
+    lookup, not a set made of them all."""
+
+    __slots__ = ("_seen", "_size")
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._seen: dict[str, None] = {}
+
+    def add_all(self, fingerprints: Iterable[str]) -> None:
+        seen = self._seen
+        for fingerprint in fingerprints:
+            seen.pop(fingerprint, None)
+            seen[fingerprint] = None
+        while len(seen) > self._size:
+            del seen[next(iter(seen))]
+
+    def __contains__(self, fingerprint: object) -> bool:
+        return fingerprint in self._seen
+
+    def __len__(self) -> int:
+        return len(self._seen)

@@ -42,7 +42,7 @@ import contextlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 import msgspec
 
@@ -58,6 +58,9 @@ from ctxledger.errors import (
 )
 from ctxledger.integrations._agents_items import (
     METADATA_KEY,
+    RecentFingerprints,
+    RenderedView,
+    array_header,
     item_kind,
     items_to_messages,
     message_to_items,
@@ -89,50 +92,6 @@ __all__ = [
 _log = get_logger(__name__)
 _copy_encoder = msgspec.msgpack.Encoder()
 _copy_decoder = msgspec.msgpack.Decoder()
-
-
-class _Rendered(NamedTuple):
-    """A session's last view as served, its items encoded one by one, and whether a message
-    other than a system message came in it (later system messages are sent as user ones)."""
-
-    messages: tuple[Message, ...]
-    parts: tuple[bytes, ...]
-    begun: bool
-
-
-def _array_header(length: int) -> bytes:
-    """The msgpack header of an array of ``length`` items (the items follow it, encoded)."""
-    if length < 16:
-        return bytes((0x90 | length,))
-    if length < 1 << 16:
-        return b"\xdc" + length.to_bytes(2, "big")
-    return b"\xdd" + length.to_bytes(4, "big")
-
-
-class _Recent:
-    """The fingerprints of the items stored and served most recently, at most ``size``
-    distinct ones (one stored again counts as recent again); a membership test costs one
-    lookup, not a set made of them all."""
-
-    __slots__ = ("_seen", "_size")
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._seen: dict[str, None] = {}
-
-    def add_all(self, fingerprints: Iterable[str]) -> None:
-        seen = self._seen
-        for fingerprint in fingerprints:
-            seen.pop(fingerprint, None)
-            seen[fingerprint] = None
-        while len(seen) > self._size:
-            del seen[next(iter(seen))]
-
-    def __contains__(self, fingerprint: object) -> bool:
-        return fingerprint in self._seen
-
-    def __len__(self) -> int:
-        return len(self._seen)
 
 
 def _fingerprint(item: Any) -> str:
@@ -180,10 +139,10 @@ class LedgerSession:
             )
         self.ledger = session
         self.session_id = session.id
-        self._known = _Recent(remember)
+        self._known = RecentFingerprints(remember)
         # The last view's items, encoded, by seq; and that view as a whole (see _render()).
         self._rendered: dict[int, tuple[str, tuple[bytes, ...]]] = {}
-        self._last_render: _Rendered | None = None
+        self._last_render: RenderedView | None = None
         self._turn: _Turn | None = None  # the model call of the run in progress
         # Whether a view is asked for on every model call (run_config() or filter_model_input):
         # then add_items serves the next call's view with the items, in one commit.
@@ -253,8 +212,8 @@ class LedgerSession:
                 rendered[seq] = (message.content, encoded)
             parts.extend(encoded)
         self._rendered = rendered
-        self._last_render = _Rendered(shown, tuple(parts), begun)
-        encoded_all = _array_header(len(parts)) + b"".join(parts)
+        self._last_render = RenderedView(shown, tuple(parts), begun)
+        encoded_all = array_header(len(parts)) + b"".join(parts)
         items: list[dict[str, Any]] = _copy_decoder.decode(encoded_all)
         return items, kept
 
