@@ -310,7 +310,7 @@ def activate(
     events: tuple[Event, ...] = (created,)
     if not request.view:
         return Decision(events=events, result=result)
-    view = after.view()
+    view = after.view(state)
     return Decision(events=(*events, served(view, state, tokenizer)), view=view, result=result)
 
 

@@ -223,7 +223,7 @@ def _serve(
         refused = overflow_error(state, draft, floor)
         if refused is not None:
             return Decision(result=result, error=refused)
-    view = draft.view()
+    view = draft.view(state)
     return Decision(events=(served(view, state, tokenizer),), view=view, result=result)
 
 
@@ -290,7 +290,7 @@ def _summarized(
         refused = None if state.config.legacy else overflow_error(state, draft)
         if refused is not None:
             return Decision(events=(failed,), result=result, error=refused)
-        view = draft.view()
+        view = draft.view(state)
         return Decision(events=(failed, served(view, state, tokenizer)), view=view, result=result)
     checkpoint, result = complete_compaction(
         state,
@@ -306,7 +306,8 @@ def _summarized(
     created = CheckpointCreated(compaction_id=job.compaction_id, checkpoint=checkpoint)
     if not serve:
         return Decision(events=(created,), result=result)
-    view = draft_view(state, tokenizer=tokenizer, pending=pending, checkpoint=checkpoint).view()
+    after = draft_view(state, tokenizer=tokenizer, pending=pending, checkpoint=checkpoint)
+    view = after.view(state)
     return Decision(events=(created, served(view, state, tokenizer)), view=view, result=result)
 
 

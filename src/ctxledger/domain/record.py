@@ -78,6 +78,9 @@ class StateRecord:
         # the view (see ctxledger.domain.view.draft_view): caches, not state.
         self.render_cache: dict[int, tuple[Message, bool, Message]] = {}
         self.draft_memo: tuple[Any, Any] | None = None
+        # The last served view's messages and their encodings (see ctxledger.domain.view
+        # .Draft.view): a cache, not state; one immutable tuple, so copies may share it.
+        self.view_encodings: tuple[tuple[Message, ...], tuple[bytes, ...]] | None = None
         self.active_restored = False
         self.retracted: set[int] = set()
         self.cleared_through = 0
@@ -179,6 +182,7 @@ class StateRecord:
         self.background = None
         self.render_cache.clear()
         self.draft_memo = None
+        self.view_encodings = None
 
     def __repr__(self) -> str:
         return (

@@ -87,6 +87,43 @@ def view_hash(mode: str, checkpoint_id: str | None, messages: Sequence[Message])
     return hashlib.sha256(payload).hexdigest()
 
 
+#: A view's messages and the encoding of each, kept between views (see :func:`_hash_with`).
+Encodings = tuple[tuple[Message, ...], tuple[bytes, ...]]
+
+
+def _hash_with(
+    mode: str, checkpoint_id: str | None, messages: Sequence[Message], kept: Encodings | None
+) -> tuple[str, Encodings]:
+    """:func:`view_hash`, reusing the encodings ``kept`` of the last view hashed when this view
+    begins with all of its messages (equal ones: the encoder is deterministic), and the
+    encodings to keep for the next.
+
+    The hash covers the msgpack of the whole view, whose array header (the messages' count)
+    comes before the messages, so the digest itself cannot be carried over; encoding the
+    messages is most of its cost and can. msgpack is compositional: a tuple's encoding is its
+    header followed by its items' encodings, so the bytes hashed are those of
+    :func:`view_hash`.
+    """
+    shown = tuple(messages)
+    encode = _hash_encoder.encode
+    if kept is not None and shown[: len(kept[0])] == kept[0]:
+        parts = kept[1] + tuple(encode(message) for message in shown[len(kept[0]) :])
+    else:
+        parts = tuple(encode(message) for message in shown)
+    head = b"\x93" + encode(mode) + encode(checkpoint_id) + _array_header(len(parts))
+    digest = hashlib.sha256(head + b"".join(parts)).hexdigest()
+    return digest, (shown, parts)
+
+
+def _array_header(length: int) -> bytes:
+    """The msgpack header of an array of ``length`` items."""
+    if length < 16:
+        return bytes((0x90 | length,))
+    if length < 1 << 16:
+        return b"\xdc" + length.to_bytes(2, "big")
+    return b"\xdd" + length.to_bytes(4, "big")
+
+
 class Draft(NamedTuple):
     """The view a state would serve under a checkpoint, assembled and measured but not hashed.
 
@@ -110,17 +147,28 @@ class Draft(NamedTuple):
     through_seq: int
     prompt_tokens: int = 0
 
-    def view(self) -> ModelView:
-        """Return the finished view (hashing its messages)."""
+    def view(self, state: SessionState | None = None) -> ModelView:
+        """Return the finished view (hashing its messages).
+
+        With ``state`` (the session it is served for), the encodings of the messages it shares
+        with the last view hashed for that session are reused (a cache the state keeps, see
+        :func:`_hash_with`): a step then encodes only what it added. The hash is the same.
+        """
         active = self.checkpoint
         mode = COMPACT_CHECKPOINT if active is not None else FULL_HISTORY
         checkpoint_id = active.id if active is not None else None
+        if state is None:
+            digest = view_hash(mode, checkpoint_id, self.messages)
+        else:
+            digest, state.view_encodings = _hash_with(
+                mode, checkpoint_id, self.messages, state.view_encodings
+            )
         return ModelView(
             messages=tuple(self.messages),
             mode=mode,
             checkpoint_id=checkpoint_id,
             estimated_tokens=self.estimated_tokens,
-            view_hash=view_hash(mode, checkpoint_id, self.messages),
+            view_hash=digest,
             through_seq=self.through_seq,
             view_tokens=self.view_tokens,
             retain_from_seq=active.retain_from_seq if active is not None else 1,

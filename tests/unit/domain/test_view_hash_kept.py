@@ -1,0 +1,89 @@
+"""A view's hash made with the encodings kept from the last view equals the hash made afresh.
+
+`Draft.view(state)` reuses the encodings of the messages a view shares with the last one
+hashed for the session (`_hash_with`); the digest must be `view_hash`'s, byte for byte, or no
+recorded view would verify again.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from ctxledger import Config, Host, Message, ToolCall
+from ctxledger.domain import view as view_module
+from ctxledger.domain.view import view_hash
+from ctxledger.tooling.workload import iter_agent_steps
+
+
+def _messages(count: int, seed: int) -> list[Message]:
+    rng = random.Random(seed)
+    out: list[Message] = []
+    for seq in range(1, count + 1):
+        kind = rng.choice(["user", "assistant", "tool", "summary"])
+        meta = {"b": {"z": seq, "a": [1, 2]}, "a": "x"} if rng.random() < 0.3 else {}
+        if kind == "assistant":
+            calls = (ToolCall(f"c{seq}", "bash", '{"command": "ls"}'),)
+            out.append(Message(role="assistant", content=f"run {seq}", tool_calls=calls, seq=seq,
+                               metadata=meta))  # fmt: skip
+        elif kind == "tool":
+            out.append(Message(role="tool", content="é" * rng.randint(0, 300), tool_call_id="c",
+                               name="bash", seq=seq))  # fmt: skip
+        else:
+            out.append(Message(role=kind, content=f"text {seq}", seq=seq, metadata=meta))
+    return out
+
+
+def test_kept_encodings_give_the_fresh_hash_as_views_grow_change_and_shrink() -> None:
+    rng = random.Random(11)
+    pool = _messages(400, seed=3)
+    kept = None
+    reused = 0
+    shown: list[Message] = []
+    for _ in range(300):
+        move = rng.random()
+        if move < 0.6 or not shown:
+            shown = shown + pool[len(shown) : len(shown) + rng.randint(1, 3)]  # a step
+        elif move < 0.75:
+            # An equal message made anew (a re-render): still the same encoding.
+            i = rng.randrange(len(shown))
+            shown = [*shown[:i], msgspec.structs.replace(shown[i]), *shown[i + 1 :]]
+        elif move < 0.9:
+            i = rng.randrange(len(shown))  # masked: a different message in the middle
+            shown = [*shown[:i], msgspec.structs.replace(shown[i], content="[masked]"),
+                     *shown[i + 1 :]]  # fmt: skip
+        else:
+            shown = shown[rng.randrange(len(shown)) :]  # a new checkpoint's shorter view
+        mode = rng.choice(["full_history", "compact_checkpoint"])
+        checkpoint_id = None if mode == "full_history" else rng.choice(["c1", "c2"])
+        before = kept
+        digest, kept = view_module._hash_with(mode, checkpoint_id, shown, kept)
+        assert digest == view_hash(mode, checkpoint_id, shown)
+        if before is not None and tuple(shown[: len(before[0])]) == before[0]:
+            reused += 1
+    assert reused > 100  # the kept encodings were used, not only made
+
+
+@pytest.mark.parametrize("count", [0, 1, 15, 16, 65_535, 65_536])
+def test_every_length_of_view_hashes_alike(count: int) -> None:
+    messages = [Message(role="user", content="a", seq=1)] * count
+    digest, kept = view_module._hash_with("full_history", None, messages, None)
+    assert digest == view_hash("full_history", None, messages)
+    again, _ = view_module._hash_with("full_history", None, [*messages, messages[0]] if count
+                                      else [], kept)  # fmt: skip
+    assert again == view_hash("full_history", None, [*messages, messages[0]] if count else [])
+
+
+def test_a_host_records_the_hash_of_every_view_it_serves(tmp_path: Path) -> None:
+    config = Config(context_window=6000, compression_threshold=0.8, min_retain_rounds=2)
+    checkpoints = set()
+    with Host.open(tmp_path / "db", config=config) as host:
+        session = host.session("s")
+        for step in iter_agent_steps(9, steps=60):
+            view = session.step(step)
+            checkpoints.add(view.checkpoint_id)
+            assert view.view_hash == view_hash(view.mode, view.checkpoint_id, view.messages)
+    assert len(checkpoints) >= 3
