@@ -15,6 +15,7 @@ from ctxledger.domain.projection import assemble
 from ctxledger.domain.render import render_policy, render_unmasked
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import Tokenizer
+from ctxledger.events._msgpack import array_header
 from ctxledger.messages import Message
 
 __all__ = [
@@ -110,18 +111,9 @@ def _hash_with(
         parts = kept[1] + tuple(encode(message) for message in shown[len(kept[0]) :])
     else:
         parts = tuple(encode(message) for message in shown)
-    head = b"\x93" + encode(mode) + encode(checkpoint_id) + _array_header(len(parts))
+    head = b"\x93" + encode(mode) + encode(checkpoint_id) + array_header(len(parts))
     digest = hashlib.sha256(head + b"".join(parts)).hexdigest()
     return digest, (shown, parts)
-
-
-def _array_header(length: int) -> bytes:
-    """The msgpack header of an array of ``length`` items."""
-    if length < 16:
-        return bytes((0x90 | length,))
-    if length < 1 << 16:
-        return b"\xdc" + length.to_bytes(2, "big")
-    return b"\xdd" + length.to_bytes(4, "big")
 
 
 class Draft(NamedTuple):

@@ -18,7 +18,6 @@ __all__ = [
     "METADATA_KEY",
     "RecentFingerprints",
     "RenderedView",
-    "array_header",
     "item_kind",
     "items_to_messages",
     "message_to_items",
@@ -298,15 +297,6 @@ class RenderedView(NamedTuple):
     messages: tuple[Message, ...]
     parts: tuple[bytes, ...]
     begun: bool
-
-
-def array_header(length: int) -> bytes:
-    """The msgpack header of an array of ``length`` items (the items follow it, encoded)."""
-    if length < 16:
-        return bytes((0x90 | length,))
-    if length < 1 << 16:
-        return b"\xdc" + length.to_bytes(2, "big")
-    return b"\xdd" + length.to_bytes(4, "big")
 
 
 class RecentFingerprints:

@@ -56,11 +56,11 @@ from ctxledger.errors import (
     InvalidMessageError,
     InvalidUsageError,
 )
+from ctxledger.events._msgpack import array_header
 from ctxledger.integrations._agents_items import (
     METADATA_KEY,
     RecentFingerprints,
     RenderedView,
-    array_header,
     item_kind,
     items_to_messages,
     message_to_items,
