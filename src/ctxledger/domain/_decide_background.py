@@ -311,7 +311,8 @@ def activate(
     if not request.view:
         return Decision(events=events, result=result)
     view = after.view(state)
-    return Decision(events=(*events, served(view, state, tokenizer)), view=view, result=result)
+    event = served(view, state, tokenizer, chars=after.chars)
+    return Decision(events=(*events, event), view=view, result=result)
 
 
 def decide_background(

@@ -162,16 +162,19 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     error: CtxLedgerError | None = None
 
 
-def served(view: ModelView, state: SessionState, tokenizer: Tokenizer) -> ViewServed:
+def served(
+    view: ModelView, state: SessionState, tokenizer: Tokenizer, *, chars: int | None = None
+) -> ViewServed:
     """Return the event that records ``state`` serving ``view`` (with the re-mask it makes, if
-    any: :func:`~ctxledger.domain.remask_of`)."""
+    any: :func:`~ctxledger.domain.remask_of`); ``chars`` is :func:`view_chars` of its messages
+    when the draft counted it already (:attr:`~ctxledger.domain.view.Draft.chars`)."""
     return ViewServed(
         through_seq=view.through_seq,
         estimated_tokens=view.estimated_tokens,
         view_hash=view.view_hash,
         checkpoint_id=view.checkpoint_id,
         message_count=len(view.messages),
-        view_chars=view_chars(view.messages),
+        view_chars=view_chars(view.messages) if chars is None else chars,
         remask=remask_of(state, view, tokenizer=tokenizer),
     )
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import cast
 
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import CharTokenizer, Tokenizer, message_chars
@@ -33,6 +34,7 @@ __all__ = [
     "CalibratedTokenizer",
     "calibrate",
     "session_tokenizer",
+    "tokens_of_chars",
     "usage_events",
     "view_chars",
 ]
@@ -81,6 +83,18 @@ class CalibratedTokenizer:
 def view_chars(messages: Sequence[Message]) -> int:
     """The characters the default tokenizer counts in a view's messages."""
     return sum(message_chars(message) for message in messages)
+
+
+def tokens_of_chars(tokenizer: Tokenizer, chars: int) -> int | None:
+    """What ``tokenizer.count_messages`` gives for messages of ``chars`` characters (see
+    :func:`view_chars`) when it is one of the built-in estimators, which count characters;
+    ``None`` for any other tokenizer (subclasses included), which must count the messages."""
+    kind = type(tokenizer)
+    if kind is CharTokenizer:
+        return chars // cast(CharTokenizer, tokenizer).chars_per_token
+    if kind is CalibratedTokenizer:
+        return chars * 1000 // cast(CalibratedTokenizer, tokenizer)._milli
+    return None
 
 
 def calibrate(previous: Calibration | None, chars: int, tokens: int) -> Calibration:

@@ -224,7 +224,8 @@ def _serve(
         if refused is not None:
             return Decision(result=result, error=refused)
     view = draft.view(state)
-    return Decision(events=(served(view, state, tokenizer),), view=view, result=result)
+    served_event = served(view, state, tokenizer, chars=draft.chars)
+    return Decision(events=(served_event,), view=view, result=result)
 
 
 def _floor_overflow(state: SessionState, result: CompactionResult) -> ContextOverflowError | None:
@@ -291,7 +292,8 @@ def _summarized(
         if refused is not None:
             return Decision(events=(failed,), result=result, error=refused)
         view = draft.view(state)
-        return Decision(events=(failed, served(view, state, tokenizer)), view=view, result=result)
+        event = served(view, state, tokenizer, chars=draft.chars)
+        return Decision(events=(failed, event), view=view, result=result)
     checkpoint, result = complete_compaction(
         state,
         plan,
@@ -308,7 +310,8 @@ def _summarized(
         return Decision(events=(created,), result=result)
     after = draft_view(state, tokenizer=tokenizer, pending=pending, checkpoint=checkpoint)
     view = after.view(state)
-    return Decision(events=(created, served(view, state, tokenizer)), view=view, result=result)
+    event = served(view, state, tokenizer, chars=after.chars)
+    return Decision(events=(created, event), view=view, result=result)
 
 
 def _adopt(state: SessionState, request: Adopt) -> Decision:

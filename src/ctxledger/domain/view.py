@@ -10,7 +10,7 @@ import msgspec
 
 from ctxledger.checkpoints import Checkpoint, Remask
 from ctxledger.domain.budget import estimate_tokens
-from ctxledger.domain.calibration import session_tokenizer
+from ctxledger.domain.calibration import session_tokenizer, tokens_of_chars, view_chars
 from ctxledger.domain.projection import assemble
 from ctxledger.domain.render import render_policy, render_unmasked
 from ctxledger.domain.state import SessionState
@@ -130,6 +130,8 @@ class Draft(NamedTuple):
         through_seq: The newest message seq.
         prompt_tokens: The tokenizer's count of ``messages`` with the pending text: what the
             view sends (the estimate may add the provider's usage figure).
+        chars: The characters of ``messages`` the default tokenizer counts
+            (:func:`~ctxledger.domain.calibration.view_chars`); ``None`` when not counted.
     """
 
     checkpoint: Checkpoint | None
@@ -138,6 +140,7 @@ class Draft(NamedTuple):
     estimated_tokens: int
     through_seq: int
     prompt_tokens: int = 0
+    chars: int | None = None
 
     def view(self, state: SessionState | None = None) -> ModelView:
         """Return the finished view (hashing its messages).
@@ -206,9 +209,18 @@ def _draft(
     usage_current: bool,
 ) -> Draft:
     messages = assemble(state, active)
-    view_tokens = tokenizer.count_messages(messages)
+    # One pass over the view: the built-in estimators count its characters, which the event
+    # that records serving it carries as well (ViewServed.view_chars).
+    chars = view_chars(messages)
+    counted = tokens_of_chars(tokenizer, chars)
+    view_tokens = tokenizer.count_messages(messages) if counted is None else counted
     if pending:
-        with_pending = tokenizer.count_messages([*messages, Message(role="user", content=pending)])
+        counted = tokens_of_chars(tokenizer, chars + len(pending))  # a user message of it
+        with_pending = (
+            tokenizer.count_messages([*messages, Message(role="user", content=pending)])
+            if counted is None
+            else counted
+        )
     else:
         with_pending = view_tokens
     if usage_current:
@@ -221,7 +233,7 @@ def _draft(
         )
     else:
         estimated = with_pending
-    return Draft(active, messages, view_tokens, estimated, state.last_seq, with_pending)
+    return Draft(active, messages, view_tokens, estimated, state.last_seq, with_pending, chars)
 
 
 def build_view(state: SessionState, *, tokenizer: Tokenizer, pending: str = "") -> ModelView:

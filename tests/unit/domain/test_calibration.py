@@ -151,3 +151,30 @@ def test_calibrate_fits_the_slope_not_the_fixed_part() -> None:
     for chars in (1_000, 2_000, 3_000):
         dense = calibrate(dense, chars, chars * 2)
     assert dense is not None and dense.chars_per_token == 1.0
+
+
+def test_tokens_of_chars_is_what_the_built_in_estimators_count() -> None:
+    """A step counts its view's characters once: for the built-in estimators the tokens are
+    derived from them, equal to counting the messages; any other tokenizer counts."""
+    from ctxledger import ToolCall
+    from ctxledger.domain import CharTokenizer
+    from ctxledger.domain.calibration import CalibratedTokenizer, tokens_of_chars, view_chars
+
+    messages = [
+        Message.user("é" * 37),
+        Message.assistant("x" * 5, [ToolCall("c1", "bash", '{"command": "ls -la"}')]),
+        Message.tool("y" * 1001, "c1", "bash"),
+    ]
+    chars = view_chars(messages)
+    for tokenizer in (CharTokenizer(), CharTokenizer(4), CalibratedTokenizer(2.347)):
+        for pending in ("", "z" * 17):
+            shown = [*messages, Message.user(pending)] if pending else messages
+            assert tokens_of_chars(tokenizer, chars + len(pending)) == tokenizer.count_messages(
+                shown
+            )
+
+    class Mine(CharTokenizer):
+        def count_messages(self, messages: Sequence[Message]) -> int:
+            return 7
+
+    assert tokens_of_chars(Mine(), chars) is None
