@@ -87,3 +87,30 @@ def test_a_host_records_the_hash_of_every_view_it_serves(tmp_path: Path) -> None
             checkpoints.add(view.checkpoint_id)
             assert view.view_hash == view_hash(view.mode, view.checkpoint_id, view.messages)
     assert len(checkpoints) >= 3
+
+
+def test_a_host_keeps_the_encodings_of_long_views_only(tmp_path: Path) -> None:
+    """Short views are hashed whole (cheaper), long ones with the encodings kept: a host's
+    hashes are view_hash's on both sides of KEEP_ENCODINGS_FROM."""
+    config = Config(context_window=400_000, compression_threshold=0.8)
+    sizes = []
+    with Host.open(tmp_path / "db", config=config) as host:
+        session = host.session("s")
+        for step in iter_agent_steps(4, steps=140):
+            view = session.step(step)
+            assert view.view_hash == view_hash(view.mode, view.checkpoint_id, view.messages)
+            sizes.append(len(view.messages))
+    assert min(sizes) < view_module.KEEP_ENCODINGS_FROM <= max(sizes)  # both paths were taken
+
+
+def test_draft_view_keeps_encodings_from_the_threshold_on() -> None:
+    from ctxledger.domain.state import SessionState
+    from ctxledger.domain.view import Draft
+
+    state = SessionState.new("s", Config())
+    short = [Message(role="user", content="a", seq=n) for n in range(1, 10)]
+    long = [Message(role="user", content="a", seq=n) for n in range(1, 300)]
+    for messages, kept in ((long, True), (short, False), (long, True)):
+        view = Draft(None, messages, 1, 1, len(messages)).view(state)
+        assert view.view_hash == view_hash(view.mode, None, messages)
+        assert (state.view_encodings is not None) == kept
