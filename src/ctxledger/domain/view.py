@@ -160,16 +160,17 @@ class Draft(NamedTuple):
         active = self.checkpoint
         mode = COMPACT_CHECKPOINT if active is not None else FULL_HISTORY
         checkpoint_id = active.id if active is not None else None
-        if state is None or len(self.messages) < KEEP_ENCODINGS_FROM:
-            digest = view_hash(mode, checkpoint_id, self.messages)
+        messages = tuple(self.messages)  # one copy: the hash and the view take it as it is
+        if state is None or len(messages) < KEEP_ENCODINGS_FROM:
+            digest = view_hash(mode, checkpoint_id, messages)
             if state is not None:
                 state.view_encodings = None
         else:
             digest, state.view_encodings = _hash_with(
-                mode, checkpoint_id, self.messages, state.view_encodings
+                mode, checkpoint_id, messages, state.view_encodings
             )
         return ModelView(
-            messages=tuple(self.messages),
+            messages=messages,
             mode=mode,
             checkpoint_id=checkpoint_id,
             estimated_tokens=self.estimated_tokens,
