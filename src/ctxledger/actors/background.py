@@ -20,8 +20,8 @@ from ctxledger.domain import (
     BACKGROUND_BACKOFF,
     Background,
     Job,
+    current_estimate,
     decide,
-    draft_view,
     extension_due,
     marks,
     usable_prepared,
@@ -62,7 +62,7 @@ class BackgroundSteps(HistoryBase):
             )
             return
         tokenizer = rt.tokenizer
-        estimate = draft_view(state, tokenizer=tokenizer).estimated_tokens
+        estimate = current_estimate(state, tokenizer=tokenizer)  # O(appended since the last)
         prepared, active = usable_prepared(state), state.active_checkpoint
         extension = None
         if message.extension and prepared is not None:

@@ -55,6 +55,7 @@ from ctxledger.domain.decide import (
     served,
     usable_prepared,
 )
+from ctxledger.domain.estimate import current_estimate, tail_chars
 from ctxledger.domain.facts import (
     FACT_KINDS,
     Fact,
@@ -190,6 +191,7 @@ __all__ = [
     "checkpoint_fact_block",
     "clear_event",
     "complete_compaction",
+    "current_estimate",
     "decide",
     "describe_summarizer",
     "draft_view",
@@ -230,6 +232,7 @@ __all__ = [
     "summary_chunk_chars",
     "summary_max_chars",
     "summary_message",
+    "tail_chars",
     "threshold_for",
     "to_anthropic",
     "to_openai",

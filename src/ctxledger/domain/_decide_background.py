@@ -21,6 +21,7 @@ from ctxledger.domain.compaction import (
     finish_checkpoint,
     prepared_checkpoint,
 )
+from ctxledger.domain.estimate import current_estimate
 from ctxledger.domain.limits import CHARS_PER_TOKEN
 from ctxledger.domain.policy import (
     absorbs,
@@ -331,22 +332,26 @@ def decide_background(
     ):
         return Decision()
     in_force = marks(state)
-    draft = draft_view(state, tokenizer=tokenizer)
-    if not prepare_due(in_force, draft.estimated_tokens):
-        return Decision()
     prepared = usable_prepared(state)
-    if prepared is None and request.timed and not ready_before_threshold(state, draft, now()):
-        return Decision()
     if prepared is not None:
+        # Only the estimate of the view now is needed: the plan starts from the prepared cut.
+        estimate = current_estimate(state, tokenizer=tokenizer)
+        if not prepare_due(in_force, estimate):
+            return Decision()
         under = draft_view(
             state, tokenizer=tokenizer, checkpoint=as_activated(state, prepared, tokenizer)
         )
-        if not extend_due(in_force, under.estimated_tokens, draft.estimated_tokens):
+        if not extend_due(in_force, under.estimated_tokens, estimate):
             return Decision()  # what is prepared will absorb the growth
         outcome = plan_compaction(
             state, tokenizer=tokenizer, prepared=prepared, draft=under, force=True
         )
     else:
+        draft = draft_view(state, tokenizer=tokenizer)
+        if not prepare_due(in_force, draft.estimated_tokens):
+            return Decision()
+        if request.timed and not ready_before_threshold(state, draft, now()):
+            return Decision()
         outcome = plan_compaction(state, tokenizer=tokenizer, draft=draft, force=True)
     if not isinstance(outcome, CompactionPlan):
         return Decision()

@@ -301,25 +301,39 @@ _E = TypeVar("_E", bound=EventBase)
 
 
 def _on(
-    kind: type[_E], handler: Callable[[StateRecord, _E], None]
+    kind: type[_E], handler: Callable[[StateRecord, _E], None], *, keeps_shown: bool = False
 ) -> tuple[type[EventBase], _Handler]:
-    """A table entry; mypy checks that ``handler`` takes events of type ``kind``."""
-    return kind, handler
+    """A table entry; mypy checks that ``handler`` takes events of type ``kind``.
+
+    An event may change how messages already in history are shown (a checkpoint, a pin, a
+    retraction, a Config...) unless its entry says ``keeps_shown``: then it only appends
+    messages or records something no rendering reads. The others count in
+    :attr:`StateRecord.shown_epoch`, which the memo of the view's characters is valid for
+    (:mod:`ctxledger.domain.estimate`); the appends, two events in three, pay nothing for it.
+    """
+    if keeps_shown:
+        return kind, handler
+
+    def reshaping(state: StateRecord, event: _E) -> None:
+        state.shown_epoch += 1
+        handler(state, event)
+
+    return kind, reshaping
 
 
 _HANDLERS: dict[type[EventBase], _Handler] = dict(
     [
-        _on(MessageAppended, _message_appended),
-        _on(ToolResultSynthesized, _message_appended),
-        _on(ViewServed, _view_served),
-        _on(UsageReported, _usage_reported),
-        _on(TokenizerCalibrated, _tokenizer_calibrated),
-        _on(BudgetExhausted, _budget_exhausted),
+        _on(MessageAppended, _message_appended, keeps_shown=True),
+        _on(ToolResultSynthesized, _message_appended, keeps_shown=True),
+        _on(ViewServed, _view_served, keeps_shown=True),
+        _on(UsageReported, _usage_reported, keeps_shown=True),
+        _on(TokenizerCalibrated, _tokenizer_calibrated, keeps_shown=True),
+        _on(BudgetExhausted, _budget_exhausted, keeps_shown=True),
         _on(CheckpointCreated, _checkpoint_created),
         _on(CheckpointReverted, _checkpoint_reverted),
-        _on(CompactionStarted, _compaction_started),
-        _on(SummaryPrepared, _summary_prepared),
-        _on(CompactionFailed, _compaction_failed),
+        _on(CompactionStarted, _compaction_started, keeps_shown=True),
+        _on(SummaryPrepared, _summary_prepared, keeps_shown=True),
+        _on(CompactionFailed, _compaction_failed, keeps_shown=True),
         _on(MessagePinned, _message_pinned),
         _on(MessageRetracted, _message_retracted),
         _on(HistoryCleared, _history_cleared),
@@ -327,7 +341,7 @@ _HANDLERS: dict[type[EventBase], _Handler] = dict(
         _on(SessionOpened, _config_recorded),
         _on(SessionForked, _session_forked),
         _on(RecordLost, _record_lost),
-        _on(TranscriptExported, _transcript_exported),
+        _on(TranscriptExported, _transcript_exported, keeps_shown=True),
     ]
 )
 

@@ -29,6 +29,7 @@ __all__ = [
     "slot_seqs",
     "summary_message",
     "tail_messages",
+    "view_head",
 ]
 
 
@@ -127,6 +128,17 @@ def assemble(state: SessionState, checkpoint: Checkpoint | None) -> list[Message
     """
     policy = render_policy(state)
     cut = checkpoint.retain_from_seq if checkpoint is not None else 1
+    messages = view_head(state, checkpoint, policy)
+    messages.extend(_tail(state, cut, policy))
+    return messages
+
+
+def view_head(
+    state: SessionState, checkpoint: Checkpoint | None, policy: RenderPolicy
+) -> list[Message]:
+    """Return what the view of ``state`` under ``checkpoint`` shows before its tail: the head
+    system messages, the pinned slot and the summary (see :func:`assemble`)."""
+    cut = checkpoint.retain_from_seq if checkpoint is not None else 1
     messages = list(state.head)
     history = state.history
     kept = kept_request_seq(state, cut)
@@ -139,5 +151,4 @@ def assemble(state: SessionState, checkpoint: Checkpoint | None) -> list[Message
         messages.append(message)
     if checkpoint is not None:
         messages.append(summary_message(checkpoint))
-    messages.extend(_tail(state, cut, policy))
     return messages

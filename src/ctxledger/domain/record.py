@@ -81,6 +81,10 @@ class StateRecord:
         # The last served view's messages and their encodings (see ctxledger.domain.view
         # .Draft.view): a cache, not state; one immutable tuple, so copies may share it.
         self.view_encodings: tuple[tuple[Message, ...], tuple[bytes, ...]] | None = None
+        # Events folded that may change how a message in history is shown, and the characters
+        # of the current view's tail as of one of them (see ctxledger.domain.estimate): a cache.
+        self.shown_epoch = 0
+        self.tail_chars_memo: tuple[int, int, int, int, int] | None = None
         self.active_restored = False
         self.retracted: set[int] = set()
         self.cleared_through = 0
@@ -183,6 +187,7 @@ class StateRecord:
         self.render_cache.clear()
         self.draft_memo = None
         self.view_encodings = None
+        self.tail_chars_memo = None
 
     def __repr__(self) -> str:
         return (

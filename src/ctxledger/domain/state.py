@@ -61,6 +61,9 @@ class SessionState(StateRecord):
         last_view_seq: ``through_seq`` of the last served view (0 if none).
         last_view_hash: Hash of the last served view.
         events_applied: Number of events folded so far.
+        shown_epoch: Number of events folded that may change how a message in history is
+            shown (all but appends, served views, usage, calibration, background summaries,
+            failures and exports); a memo of the view made at one epoch holds for it.
         compactions_started: Number of ``CompactionStarted`` events.
         compactions_failed: Number of ``CompactionFailed`` events.
         background: The background compaction running (started, not yet prepared or failed).

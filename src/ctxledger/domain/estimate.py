@@ -1,0 +1,74 @@
+"""The current view's estimate without assembling the view: what a background measure needs.
+
+Budget asks the history actor, every quarter of the room between the prepare point and the
+threshold, how large the session's view is now (:mod:`ctxledger.actors.background`). Drafting
+the view for it is O(view), and a session that appends without being served (an import, a log
+of a conversation) has a view as long as its history: at 20,000 messages one draft held the
+history actor ~20 ms, and every append of every session it owns waited behind it.
+
+:func:`current_estimate` gives the same number, ``draft_view(state, ...).estimated_tokens``, for
+the built-in estimators, which count characters: the view's head (system messages, pinned slot,
+summary) is rendered as :func:`~ctxledger.domain.projection.assemble` renders it, and the
+characters of its tail come from :func:`tail_chars`, which keeps them for the next call. Between
+two calls the tail changes only by the messages appended since and, when the masking boundary
+moved, by the tool results it now masks; any other event that may change how a message is shown
+moves :attr:`~ctxledger.domain.state.SessionState.shown_epoch`, and the tail is counted afresh.
+"""
+
+from __future__ import annotations
+
+from ctxledger.domain.budget import estimate_tokens
+from ctxledger.domain.calibration import session_tokenizer, tokens_of_chars, view_chars
+from ctxledger.domain.projection import tail_messages, view_head
+from ctxledger.domain.render import RenderPolicy, render_message, render_policy, render_unmasked
+from ctxledger.domain.state import SessionState
+from ctxledger.domain.tokenizer import Tokenizer, message_chars
+from ctxledger.domain.view import draft_view
+
+__all__ = ["current_estimate", "tail_chars"]
+
+
+def current_estimate(state: SessionState, *, tokenizer: Tokenizer) -> int:
+    """Return ``draft_view(state, tokenizer=tokenizer).estimated_tokens`` (the current view's
+    estimate, the provider's usage figure included while it is current) without assembling
+    the view where the tokenizer is a built-in estimator (see the module docstring); another
+    tokenizer counts the messages, so the view is drafted."""
+    counting = session_tokenizer(state, tokenizer)
+    memo = state.draft_memo
+    if memo is not None and memo[0] == (state.events_applied, id(counting), ""):
+        estimated: int = memo[1].estimated_tokens
+        return estimated
+    if tokens_of_chars(counting, 0) is None:
+        return draft_view(state, tokenizer=tokenizer).estimated_tokens
+    active = state.active_checkpoint
+    policy = render_policy(state)
+    cut = active.retain_from_seq if active is not None else 1
+    chars = view_chars(view_head(state, active, policy)) + tail_chars(state, cut, policy)
+    view_tokens = tokens_of_chars(counting, chars)
+    return estimate_tokens(state, tokenizer=counting, view_messages=(), view_tokens=view_tokens)
+
+
+def tail_chars(state: SessionState, cut: int, policy: RenderPolicy) -> int:
+    """Return ``view_chars(tail_messages(state, cut, policy))`` (``policy`` being the state's
+    :func:`~ctxledger.domain.render.render_policy`), from what the last call counted where
+    that still holds (see the module docstring)."""
+    history = state.history
+    start = max(cut, state.cleared_through + 1, 1) - 1
+    last = len(history)
+    boundary = policy.mask_before_seq
+    memo = state.tail_chars_memo
+    if memo is not None and memo[:2] == (state.shown_epoch, start) and memo[3] <= boundary:
+        _, _, upto, was, chars = memo
+        if boundary > was:  # the tool results between the boundaries are masked now
+            retracted = state.retracted
+            for message in history[max(was - 1, start) : min(boundary - 1, upto)]:
+                if message.role == "tool" and message.seq not in retracted:
+                    shown = render_message(state, policy, message)
+                    chars += message_chars(shown) - message_chars(
+                        render_unmasked(state, policy, message)
+                    )
+    else:
+        upto, chars = start, 0
+    chars += view_chars(list(tail_messages(state, upto + 1, policy)))
+    state.tail_chars_memo = (state.shown_epoch, start, last, boundary, chars)
+    return chars

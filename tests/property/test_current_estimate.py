@@ -1,0 +1,162 @@
+"""The estimate a background measure takes without assembling the view equals the draft's.
+
+``current_estimate`` (what budget's ``Measure`` and a background decision read) counts the view's
+tail from the characters it counted last time, plus the messages appended since and the tool
+results the masking boundary passed meanwhile; every other event that may change how a message
+is shown starts the count afresh (``SessionState.shown_epoch``). After every command of a random
+session (appends of every kind, pins, usage, retractions, clears, compactions, reverts, Config
+changes, served views, prepared summaries) it must equal the estimate of the view drafted
+afresh, for the default estimator and a calibrated one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import msgspec
+from hypothesis import given, note
+from hypothesis import strategies as st
+
+from ctxledger import Config, Message, ToolCall
+from ctxledger.config import upcast_config
+from ctxledger.domain import (
+    CharTokenizer,
+    SessionState,
+    current_estimate,
+    draft_view,
+    render_policy,
+    tail_chars,
+    view_chars,
+)
+from ctxledger.domain.calibration import CalibratedTokenizer
+from ctxledger.domain.projection import tail_messages
+from ctxledger.errors import CtxLedgerError
+from ctxledger.testing import DomainSession
+
+BASE = Config(
+    context_window=4_000, min_retain_rounds=1, micro_keep_recent=2, micro_batch=2,
+    micro_min_chars=10,
+)  # fmt: skip
+GAIN_FIELDS = {
+    "context_window": 4_000, "min_compaction_gain_tokens": 40, "micro_keep_recent": 1,
+    "micro_batch": 1, "micro_min_chars": 5,
+}  # fmt: skip
+CONFIGS = [
+    BASE,
+    BASE.replace(micro_batch=1, micro_preserve_tools=("keep",), keep_first_request=True),
+    BASE.replace(prepare_threshold=0.0, max_tool_result_chars=120),
+    # The gain rule is a one-mark Config's (schema 3, as recorded before the two marks).
+    msgspec.convert(upcast_config(GAIN_FIELDS), Config),
+]
+ACTIONS = [
+    "user", "tool_step", "tool_step", "tool_step", "system", "pin", "usage", "retract",
+    "clear", "compact", "revert", "config", "view", "background", "step",
+]  # fmt: skip
+
+
+def _fresh(state: SessionState, tokenizer: Any) -> int:
+    """The estimate of the view drafted with no memo of any earlier draft."""
+    scratch = state.copy()
+    scratch.draft_memo = None
+    scratch.tail_chars_memo = None
+    scratch.render_cache = {}
+    return draft_view(scratch, tokenizer=tokenizer).estimated_tokens
+
+
+def _tool_step(session: DomainSession, data: st.DataObject, n: int) -> None:
+    names = data.draw(st.lists(st.sampled_from(["bash", "keep", "read"]), min_size=1, max_size=3))
+    calls = [ToolCall(f"t{n}_{i}", name, '{"a": 1}') for i, name in enumerate(names)]
+    session.append(Message.assistant(f"calling {n}", calls))
+    for call in calls:
+        size = data.draw(st.sampled_from([3, 30, 200, 900]))
+        session.append(Message.tool("r" * size, call.id, call.name))
+
+
+def _act(session: DomainSession, action: str, data: st.DataObject, n: int) -> None:
+    state = session.state
+    if action == "user":
+        session.append(Message.user("u" * data.draw(st.integers(1, 400))))
+    elif action == "system":
+        session.append(Message.system(f"note {n}"))
+    elif action == "tool_step":
+        _tool_step(session, data, n)
+    elif action == "pin" and state.last_seq:
+        session.pin(data.draw(st.integers(1, state.last_seq)))
+    elif action == "usage" and state.last_seq:
+        session.record_usage(data.draw(st.integers(100, 3_000)), 10)
+    elif action == "retract":
+        session.retract_last()
+    elif action == "clear":
+        session.clear()
+    elif action == "compact":
+        session.compact()
+    elif action == "revert":
+        session.revert_compaction()
+    elif action == "config":
+        session.change_config(data.draw(st.sampled_from(CONFIGS)))
+    elif action == "view":
+        session.build_model_view()
+    elif action == "background":
+        session.wait_background()
+    elif action == "step":
+        session.step([Message.user("s" * data.draw(st.integers(1, 300)))])
+
+
+@given(config=st.sampled_from(CONFIGS), calibrated=st.booleans(), data=st.data())
+def test_the_estimate_without_a_view_is_the_drafted_one(
+    config: Config, calibrated: bool, data: st.DataObject
+) -> None:
+    tokenizer = CalibratedTokenizer(2.5) if calibrated else CharTokenizer()
+    session = DomainSession(config, tokenizer=tokenizer)
+    session.append(Message.system("you are a test"))
+    kept = 0
+    for n in range(data.draw(st.integers(5, 40))):
+        action = data.draw(st.sampled_from(ACTIONS))
+        note(action)
+        # A refusal (nothing to retract, an overflow...) leaves the state as it was.
+        with contextlib.suppress(CtxLedgerError):
+            _act(session, action, data, n)
+        state = session.state
+        memo = state.tail_chars_memo
+        assert current_estimate(state, tokenizer=tokenizer) == _fresh(state, tokenizer)
+        if memo is not None and memo[0] == state.shown_epoch:
+            kept += 1
+        active = state.active_checkpoint
+        cut = active.retain_from_seq if active is not None else 1
+        policy = render_policy(state)
+        assert tail_chars(state, cut, policy) == view_chars(
+            list(tail_messages(state, cut, policy))
+        )
+    note(f"memo reused {kept} times")
+
+
+def test_the_memo_counts_only_what_was_appended_since() -> None:
+    """After appends alone the tail is not walked again: a message the memo counted is not
+    rendered again (its render-cache entry is not asked for)."""
+    session = DomainSession(BASE)
+    for n in range(30):
+        _tool_step_fixed(session, n)
+    state = session.state
+    tokenizer = CharTokenizer()
+    first = current_estimate(state, tokenizer=tokenizer)
+    _tool_step_fixed(session, 99)
+    asked: list[int] = []
+
+    class Spy(dict[int, Any]):
+        def get(self, key: int, default: Any = None) -> Any:
+            asked.append(key)
+            return super().get(key, default)
+
+    state.render_cache = Spy(state.render_cache)
+    second = current_estimate(state, tokenizer=tokenizer)
+    assert second == _fresh(state, tokenizer) > first
+    # The step's own result, and the results the boundary passed when it moved: not all 30.
+    assert 0 < len(asked) <= 4, asked
+
+
+def _tool_step_fixed(session: DomainSession, n: int) -> None:
+    call = ToolCall(f"f{n}", "bash", "{}")
+    session.append(Message.user(f"do {n}"))
+    session.append(Message.assistant("", [call]))
+    session.append(Message.tool("x" * 300, call.id, "bash"))
