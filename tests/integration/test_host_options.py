@@ -6,6 +6,7 @@ naming the field to use; given beside ``options=`` they are refused.
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,11 @@ TODAYS_DEFAULTS: dict[str, Any] = {
     "lease_ttl": 10.0,
     "lease_wait": None,  # 2 * lease_ttl + 1
     "leases": None,  # only on a log shared between processes
+    "summary_processes": None,  # 1 for the offline summariser on more than one CPU, else 0
 }
+
+#: ``summary_processes`` in force on a host with the default (offline) summariser.
+PROCESSES = 1 if (os.cpu_count() or 1) > 1 else 0
 
 #: One valid value per field, none of them the default.
 OTHER_VALUES: dict[str, Any] = {
@@ -42,6 +47,7 @@ OTHER_VALUES: dict[str, Any] = {
     "lease_ttl": 4.5,
     "lease_wait": 0.25,
     "leases": False,
+    "summary_processes": 2,
 }
 
 BAD_VALUES = [
@@ -68,6 +74,7 @@ BAD_VALUES = [
     ("lease_ttl", None, InvalidArgumentError),
     ("leases", 1, InvalidArgumentError),
     ("leases", "yes", InvalidArgumentError),
+    *[("summary_processes", value, InvalidArgumentError) for value in (-1, True, 1.0, "1")],
 ]
 
 
@@ -87,7 +94,13 @@ def test_a_default_host_runs_as_before(tmp_path: Path) -> None:
         assert host.log.durability == "sync"  # type: ignore[attr-defined]
         assert len(host._history) == 2
         assert host._leases is None
-        resolved = {**TODAYS_DEFAULTS, "durability": "sync", "lease_wait": 21.0, "leases": False}
+        resolved = {
+            **TODAYS_DEFAULTS,
+            "durability": "sync",
+            "lease_wait": 21.0,
+            "leases": False,
+            "summary_processes": PROCESSES,
+        }
         assert msgspec.structs.asdict(host.options) == resolved | {"host_id": host.host_id}
         assert host.host_id and host.lease_ttl == 10.0 and host.lease_wait == 21.0
         assert host.max_active_sessions == 1024
@@ -152,7 +165,9 @@ def test_options_are_in_force(tmp_path: Path) -> None:
         for n in range(6):
             host.session(f"s{n}").append(Message.user("hello"))
         assert len(host.active_sessions()) <= 2
-        assert host.options == msgspec.structs.replace(options, lease_wait=9.0, leases=False)
+        assert host.options == msgspec.structs.replace(
+            options, lease_wait=9.0, leases=False, summary_processes=PROCESSES
+        )
         assert (host.host_id, host.lease_ttl, host.lease_wait) == ("worker-7", 4.0, 9.0)
         with pytest.raises(AttributeError):
             host.options = HostOptions()  # type: ignore[misc]
@@ -202,7 +217,11 @@ def test_options_must_be_host_options(tmp_path: Path) -> None:
     assert not (tmp_path / "db").exists()
 
 
-@pytest.mark.parametrize("name", sorted(OTHER_VALUES))
+#: The fields that were keywords of ``Host.open`` before HostOptions (the others never were).
+OLD_KEYWORDS = sorted(set(OTHER_VALUES) - {"summary_processes"})
+
+
+@pytest.mark.parametrize("name", OLD_KEYWORDS)
 def test_old_keywords_of_open_warn_and_still_work(tmp_path: Path, name: str) -> None:
     """``Host.open(history_actors=3)`` works as before and warns, naming the field to use."""
     with pytest.warns(DeprecationWarning, match=rf"options=HostOptions\({name}=") as caught:
@@ -217,7 +236,7 @@ def test_old_keywords_of_open_warn_and_still_work(tmp_path: Path, name: str) -> 
         host.close()
 
 
-@pytest.mark.parametrize("name", sorted(set(OTHER_VALUES) - {"durability"}))
+@pytest.mark.parametrize("name", sorted(set(OLD_KEYWORDS) - {"durability"}))
 def test_old_keywords_of_the_constructor_warn_and_still_work(name: str) -> None:
     """``Host(log, host_id=...)`` works as before and warns, naming the field to use."""
     with pytest.warns(DeprecationWarning, match=rf"Host\({name}=\.\.\.\) is deprecated") as caught:
@@ -235,7 +254,12 @@ def test_several_old_keywords_warn_once_each(tmp_path: Path) -> None:
         named = sorted(str(w.message).split("(")[1].split("=")[0] for w in caught)
         assert named == ["durability", "history_actors", "host_id"]
         assert host.options == HostOptions(
-            durability="none", history_actors=1, host_id="h", lease_wait=21.0, leases=False
+            durability="none",
+            history_actors=1,
+            host_id="h",
+            lease_wait=21.0,
+            leases=False,
+            summary_processes=PROCESSES,
         )
 
 

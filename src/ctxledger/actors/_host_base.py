@@ -84,7 +84,14 @@ class HostActors:
             if options.leases
             else None
         )
-        compaction = CompactionPool(summarizer, options.compaction_workers, loop.get, timer, clock)
+        compaction = CompactionPool(
+            summarizer,
+            options.compaction_workers,
+            loop.get,
+            timer,
+            clock,
+            processes=options.summary_processes or 0,
+        )
         projection = ProjectionPool(log, options.projection_actors, leases)
         background = options.background_compactions
         # The estimate's bound grows by characters only for a tokenizer that counts them.

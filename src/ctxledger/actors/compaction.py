@@ -15,7 +15,9 @@ a failure recorded) is the history actor's decision (``decide(state, Summarized(
 on the session's state, which it alone holds.
 
 A summariser that is a coroutine function is not run on a worker: it is awaited on the event
-loop of the caller that asked for the compaction, or on the host's own loop.
+loop of the caller that asked for the compaction, or on the host's own loop. The background
+jobs of the built-in offline summariser, which works on the CPU, are sent by their worker to a
+process of :mod:`ctxledger.actors.summary_process`, out of the GIL the host's threads need.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import pykka
 from ctxledger._logging import get_logger
 from ctxledger.actors.failures import LoggedFailures
 from ctxledger.actors.messages import CompactionMessage, HistoryRef, Summarize, SummaryDone
+from ctxledger.actors.summary_process import SummaryProcessError, SummaryProcesses, in_processes
 from ctxledger.domain import (
     CompactionPlan,
     Job,
@@ -71,9 +74,16 @@ class CompactionActor(LoggedFailures, pykka.ThreadingActor):
             case Summarize():
                 clock = self._pool.clock
                 plan = message.job.plan
-                _make_input(plan)
-                started = clock()
-                summary, detail = _summarize(lambda: run_summarizer(plan, self._summarizer))
+                processes = self._pool.processes
+                if processes is not None and processes.available and message.job.background:
+                    started = clock()  # the input is made in the process, as part of the call
+                    summary, detail = _summarize(
+                        lambda: processes.summarize(plan, self._summarizer)
+                    )
+                else:
+                    _make_input(plan)
+                    started = clock()
+                    summary, detail = _summarize(lambda: run_summarizer(plan, self._summarizer))
                 seconds = max(0.0, clock() - started)
                 if summary is not None and plan.fact_chars and not message.job.background:
                     _warm_facts(plan)
@@ -129,6 +139,11 @@ class CompactionPool:
         clock: The host's clock, which times each summary (``summary_seconds``): the pace a
             background summary is judged by (``ready_in_time``) compares it with the time the
             session took to grow, on the same clock.
+        processes: Worker processes for the background jobs of the built-in offline
+            summariser (``HostOptions.summary_processes``; 0: none, the threads run them).
+
+    Attributes:
+        processes: The worker processes, if any (see :mod:`ctxledger.actors.summary_process`).
     """
 
     def __init__(
@@ -138,8 +153,13 @@ class CompactionPool:
         loop: Callable[[], asyncio.AbstractEventLoop],
         timer: Timer,
         clock: Callable[[], float] = time.time,
+        *,
+        processes: int = 0,
     ) -> None:
         self.clock = clock
+        self.processes = (
+            SummaryProcesses(processes) if processes and in_processes(summarizer) else None
+        )
         self._summarizer = summarizer
         self._async = is_async_summarizer(summarizer)
         self._host_loop = loop
@@ -284,6 +304,8 @@ class CompactionPool:
             worker.stop(block=False)
         for future in list(self._futures.values()):
             future.cancel()
+        if self.processes is not None:
+            self.processes.close()
 
     def _run_async(self, message: Summarize, loop: asyncio.AbstractEventLoop | None) -> None:
         target = loop if loop is not None and loop.is_running() else self._host_loop()
@@ -309,6 +331,9 @@ class CompactionPool:
 def _summarize(call: Callable[[], str | None]) -> tuple[str | None, str]:
     try:
         summary = call()
+    except SummaryProcessError as exc:  # worded in the process as below, or the process failed
+        _log.warning("summarizer_raised", error=str(exc))
+        return None, str(exc)
     except Exception as exc:  # a user's summariser may raise anything; it must not kill us
         _log.warning("summarizer_raised", error=repr(exc))
         return None, f"summarizer raised {type(exc).__name__}: {exc}"

@@ -49,6 +49,7 @@ from ctxledger.actors.options import (
     LegacyHostKeywords,
     default_host_id,
     options_in_force,
+    processes_in_force,
     resolve_options,
 )
 from ctxledger.actors.router import HistoryRouter
@@ -150,6 +151,7 @@ class Host(HostBase):
         self.summarizer: Summarizer = (
             summarizer if summarizer is not None else ExtractiveSummarizer()
         )
+        self._options = chosen = processes_in_force(chosen, self.summarizer)
         self.tokenizer: Tokenizer = tokenizer if tokenizer is not None else CharTokenizer()
         #: Session states kept in memory: ``options.max_active_sessions``.
         self.max_active_sessions = chosen.max_active_sessions

@@ -21,6 +21,7 @@ from typing import Any, TypedDict
 import msgspec
 
 from ctxledger.actors.arguments import check_count, check_flag, check_seconds
+from ctxledger.actors.summary_process import in_processes
 from ctxledger.errors import InvalidArgumentError
 from ctxledger.storage import (
     DEFAULT_LEASE_TTL,
@@ -38,6 +39,7 @@ __all__ = [
     "LegacyHostKeywords",
     "default_host_id",
     "options_in_force",
+    "processes_in_force",
     "resolve_options",
 ]
 
@@ -83,6 +85,13 @@ class HostOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
             :class:`~ctxledger.storage.LeaseStore` shared between hosts (PostgreSQL; not the
             in-memory log, which no other process can see); ``True`` on any LeaseStore (an
             error on a log that is none); ``False`` never (one host per database only).
+        summary_processes: Worker processes that make the background summaries of the
+            built-in offline summariser (:class:`~ctxledger.summarizers.ExtractiveSummarizer`,
+            exactly), outside this process's GIL: while one runs on a thread, the agent's calls
+            wait behind it (see :mod:`ctxledger.actors.summary_process`). ``None`` (the
+            default): 1 with that summariser on a machine of more than one CPU, else 0. 0
+            makes them on the compaction threads. Another summariser always runs on the
+            compaction threads: a number above 0 with one is an error.
     """
 
     durability: Durability | None = None
@@ -95,6 +104,7 @@ class HostOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     lease_ttl: float = DEFAULT_LEASE_TTL
     lease_wait: float | None = None
     leases: bool | None = None
+    summary_processes: int | None = None
 
     def __post_init__(self) -> None:
         if self.durability is not None:
@@ -109,6 +119,8 @@ class HostOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         if self.lease_wait is not None:
             check_seconds("lease_wait", self.lease_wait)
         check_flag("leases", self.leases, optional=True)
+        if self.summary_processes is not None:
+            check_count("summary_processes", self.summary_processes, minimum=0)
 
 
 #: The fields that are counts (positive integers).
@@ -181,6 +193,27 @@ def resolve_options(
             stacklevel=stacklevel,
         )
     return HostOptions(**legacy)
+
+
+def processes_in_force(options: HostOptions, summarizer: object) -> HostOptions:
+    """Return ``options`` with ``summary_processes`` resolved for ``summarizer``.
+
+    Raises:
+        InvalidArgumentError: ``summary_processes`` is above 0 and ``summarizer`` is not the
+            built-in offline summariser (which alone runs in processes).
+    """
+    asked = options.summary_processes
+    if not in_processes(summarizer):
+        if asked:
+            raise InvalidArgumentError(
+                "summary_processes",
+                f"only the built-in ExtractiveSummarizer runs in processes, not "
+                f"{type(summarizer).__name__}: leave it None or 0",
+            )
+        return msgspec.structs.replace(options, summary_processes=0)
+    if asked is None:
+        asked = 1 if (os.cpu_count() or 1) > 1 else 0
+    return msgspec.structs.replace(options, summary_processes=asked)
 
 
 def options_in_force(options: HostOptions, log: EventLog) -> HostOptions:

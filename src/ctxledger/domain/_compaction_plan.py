@@ -40,7 +40,9 @@ def input_hash(
 
 #: What a plan's input was made from (its covered messages, then the other inputs), the
 #: messages the summariser is given and their address.
-_Made = tuple[tuple[Message, ...], tuple[object, ...], tuple[Message, ...], str]
+_Made = tuple[
+    tuple[Message, ...], tuple[object, ...], tuple[Message, ...] | None, str, int, int | None
+]
 
 
 class _Given:
@@ -170,7 +172,11 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
     def messages(self) -> tuple[Message, ...]:
         """The covered messages as the summariser is to see them
         (:func:`~ctxledger.domain.digest.summary_input` with :attr:`result_chars`)."""
-        return self._given()[2]
+        messages = self._given()[2]
+        if messages is None:  # made elsewhere (see made_elsewhere): made again here
+            messages = self._make()[2]
+            assert messages is not None
+        return messages
 
     @property
     def input_hash(self) -> str:
@@ -178,21 +184,44 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
         the focus and the room): a summary of the same input can be reused."""
         return self._given()[3]
 
-    def _given(self) -> _Made:
-        key = (self.result_chars, self.previous_summary, self.focus, self.max_chars)
-        made = self.given.made
-        if made is None or made[0] is not self.covered or made[1] != key:
-            messages = summary_input(self.covered, self.result_chars)
-            address = input_hash(messages, self.previous_summary, self.focus, self.max_chars)
-            made = (self.covered, key, messages, address)
-            self.given.made = made
-        return made
+    @property
+    def made_chars(self) -> int:
+        """Characters of :attr:`messages` (as the budget counts them)."""
+        return self._given()[4]
 
     @property
     def input_chars(self) -> int:
         """Characters the summariser is given: the messages, the previous summary, the focus."""
-        chars = sum(message_chars(message) for message in self.messages)
-        return chars + len(self.previous_summary or "") + len(self.focus or "")
+        return self.made_chars + len(self.previous_summary or "") + len(self.focus or "")
+
+    @property
+    def summarizer_calls(self) -> int:
+        """Calls the summariser is asked for: one per chunk (see :meth:`chunks`)."""
+        calls = self._given()[5]
+        return len(self.chunks()) if calls is None else calls
+
+    def made_elsewhere(self, address: str, chars: int, calls: int) -> None:
+        """Keep :attr:`input_hash`, :attr:`made_chars` and :attr:`summarizer_calls` as another
+        process made them from this plan's inputs (the same functions of the same values);
+        :attr:`messages` is made again only if it is asked for."""
+        self.given.made = (self.covered, self._key(), None, address, chars, calls)
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.result_chars, self.previous_summary, self.focus, self.max_chars)
+
+    def _given(self) -> _Made:
+        made = self.given.made
+        if made is None or made[0] is not self.covered or made[1] != self._key():
+            made = self._make()
+        return made
+
+    def _make(self) -> _Made:
+        messages = summary_input(self.covered, self.result_chars)
+        address = input_hash(messages, self.previous_summary, self.focus, self.max_chars)
+        chars = sum(message_chars(message) for message in messages)
+        made = (self.covered, self._key(), messages, address, chars, None)
+        self.given.made = made
+        return made
 
     def started(self, compaction_id: str, *, background: bool = False) -> CompactionStarted:
         """Return the ``CompactionStarted`` event that records this plan."""

@@ -183,7 +183,7 @@ def complete_compaction(
             summarizer=summarizer,
             summary_seconds=summary_seconds,
             input_chars=plan.input_chars,
-            summarizer_calls=len(plan.chunks()),
+            summarizer_calls=plan.summarizer_calls,
         ),
         fact_chars=plan.fact_chars,
         tokenizer=tokenizer,

@@ -272,7 +272,7 @@ def _summarized(
             summarizer=request.summarizer,
             summary_seconds=request.seconds,
             input_chars=plan.input_chars,
-            summarizer_calls=len(plan.chunks()),
+            summarizer_calls=plan.summarizer_calls,
         )
         return Decision(events=(prepared,))
     origin = job.request

@@ -1,0 +1,203 @@
+"""Background summaries of the built-in offline summariser, made in a worker process.
+
+A host whose summariser is exactly ``ExtractiveSummarizer`` makes its background summaries in
+``HostOptions.summary_processes`` worker processes (real ``python -m`` children over pipes):
+
+* the log is the one the same host writes with the summaries on its threads (byte for byte,
+  but the wall times), so old and new hosts replay and verify alike;
+* a worker killed with SIGKILL fails its job as a summariser failure would (recorded, backed
+  off), and the next job starts a fresh worker;
+* closing the host ends and reaps every worker;
+* the option is checked: a count, and only for that summariser.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import pickle
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from ctxledger import Config, Host, HostOptions, Message, replay
+from ctxledger.actors.compaction import _summarize
+from ctxledger.actors.summary_process import SummaryProcesses, _answer
+from ctxledger.domain import CompactionPlan
+from ctxledger.errors import InvalidArgumentError
+from ctxledger.events import CompactionFailed, Event, SummaryPrepared
+from ctxledger.events.codec import encode_payload
+from ctxledger.storage import MemoryEventLog
+from ctxledger.summarizers import ExtractiveSummarizer
+from ctxledger.testing import digest_summarizer
+from ctxledger.tooling.workload import take_messages
+
+#: A summary is prepared in the background every few dozen messages of the workload.
+CONFIG = Config(context_window=16_000, min_retain_rounds=1)
+
+
+def _ids() -> Any:
+    counter = itertools.count(1)
+    return lambda: f"id{next(counter)}"
+
+
+def _ticks() -> Any:
+    counter = itertools.count(1)
+    return lambda: 1_765_000_000.0 + next(counter)
+
+
+def _host(path: Path, processes: int) -> Host:
+    return Host.open(
+        path,
+        config=CONFIG,
+        clock=_ticks(),
+        id_factory=_ids(),
+        options=HostOptions(summary_processes=processes),
+    )
+
+
+def _grow(host: Host, messages: list[Message]) -> None:
+    session = host.session("s")
+    for message in messages:
+        session.append(message)
+        session.wait_background()  # one at a time: the same cuts whatever the timing
+
+
+def _comparable(event: Event) -> bytes:
+    if isinstance(event, SummaryPrepared):
+        event = msgspec.structs.replace(event, summary_seconds=0.0)
+    return encode_payload(event)
+
+
+def _workers(host: Host) -> SummaryProcesses:
+    processes = host._actors.compaction.processes
+    assert processes is not None
+    return processes
+
+
+def test_summaries_made_in_a_process_are_those_made_on_a_thread(tmp_path: Path) -> None:
+    messages = list(take_messages(0, 160))
+    logs = []
+    for processes in (0, 1):
+        with _host(tmp_path / str(processes), processes) as host:
+            assert host.options.summary_processes == processes
+            _grow(host, messages)
+            if processes:
+                workers = _workers(host)
+                assert workers._idle, "no worker process made a summary"
+            logs.append([r.event for r in host.log.read("s")])
+    thread_log, process_log = logs
+    assert sum(isinstance(e, SummaryPrepared) for e in thread_log) >= 2, "nothing to compare"
+    assert [_comparable(e) for e in process_log] == [_comparable(e) for e in thread_log]
+    with Host.open(tmp_path / "1") as host:
+        assert replay.verify(host.log, "s").ok
+
+
+def test_a_killed_worker_fails_its_job_and_the_next_job_gets_a_new_one(tmp_path: Path) -> None:
+    messages = list(take_messages(0, 400))
+    with _host(tmp_path, 1) as host:
+        session = host.session("s")
+        done = 0
+        workers = _workers(host)
+        while not workers._idle and done < len(messages):
+            session.append(messages[done])
+            session.wait_background()
+            done += 1
+        assert workers._idle, "no background summary ran"
+        first = workers._idle[0].process
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait()
+        failed: list[CompactionFailed] = []
+        while not failed and done < len(messages):
+            session.append(messages[done])
+            session.wait_background()
+            done += 1
+            failed = [r.event for r in host.log.read("s") if isinstance(r.event, CompactionFailed)]
+        assert failed and failed[0].background
+        assert "summary process" in failed[0].detail
+        prepared_before = _count(host, SummaryPrepared)
+        while _count(host, SummaryPrepared) == prepared_before and done < len(messages):
+            session.append(messages[done])
+            session.wait_background()
+            done += 1
+        assert _count(host, SummaryPrepared) > prepared_before, "no summary after the failure"
+        assert workers._idle and workers._idle[0].process is not first
+        assert session.build_model_view().messages  # the session serves as ever
+    assert first.returncode is not None
+
+
+def _count(host: Host, kind: type) -> int:
+    return sum(isinstance(r.event, kind) for r in host.log.read("s"))
+
+
+def test_closing_the_host_ends_and_reaps_its_workers(tmp_path: Path) -> None:
+    host = _host(tmp_path, 2)
+    _grow(host, list(take_messages(0, 160)))
+    workers = _workers(host)
+    processes = [worker.process for worker in workers._idle]
+    assert processes
+    host.close()
+    assert all(process.returncode is not None for process in processes)
+    assert not workers._idle and not workers._busy
+
+
+def test_the_option_is_a_count_and_only_for_the_offline_summariser() -> None:
+    for wrong in (-1, True, 1.5, "1"):
+        with pytest.raises(InvalidArgumentError) as info:
+            HostOptions(summary_processes=wrong)  # type: ignore[arg-type]
+        assert info.value.argument == "summary_processes"
+    log = MemoryEventLog()
+    with pytest.raises(InvalidArgumentError) as info:
+        Host(log, summarizer=digest_summarizer, options=HostOptions(summary_processes=1))
+    assert info.value.argument == "summary_processes"
+    with Host(log, summarizer=digest_summarizer) as host:
+        assert host.options.summary_processes == 0
+        assert host._actors.compaction.processes is None
+    with Host(MemoryEventLog()) as host:
+        assert host.options.summary_processes == (1 if (os.cpu_count() or 1) > 1 else 0)
+    with Host(MemoryEventLog(), options=HostOptions(summary_processes=0)) as host:
+        assert host._actors.compaction.processes is None
+
+
+class _Raises:
+    def __call__(self, request: object) -> str:
+        raise ValueError("boom")
+
+
+def test_a_summariser_failure_in_a_worker_is_worded_as_on_a_thread() -> None:
+    plan = CompactionPlan(
+        reason="manual", retain_from_seq=3, covers_through_seq=2,
+        covered=(Message(role="user", content="a", seq=1),
+                 Message(role="assistant", content="b", seq=2)),
+        previous_summary=None, previous_checkpoint_id=None, focus=None, max_chars=100,
+        chunk_chars=1_000, estimated_tokens=1, threshold=2, target_tokens=1, planned_tokens=1,
+    )  # fmt: skip
+    encoded = msgspec.msgpack.encode(plan, enc_hook=lambda value: None)
+    answer = _answer(msgspec.msgpack.encode((encoded, pickle.dumps(_Raises()))))
+    on_thread = _summarize(lambda: _Raises()(None))
+    assert (None, answer.detail) == on_thread
+    made = _answer(msgspec.msgpack.encode((encoded, pickle.dumps(ExtractiveSummarizer()))))
+    assert made.input_hash == plan.input_hash and made.calls == plan.summarizer_calls
+    assert made.input_chars == plan.made_chars and made.summary
+
+
+def test_where_no_worker_can_start_the_threads_make_the_summaries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
+    messages = list(take_messages(0, 400))
+    with _host(tmp_path / "db", 1) as host:
+        session = host.session("s")
+        done = 0
+        while _count(host, SummaryPrepared) == 0 and done < len(messages):
+            session.append(messages[done])
+            session.wait_background()
+            done += 1
+        failed = [r.event for r in host.log.read("s") if isinstance(r.event, CompactionFailed)]
+        assert [e.detail.startswith("could not start a summary process") for e in failed] == [True]
+        assert _count(host, SummaryPrepared) == 1  # made on a thread after the failure
+        assert not _workers(host).available
