@@ -83,6 +83,8 @@ async def ado_step(session: Any, messages: Sequence[Message]) -> Any:
 #: actors while ids hash unevenly, so at exactly 1,024 sessions one actor evicts and
 #: re-activates sessions.
 MAX_ACTIVE = [0]
+#: ``HostOptions(summary_processes=...)`` of the runs (None: the default); ``--summary-processes``.
+SUMMARY_PROCESSES: list[int | None] = [None]
 #: For the CPU figure: a window no step of the run fills, so that no compaction happens.
 NO_COMPACTION = Config(context_window=10_000_000)
 #: For the CPU figure over the first steps: the runs' window and threshold with the prepare
@@ -167,6 +169,7 @@ def new_host(durability: str, sessions: int, config: Config = CONFIG) -> Iterato
             options=HostOptions(
                 durability=durability,  # type: ignore[arg-type]
                 max_active_sessions=MAX_ACTIVE[0] or max(1024, sessions),
+                summary_processes=SUMMARY_PROCESSES[0],
             ),
         ) as host,
     ):
@@ -527,6 +530,12 @@ def main() -> None:
     )
     parser.add_argument("--skip", default="", help="parts to skip, comma-separated: reopen,cpu")
     parser.add_argument(
+        "--summary-processes",
+        type=int,
+        default=None,
+        help="HostOptions(summary_processes=...) of the runs (default: the host's default)",
+    )
+    parser.add_argument(
         "--api",
         default="step",
         choices=["step", "pair"],
@@ -538,6 +547,7 @@ def main() -> None:
     args.open_sessions = args.open_sessions or ("128" if args.quick else "1024")
     args.open_durability = args.open_durability or durability
     MAX_ACTIVE[0] = args.max_active
+    SUMMARY_PROCESSES[0] = args.summary_processes
     sizes = (1, 16, 128) if args.quick else (1, 16, 128, 1024)
     if args.sizes:
         sizes = tuple(int(n) for n in args.sizes.split(","))

@@ -71,12 +71,18 @@ class CtxLedgerSystem:
     """ctxledger behind the :class:`PersistenceSystem` interface: a ``Host`` on LMDB, "sync"."""
 
     name = BASELINE
+    #: ``HostOptions.summary_processes`` (None: the default, a worker process on 2+ CPUs).
+    summary_processes: int | None = None
 
     def open(self, directory: Path) -> None:
         self.directory = directory
         self.host = Host.open(
             self._target(directory),
-            options=HostOptions(durability="sync", max_active_sessions=256),
+            options=HostOptions(
+                durability="sync",
+                max_active_sessions=256,
+                summary_processes=self.summary_processes,
+            ),
         )
         self.sessions: dict[str, Session] = {}
         self.lock = threading.Lock()
@@ -115,6 +121,14 @@ class CtxLedgerSystem:
 def make_ctxledger_system() -> PersistenceSystem:
     """ctxledger as measured by this benchmark (durability "sync", group commit)."""
     return CtxLedgerSystem()
+
+
+class CtxLedgerThreadSummaries(CtxLedgerSystem):
+    """The same ``Host`` with its background summaries made on its threads
+    (``summary_processes=0``, the only way before stop 39): what the worker process saves."""
+
+    name = "ctxledger-thread-summaries"
+    summary_processes = 0
 
 
 class CtxLedgerLogSystem:
@@ -462,14 +476,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--conversations", type=int, default=64)
     parser.add_argument("--budget", type=float, default=300, help="seconds per phase per system")
     parser.add_argument("--disk-budget-gb", type=float, default=8)
-    every = [BASELINE, "ctxledger-log", *PEER_SYSTEMS, *(POSTGRES_SYSTEMS if available() else ())]
+    every = [BASELINE, "ctxledger-thread-summaries", "ctxledger-log", *PEER_SYSTEMS,
+             *(POSTGRES_SYSTEMS if available() else ())]  # fmt: skip
     parser.add_argument("--systems", default=",".join(every))
     parser.add_argument("--dir", type=Path, help="work folder (default: a temporary one, removed)")
     parser.add_argument("--out", type=Path, help="also write the results as JSON here")
     options = parser.parse_args(argv)
     if options.quick:
         options.messages, options.conversations, options.budget = 500, 8, 30
-    makers = {BASELINE: make_ctxledger_system, "ctxledger-log": CtxLedgerLogSystem, **PEER_SYSTEMS}
+    makers = {
+        BASELINE: make_ctxledger_system,
+        "ctxledger-thread-summaries": CtxLedgerThreadSummaries,
+        "ctxledger-log": CtxLedgerLogSystem,
+        **PEER_SYSTEMS,
+    }
     chosen = [name.strip() for name in options.systems.split(",") if name.strip()]
     unknown = sorted(set(chosen) - set(makers) - set(POSTGRES_SYSTEMS))
     if unknown:

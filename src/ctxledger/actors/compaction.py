@@ -75,11 +75,10 @@ class CompactionActor(LoggedFailures, pykka.ThreadingActor):
                 clock = self._pool.clock
                 plan = message.job.plan
                 processes = self._pool.processes
-                if processes is not None and processes.available and message.job.background:
+                run = processes.take() if processes and message.job.background else None
+                if run is not None:
                     started = clock()  # the input is made in the process, as part of the call
-                    summary, detail = _summarize(
-                        lambda: processes.summarize(plan, self._summarizer)
-                    )
+                    summary, detail = _summarize(lambda: run(plan, self._summarizer))
                 else:
                     _make_input(plan)
                     started = clock()

@@ -21,7 +21,7 @@ from typing import Any, TypedDict
 import msgspec
 
 from ctxledger.actors.arguments import check_count, check_flag, check_seconds
-from ctxledger.actors.summary_process import in_processes
+from ctxledger.actors.summary_process import SUPPORTED, in_processes
 from ctxledger.errors import InvalidArgumentError
 from ctxledger.storage import (
     DEFAULT_LEASE_TTL,
@@ -89,7 +89,7 @@ class HostOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
             built-in offline summariser (:class:`~ctxledger.summarizers.ExtractiveSummarizer`,
             exactly), outside this process's GIL: while one runs on a thread, the agent's calls
             wait behind it (see :mod:`ctxledger.actors.summary_process`). ``None`` (the
-            default): 1 with that summariser on a machine of more than one CPU, else 0. 0
+            default): 1 with that summariser on a POSIX machine of more than one CPU, else 0. 0
             makes them on the compaction threads. Another summariser always runs on the
             compaction threads: a number above 0 with one is an error.
     """
@@ -211,7 +211,13 @@ def processes_in_force(options: HostOptions, summarizer: object) -> HostOptions:
                 f"{type(summarizer).__name__}: leave it None or 0",
             )
         return msgspec.structs.replace(options, summary_processes=0)
-    if asked is None:
+    if not SUPPORTED:
+        if asked:
+            raise InvalidArgumentError(
+                "summary_processes", f"worker processes need a POSIX system, not {os.name!r}"
+            )
+        asked = 0
+    elif asked is None:
         asked = 1 if (os.cpu_count() or 1) > 1 else 0
     return msgspec.structs.replace(options, summary_processes=asked)
 

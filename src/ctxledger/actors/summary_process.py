@@ -10,18 +10,21 @@ it was the tail of every latency in ``bench/peers.py`` and ``bench/bench_host.py
 A host whose summariser is exactly that class (nothing else is known to be pure and CPU-bound:
 an LLM summariser waits on the network, with the GIL released) runs its background jobs in up
 to ``HostOptions.summary_processes`` worker processes (:class:`SummaryProcesses`). A foreground
-summary stays on its compaction thread: the agent waits for it either way, and the first one
-would wait for a process to start. Workers start on first use (``python -m
-ctxledger.actors._summary_main``, never forked from the host's threaded process, importing the
-same ``ctxledger`` the host runs), run at a lower priority (``os.nice``: the host's threads
-first) and live until the host closes; they exit when their input closes, so a host that dies
-leaves none behind. A job is one frame each way over the worker's pipes: the plan in msgpack
-and the summariser pickled (a class of this package), then the summary (or what went wrong,
-worded as a summariser failure on a thread is), the input's address, its size and the
-summariser calls, which the plan keeps, so the history actor does not make the input again.
-The summary is the same function of the same input as on a thread; a worker that dies or
-answers garbage fails its job (recorded as any summariser failure) and is replaced for the
-next one.
+summary stays on its compaction thread: the agent waits for it either way. A job that finds no
+idle worker runs on its thread as before, and a worker is started in the background for the
+jobs after it (``python -m ctxledger.actors._summary_main``, never forked from the host's
+threaded process, importing the same ``ctxledger`` the host runs, handed out once it says it is
+ready): no summary ever waits for a worker to start (~0.3 s) or to be free, and no thread is
+started for it. Workers run at a lower priority (``os.nice``: the host's
+threads first) and live until the host closes; they exit when their input closes, so a host
+that dies leaves none behind.
+
+A job is one frame each way over the worker's pipes: the plan in msgpack and the summariser
+pickled (a class of this package), then the summary (or what went wrong, worded as a
+summariser failure on a thread is), the input's address, its size and the summariser calls,
+which the plan keeps, so the history actor does not make the input again. The summary is the
+same function of the same input as on a thread; a worker that dies or answers garbage fails
+its job (recorded as any summariser failure) and is not used again.
 
 ``bench/peers.py``'s sequential appends (20,000 messages, one session, never served: a summary
 prepared ahead every few hundred messages), p50 / p99: 516 / 6,485 µs with the summaries on a
@@ -32,12 +35,15 @@ thread, ~500 / 1,530-1,650 µs in a process; with summaries that cost nothing, 5
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pickle
+import select
 import struct
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -48,11 +54,14 @@ from ctxledger.domain import CompactionPlan, Summarizer, run_summarizer
 from ctxledger.domain._compaction_plan import _Given
 from ctxledger.summarizers import ExtractiveSummarizer
 
-__all__ = ["SummaryProcessError", "SummaryProcesses", "in_processes", "main"]
+__all__ = ["SUPPORTED", "SummaryProcessError", "SummaryProcesses", "in_processes", "main"]
 
 _log = get_logger(__name__)
 
 _HEADER = struct.Struct("!I")
+
+#: The frame a worker sends once it is ready for jobs.
+_READY = b"ready"
 
 #: How much nicer than the host a worker runs (see :func:`os.nice`).
 _NICE = 10
@@ -60,6 +69,10 @@ _NICE = 10
 
 class SummaryProcessError(Exception):
     """A job a worker process could not answer; the message is the job's failure detail."""
+
+
+#: Whether worker processes can be used here (the readiness poll selects on a pipe: POSIX).
+SUPPORTED = os.name == "posix"
 
 
 def in_processes(summarizer: object) -> bool:
@@ -94,6 +107,22 @@ class _Worker:
         self._input: IO[bytes] = self.process.stdin
         self._output: IO[bytes] = self.process.stdout
 
+    def ready(self, timeout: float | None = 0.0) -> bool:
+        """Whether the worker has imported what it needs and said so (waiting up to ``timeout``
+        seconds for it; None: until it does). A job sent before would wait for the imports
+        (~0.3 s), and the summary's time, which the pace rule reads, would count them.
+
+        Raises:
+            OSError: The process ended or said something else (it is closed).
+        """
+        readable, _, _ = select.select([self._output], [], [], timeout)
+        if not readable:
+            return False
+        if _read_frame(self._output) != _READY:
+            self.close(kill=True)
+            raise OSError(f"the summary process did not start (code {self.process.poll()})")
+        return True
+
     def run(self, frame: bytes) -> _Answer:
         try:
             self._input.write(_HEADER.pack(len(frame)) + frame)
@@ -125,33 +154,71 @@ class _Worker:
 
 
 class SummaryProcesses:
-    """Up to ``limit`` worker processes, started on first use, shared by the compaction threads.
+    """Up to ``limit`` worker processes shared by the compaction threads; a job never waits
+    for one.
+
+    :meth:`take` hands out an idle worker, or none: then the job runs on its thread as before,
+    and (below the limit) a worker is started for the jobs after it; it is handed out once it
+    said it is ready. So no summary waits for a process to start (~0.3 s) or for another job's
+    worker, and a summary's time (``summary_seconds``, which the pace rule compares with the
+    session's growth) is the job's alone. No thread is started for any of it.
 
     Args:
-        limit: Processes at most; a job waits for a free one.
+        limit: Processes at most.
     """
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
-        self._lock = threading.Condition()
+        self._lock = threading.Lock()
         self._idle: list[_Worker] = []
         self._busy: set[_Worker] = set()
+        self._starting: list[_Worker] = []
         self._closed = False
         #: False once a worker could not be started: the jobs run on the threads from then on.
         self.available = True
+        #: Summaries the workers made (answered without an error).
+        self.made = 0
 
-    def summarize(self, plan: CompactionPlan, summarizer: Summarizer) -> str | None:
-        """Summarise ``plan`` with ``summarizer`` in a worker and keep its input's address and
-        size on the plan; return the summary (``None`` where the summariser returned none).
+    def take(self) -> Callable[[CompactionPlan, Summarizer], str | None] | None:
+        """Return :meth:`summarize` in an idle worker for one job, or None: run the job on the
+        thread (a worker is being started for later jobs, or every one is busy)."""
+        with self._lock:
+            self._promote(0.0)
+            if self._idle:
+                worker = self._idle.pop()
+                self._busy.add(worker)
+                return functools.partial(self.summarize, worker)
+            if self._closed or not self.available:
+                return None
+            if len(self._busy) + len(self._starting) >= self._limit:
+                return None
+        try:
+            started = _Worker()  # the process only: its imports go on beside this job
+        except OSError as exc:  # no interpreter to start (an embedded Python, a sandbox...)
+            self._unavailable(exc)
+            return None
+        with self._lock:
+            keep = not self._closed
+            if keep:
+                self._starting.append(started)
+        if not keep:
+            started.close(kill=True)
+        return None
+
+    def summarize(
+        self, worker: _Worker, plan: CompactionPlan, summarizer: Summarizer
+    ) -> str | None:
+        """Summarise ``plan`` with ``summarizer`` in ``worker`` (from :meth:`take`; it is given
+        back) and keep its input's address and size on the plan; return the summary (``None``
+        where the summariser returned none).
 
         Raises:
             SummaryProcessError: The job failed: the summariser raised (the message is worded
-                as for a summariser on a thread), the worker died, or the host is closing.
+                as for a summariser on a thread), or the worker died (it is not used again).
         """
         frame = msgspec.msgpack.encode(
             (msgspec.msgpack.encode(plan, enc_hook=_no_given), pickle.dumps(summarizer))
         )
-        worker = self._take()
         answer: _Answer | None = None
         try:
             answer = worker.run(frame)
@@ -159,52 +226,42 @@ class SummaryProcesses:
             self._give_back(worker, broken=answer is None)
         if answer.detail:
             raise SummaryProcessError(answer.detail)
+        with self._lock:
+            self.made += 1
         plan.made_elsewhere(answer.input_hash, answer.input_chars, answer.calls)
         return answer.summary
 
     def close(self) -> None:
-        """End every worker: idle ones now, busy ones killed (their jobs fail); reap them."""
+        """End every worker: idle ones now, busy and starting ones killed (their jobs fail);
+        reap them."""
         with self._lock:
             self._closed = True
-            idle, busy = self._idle, list(self._busy)
-            self._idle = []
-            self._lock.notify_all()
+            idle, busy = self._idle, [*self._busy, *self._starting]
+            self._idle, self._starting = [], []
         for worker in idle:
             worker.close()
         for worker in busy:
             worker.close(kill=True)
 
-    def _take(self) -> _Worker:
-        worker: _Worker | None
-        with self._lock:
-            while True:
-                if self._closed:
-                    raise SummaryProcessError("the host is closing")
-                if self._idle:
-                    worker = self._idle.pop()
-                    break
-                if len(self._busy) < self._limit:
-                    worker = None
-                    break
-                self._lock.wait()
-            if worker is not None:
-                self._busy.add(worker)
-                return worker
-        try:
-            started = _Worker()  # outside the lock: it takes a moment
-        except OSError as exc:  # no interpreter to start (an embedded Python, a sandbox...)
-            with self._lock:
+    def _promote(self, timeout: float | None) -> None:
+        """Hand out the started workers that are ready (under the lock; waiting up to
+        ``timeout`` seconds for each, None: until it is)."""
+        for worker in list(self._starting):
+            try:
+                ready = worker.ready(timeout)
+            except OSError as exc:
+                self._starting.remove(worker)
                 self.available = False
-                self._lock.notify_all()
-            _log.warning("summary_process_unavailable", error=repr(exc))
-            raise SummaryProcessError(f"could not start a summary process: {exc}") from None
+                _log.warning("summary_process_unavailable", error=repr(exc))
+                continue
+            if ready:
+                self._starting.remove(worker)
+                self._idle.append(worker)
+
+    def _unavailable(self, exc: OSError) -> None:
         with self._lock:
-            self._busy.add(started)
-            closed = self._closed
-        if closed:
-            self._give_back(started, broken=True)
-            raise SummaryProcessError("the host is closing")
-        return started
+            self.available = False
+        _log.warning("summary_process_unavailable", error=repr(exc))
 
     def _give_back(self, worker: _Worker, *, broken: bool) -> None:
         with self._lock:
@@ -212,7 +269,6 @@ class SummaryProcesses:
             keep = not broken and not self._closed
             if keep:
                 self._idle.append(worker)
-            self._lock.notify()
         if not keep:
             worker.close(kill=broken)
 
@@ -252,6 +308,8 @@ def main() -> None:
         os.nice(_NICE)  # nobody waits for a background summary: the host's threads go first
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing printed by accident may break the frames
+    sink.write(_HEADER.pack(len(_READY)) + _READY)
+    sink.flush()
     while True:
         frame = _read_frame(source)
         if frame is None:
