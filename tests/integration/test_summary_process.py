@@ -165,7 +165,7 @@ def test_closing_the_host_ends_and_reaps_its_workers(tmp_path: Path) -> None:
     assert not workers._idle and not workers._busy
 
 
-def test_the_option_is_a_count_and_only_for_the_offline_summariser() -> None:
+def test_the_option_is_a_count_and_only_for_the_offline_summariser(tmp_path: Path) -> None:
     for wrong in (-1, True, 1.5, "1"):
         with pytest.raises(InvalidArgumentError) as info:
             HostOptions(summary_processes=wrong)  # type: ignore[arg-type]
@@ -174,6 +174,10 @@ def test_the_option_is_a_count_and_only_for_the_offline_summariser() -> None:
     with pytest.raises(InvalidArgumentError) as info:
         Host(log, summarizer=digest_summarizer, options=HostOptions(summary_processes=1))
     assert info.value.argument == "summary_processes"
+    with pytest.raises(InvalidArgumentError):  # nothing is left open: the folder opens again
+        Host.open(tmp_path, summarizer=digest_summarizer, options=HostOptions(summary_processes=2))
+    with Host.open(tmp_path) as host:
+        assert host.options.summary_processes == (1 if (os.cpu_count() or 1) > 1 else 0)
     with Host(log, summarizer=digest_summarizer) as host:
         assert host.options.summary_processes == 0
         assert host._actors.compaction.processes is None
