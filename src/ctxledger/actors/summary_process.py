@@ -306,8 +306,13 @@ def main() -> None:
     """The worker: answer each job frame on stdin with one on stdout until stdin closes."""
     with contextlib.suppress(OSError, AttributeError):  # not everywhere (Windows has none)
         os.nice(_NICE)  # nobody waits for a background summary: the host's threads go first
-    source, sink = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # nothing printed by accident may break the frames
+    source = sys.stdin.buffer
+    # The frames get a descriptor of their own, and descriptor 1 becomes stderr: nothing
+    # printed by accident (by Python or by a C library) may break them.
+    sys.stdout.flush()
+    sink = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     sink.write(_HEADER.pack(len(_READY)) + _READY)
     sink.flush()
     while True:
