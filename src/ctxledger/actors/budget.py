@@ -239,7 +239,7 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
         session.bound = None if since is None else estimate + since
         session.prepare = None if message.dynamic else prepare
         if estimate < prepare:
-            self._release(session_id, session, credit=True)
+            self._release(session_id, session, until=session.prepare)
             return
         prepared, active = message.prepared, message.active
         if prepared is None and active is not None:
@@ -268,7 +268,7 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
             checked = session.absorbing
             if checked is not None and checked[0] == prepared and estimate < checked[1] + step:
                 session.absorb_until = checked[1] + step
-                self._release(session_id, session)
+                self._release(session_id, session, until=session.absorb_until)
                 return
             if message.extension is None:
                 _tell(session.owner, Measure(session_id, extension=True))
@@ -276,23 +276,24 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
             if not message.extension:
                 session.absorbing = (prepared, estimate)
                 # Only appends (the bound stays known) leave the same summary usable: until the
-                # bound reaches the next look, they are not even measured.
+                # bound reaches the next look, they are not even measured (nor published).
                 session.absorb_until = estimate + step
-                self._release(session_id, session)
+                self._release(session_id, session, until=session.absorb_until)
                 return
         session.phase = _QUEUED
         entry = (-estimate / threshold, next(self._order))
         self._queued[session_id] = entry
         heapq.heappush(self._heap, (entry[0], entry[1], session_id))
 
-    def _release(self, session_id: str, session: _Pressure, *, credit: bool = False) -> None:
-        """Answer the measure: no summary now. With ``credit``, the history actor may keep
-        back the batches of appends alone that stay below the prepare point (counted as
+    def _release(self, session_id: str, session: _Pressure, *, until: int | None = None) -> None:
+        """Answer the measure: no summary now. With ``until`` (the prepare point, or the next
+        look at a prepared summary that absorbs the growth), the history actor may keep back
+        the batches of appends alone while the bound stays below it (counted as
         ``unpublished`` on the next batch it publishes): budget would only add them up."""
         session.phase = _IDLE
         room = 0
-        if credit and session.bound is not None and session.prepare is not None:
-            room = max(0, session.prepare - session.bound)
+        if until is not None and session.bound is not None:
+            room = max(0, until - session.bound)
         _tell(session.owner, Release(session_id, room))
 
     # --- rationing -------------------------------------------------------------------------------

@@ -287,8 +287,10 @@ class Measured(msgspec.Struct, frozen=True, kw_only=True):
 class Release(msgspec.Struct, frozen=True):
     """History actor: budget decided not to prepare a summary for the session now.
 
-    ``credit``: the tokens of appends below the prepare point: until they are spent, a batch of
-    appends alone need not be published to budget (its tokens ride on the next one that is).
+    ``credit``: the tokens of appends that budget would only add up (below the prepare point,
+    or below its next look at a prepared summary that absorbs the growth): until they are
+    spent, a batch of appends alone need not be published to budget (its tokens ride on the
+    next one that is).
     """
 
     session_id: str
