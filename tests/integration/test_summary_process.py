@@ -143,6 +143,26 @@ def test_a_killed_worker_fails_its_job_and_the_next_job_gets_a_new_one(tmp_path:
     assert first.returncode is not None
 
 
+def test_ctrl_c_in_the_terminal_does_not_end_a_worker(tmp_path: Path) -> None:
+    """SIGINT reaches a terminal's whole process group: the worker ignores it (the host's
+    program decides what it means) and goes on making summaries."""
+    messages = list(take_messages(0, 400))
+    with _host(tmp_path, 1) as host:
+        session, workers, done = host.session("s"), _workers(host), 0
+        while not workers._idle and done < len(messages):
+            _append(session, messages[done], workers)
+            done += 1
+        assert workers._idle, "no worker started"
+        worker = workers._idle[0].process
+        os.kill(worker.pid, signal.SIGINT)
+        made = workers.made
+        while workers.made == made and done < len(messages):
+            _append(session, messages[done], workers)
+            done += 1
+        assert workers.made > made and worker.poll() is None
+        assert _count(host, CompactionFailed) == 0
+
+
 def _settled(workers: SummaryProcesses) -> None:
     """Wait until the workers being started are ready (or could not start)."""
     with workers._lock:

@@ -39,6 +39,7 @@ import functools
 import os
 import pickle
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -304,6 +305,9 @@ def _answer(frame: bytes) -> _Answer:
 
 def main() -> None:
     """The worker: answer each job frame on stdin with one on stdout until stdin closes."""
+    # Ctrl-C in a terminal reaches the whole process group: the host decides what it means,
+    # and the worker ends when its input closes.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(OSError, AttributeError):  # not everywhere (Windows has none)
         os.nice(_NICE)  # nobody waits for a background summary: the host's threads go first
     source = sys.stdin.buffer
