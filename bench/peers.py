@@ -13,6 +13,9 @@ Every system gets the same workload, the realistic mix of :mod:`ctxledger.toolin
 A system that exceeds ``--budget`` seconds in a phase, or ``--disk-budget-gb`` on disk, stops
 there and reports how far it got (LangGraph rewrites the whole state on every append, so it
 does not reach 20,000). Figures are reported absolutely and as ratios to ``ctxledger``.
+Beside it, ``ctxledger-log`` appends the same records through the storage alone (no runtime),
+and ``ctxledger-thread-summaries`` is the same host with ``summary_processes=0`` (the offline
+summariser's background summaries on the host's threads, as before stop 39).
 Reads in the recover phase hit a warm page cache. Where PostgreSQL's server binaries are
 installed, ``ctxledger-postgres`` (the same ``Host`` on a PostgreSQL database) and
 ``eventsourcing-postgres`` run too, each on a fresh database of a throwaway cluster this script
