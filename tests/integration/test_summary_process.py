@@ -220,7 +220,8 @@ def test_a_summariser_failure_in_a_worker_is_worded_as_on_a_thread() -> None:
         previous_summary=None, previous_checkpoint_id=None, focus=None, max_chars=100,
         chunk_chars=1_000, estimated_tokens=1, threshold=2, target_tokens=1, planned_tokens=1,
     )  # fmt: skip
-    encoded = msgspec.msgpack.encode(plan, enc_hook=lambda value: None)
+    encoded = plan.to_msgpack()
+    assert CompactionPlan.from_msgpack(encoded) == plan
     answer = _answer(msgspec.msgpack.encode((encoded, pickle.dumps(_Raises()))))
     on_thread = _summarize(lambda: _Raises()(None))
     assert (None, answer.detail) == on_thread

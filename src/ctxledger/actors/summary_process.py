@@ -52,7 +52,6 @@ import msgspec
 
 from ctxledger._logging import get_logger
 from ctxledger.domain import CompactionPlan, Summarizer, run_summarizer
-from ctxledger.domain._compaction_plan import _Given
 from ctxledger.summarizers import ExtractiveSummarizer
 
 __all__ = ["SUPPORTED", "SummaryProcessError", "SummaryProcesses", "in_processes", "main"]
@@ -217,9 +216,7 @@ class SummaryProcesses:
             SummaryProcessError: The job failed: the summariser raised (the message is worded
                 as for a summariser on a thread), or the worker died (it is not used again).
         """
-        frame = msgspec.msgpack.encode(
-            (msgspec.msgpack.encode(plan, enc_hook=_no_given), pickle.dumps(summarizer))
-        )
+        frame = msgspec.msgpack.encode((plan.to_msgpack(), pickle.dumps(summarizer)))
         answer: _Answer | None = None
         try:
             answer = worker.run(frame)
@@ -274,13 +271,6 @@ class SummaryProcesses:
             worker.close(kill=broken)
 
 
-def _no_given(value: object) -> None:
-    """The plan's cache of its input is not sent: the worker makes the input."""
-    if isinstance(value, _Given):
-        return None
-    raise NotImplementedError(f"cannot send {type(value).__name__}")
-
-
 def _read_frame(stream: IO[bytes]) -> bytes | None:
     header = stream.read(_HEADER.size)
     if len(header) < _HEADER.size:
@@ -292,9 +282,7 @@ def _read_frame(stream: IO[bytes]) -> bytes | None:
 
 def _answer(frame: bytes) -> _Answer:
     encoded_plan, pickled = msgspec.msgpack.decode(frame, type=tuple[bytes, bytes])
-    plan = msgspec.msgpack.decode(
-        encoded_plan, type=CompactionPlan, dec_hook=lambda kind, value: _Given()
-    )
+    plan = CompactionPlan.from_msgpack(encoded_plan)
     summarizer: Any = pickle.loads(pickled)  # our own host, over our own pipe
     try:
         summary = run_summarizer(plan, summarizer)

@@ -200,6 +200,16 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
         calls = self._given()[5]
         return len(self.chunks()) if calls is None else calls
 
+    def to_msgpack(self) -> bytes:
+        """The plan in msgpack, for another process (:meth:`from_msgpack`); :attr:`given` is
+        not sent (the receiver makes the input)."""
+        return msgspec.msgpack.encode(self, enc_hook=_no_given)
+
+    @classmethod
+    def from_msgpack(cls, data: bytes) -> CompactionPlan:
+        """The plan :meth:`to_msgpack` encoded, with an empty :attr:`given`."""
+        return msgspec.msgpack.decode(data, type=cls, dec_hook=lambda _kind, _value: _Given())
+
     def made_elsewhere(self, address: str, chars: int, calls: int) -> None:
         """Keep :attr:`input_hash`, :attr:`made_chars` and :attr:`summarizer_calls` as another
         process made them from this plan's inputs (the same functions of the same values);
@@ -264,6 +274,13 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
         if current:
             chunks.append(tuple(current))
         return chunks
+
+
+def _no_given(value: object) -> None:
+    """A plan's :class:`_Given` goes over the wire as nil."""
+    if isinstance(value, _Given):
+        return None
+    raise NotImplementedError(f"cannot encode {type(value).__name__}")
 
 
 def fail_compaction(plan: CompactionPlan, reason: str = "summary_unavailable") -> CompactionResult:
