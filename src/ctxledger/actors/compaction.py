@@ -75,7 +75,9 @@ class CompactionActor(LoggedFailures, pykka.ThreadingActor):
                 clock = self._pool.clock
                 plan = message.job.plan
                 processes = self._pool.processes
-                run = processes.take() if processes and message.job.background else None
+                run = None
+                if processes is not None and message.job.background:
+                    run = processes.take()  # an idle worker, or None: this thread runs it
                 if run is not None:
                     started = clock()  # the input is made in the process, as part of the call
                     summary, detail = _summarize(lambda: run(plan, self._summarizer))
@@ -139,10 +141,8 @@ class CompactionPool:
             background summary is judged by (``ready_in_time``) compares it with the time the
             session took to grow, on the same clock.
         processes: Worker processes for the background jobs of the built-in offline
-            summariser (``HostOptions.summary_processes``; 0: none, the threads run them).
-
-    Attributes:
-        processes: The worker processes, if any (see :mod:`ctxledger.actors.summary_process`).
+            summariser (``HostOptions.summary_processes``; 0: none, the threads run them);
+            kept as :attr:`processes` (see :mod:`ctxledger.actors.summary_process`).
     """
 
     def __init__(

@@ -23,7 +23,7 @@ from ctxledger.domain.projection import tail_messages, view_head
 from ctxledger.domain.render import RenderPolicy, render_message, render_policy, render_unmasked
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import Tokenizer, message_chars
-from ctxledger.domain.view import draft_view
+from ctxledger.domain.view import draft_view, kept_draft
 
 __all__ = ["current_estimate", "tail_chars"]
 
@@ -34,10 +34,9 @@ def current_estimate(state: SessionState, *, tokenizer: Tokenizer) -> int:
     the view where the tokenizer is a built-in estimator (see the module docstring); another
     tokenizer counts the messages, so the view is drafted."""
     counting = session_tokenizer(state, tokenizer)
-    memo = state.draft_memo
-    if memo is not None and memo[0] == (state.events_applied, id(counting), ""):
-        estimated: int = memo[1].estimated_tokens
-        return estimated
+    kept = kept_draft(state, counting)
+    if kept is not None:
+        return kept.estimated_tokens
     if tokens_of_chars(counting, 0) is None:
         return draft_view(state, tokenizer=tokenizer).estimated_tokens
     active = state.active_checkpoint

@@ -25,6 +25,7 @@ __all__ = [
     "ModelView",
     "build_view",
     "draft_view",
+    "kept_draft",
     "preview_view",
     "remask_of",
     "view_hash",
@@ -200,15 +201,28 @@ def draft_view(
     if checkpoint is None:
         # Planning and serving a step, and checking the budget after an append, all look at
         # the same state: the draft is kept until the state folds its next event.
-        key = (state.events_applied, id(tokenizer), pending)
-        memo = state.draft_memo
-        if memo is not None and memo[0] == key:
-            kept: Draft = memo[1]
+        kept = kept_draft(state, tokenizer, pending)
+        if kept is not None:
             return kept
         draft = _draft(state, tokenizer, pending, state.active_checkpoint, usage_current=True)
-        state.draft_memo = (key, draft)
+        state.draft_memo = (_draft_key(state, tokenizer, pending), draft)
         return draft
     return _draft(state, tokenizer, pending, checkpoint, usage_current=False)
+
+
+def kept_draft(state: SessionState, counting: Tokenizer, pending: str = "") -> Draft | None:
+    """The current view's draft :func:`draft_view` kept, if the state has folded no event
+    since; ``counting`` is the session's tokenizer
+    (:func:`~ctxledger.domain.calibration.session_tokenizer`)."""
+    memo = state.draft_memo
+    if memo is not None and memo[0] == _draft_key(state, counting, pending):
+        kept: Draft = memo[1]
+        return kept
+    return None
+
+
+def _draft_key(state: SessionState, counting: Tokenizer, pending: str) -> tuple[int, int, str]:
+    return (state.events_applied, id(counting), pending)
 
 
 def _draft(
