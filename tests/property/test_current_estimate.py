@@ -7,6 +7,10 @@ is shown starts the count afresh (``SessionState.shown_epoch``). After every com
 session (appends of every kind, pins, usage, retractions, clears, compactions, reverts, Config
 changes, served views, prepared summaries) it must equal the estimate of the view drafted
 afresh, for the default estimator and a calibrated one.
+
+The candidates of a new checkpoint's fact block are kept on the state the same way
+(``SessionState.fact_memo``, by shown epoch, last seq and checkpoint): a checkpoint made after
+any command has the block it has when nothing is kept.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import msgspec
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from ctxledger import Config, Message, ToolCall
+from ctxledger import Checkpoint, Config, Message, ToolCall
 from ctxledger.config import upcast_config
 from ctxledger.domain import (
     CharTokenizer,
@@ -30,6 +34,7 @@ from ctxledger.domain import (
     view_chars,
 )
 from ctxledger.domain.calibration import CalibratedTokenizer
+from ctxledger.domain.compaction import finish_checkpoint
 from ctxledger.domain.projection import tail_messages
 from ctxledger.errors import CtxLedgerError
 from ctxledger.testing import DomainSession
@@ -70,13 +75,16 @@ def _tool_step(session: DomainSession, data: st.DataObject, n: int) -> None:
     session.append(Message.assistant(f"calling {n}", calls))
     for call in calls:
         size = data.draw(st.sampled_from([3, 30, 200, 900]))
-        session.append(Message.tool("r" * size, call.id, call.name))
+        # Paths, so that fact blocks have facts to list (and to leave out once shown).
+        session.append(Message.tool(f"src/m{n % 7}_{size}.py " + "r" * size, call.id, call.name))
 
 
 def _act(session: DomainSession, action: str, data: st.DataObject, n: int) -> None:
     state = session.state
     if action == "user":
-        session.append(Message.user("u" * data.draw(st.integers(1, 400))))
+        session.append(
+            Message.user(f"fix src/m{n % 7}_3.py " + "u" * data.draw(st.integers(1, 400)))
+        )
     elif action == "system":
         session.append(Message.system(f"note {n}"))
     elif action == "tool_step":
@@ -125,8 +133,44 @@ def test_the_estimate_without_a_view_is_the_drafted_one(
         active = state.active_checkpoint
         cut = active.retain_from_seq if active is not None else 1
         policy = render_policy(state)
-        assert tail_chars(state, cut, policy) == view_chars(
-            list(tail_messages(state, cut, policy))
+        assert tail_chars(state, cut, policy) == view_chars(list(tail_messages(state, cut, policy)))
+    note(f"memo reused {kept} times")
+
+
+@given(config=st.sampled_from(CONFIGS), data=st.data())
+def test_a_checkpoint_made_after_any_command_has_the_block_made_afresh(
+    config: Config, data: st.DataObject
+) -> None:
+    tokenizer = CharTokenizer()
+    session = DomainSession(config.replace(fact_index_chars=400), tokenizer=tokenizer)
+    session.append(Message.system("you are a test"))
+    kept = 0
+    for n in range(data.draw(st.integers(5, 40))):
+        action = data.draw(st.sampled_from(ACTIONS))
+        note(action)
+        with contextlib.suppress(CtxLedgerError):
+            _act(session, action, data, n)
+        state = session.state
+        active = state.active_checkpoint
+        first = active.retain_from_seq + 1 if active is not None else state.cleared_through + 2
+        if first > state.last_seq + 1:
+            continue
+        # Few cuts and one summary: the same checkpoint is probed again after later commands.
+        cut = data.draw(st.sampled_from(sorted({first, min(first + 3, state.last_seq + 1)})))
+        checkpoint = Checkpoint(
+            id="probe", summary="probe summary of src/m1_30.py", retain_from_seq=cut,
+            covers_through_seq=cut - 1, reason="manual",
+        )  # fmt: skip
+        scratch = state.copy()
+        scratch.fact_memo = None
+        fresh = finish_checkpoint(scratch, checkpoint, fact_chars=400, tokenizer=tokenizer)
+        memo = state.fact_memo
+        if memo is not None and memo[0][2] == checkpoint:
+            kept += 1
+        made = finish_checkpoint(state, checkpoint, fact_chars=400, tokenizer=tokenizer)
+        assert made == fresh
+        assert finish_checkpoint(state, checkpoint, fact_chars=200, tokenizer=tokenizer) == (
+            finish_checkpoint(scratch, checkpoint, fact_chars=200, tokenizer=tokenizer)
         )
     note(f"memo reused {kept} times")
 

@@ -23,7 +23,7 @@ from ctxledger.domain._compaction_plan import (
     input_hash,
 )
 from ctxledger.domain.cuts import STEP_CUT_FILL, TRIGGERS, Trigger
-from ctxledger.domain.facts import checkpoint_fact_block
+from ctxledger.domain.facts import checkpoint_fact_block, fact_candidates
 from ctxledger.domain.projection import kept_request_seq
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.summary import AsyncSummarizer, Summarizer, SummaryRequest
@@ -220,25 +220,34 @@ def finish_checkpoint(
         tokenizer: Counts the tokens of the resulting view.
     """
     if fact_chars:
-        active = state.active_checkpoint
-        start = active.retain_from_seq if active is not None else state.cleared_through + 1
-        covered = [
-            message
-            for message in state.history[start - 1 : checkpoint.retain_from_seq - 1]
-            if not state.is_head(message) and not state.is_withdrawn(message.seq or 0)
-        ]
+        shares = SHARES.get(state.config.schema_version)
+        group_paths = shares is not None and shares.group_paths
+        # The blocks of one checkpoint tried at the threshold (shorter ones, until the view
+        # absorbs the growth) choose from the same candidates: made once (see SessionState).
+        key = (state.shown_epoch, state.last_seq, checkpoint, group_paths)
+        memo = state.fact_memo
+        if memo is None or memo[0] != key:
+            active = state.active_checkpoint
+            start = active.retain_from_seq if active is not None else state.cleared_through + 1
+            covered = [
+                message
+                for message in state.history[start - 1 : checkpoint.retain_from_seq - 1]
+                if not state.is_head(message) and not state.is_withdrawn(message.seq or 0)
+            ]
+            memo = (key, fact_candidates(state, checkpoint, covered, group_paths=group_paths))
+            state.fact_memo = memo
         # The kept first request's lines may come last in the block (``Shares.request_last``):
         # the view shows its head and tail, and the marker names its seq (a recall away).
         kept = kept_request_seq(state, checkpoint.retain_from_seq)
-        shares = SHARES.get(state.config.schema_version)
         last = kept is not None and shares is not None and shares.request_last
         facts = checkpoint_fact_block(
             state,
             checkpoint,
-            covered,
+            (),
             fact_chars,
             shown_in_part=(kept,) if last and kept is not None else (),
-            group_paths=shares is not None and shares.group_paths,
+            group_paths=group_paths,
+            candidates=memo[1],
         )
         checkpoint = msgspec.structs.replace(checkpoint, facts=facts)
     view = preview_view(state, checkpoint, tokenizer=tokenizer)

@@ -70,6 +70,7 @@ __all__ = [
     "count_by_kind",
     "extract_facts",
     "fact_block",
+    "fact_candidates",
     "merge_facts",
     "normalize",
     "parse_fact_block",
@@ -218,6 +219,7 @@ def checkpoint_fact_block(
     *,
     shown_in_part: Collection[int] = (),
     group_paths: bool = False,
+    candidates: tuple[list[Fact], str] | None = None,
 ) -> str:
     """Return the fact block of a new checkpoint (pure; see ``Config.fact_index_chars``).
 
@@ -235,9 +237,26 @@ def checkpoint_fact_block(
             last (see :func:`fact_block`).
         group_paths: Write (and read the active block) with the paths of one message on one
             line (see :func:`fact_block`); the session's Config decides it, never a block.
+        candidates: :func:`fact_candidates` of the same arguments, when the caller has them
+            (``covered`` is then not read).
     """
     if limit <= 0:
         return ""
+    if candidates is None:
+        candidates = fact_candidates(state, checkpoint, covered, group_paths=group_paths)
+    facts, shown = candidates
+    return fact_block(facts, shown, limit, shown_in_part=shown_in_part, group_paths=group_paths)
+
+
+def fact_candidates(
+    state: SessionState,
+    checkpoint: Checkpoint,
+    covered: Iterable[Message],
+    *,
+    group_paths: bool = False,
+) -> tuple[list[Fact], str]:
+    """The facts a new checkpoint's block is chosen from and what the view it gives shows
+    (see :func:`checkpoint_fact_block`, which takes the same arguments)."""
     active = state.active_checkpoint
     carried = (
         parse_fact_block(active.facts, grouped=group_paths)
@@ -245,5 +264,4 @@ def checkpoint_fact_block(
         else []
     )
     shown = shown_text(assemble(state, checkpoint))
-    facts = merge_facts(carried, extract_facts(covered))
-    return fact_block(facts, shown, limit, shown_in_part=shown_in_part, group_paths=group_paths)
+    return merge_facts(carried, extract_facts(covered)), shown

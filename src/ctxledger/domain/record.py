@@ -85,6 +85,10 @@ class StateRecord:
         # of the current view's tail as of one of them (see ctxledger.domain.estimate): a cache.
         self.shown_epoch = 0
         self.tail_chars_memo: tuple[int, int, int, int, int] | None = None
+        # The candidates of a new checkpoint's fact block and what its view shows, as of one
+        # (epoch, last seq, checkpoint) (see ctxledger.domain.compaction.finish_checkpoint): a
+        # cache, for the shorter blocks tried at the threshold.
+        self.fact_memo: tuple[Any, Any] | None = None
         self.active_restored = False
         self.retracted: set[int] = set()
         self.cleared_through = 0
@@ -188,6 +192,7 @@ class StateRecord:
         self.draft_memo = None
         self.view_encodings = None
         self.tail_chars_memo = None
+        self.fact_memo = None
 
     def __repr__(self) -> str:
         return (
