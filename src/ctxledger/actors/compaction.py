@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, assert_never
 import pykka
 
 from ctxledger._logging import get_logger
+from ctxledger.actors.fact_warming import FactWarming, warm_facts
 from ctxledger.actors.failures import LoggedFailures
 from ctxledger.actors.messages import CompactionMessage, HistoryRef, Summarize, SummaryDone
 from ctxledger.actors.summary_process import SummaryProcessError, SummaryProcesses, in_processes
@@ -44,7 +45,6 @@ from ctxledger.domain import (
     arun_summarizer,
     run_summarizer,
 )
-from ctxledger.domain.facts import extract_facts
 from ctxledger.domain.summary import is_async_summarizer
 
 if TYPE_CHECKING:
@@ -74,6 +74,9 @@ class CompactionActor(LoggedFailures, pykka.ThreadingActor):
             case Summarize():
                 clock = self._pool.clock
                 plan = message.job.plan
+                warm = self._pool.warming.wanted(
+                    message.session_id, plan, background=message.job.background
+                )
                 processes = self._pool.processes
                 run = None
                 if processes is not None and message.job.background:
@@ -86,8 +89,8 @@ class CompactionActor(LoggedFailures, pykka.ThreadingActor):
                     started = clock()
                     summary, detail = _summarize(lambda: run_summarizer(plan, self._summarizer))
                 seconds = max(0.0, clock() - started)
-                if summary is not None and plan.fact_chars and not message.job.background:
-                    _warm_facts(plan)
+                if summary is not None and warm:
+                    warm_facts(plan)
                 self._pool.finished(message.job.compaction_id, summary, detail, seconds)
                 self._pool.next_job(self.actor_ref)
             case _:
@@ -101,19 +104,6 @@ def _make_input(plan: CompactionPlan) -> None:
     which reports it as the compaction's failure."""
     with contextlib.suppress(Exception):
         plan.input_hash  # noqa: B018 - made and kept by the property
-
-
-def _warm_facts(plan: CompactionPlan) -> None:
-    """Extract the facts of a foreground summary's covered messages here: the checkpoint's fact
-    block, made on the history actor as soon as the summary is answered, finds them in
-    :func:`~ctxledger.domain.facts.extract_facts`'s memo, and the actor's other sessions do not
-    wait for them. Not for a background summary: most are extended or replaced before they are
-    activated, or their messages leave the memo first (1,024 sessions in
-    ``bench/bench_host.py``'s open loop: p50 9-28 ms, p99 294-316 ms with them against 6-8 and
-    181-185 without, in one process, alternating). A failure here is met again, and reported,
-    where the block is made."""
-    with contextlib.suppress(Exception):
-        extract_facts(plan.covered)
 
 
 class _Running:
@@ -159,6 +149,7 @@ class CompactionPool:
         self.processes = (
             SummaryProcesses(processes) if processes and in_processes(summarizer) else None
         )
+        self.warming = FactWarming()  # which summaries' facts are read ahead
         self._summarizer = summarizer
         self._async = is_async_summarizer(summarizer)
         self._host_loop = loop
