@@ -222,10 +222,10 @@ def test_a_summariser_failure_in_a_worker_is_worded_as_on_a_thread() -> None:
     )  # fmt: skip
     encoded = plan.to_msgpack()
     assert CompactionPlan.from_msgpack(encoded) == plan
-    answer = _answer(msgspec.msgpack.encode((encoded, pickle.dumps(_Raises()))))
+    answer = _answer(msgspec.msgpack.encode((encoded, pickle.dumps(_Raises()), True)))
     on_thread = _summarize(lambda: _Raises()(None))
     assert (None, answer.detail) == on_thread
-    made = _answer(msgspec.msgpack.encode((encoded, pickle.dumps(ExtractiveSummarizer()))))
+    made = _answer(msgspec.msgpack.encode((encoded, pickle.dumps(ExtractiveSummarizer()), False)))
     assert made.input_hash == plan.input_hash and made.calls == plan.summarizer_calls
     assert made.input_chars == plan.made_chars and made.summary
 

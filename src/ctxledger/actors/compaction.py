@@ -83,13 +83,13 @@ class CompactionActor(LoggedFailures, pykka.ThreadingActor):
                     run = processes.take()  # an idle worker, or None: this thread runs it
                 if run is not None:
                     started = clock()  # the input is made in the process, as part of the call
-                    summary, detail = _summarize(lambda: run(plan, self._summarizer))
+                    summary, detail = _summarize(lambda: run(plan, self._summarizer, warm))
                 else:
                     _make_input(plan)
                     started = clock()
                     summary, detail = _summarize(lambda: run_summarizer(plan, self._summarizer))
                 seconds = max(0.0, clock() - started)
-                if summary is not None and warm:
+                if summary is not None and warm and run is None:  # a worker read them
                     warm_facts(plan)
                 self._pool.finished(message.job.compaction_id, summary, detail, seconds)
                 self._pool.next_job(self.actor_ref)

@@ -3,8 +3,10 @@
 A checkpoint's fact block (:func:`ctxledger.domain.facts.checkpoint_fact_block`) reads every
 message the checkpoint newly covers, ~50 µs a message, on the history actor, while the step that
 makes the checkpoint waits (10-20 ms for a summary of a few hundred messages, and every session
-of that actor waits behind it). Read ahead on the compaction thread that made the summary, they
-are found in :func:`~ctxledger.domain.facts.extract_facts`'s memo instead.
+of that actor waits behind it). Read ahead on the compaction thread that made the summary, or in
+the worker process that made it (:meth:`~ctxledger.actors.summary_process.SummaryProcesses.
+summarize` with ``reads``; the host keeps what it sends), they are found in
+:func:`~ctxledger.domain.facts.extract_facts`'s memo instead.
 
 That is always done for a foreground summary (its checkpoint is made as soon as it is answered).
 For a background summary it is done only while the host serves few sessions

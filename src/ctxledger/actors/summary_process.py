@@ -52,6 +52,7 @@ import msgspec
 
 from ctxledger._logging import get_logger
 from ctxledger.domain import CompactionPlan, Summarizer, run_summarizer
+from ctxledger.domain.facts import MessageReads, message_reads, remember_reads
 from ctxledger.summarizers import ExtractiveSummarizer
 
 __all__ = ["SUPPORTED", "SummaryProcessError", "SummaryProcesses", "in_processes", "main"]
@@ -87,6 +88,7 @@ class _Answer(msgspec.Struct, array_like=True, frozen=True):
     input_hash: str
     input_chars: int
     calls: int
+    reads: MessageReads  # what each covered message gives the fact block (see _answer)
 
 
 class _Worker:
@@ -179,7 +181,7 @@ class SummaryProcesses:
         #: Summaries the workers made (answered without an error).
         self.made = 0
 
-    def take(self) -> Callable[[CompactionPlan, Summarizer], str | None] | None:
+    def take(self) -> Callable[..., str | None] | None:
         """Return :meth:`summarize` in an idle worker for one job, or None: run the job on the
         thread (a worker is being started for later jobs, or every one is busy)."""
         with self._lock:
@@ -206,17 +208,27 @@ class SummaryProcesses:
         return None
 
     def summarize(
-        self, worker: _Worker, plan: CompactionPlan, summarizer: Summarizer
+        self,
+        worker: _Worker,
+        plan: CompactionPlan,
+        summarizer: Summarizer,
+        reads: bool = False,
     ) -> str | None:
         """Summarise ``plan`` with ``summarizer`` in ``worker`` (from :meth:`take`; it is given
         back) and keep its input's address and size on the plan; return the summary (``None``
         where the summariser returned none).
 
+        With ``reads`` the worker also reads the facts of the messages it summarised (see
+        :mod:`ctxledger.actors.fact_warming`: the checkpoint's fact block reads them on the
+        history actor otherwise), and the host keeps them in the memo of
+        :func:`~ctxledger.domain.facts.extract_facts`, where the block finds them: the host's
+        threads do not read them either.
+
         Raises:
             SummaryProcessError: The job failed: the summariser raised (the message is worded
                 as for a summariser on a thread), or the worker died (it is not used again).
         """
-        frame = msgspec.msgpack.encode((plan.to_msgpack(), pickle.dumps(summarizer)))
+        frame = msgspec.msgpack.encode((plan.to_msgpack(), pickle.dumps(summarizer), reads))
         answer: _Answer | None = None
         try:
             answer = worker.run(frame)
@@ -227,6 +239,8 @@ class SummaryProcesses:
         with self._lock:
             self.made += 1
         plan.made_elsewhere(answer.input_hash, answer.input_chars, answer.calls)
+        if answer.reads:
+            remember_reads(plan.covered, answer.reads)
         return answer.summary
 
     def close(self) -> None:
@@ -281,14 +295,16 @@ def _read_frame(stream: IO[bytes]) -> bytes | None:
 
 
 def _answer(frame: bytes) -> _Answer:
-    encoded_plan, pickled = msgspec.msgpack.decode(frame, type=tuple[bytes, bytes])
+    encoded_plan, pickled, wanted = msgspec.msgpack.decode(frame, type=tuple[bytes, bytes, bool])
     plan = CompactionPlan.from_msgpack(encoded_plan)
     summarizer: Any = pickle.loads(pickled)  # our own host, over our own pipe
     try:
         summary = run_summarizer(plan, summarizer)
     except Exception as exc:  # reported as a summariser failure, as on a thread
-        return _Answer(None, f"summarizer raised {type(exc).__name__}: {exc}", "", 0, 0)
-    return _Answer(summary, "", plan.input_hash, plan.made_chars, plan.summarizer_calls)
+        return _Answer(None, f"summarizer raised {type(exc).__name__}: {exc}", "", 0, 0, [])
+    # What the covered messages give the checkpoint's fact block (see SummaryProcesses.summarize).
+    reads = message_reads(plan.covered) if summary and wanted and plan.fact_chars else []
+    return _Answer(summary, "", plan.input_hash, plan.made_chars, plan.summarizer_calls, reads)
 
 
 def main() -> None:

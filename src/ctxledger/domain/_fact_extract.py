@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Literal
 
 import msgspec
@@ -20,13 +20,17 @@ __all__ = [
     "COMMAND_CHARS",
     "ERROR_CHARS",
     "FACT_KINDS",
+    "MEMO_SIZE",
     "REQUEST_CHARS",
     "Fact",
     "FactKind",
+    "MessageReads",
     "count_by_kind",
     "extract_facts",
     "merge_facts",
+    "message_reads",
     "normalize",
+    "remember_reads",
     "shown_text",
 ]
 
@@ -196,6 +200,49 @@ def extract_facts(messages: Iterable[Message], *, keep: bool = True) -> list[Fac
         One :class:`Fact` per (kind, text), carrying the newest seq that holds it.
     """
     collector = _Collector()
+
+    def read(message: Message, name: str | None, command: str | None) -> _Read:
+        return _memo.read(message, name, command, keep=keep)
+
+    for message, (adds, _) in _walk(messages, read):
+        seq = message.seq or 0
+        for kind, text, named in adds:
+            collector.put(kind, text, seq, named)
+    return list(collector.found.values())
+
+
+def message_reads(messages: Iterable[Message]) -> MessageReads:
+    """What each of ``messages`` gives to :func:`extract_facts` (summary messages skipped),
+    read now and not kept: made where nobody waits (a summary worker process) and handed to
+    :func:`remember_reads` where the facts are wanted."""
+    return [got for _, got in _walk(messages, _compute_adds)]
+
+
+def remember_reads(messages: Iterable[Message], reads: MessageReads) -> bool:
+    """Keep ``reads`` (:func:`message_reads` of the same messages, made elsewhere) in the memo
+    of :func:`extract_facts`, which then finds them instead of reading ``messages`` again.
+
+    Returns:
+        Whether they were kept: nothing is when their count is not that of ``messages``.
+    """
+    shown = [message for message in messages if message.role != "summary"]
+    if len(shown) != len(reads):
+        return False
+    given = iter(reads)
+
+    def keep(message: Message, name: str | None, command: str | None) -> _Read:
+        return _memo.keep(message, name, command, next(given))
+
+    for _ in _walk(shown, keep):
+        pass
+    return True
+
+
+def _walk(
+    messages: Iterable[Message], read: Callable[[Message, str | None, str | None], _Read]
+) -> Iterator[tuple[Message, _Read]]:
+    """Each message (summary messages skipped) with what ``read`` says it gives; a tool result
+    is read with the name and command of the call it answers (looked up among ``messages``)."""
     calls: dict[str, tuple[str, str | None]] = {}
     for message in messages:
         role = message.role
@@ -203,15 +250,12 @@ def extract_facts(messages: Iterable[Message], *, keep: bool = True) -> list[Fac
             continue
         if role == "tool":
             name, command = calls.get(message.tool_call_id or "", (message.name or "tool", None))
-            adds, _ = _memo.read(message, name, command, keep=keep)
-        else:
-            adds, made = _memo.read(message, None, None, keep=keep)
-            for call_id, call_name, call_command in made:
-                calls[call_id] = (call_name, call_command)
-        seq = message.seq or 0
-        for kind, text, named in adds:
-            collector.put(kind, text, seq, named)
-    return list(collector.found.values())
+            yield message, read(message, name, command)
+            continue
+        got = read(message, None, None)
+        for call_id, call_name, call_command in got[1]:
+            calls[call_id] = (call_name, call_command)
+        yield message, got
 
 
 #: What the memo of :func:`extract_facts` keeps at most: messages, and characters of their
@@ -222,6 +266,9 @@ MEMO_CHARS = 8_000_000
 #: What one message gives: the facts it adds, in order, as (kind, normalized text, named),
 #: and the calls it makes, as (id, tool name, command or None).
 _Read = tuple[tuple[tuple[FactKind, str, bool], ...], tuple[tuple[str, str, str | None], ...]]
+
+#: What each message of a sequence gives (see :func:`message_reads`).
+MessageReads = list[_Read]
 
 
 class _Memo:
@@ -245,8 +292,11 @@ class _Memo:
         if entry is not None and entry[0] is message:
             return entry[1]
         read = _compute_adds(message, name, command)
-        if not keep:
-            return read
+        return self.keep(message, name, command, read) if keep else read
+
+    def keep(self, message: Message, name: str | None, command: str | None, read: _Read) -> _Read:
+        """Keep ``read``, what ``message`` gives (the newest entry; the oldest go first)."""
+        key = (id(message), name, command)
         size = len(message.content) + sum(len(call.arguments) for call in message.tool_calls)
         with self.lock:
             old = self.entries.pop(key, None)

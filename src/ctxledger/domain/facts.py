@@ -48,10 +48,13 @@ from ctxledger.domain._fact_extract import (
     REQUEST_CHARS,
     Fact,
     FactKind,
+    MessageReads,
     count_by_kind,
     extract_facts,
     merge_facts,
+    message_reads,
     normalize,
+    remember_reads,
     shown_text,
 )
 from ctxledger.domain.projection import assemble
@@ -66,14 +69,17 @@ __all__ = [
     "REQUEST_CHARS",
     "Fact",
     "FactKind",
+    "MessageReads",
     "checkpoint_fact_block",
     "count_by_kind",
     "extract_facts",
     "fact_block",
     "fact_candidates",
     "merge_facts",
+    "message_reads",
     "normalize",
     "parse_fact_block",
+    "remember_reads",
     "shown_text",
 ]
 
