@@ -19,10 +19,12 @@ started for it. Workers run at a lower priority (``os.nice``: the host's
 threads first) and live until the host closes; they exit when their input closes, so a host
 that dies leaves none behind.
 
-A job is one frame each way over the worker's pipes: the plan in msgpack and the summariser
-pickled (a class of this package), then the summary (or what went wrong, worded as a
-summariser failure on a thread is), the input's address, its size and the summariser calls,
-which the plan keeps, so the history actor does not make the input again. The summary is the
+A job is one frame each way over the worker's pipes: the plan in msgpack, the summariser
+pickled (a class of this package) and whether to read the facts of the covered messages, then
+the summary (or what went wrong, worded as a summariser failure on a thread is), the input's
+address, its size and the summariser calls, which the plan keeps, so the history actor does
+not make the input again, and what each covered message gives the checkpoint's fact block when
+asked (see :mod:`ctxledger.actors.fact_warming`), which the host keeps. The summary is the
 same function of the same input as on a thread; a worker that dies or answers garbage fails
 its job (recorded as any summariser failure) and is not used again.
 
