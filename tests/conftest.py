@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from ctxledger.domain import _fact_extract
 from ctxledger.messages import Message
 from ctxledger.tooling.traces import read_trace
 from pg_fixtures import (  # noqa: F401  (PostgreSQL fixtures and hooks)
@@ -89,3 +91,20 @@ def _stop_all_actors() -> Iterator[None]:
         ref.stop(block=False)
     for ref in reversed([ref for ref in refs if ref not in daemons]):
         ref.stop(block=True, timeout=10)
+
+
+@pytest.fixture
+def fact_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Each message whose facts are read afresh from now on (the memo of
+    :func:`ctxledger.domain.facts.extract_facts` starts empty): the reading thread's name and
+    the message's seq (0 without one)."""
+    reads: list[tuple[str, int]] = []
+    real = _fact_extract._compute_adds
+
+    def counted(message: Message, name: str | None, command: str | None) -> object:
+        reads.append((threading.current_thread().name, message.seq or 0))
+        return real(message, name, command)
+
+    monkeypatch.setattr(_fact_extract, "_compute_adds", counted)
+    monkeypatch.setattr(_fact_extract, "_memo", _fact_extract._Memo())
+    return reads

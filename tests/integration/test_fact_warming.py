@@ -8,38 +8,21 @@ host serves few sessions (:class:`~ctxledger.actors.fact_warming.FactWarming`).
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from ctxledger import Config, Host, HostOptions, Message
+from ctxledger import Config, Host, HostOptions
 from ctxledger.actors import fact_warming
 from ctxledger.actors.fact_warming import FactWarming
-from ctxledger.domain import CompactionPlan, _fact_extract
+from ctxledger.domain import CompactionPlan
 from ctxledger.events import CheckpointCreated
 from ctxledger.tooling.workload import take_messages
 
 CONFIG = Config(context_window=16_000, min_retain_rounds=1)
 
 
-@pytest.fixture
-def read_on(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the threads that read a message's facts (a fresh, empty memo)."""
-    names: list[str] = []
-    real = _fact_extract._compute_adds
-
-    def counted(message: Message, name: str | None, command: str | None) -> Any:
-        names.append(threading.current_thread().name)
-        return real(message, name, command)
-
-    monkeypatch.setattr(_fact_extract, "_compute_adds", counted)
-    monkeypatch.setattr(_fact_extract, "_memo", _fact_extract._Memo())
-    return names
-
-
-def _activation_reads(path: Path, read_on: list[str]) -> list[str]:
+def _activation_reads(path: Path, reads: list[tuple[str, int]]) -> list[str]:
     """Grow one session, each background summary finished before the next message, until a
     step makes a checkpoint from a prepared summary; the threads that read facts in that step."""
     with Host.open(path, config=CONFIG, options=HostOptions(summary_processes=0)) as host:
@@ -47,27 +30,31 @@ def _activation_reads(path: Path, read_on: list[str]) -> list[str]:
         for message in take_messages(0, 600):
             session.append(message)
             session.wait_background()
-            read_on.clear()
+            reads.clear()
             session.prepare_step()
             made = [r.event for r in host.log.read("s") if isinstance(r.event, CheckpointCreated)]
             if made:
                 assert made[0].prepared, "the first checkpoint was not a prepared summary"
-                return list(read_on)
+                return [thread for thread, _ in reads]
     raise AssertionError("no checkpoint in 600 messages")
 
 
 def test_a_lone_session_finds_the_facts_of_its_prepared_summary_read(
-    tmp_path: Path, read_on: list[str]
+    tmp_path: Path, fact_reads: list[tuple[str, int]]
 ) -> None:
-    on_history = [name for name in _activation_reads(tmp_path / "db", read_on) if "History" in name]
+    on_history = [
+        name for name in _activation_reads(tmp_path / "db", fact_reads) if "History" in name
+    ]
     assert on_history == []
 
 
 def test_with_many_sessions_the_activation_reads_them(
-    tmp_path: Path, read_on: list[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, fact_reads: list[tuple[str, int]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(fact_warming, "FEW_SESSIONS", 0)  # as if the host served many
-    on_history = [name for name in _activation_reads(tmp_path / "db", read_on) if "History" in name]
+    on_history = [
+        name for name in _activation_reads(tmp_path / "db", fact_reads) if "History" in name
+    ]
     assert len(on_history) > 20
 
 

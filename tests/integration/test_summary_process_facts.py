@@ -9,9 +9,7 @@ reads them beside the summary and the host keeps them
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -46,38 +44,23 @@ def workers() -> Iterator[SummaryProcesses]:
         processes.close()
 
 
-@pytest.fixture
-def read_here(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The threads of this process that read a message's facts (a fresh, empty memo)."""
-    names: list[str] = []
-    real = _fact_extract._compute_adds
-
-    def counted(message: Message, name: str | None, command: str | None) -> Any:
-        names.append(threading.current_thread().name)
-        return real(message, name, command)
-
-    monkeypatch.setattr(_fact_extract, "_compute_adds", counted)
-    monkeypatch.setattr(_fact_extract, "_memo", _fact_extract._Memo())
-    return names
-
-
 @pytest.mark.parametrize("reads", [True, False])
 def test_the_host_keeps_the_facts_a_worker_read_when_asked(
-    workers: SummaryProcesses, read_here: list[str], reads: bool
+    workers: SummaryProcesses, fact_reads: list[tuple[str, int]], reads: bool
 ) -> None:
     messages = list(take_messages(2, 60))
     run = workers.take()
     assert run is not None
     assert run(_plan(messages), ExtractiveSummarizer(), reads)
-    assert read_here == []  # the summary's input is made in the worker
+    assert fact_reads == []  # the summary's input is made in the worker
     facts = extract_facts(messages)
-    assert len(read_here) == (0 if reads else len(messages))
+    assert len(fact_reads) == (0 if reads else len(messages))
     _fact_extract._memo = _fact_extract._Memo()
     assert extract_facts(messages) == facts  # the same facts as read here
 
 
 def test_no_facts_are_read_for_a_plan_without_a_block(
-    workers: SummaryProcesses, read_here: list[str]
+    workers: SummaryProcesses, fact_reads: list[tuple[str, int]]
 ) -> None:
     messages = list(take_messages(2, 60))
     run = workers.take()

@@ -16,6 +16,7 @@ any command has the block it has when nothing is kept.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -111,21 +112,27 @@ def _act(session: DomainSession, action: str, data: st.DataObject, n: int) -> No
         session.step([Message.user("s" * data.draw(st.integers(1, 300)))])
 
 
-@given(config=st.sampled_from(CONFIGS), calibrated=st.booleans(), data=st.data())
-def test_the_estimate_without_a_view_is_the_drafted_one(
-    config: Config, calibrated: bool, data: st.DataObject
-) -> None:
-    tokenizer = CalibratedTokenizer(2.5) if calibrated else CharTokenizer()
-    session = DomainSession(config, tokenizer=tokenizer)
+def _commands(session: DomainSession, data: st.DataObject) -> Iterator[SessionState]:
+    """Run 5 to 40 random commands on ``session`` (after a system message); its state after
+    each."""
     session.append(Message.system("you are a test"))
-    kept = 0
     for n in range(data.draw(st.integers(5, 40))):
         action = data.draw(st.sampled_from(ACTIONS))
         note(action)
         # A refusal (nothing to retract, an overflow...) leaves the state as it was.
         with contextlib.suppress(CtxLedgerError):
             _act(session, action, data, n)
-        state = session.state
+        yield session.state
+
+
+@given(config=st.sampled_from(CONFIGS), calibrated=st.booleans(), data=st.data())
+def test_the_estimate_without_a_view_is_the_drafted_one(
+    config: Config, calibrated: bool, data: st.DataObject
+) -> None:
+    tokenizer = CalibratedTokenizer(2.5) if calibrated else CharTokenizer()
+    session = DomainSession(config, tokenizer=tokenizer)
+    kept = 0
+    for state in _commands(session, data):
         memo = state.tail_chars_memo
         assert current_estimate(state, tokenizer=tokenizer) == _fresh(state, tokenizer)
         if memo is not None and memo[0] == state.shown_epoch:
@@ -143,14 +150,8 @@ def test_a_checkpoint_made_after_any_command_has_the_block_made_afresh(
 ) -> None:
     tokenizer = CharTokenizer()
     session = DomainSession(config.replace(fact_index_chars=400), tokenizer=tokenizer)
-    session.append(Message.system("you are a test"))
     kept = 0
-    for n in range(data.draw(st.integers(5, 40))):
-        action = data.draw(st.sampled_from(ACTIONS))
-        note(action)
-        with contextlib.suppress(CtxLedgerError):
-            _act(session, action, data, n)
-        state = session.state
+    for state in _commands(session, data):
         active = state.active_checkpoint
         first = active.retain_from_seq + 1 if active is not None else state.cleared_through + 2
         if first > state.last_seq + 1:

@@ -83,16 +83,7 @@ def test_a_sufficient_prepared_summary_is_activated_while_a_newer_one_runs() -> 
         tool_step(session, n, chars=120)
         assert n < 400
     # A newer background summary is running (as a host would have started it meanwhile).
-    session.record(
-        CompactionStarted(
-            compaction_id="newer",
-            reason="threshold_exceeded",
-            retain_from_seq=session.state.last_seq - 1,
-            covers_through_seq=session.state.last_seq - 2,
-            estimated_tokens=threshold,
-            background=True,
-        )
-    )
+    start_newer(session, session.state.last_seq - 1, threshold)
     decision = session._decide(Serve())
     assert decision.wait_for is None, "waited for the running summary"
     created = [e for e in decision.events if isinstance(e, CheckpointCreated)]
@@ -110,12 +101,13 @@ FACTS_CONFIG = Config(
 )
 
 
-def fact_step(session: DomainSession, n: int) -> None:
-    """A step whose output is full of facts (paths, commands, errors) for the fact block."""
+def fact_step(session: DomainSession, n: int, lines: int = 8) -> None:
+    """A step whose output (``lines`` lines) is full of facts (paths, commands, errors) for the
+    fact block."""
     call = ToolCall(f"call-{n}", "bash", f'{{"command": "pytest tests/test_{n}.py"}}')
     output = "\n".join(
         f"src/pkg/module_{n}_{k}.py:{k}: AssertionError: value_{n}_{k} != expected"
-        for k in range(8)
+        for k in range(lines)
     )
     session.append_many(
         [
@@ -123,6 +115,35 @@ def fact_step(session: DomainSession, n: int) -> None:
             Message.assistant(f"step {n}", [call]),
             Message.tool(output, call.id, "bash"),
         ]
+    )
+
+
+def prepared_session(config: Config) -> tuple[DomainSession, int]:
+    """A session grown by fact steps to its prepare point, with a summary prepared there; and
+    the number of steps it took."""
+    sizes = config.sizes()
+    session = DomainSession(config)
+    session.append_many([Message.system("You are a coding agent."), Message.user("fix the tests")])
+    n = 0
+    while session.view().estimated_tokens < sizes.prepare_tokens:
+        n += 1
+        fact_step(session, n)
+    session.decide(Background())
+    return session, n
+
+
+def start_newer(session: DomainSession, cut: int, estimated_tokens: int) -> None:
+    """Record a background compaction ``"newer"`` cutting at ``cut`` as running (as a host
+    would have started it while the session grew)."""
+    session.record(
+        CompactionStarted(
+            compaction_id="newer",
+            reason="threshold_exceeded",
+            retain_from_seq=cut,
+            covers_through_seq=cut - 1,
+            estimated_tokens=estimated_tokens,
+            background=True,
+        )
     )
 
 
@@ -171,13 +192,7 @@ def test_a_prepared_summary_that_will_absorb_the_growth_is_not_extended(
     one absorbs that too, and then none."""
     config = FACTS_CONFIG.replace(schema_version=schema)
     sizes = config.sizes()
-    session = DomainSession(config)
-    session.append_many([Message.system("You are a coding agent."), Message.user("fix the tests")])
-    n = 0
-    while session.view().estimated_tokens < sizes.prepare_tokens:
-        n += 1
-        fact_step(session, n)
-    session.decide(Background())
+    session, n = prepared_session(config)
     assert len([e for e in session.events if isinstance(e, SummaryPrepared)]) == 1
     absorbing = False
     while True:

@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
-from ctxledger import Config, Message, ToolCall
-from ctxledger.domain import Background, Decision, Serve, _decide_background
+from ctxledger import Config
+from ctxledger.domain import Decision, Serve, _decide_background
 from ctxledger.domain import compaction as domain_compaction
-from ctxledger.events import CompactionStarted, SummaryPrepared
+from ctxledger.events import SummaryPrepared
 from ctxledger.testing import DomainSession
+
+from .test_background_decide import fact_step, prepared_session, start_newer
 
 CONFIG = Config(
     context_window=24_000,
@@ -26,50 +28,33 @@ CONFIG = Config(
 )
 
 
-def fact_step(session: DomainSession, n: int, lines: int = 8) -> None:
-    """A step whose output is full of facts (paths, commands, errors) for the fact block."""
-    call = ToolCall(f"call-{n}", "bash", f'{{"command": "pytest tests/test_{n}.py"}}')
-    output = "\n".join(
-        f"src/pkg/module_{n}_{k}.py:{k}: AssertionError: value_{n}_{k} != expected"
-        for k in range(lines)
-    )
-    session.append_many(
-        [
-            Message.user(f"now look at src/pkg/module_{n}.py"),
-            Message.assistant(f"step {n}", [call]),
-            Message.tool(output, call.id, "bash"),
-        ]
-    )
-
-
 def at_threshold(config: Config, lines: int, running: bool) -> DomainSession:
     """A session with a summary prepared at its prepare point, then grown past the threshold
     by steps of ``lines`` output lines each (long ones go further past it than the prepared
     summary absorbs), with a newer background summary running if ``running``."""
     sizes = config.sizes()
-    session = DomainSession(config)
-    session.append_many([Message.system("You are a coding agent."), Message.user("fix the tests")])
-    n = 0
-    while session.view().estimated_tokens < sizes.prepare_tokens:
-        n += 1
-        fact_step(session, n)
-    session.decide(Background())
+    session, n = prepared_session(config)
     assert any(isinstance(event, SummaryPrepared) for event in session.events)
     while session.view().estimated_tokens < sizes.threshold_tokens:
         n += 1
         fact_step(session, n, lines)
     if running:
-        session.record(
-            CompactionStarted(
-                compaction_id="newer",
-                reason="threshold_exceeded",
-                retain_from_seq=session.state.last_seq - 2,
-                covers_through_seq=session.state.last_seq - 3,
-                estimated_tokens=sizes.threshold_tokens,
-                background=True,
-            )
-        )
+        start_newer(session, session.state.last_seq - 2, sizes.threshold_tokens)
     return session
+
+
+@pytest.fixture
+def blocks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry for each fact block a checkpoint is given from now on."""
+    made: list[int] = []
+    real = domain_compaction.checkpoint_fact_block
+
+    def counted(*args: Any, **kwargs: Any) -> str:
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(domain_compaction, "checkpoint_fact_block", counted)
+    return made
 
 
 def comparable(decision: Decision) -> tuple[Any, ...]:
@@ -82,17 +67,9 @@ def comparable(decision: Decision) -> tuple[Any, ...]:
 @pytest.mark.parametrize("running", [True, False])
 @pytest.mark.parametrize("lines", [8, 120, 400])
 def test_the_decision_is_the_one_made_with_the_block(
-    schema: int, running: bool, lines: int, monkeypatch: pytest.MonkeyPatch
+    schema: int, running: bool, lines: int, blocks: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = CONFIG.replace(schema_version=schema)
-    blocks: list[int] = []
-    made = domain_compaction.checkpoint_fact_block
-
-    def counted(*args: Any, **kwargs: Any) -> str:
-        blocks.append(1)
-        return made(*args, **kwargs)
-
-    monkeypatch.setattr(domain_compaction, "checkpoint_fact_block", counted)
     shortcut = at_threshold(config, lines, running)._decide(Serve())
     cheaper = len(blocks)
     blocks.clear()
@@ -104,19 +81,11 @@ def test_the_decision_is_the_one_made_with_the_block(
 
 
 def test_a_prepared_summary_that_cannot_absorb_makes_no_block_before_waiting(
-    monkeypatch: pytest.MonkeyPatch,
+    blocks: list[int],
 ) -> None:
     """The case the shortcut is for is met: past the threshold by more than the prepared
     summary absorbs even without a block, with a newer summary running, the step waits for it
     and no fact block is made."""
-    blocks: list[int] = []
-    made = domain_compaction.checkpoint_fact_block
-
-    def counted(*args: Any, **kwargs: Any) -> str:
-        blocks.append(1)
-        return made(*args, **kwargs)
-
-    monkeypatch.setattr(domain_compaction, "checkpoint_fact_block", counted)
     decision = at_threshold(CONFIG, 400, running=True)._decide(Serve())
     assert decision.wait_for == "newer"
     assert blocks == []

@@ -8,8 +8,6 @@ is activated, then reads no message again, and lists exactly what it lists when 
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 import pytest
 
@@ -26,22 +24,13 @@ def _copies(messages: list[Message]) -> list[Message]:
 
 
 @pytest.fixture
-def made(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The seqs of the messages read afresh (not found in a fresh, empty memo)."""
-    seqs: list[int] = []
-    real = _fact_extract._compute_adds
-
-    def counted(message: Message, name: str | None, command: str | None) -> Any:
-        seqs.append(message.seq or 0)
-        return real(message, name, command)
-
-    monkeypatch.setattr(_fact_extract, "_compute_adds", counted)
-    monkeypatch.setattr(_fact_extract, "_memo", _fact_extract._Memo())
-    return seqs
+def made(fact_reads: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The messages read afresh (the memo starts empty)."""
+    return fact_reads
 
 
 def test_reads_made_elsewhere_give_the_same_facts_and_no_message_is_read_again(
-    made: list[int],
+    made: list[tuple[str, int]],
 ) -> None:
     messages = list(take_messages(3, 120))
     elsewhere = message_reads(_copies(messages))
@@ -55,7 +44,7 @@ def test_reads_made_elsewhere_give_the_same_facts_and_no_message_is_read_again(
     assert len(made) == len(messages)
 
 
-def test_a_tool_result_is_kept_under_the_call_it_answers(made: list[int]) -> None:
+def test_a_tool_result_is_kept_under_the_call_it_answers(made: list[tuple[str, int]]) -> None:
     """The reads follow the calls among the messages: a result answering a command keeps its
     error, and the same result object answering a file viewer is read afresh."""
     output = Message.tool("Traceback (most recent call last):\nValueError: bad", "c1", "bash")
@@ -66,10 +55,10 @@ def test_a_tool_result_is_kept_under_the_call_it_answers(made: list[int]) -> Non
     assert made == []
     viewed = [Message.assistant("", [ToolCall("c1", "bash", '{"command": "cat log.txt"}')]), output]
     assert not any(fact.kind == "error" for fact in extract_facts(viewed))
-    assert made == [0, 0]  # neither the new call nor the result under it was remembered
+    assert [seq for _, seq in made] == [0, 0]  # the new call, and the result under it
 
 
-def test_reads_of_other_messages_are_not_kept(made: list[int]) -> None:
+def test_reads_of_other_messages_are_not_kept(made: list[tuple[str, int]]) -> None:
     messages = list(take_messages(1, 30))
     reads = message_reads(messages)
     assert not remember_reads(messages[:-1], reads)
