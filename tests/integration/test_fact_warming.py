@@ -15,8 +15,8 @@ import pytest
 from ctxledger import Config, Host, HostOptions
 from ctxledger.actors import fact_warming
 from ctxledger.actors.fact_warming import FactWarming
-from ctxledger.domain import CompactionPlan
-from ctxledger.events import CheckpointCreated
+from ctxledger.domain import CompactionPlan, _fact_extract
+from ctxledger.events import CheckpointCreated, SummaryPrepared
 from ctxledger.tooling.workload import take_messages
 
 CONFIG = Config(context_window=16_000, min_retain_rounds=1)
@@ -58,6 +58,23 @@ def test_with_many_sessions_the_activation_reads_them(
     assert len(on_history) > 20
 
 
+def test_a_session_only_appended_to_has_nothing_read_ahead(
+    tmp_path: Path, fact_reads: list[tuple[str, int]]
+) -> None:
+    """An import (appends, never a view served) activates no prepared summary: the summaries
+    prepared ahead for it are made, and no fact of theirs is kept."""
+    with Host.open(
+        tmp_path / "db", config=CONFIG, options=HostOptions(summary_processes=0)
+    ) as host:
+        session = host.session("s")
+        for message in take_messages(0, 300):
+            session.append(message)
+            session.wait_background()
+        prepared = [r.event for r in host.log.read("s") if isinstance(r.event, SummaryPrepared)]
+    assert len(prepared) >= 2, "no summary was prepared ahead"
+    assert _fact_extract._memo.entries == {}
+
+
 def _plan(fact_chars: int) -> CompactionPlan:
     covered = tuple(take_messages(1, 6))
     return CompactionPlan(
@@ -80,3 +97,5 @@ def test_background_summaries_are_warmed_while_the_latest_jobs_come_from_few_ses
     for _ in range(fact_warming.RECENT_JOBS - 2):
         assert not warming.wanted("a", plan, background=True)  # "b" and "c" still among them
     assert warming.wanted("a", plan, background=True)  # "b" has left the latest jobs
+    assert not warming.wanted("a", plan, background=True, served=False)  # appended to only
+    assert warming.wanted("a", plan, background=False, served=False)

@@ -75,7 +75,10 @@ class CompactionActor(LoggedFailures, pykka.ThreadingActor):
                 clock = self._pool.clock
                 plan = message.job.plan
                 warm = self._pool.warming.wanted(
-                    message.session_id, plan, background=message.job.background
+                    message.session_id,
+                    plan,
+                    background=message.job.background,
+                    served=message.served,
                 )
                 processes = self._pool.processes
                 run = None
@@ -172,6 +175,8 @@ class CompactionPool:
         owner: HistoryRef,
         loop: asyncio.AbstractEventLoop | None,
         timeout: float,
+        *,
+        served: bool = True,
     ) -> None:
         """Summarise ``job`` and tell ``owner`` :class:`SummaryDone` once; return at once.
 
@@ -182,8 +187,10 @@ class CompactionPool:
             loop: The event loop of the caller waiting for it, if any: a coroutine summariser
                 is awaited there.
             timeout: Seconds after which the job is answered "timed out" and abandoned.
+            served: The session was served a view since its active checkpoint's cut (see
+                :class:`~ctxledger.actors.fact_warming.FactWarming`).
         """
-        message = Summarize(session_id, job, owner)
+        message = Summarize(session_id, job, owner, served)
         compaction_id = job.compaction_id
         plan = job.plan
         _log.info(

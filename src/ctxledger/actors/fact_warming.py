@@ -9,7 +9,9 @@ summarize` with ``reads``; the host keeps what it sends), they are found in
 :func:`~ctxledger.domain.facts.extract_facts`'s memo instead.
 
 That is always done for a foreground summary (its checkpoint is made as soon as it is answered).
-For a background summary it is done only while the host serves few sessions
+For a background summary it is done only for a session that is served views (one only appended
+to, an import, activates none: reading ahead for it made ``bench/peers.py``'s sequential
+appends' p99 2.3-2.5 ms against 1.6-1.7) and while the host serves few sessions
 (:class:`FactWarming`): then nearly every summary prepared ahead is activated soon, by the same
 session (one session of ``bench_host.py``'s workload, 300 steps on a fresh host: p99 13.9-15.7
 ms against 18.7-19.5 ms). With many sessions most are extended, replaced or outlived before
@@ -42,17 +44,21 @@ class FactWarming:
         self._lock = threading.Lock()
         self._recent: deque[str] = deque(maxlen=RECENT_JOBS)
 
-    def wanted(self, session_id: str, plan: CompactionPlan, *, background: bool) -> bool:
+    def wanted(
+        self, session_id: str, plan: CompactionPlan, *, background: bool, served: bool = True
+    ) -> bool:
         """Note a job of ``session_id`` and say whether the facts of ``plan``'s messages are
-        read once its summary is made: the plan has a block, and the job is a foreground one or
-        the latest background jobs came from :data:`FEW_SESSIONS` sessions at most."""
+        read once its summary is made: the plan has a block, and the job is a foreground one,
+        or a background one of a session ``served`` a view since its active checkpoint's cut
+        (one that is only appended to, an import, activates no summary) while the latest
+        background jobs came from :data:`FEW_SESSIONS` sessions at most."""
         if not plan.fact_chars:
             return False
         if not background:
             return True
         with self._lock:
             self._recent.append(session_id)
-            return len(set(self._recent)) <= FEW_SESSIONS
+            return served and len(set(self._recent)) <= FEW_SESSIONS
 
 
 def warm_facts(plan: CompactionPlan) -> None:

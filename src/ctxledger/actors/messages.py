@@ -343,11 +343,13 @@ class SaveSnapshot(msgspec.Struct, frozen=True):
 
 class Summarize(msgspec.Struct, frozen=True):
     """Compaction actor (a worker of the pool): summarise ``job.plan`` and tell ``owner``
-    :class:`SummaryDone`."""
+    :class:`SummaryDone`. ``served``: the session was served a view since its active
+    checkpoint's cut (see :mod:`ctxledger.actors.fact_warming`)."""
 
     session_id: str
     job: Job
     owner: HistoryRef
+    served: bool = True
 
 
 class RenewLeases(msgspec.Struct, frozen=True):

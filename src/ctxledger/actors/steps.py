@@ -211,8 +211,11 @@ class DecisionSteps(HistoryBase):
             op.job_started = time.monotonic()
             if isinstance(op.command.reply, LoopWaiter):
                 loop = op.command.reply.loop
+        active = state.active_checkpoint
+        served = state.last_view_seq >= (active.retain_from_seq if active is not None else 1)
         rt = self._rt
-        rt.compaction.run(live.id, job, self._me, loop, state.config.summary_timeout)
+        timeout = state.config.summary_timeout
+        rt.compaction.run(live.id, job, self._me, loop, timeout, served=served)
 
     def _on_summary(self, message: SummaryDone) -> None:
         live = self._lives.get(message.session_id)
