@@ -227,7 +227,7 @@ def test_a_summariser_failure_in_a_worker_is_worded_as_on_a_thread() -> None:
     assert (None, answer.detail) == on_thread
     made = _answer(msgspec.msgpack.encode((encoded, pickle.dumps(ExtractiveSummarizer()), False)))
     assert made.input_hash == plan.input_hash and made.calls == plan.summarizer_calls
-    assert made.input_chars == plan.made_chars and made.summary
+    assert made.made_chars == plan.made_chars and made.summary
 
 
 def test_where_no_worker_can_start_the_threads_make_the_summaries(

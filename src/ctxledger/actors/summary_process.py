@@ -88,7 +88,7 @@ class _Answer(msgspec.Struct, array_like=True, frozen=True):
     summary: str | None
     detail: str
     input_hash: str
-    input_chars: int
+    made_chars: int
     calls: int
     reads: MessageReads  # what each covered message gives the fact block (see _answer)
 
@@ -240,7 +240,7 @@ class SummaryProcesses:
             raise SummaryProcessError(answer.detail)
         with self._lock:
             self.made += 1
-        plan.made_elsewhere(answer.input_hash, answer.input_chars, answer.calls)
+        plan.made_elsewhere(answer.input_hash, answer.made_chars, answer.calls)
         if answer.reads:
             remember_reads(plan.covered, answer.reads)
         return answer.summary

@@ -157,7 +157,8 @@ def use_background(
     active = state.active_checkpoint
     prepared = usable_prepared(state)
     checkpoint: Checkpoint | None = None
-    if prepared is not None and _may_absorb(state, prepared, request.pending, tokenizer):
+    bare = None if prepared is None else _bare_draft(state, prepared, request.pending, tokenizer)
+    if prepared is not None and (bare is None or absorbs(marks(state), bare.estimated_tokens)):
         checkpoint = prepared_as_checkpoint(state, prepared, draft, tokenizer, "threshold_exceeded")
         after = draft_view(
             state, tokenizer=tokenizer, pending=request.pending, checkpoint=checkpoint
@@ -173,19 +174,16 @@ def use_background(
         return Decision(wait_for=running.compaction_id)
     if prepared is None:
         return None
-    if checkpoint is None:  # it cannot absorb the growth: not made above
-        checkpoint = prepared_as_checkpoint(state, prepared, draft, tokenizer, "threshold_exceeded")
-        after = draft_view(
-            state, tokenizer=tokenizer, pending=request.pending, checkpoint=checkpoint
-        )
     # The history grew past what the prepared cut absorbs: summarise only what lies between
     # that cut and a new one, with the prepared summary as the previous summary.
-    under = draft_view(
-        state,
-        tokenizer=tokenizer,
-        pending=request.pending,
-        checkpoint=prepared_checkpoint(prepared),
-    )
+    under = bare
+    if under is None:
+        under = draft_view(
+            state,
+            tokenizer=tokenizer,
+            pending=request.pending,
+            checkpoint=prepared_checkpoint(prepared),
+        )
     outcome = plan_compaction(
         state,
         tokenizer=tokenizer,
@@ -197,6 +195,11 @@ def use_background(
     )
     if isinstance(outcome, CompactionPlan):
         return start_job(outcome, request, new_id)
+    if checkpoint is None:  # it cannot absorb the growth: not made above
+        checkpoint = prepared_as_checkpoint(state, prepared, draft, tokenizer, "threshold_exceeded")
+        after = draft_view(
+            state, tokenizer=tokenizer, pending=request.pending, checkpoint=checkpoint
+        )
     if after.estimated_tokens >= state.config.context_window:
         # The prepared view would not fit the window (its fact block included): the foreground
         # path compacts from the active checkpoint towards the window instead.
@@ -205,20 +208,20 @@ def use_background(
     return activate(state, request, prepared, checkpoint, draft, tokenizer, new_id, now)
 
 
-def _may_absorb(
+def _bare_draft(
     state: SessionState, prepared: SummaryPrepared, pending: str, tokenizer: Tokenizer
-) -> bool:
-    """Whether ``prepared`` may absorb the growth (:func:`absorbs`) with a fact block: False
-    when it does not even without one and the tokenizer counts characters, so that no block,
-    however short, counts fewer tokens. The block is most of an activation's time (~4 ms for a
-    summary of a few hundred messages, on the history actor), made for nothing when the step
-    then waits for the summary still running or extends this one."""
+) -> Draft | None:
+    """The view ``prepared`` gives without a fact block, where the tokenizer counts characters
+    (None for another tokenizer). No block, however short, then counts fewer tokens: a prepared
+    summary that does not absorb the growth (:func:`absorbs`) without one does not with one, so
+    its block, most of an activation's time (~4 ms for a summary of a few hundred messages, on
+    the history actor), is not made for a step that then waits for the summary still running
+    or extends this one (which starts from this draft)."""
     if tokens_of_chars(session_tokenizer(state, tokenizer), 0) is None:
-        return True
-    bare = draft_view(
+        return None
+    return draft_view(
         state, tokenizer=tokenizer, pending=pending, checkpoint=prepared_checkpoint(prepared)
     )
-    return absorbs(marks(state), bare.estimated_tokens)
 
 
 def running_extends(state: SessionState, compaction_id: str, active: Checkpoint | None) -> bool:

@@ -20,7 +20,6 @@ __all__ = [
     "COMMAND_CHARS",
     "ERROR_CHARS",
     "FACT_KINDS",
-    "MEMO_SIZE",
     "REQUEST_CHARS",
     "Fact",
     "FactKind",

@@ -23,7 +23,7 @@ from ctxledger.domain._compaction_plan import (
     input_hash,
 )
 from ctxledger.domain.cuts import STEP_CUT_FILL, TRIGGERS, Trigger
-from ctxledger.domain.facts import checkpoint_fact_block, fact_candidates
+from ctxledger.domain.facts import fact_block, fact_candidates
 from ctxledger.domain.projection import kept_request_seq
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.summary import AsyncSummarizer, Summarizer, SummaryRequest
@@ -240,14 +240,13 @@ def finish_checkpoint(
         # the view shows its head and tail, and the marker names its seq (a recall away).
         kept = kept_request_seq(state, checkpoint.retain_from_seq)
         last = kept is not None and shares is not None and shares.request_last
-        facts = checkpoint_fact_block(
-            state,
-            checkpoint,
-            (),
+        candidates, shown = memo[1]
+        facts = fact_block(
+            candidates,
+            shown,
             fact_chars,
             shown_in_part=(kept,) if last and kept is not None else (),
             group_paths=group_paths,
-            candidates=memo[1],
         )
         checkpoint = msgspec.structs.replace(checkpoint, facts=facts)
     view = preview_view(state, checkpoint, tokenizer=tokenizer)

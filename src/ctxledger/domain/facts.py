@@ -225,7 +225,6 @@ def checkpoint_fact_block(
     *,
     shown_in_part: Collection[int] = (),
     group_paths: bool = False,
-    candidates: tuple[list[Fact], str] | None = None,
 ) -> str:
     """Return the fact block of a new checkpoint (pure; see ``Config.fact_index_chars``).
 
@@ -243,14 +242,10 @@ def checkpoint_fact_block(
             last (see :func:`fact_block`).
         group_paths: Write (and read the active block) with the paths of one message on one
             line (see :func:`fact_block`); the session's Config decides it, never a block.
-        candidates: :func:`fact_candidates` of the same arguments, when the caller has them
-            (``covered`` is then not read).
     """
     if limit <= 0:
         return ""
-    if candidates is None:
-        candidates = fact_candidates(state, checkpoint, covered, group_paths=group_paths)
-    facts, shown = candidates
+    facts, shown = fact_candidates(state, checkpoint, covered, group_paths=group_paths)
     return fact_block(facts, shown, limit, shown_in_part=shown_in_part, group_paths=group_paths)
 
 

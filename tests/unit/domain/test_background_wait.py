@@ -47,13 +47,13 @@ def at_threshold(config: Config, lines: int, running: bool) -> DomainSession:
 def blocks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """One entry for each fact block a checkpoint is given from now on."""
     made: list[int] = []
-    real = domain_compaction.checkpoint_fact_block
+    real = domain_compaction.fact_block
 
     def counted(*args: Any, **kwargs: Any) -> str:
         made.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(domain_compaction, "checkpoint_fact_block", counted)
+    monkeypatch.setattr(domain_compaction, "fact_block", counted)
     return made
 
 
@@ -74,7 +74,7 @@ def test_the_decision_is_the_one_made_with_the_block(
     cheaper = len(blocks)
     blocks.clear()
     with monkeypatch.context() as always:
-        always.setattr(_decide_background, "_may_absorb", lambda *args: True)
+        always.setattr(_decide_background, "_bare_draft", lambda *args: None)
         full = at_threshold(config, lines, running)._decide(Serve())
     assert comparable(shortcut) == comparable(full)
     assert cheaper <= len(blocks)
