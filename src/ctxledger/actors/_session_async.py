@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from ctxledger.actors._session_base import (
     SessionBase,
     check_reactive_error,
+    defer_flag,
     loop_reply,
     manual_request,
     pending_text,
@@ -54,9 +55,10 @@ class AsyncSession(SessionBase):
         command = usage_of(prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens)
         await self._aexecute(command)
 
-    async def aprepare_step(self, pending: str = "") -> ModelView:
+    async def aprepare_step(self, pending: str = "", *, defer_record: bool = False) -> ModelView:
         """Async twin of :meth:`prepare_step` (a coroutine summariser runs on this loop)."""
-        view: ModelView = await self._adecide(Serve(pending=pending_text(pending)))
+        request = Serve(pending=pending_text(pending))
+        view: ModelView = await self._adecide(request, defer_record=defer_flag(defer_record))
         return view
 
     async def astep(self, messages: Sequence[Message] = (), pending: str = "") -> ModelView:

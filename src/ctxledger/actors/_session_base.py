@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import msgspec
 
 from ctxledger._logging import get_logger
-from ctxledger.actors.arguments import check_text
+from ctxledger.actors.arguments import check_flag, check_text
 from ctxledger.actors.messages import Command, Decide, DecideStep, Execute, Query, Read
 from ctxledger.actors.waiters import LoopWaiter, Reply, Waiter
 from ctxledger.domain import Compact, ModelView, Serve, SessionState, Tokenizer, is_prompt_too_long
@@ -30,6 +30,7 @@ __all__ = [
     "SessionHost",
     "check_reactive_error",
     "check_session_id",
+    "defer_flag",
     "loop_reply",
     "manual_request",
     "pending_text",
@@ -85,11 +86,15 @@ class SessionBase:
         assert isinstance(reply, LoopWaiter)
         return await reply.wait()
 
-    def _decide(self, request: Serve | Compact, *, reactive: bool = False) -> Any:
-        return self._call(Decide(self.id, Waiter(), request, reactive))
+    def _decide(
+        self, request: Serve | Compact, *, reactive: bool = False, defer_record: bool = False
+    ) -> Any:
+        return self._call(Decide(self.id, Waiter(), request, reactive, defer_record))
 
-    async def _adecide(self, request: Serve | Compact, *, reactive: bool = False) -> Any:
-        return await self._acall(Decide(self.id, loop_reply(), request, reactive))
+    async def _adecide(
+        self, request: Serve | Compact, *, reactive: bool = False, defer_record: bool = False
+    ) -> Any:
+        return await self._acall(Decide(self.id, loop_reply(), request, reactive, defer_record))
 
     def _execute(self, command: DomainCommand) -> Any:
         return self._call(Execute(self.id, Waiter(), command))
@@ -115,6 +120,12 @@ def pending_text(pending: object) -> str:
     """``pending`` checked as the text about to be sent with a view."""
     check_text("pending", pending, utf8=False)  # measured, never recorded
     return pending  # type: ignore[return-value]  # checked just above
+
+
+def defer_flag(defer_record: object) -> bool:
+    """``defer_record`` checked as a flag (``prepare_step(defer_record=...)``)."""
+    check_flag("defer_record", defer_record)
+    return defer_record  # type: ignore[return-value]  # checked just above
 
 
 def step_command(

@@ -197,6 +197,7 @@ class Activation(HistoryBase):
                 if live.lease is not None and rt.leases is not None:
                     rt.leases.release(live.lease)  # another host may take it at once
             else:
+                self._flush_held(live)  # then it can go once recorded
                 lives.move_to_end(session_id)  # in use: look at it again later
                 busy += 1
         counts[self._number] = len(lives)

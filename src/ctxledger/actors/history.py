@@ -170,6 +170,7 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes):
         A batch in the journal is waited for first (see :meth:`_on_durable`), so that the new
         state includes it.
         """
+        self._flush_held(live)  # views served before the failure: recorded, then reloaded
         op = live.op
         for job in (live.background, op.job if op is not None else None):
             if job is not None:  # nobody waits for its summary any more: free its worker
@@ -187,13 +188,16 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes):
         """Fail the callers waiting on the work of ``live`` and stop its background work."""
         self._rt.budget.tell(Forgotten(live.id))  # its pressure, queue place, running summary
         fail_work(live, error, queued=queued)
+        live.held = ()  # not recorded: the state they were folded into is dropped
         live.background = None
         live.pressure_sent = live.settling = False
         live.credit = live.unpublished = 0
 
     def on_stop(self) -> None:
         """Fail every caller still waiting: the host is closing (or, outside ``close()``, the
-        actor was stopped; the host starts a fresh one on the next command)."""
+        actor was stopped; the host starts a fresh one on the next command). Views held back
+        are recorded first (the journal commits what it was handed before the log closes)."""
+        self._flush_all_held()
         self._hand_over(None)
         self._strand()
 
@@ -203,9 +207,18 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes):
         exc = exc_info[1] if len(exc_info) > 1 else None
         if isinstance(exc, BaseException):
             log_failure("history_actor_failed", exc, actor=self._number)
+        self._flush_all_held()
         self._rt.restart(self._number, self.actor_ref)
         self._hand_over(internal(f"history actor {self._number} failed: {exc!r}", exc))
         self._strand()
+
+    def _flush_all_held(self) -> None:
+        """Record the views held back in every session (:meth:`_flush_held`)."""
+        for live in self._lives.values():
+            try:
+                self._flush_held(live)
+            except Exception as exc:  # the other sessions' views must be recorded all the same
+                log_failure("held_views_not_recorded", exc, session_id=live.id)
 
     def _hand_over(self, error: BaseException | None) -> None:
         rt = self._rt
@@ -269,6 +282,9 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes):
     def _pump(self, live: Live) -> None:
         """Start the queued commands of ``live`` while nothing is in progress."""
         while live.state is not None and live.op is None and live.writing is None and live.queue:
+            if live.held and not isinstance(live.queue[0], Execute | Decide | Open):
+                self._flush_held(live)  # a command that writes nothing: the views go first
+                continue
             command = live.queue.popleft()
             try:
                 self._start(live, command)

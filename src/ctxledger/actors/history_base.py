@@ -117,6 +117,12 @@ class HistoryBase(pykka.ThreadingActor):
         """This actor's ref, as the other actors hold it (they tell it its messages)."""
         return self.actor_ref
 
+    def _flush_held(self, live: Live) -> None:
+        """Record the session's held views (``Live.held``) in a batch of their own: before a
+        command that may write nothing, an eviction, the actor's stop."""
+        if live.held and live.writing is None:
+            self._write(live, ())
+
     @abc.abstractmethod
     def _pump(self, live: Live) -> None:
         """Start the queued commands of ``live`` while nothing is in progress (history)."""

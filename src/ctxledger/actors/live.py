@@ -68,6 +68,7 @@ class Live:
         "background",
         "creating",
         "credit",
+        "held",
         "id",
         "last_event_seq",
         "lease",
@@ -105,6 +106,10 @@ class Live:
         # tokens of those kept back ride on the next batch that is (see runtime.writes).
         self.credit = 0
         self.unpublished = 0
+        # Served views folded but not yet recorded (``prepare_step(defer_record=True)``): they
+        # go first in the session's next batch (see runtime.writes). Only while nothing is in
+        # the journal or waiting for it.
+        self.held: tuple[Event, ...] = ()
 
     @property
     def idle(self) -> bool:
@@ -117,6 +122,7 @@ class Live:
             and self.background is None
             and not self.pending_writes
             and not self.settle_replies
+            and not self.held
         )
 
 

@@ -115,11 +115,14 @@ class Decide(Command, frozen=True):
     """Run the decision step for ``request`` (a step, a compaction) to its end.
 
     ``reactive``: retry with ``prompt_too_long`` compactions, harder each time, until one
-    compacts or ``max_reactive_retries`` attempts are spent.
+    compacts or ``max_reactive_retries`` attempts are spent. ``defer_record``: a view served
+    without compacting is answered at once and its ``ViewServed`` held back, to be recorded with
+    the session's next batch (``Session.prepare_step(defer_record=True)``).
     """
 
     request: Serve | Compact
     reactive: bool = False
+    defer_record: bool = False
 
 
 class DecideStep(Decide, frozen=True):

@@ -21,6 +21,7 @@ from ctxledger.actors._session_base import (
     SessionHost,
     check_reactive_error,
     check_session_id,
+    defer_flag,
     manual_request,
     pending_text,
     step_command,
@@ -186,16 +187,27 @@ class Session(SessionReads, AsyncSession):
         view: ModelView = self._decide(Serve(pending=pending_text(pending), compact=False))
         return view
 
-    def prepare_step(self, pending: str = "") -> ModelView:
+    def prepare_step(self, pending: str = "", *, defer_record: bool = False) -> ModelView:
         """Compact if needed, then build and record the model view for the next LLM call.
 
         With background compaction on (``Config.prepare_threshold``), a summary prepared ahead
         of need is activated here without calling the summariser.
 
+        Args:
+            pending: Text about to be sent with the view (counted in the estimate).
+            defer_record: When no compaction is needed, return the view at once and record its
+                ``ViewServed`` with the session's next write (say, the append of the user
+                message the model call comes after): one commit fewer, and the same events in
+                the same order in the log. Any other command of the session, its eviction and
+                the host's close record it first. Until then it is not durable: a process killed
+                in between leaves no record of the view. Use it only when the model is called
+                after the session's next append, as the OpenAI Agents SDK does.
+
         Raises:
-            InvalidArgumentError: ``pending`` is not a string.
+            InvalidArgumentError: ``pending`` is not a string, or ``defer_record`` not a bool.
         """
-        view: ModelView = self._decide(Serve(pending=pending_text(pending)))
+        request = Serve(pending=pending_text(pending))
+        view: ModelView = self._decide(request, defer_record=defer_flag(defer_record))
         return view
 
     def step(self, messages: Sequence[Message] = (), pending: str = "") -> ModelView:

@@ -28,7 +28,7 @@ from ctxledger.domain import CompactionResult, Decision, Job, ModelView, Serve, 
 from ctxledger.domain.commands import NO_OUTCOME, reactive_attempt
 from ctxledger.domain.step import Step, decide_step
 from ctxledger.errors import ContextOverflowError
-from ctxledger.events import CompactionFailed
+from ctxledger.events import CompactionFailed, Event, ViewServed
 
 __all__ = ["DecisionSteps"]
 
@@ -140,7 +140,11 @@ class DecisionSteps(HistoryBase):
                 seq=decision.view.through_seq,
                 tokens=decision.view.estimated_tokens,
             )
-        if decision.events:
+        if command.defer_record and _holds(live, decision.events):
+            self._hold(live, decision.events)
+            live.op = None
+            command.reply.resolve(value)
+        elif decision.events:
             op.handed_off = True
             self._write(
                 live,
@@ -153,6 +157,15 @@ class DecisionSteps(HistoryBase):
         else:
             live.op = None
             command.reply.resolve(value)
+
+    def _hold(self, live: Live, events: tuple[Event, ...]) -> None:
+        """Fold the served view ``events`` now and hold them back for the session's next batch
+        (:meth:`_write` puts them first); see :mod:`ctxledger.actors.writes`."""
+        state = live.state
+        assert state is not None
+        for event in events:
+            state.apply(event)
+        live.held = events
 
     def _decide_again(self, live: Live, op: Op) -> None:
         if live.op is op:  # not failed meanwhile
@@ -253,6 +266,18 @@ class DecisionSteps(HistoryBase):
         if op is not None and op.job is not None and op.job.compaction_id == job.compaction_id:
             return op
         return None
+
+
+def _holds(live: Live, events: tuple[Event, ...]) -> bool:
+    """Whether the served view ``events`` may be held back: they are served views alone (no
+    compaction) and the session has no batch in the journal or waiting, nor views held."""
+    return (
+        bool(events)
+        and live.writing is None
+        and not live.pending_writes
+        and not live.held
+        and all(type(event) is ViewServed for event in events)
+    )
 
 
 def _abandoned(compaction_id: str) -> CompactionFailed:

@@ -8,6 +8,11 @@ writes folded. Budget may grant a credit of tokens (:class:`~ctxledger.actors.me
 batches of appends alone that stay within it are not told to budget one by one (it would only add
 them up); their tokens ride on the next batch that is. A snapshot is taken after the fold that
 crosses a snapshot point and stored by a projection actor, in the session's write queue.
+
+A view served with ``defer_record`` is folded at once and its ``ViewServed`` held
+(``Live.held``, while no batch of the session is in the journal): it goes first in the session's
+next batch, so the log holds the same events in the same order, one commit fewer. A command that
+writes nothing flushes it alone first, as do eviction and the actor's stop.
 """
 
 from __future__ import annotations
@@ -57,8 +62,10 @@ class Writes(HistoryBase):
         ``pressure``: they come from a command that adds to the estimate (budget looks at the
         session's pressure after them). ``folded``: how many of the first ``events`` the state
         has folded already (a step's appends); if the batch fails, the state is ahead of the log
-        and is loaded again.
+        and is loaded again. The session's held views (``Live.held``) go first in the batch.
         """
+        if live.held:  # served views held back go first, already folded
+            events, folded, live.held = (*live.held, *events), folded + len(live.held), ()
         self._tokens += 1
         write = Write(self._tokens, events, on_done, reply, value, op)
         write.pressure = pressure

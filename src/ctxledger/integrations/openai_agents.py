@@ -13,6 +13,9 @@ run agents with ``run_config=session.run_config()``:
 * ``get_items()`` returns the bounded model view in the SDK's item format: the summary of the
   active checkpoint as a user message, old tool outputs masked, oversize outputs truncated. It
   compacts first when needed and records the view as served, so ``ctxledger verify`` checks it.
+  Without :meth:`~LedgerSession.run_config` the SDK calls the model only after storing the run's
+  input (``add_items``), so the view's record goes with that append, one commit
+  (``prepare_step(defer_record=True)``).
   No system or developer message follows a non-system item: one appended mid-conversation is
   sent as a user message (providers reject system text there, or apply it to everything).
 * ``get_items(limit=N)`` returns the newest ``N`` items still in the conversation, verbatim (the
@@ -163,7 +166,9 @@ class LedgerSession:
         if limit is None:
             view, self._served = self._served, None
             if view is None:
-                view = await self.ledger.aprepare_step()
+                # Without a view per model call, the SDK stores the run's input before calling
+                # the model: the view is recorded with that append.
+                view = await self.ledger.aprepare_step(defer_record=not self._per_call)
             items, kept = self._render(view.messages)
             # The items the last view had were fingerprinted when it was served.
             self._known.add_all(_fingerprint(item) for item in items[kept:])

@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from ctxledger.actors.arguments import check_seq, check_text, message_batch
+from ctxledger.actors.arguments import check_flag, check_seq, check_text, message_batch
 from ctxledger.actors.recordable import check_recordable
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
@@ -267,15 +267,18 @@ class DomainSession(SessionReads):
         check_text("pending", pending, utf8=False)
         return self._serve(Serve(pending=pending, compact=False))
 
-    def prepare_step(self, pending: str = "") -> ModelView:
+    def prepare_step(self, pending: str = "", *, defer_record: bool = False) -> ModelView:
         """Compact if needed, then build and record the view (``Session.prepare_step``).
 
+        ``defer_record`` changes only when a host commits the record (the events are the same).
+
         Raises:
-            InvalidArgumentError: ``pending`` is not a string.
+            InvalidArgumentError: ``pending`` is not a string, or ``defer_record`` not a bool.
             BudgetExceededError: The session reached ``Config.max_total_tokens``.
             ContextOverflowError: The view cannot fit the window.
         """
         check_text("pending", pending, utf8=False)
+        check_flag("defer_record", defer_record)
         return self._serve(Serve(pending=pending))
 
     def wait_background(self) -> None:
