@@ -63,11 +63,18 @@ ACTIONS = [
 
 def _fresh(state: SessionState, tokenizer: Any) -> int:
     """The estimate of the view drafted with no memo of any earlier draft."""
+    return draft_view(_scratch(state), tokenizer=tokenizer).estimated_tokens
+
+
+def _scratch(state: SessionState) -> SessionState:
+    """A copy of ``state`` that keeps nothing of its earlier drafts."""
     scratch = state.copy()
     scratch.draft_memo = None
     scratch.tail_chars_memo = None
+    scratch.tail_memo = None
+    scratch.view_encodings = None
     scratch.render_cache = {}
-    return draft_view(scratch, tokenizer=tokenizer).estimated_tokens
+    return scratch
 
 
 def _tool_step(session: DomainSession, data: st.DataObject, n: int) -> None:
@@ -174,6 +181,52 @@ def test_a_checkpoint_made_after_any_command_has_the_block_made_afresh(
             finish_checkpoint(scratch, checkpoint, fact_chars=200, tokenizer=tokenizer)
         )
     note(f"memo reused {kept} times")
+
+
+@given(config=st.sampled_from(CONFIGS), calibrated=st.booleans(), data=st.data())
+def test_the_view_drafted_from_the_kept_tail_is_the_view_drafted_afresh(
+    config: Config, calibrated: bool, data: st.DataObject
+) -> None:
+    """``draft_view`` extends the tail it kept (``SessionState.tail_memo``) by the messages
+    appended since: after every command the draft, its characters and the view's hash are
+    those of a draft made with nothing kept."""
+    tokenizer = CalibratedTokenizer(2.5) if calibrated else CharTokenizer()
+    session = DomainSession(config, tokenizer=tokenizer)
+    kept = 0
+    for state in _commands(session, data):
+        memo = state.tail_memo
+        if memo is not None and memo[0][0] == state.shown_epoch:
+            kept += 1
+        scratch = _scratch(state)
+        made = draft_view(state, tokenizer=tokenizer)
+        fresh = draft_view(scratch, tokenizer=tokenizer)
+        assert made == fresh
+        assert made.view(state) == fresh.view(scratch)
+    note(f"tail reused {kept} times")
+
+
+def test_the_view_renders_only_what_was_appended_since() -> None:
+    """After appends alone a view's tail is not walked again: a message the last view
+    rendered is not rendered again (its render-cache entry is not asked for)."""
+    session = DomainSession(BASE)
+    for n in range(30):
+        _tool_step_fixed(session, n)
+    state = session.state
+    tokenizer = CharTokenizer()
+    first = draft_view(state, tokenizer=tokenizer)
+    _tool_step_fixed(session, 99)
+    asked: list[int] = []
+
+    class Spy(dict[int, Any]):
+        def get(self, key: int, default: Any = None) -> Any:
+            asked.append(key)
+            return super().get(key, default)
+
+    state.render_cache = Spy(state.render_cache)
+    second = draft_view(state, tokenizer=tokenizer)
+    assert second == draft_view(_scratch(state), tokenizer=tokenizer)
+    assert second.messages[: len(first.messages)] == first.messages
+    assert 0 < len(asked) <= 4, asked
 
 
 def test_the_memo_counts_only_what_was_appended_since() -> None:

@@ -10,9 +10,11 @@ last clear) are in no view.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator
 
 from ctxledger.checkpoints import Checkpoint
+from ctxledger.domain.calibration import view_chars
 from ctxledger.domain.render import (
     RenderPolicy,
     render_message,
@@ -20,11 +22,13 @@ from ctxledger.domain.render import (
     truncate_message,
 )
 from ctxledger.domain.state import SessionState
+from ctxledger.domain.tokenizer import message_chars
 from ctxledger.messages import Message
 
 __all__ = [
     "FACTS_SEPARATOR",
     "assemble",
+    "assemble_counted",
     "kept_request_seq",
     "slot_seqs",
     "summary_message",
@@ -126,11 +130,91 @@ def assemble(state: SessionState, checkpoint: Checkpoint | None) -> list[Message
     The kept first request is cut to ``PolicySizes.request_chars`` unless it is pinned
     explicitly (an explicit pin is shown as every pin is).
     """
+    return assemble_counted(state, checkpoint)[0]
+
+
+def assemble_counted(
+    state: SessionState, checkpoint: Checkpoint | None
+) -> tuple[list[Message], int]:
+    """:func:`assemble`, and the characters of its messages the default tokenizer counts
+    (:func:`~ctxledger.domain.calibration.view_chars`).
+
+    The tail of the active checkpoint's view is kept for the next call
+    (``SessionState.tail_memo``): while no event folded since may change how a message is shown
+    (``SessionState.shown_epoch``) and the masking boundary stays, the next view's tail is that
+    one with the messages appended since, rendered, and only they are counted.
+    """
     policy = render_policy(state)
     cut = checkpoint.retain_from_seq if checkpoint is not None else 1
     messages = view_head(state, checkpoint, policy)
-    messages.extend(_tail(state, cut, policy))
-    return messages
+    chars = view_chars(messages)
+    if checkpoint is not state.active_checkpoint:
+        tail = _tail(state, cut, policy)
+        messages.extend(tail)
+        return messages, chars + view_chars(tail)
+    kept, tail_chars = _kept_tail(state, cut, policy)
+    messages.extend(kept)
+    return messages, chars + tail_chars
+
+
+def _kept_tail(
+    state: SessionState, cut: int, policy: RenderPolicy
+) -> tuple[tuple[Message, ...], int]:
+    """The active view's tail and its characters, from ``state.tail_memo`` where it holds (see
+    :func:`assemble_counted`)."""
+    start = max(cut, state.cleared_through + 1, 1) - 1
+    last = len(state.history)
+    boundary = policy.mask_before_seq
+    memo = state.tail_memo
+    if (
+        memo is not None
+        and memo[0] == (state.shown_epoch, start)
+        and memo[1] <= boundary
+        and memo[2] <= last
+    ):
+        _, was, upto, shown, chars = memo
+        if boundary > was:  # the tool results between the boundaries are masked now
+            shown, chars = _remasked(state, policy, shown, chars, was, min(boundary - 1, upto))
+        if upto < last:
+            added = _tail(state, upto + 1, policy)
+            shown += tuple(added)
+            chars += view_chars(added)
+    else:
+        shown = tuple(_tail(state, cut, policy))
+        chars = view_chars(shown)
+    state.tail_memo = ((state.shown_epoch, start), boundary, last, shown, chars)
+    return shown, chars
+
+
+def _remasked(
+    state: SessionState,
+    policy: RenderPolicy,
+    shown: tuple[Message, ...],
+    chars: int,
+    first: int,
+    last: int,
+) -> tuple[tuple[Message, ...], int]:
+    """``shown`` (a tail in seq order, and its characters) with its tool results of seqs
+    ``first..last`` rendered anew under ``policy``."""
+    low = bisect.bisect_left(shown, first, key=_seq_of)
+    high = bisect.bisect_right(shown, last, key=_seq_of)
+    if low == high:
+        return shown, chars
+    part = list(shown[low:high])
+    for index, message in enumerate(part):
+        if message.role == "tool":
+            seq = message.seq
+            assert seq is not None
+            now = render_message(state, policy, state.history[seq - 1])
+            chars += message_chars(now) - message_chars(message)
+            part[index] = now
+    return (*shown[:low], *part, *shown[high:]), chars
+
+
+def _seq_of(message: Message) -> int:
+    seq = message.seq
+    assert seq is not None  # a tail holds messages of history
+    return seq
 
 
 def view_head(

@@ -85,6 +85,9 @@ class StateRecord:
         # of the current view's tail as of one of them (see ctxledger.domain.estimate): a cache.
         self.shown_epoch = 0
         self.tail_chars_memo: tuple[int, int, int, int, int] | None = None
+        # The active view's rendered tail and its characters, as of one (epoch, start), masking
+        # boundary and history length (see ctxledger.domain.projection.assemble_counted).
+        self.tail_memo: tuple[tuple[int, int], int, int, tuple[Message, ...], int] | None = None
         # The candidates of a new checkpoint's fact block and what its view shows, as of one
         # (epoch, last seq, checkpoint) (see ctxledger.domain.compaction.finish_checkpoint): a
         # cache, for the shorter blocks tried at the threshold.
@@ -192,6 +195,7 @@ class StateRecord:
         self.draft_memo = None
         self.view_encodings = None
         self.tail_chars_memo = None
+        self.tail_memo = None
         self.fact_memo = None
 
     def __repr__(self) -> str:

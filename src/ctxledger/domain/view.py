@@ -10,8 +10,8 @@ import msgspec
 
 from ctxledger.checkpoints import Checkpoint, Remask
 from ctxledger.domain.budget import estimate_tokens
-from ctxledger.domain.calibration import session_tokenizer, tokens_of_chars, view_chars
-from ctxledger.domain.projection import assemble
+from ctxledger.domain.calibration import session_tokenizer, tokens_of_chars
+from ctxledger.domain.projection import assemble_counted
 from ctxledger.domain.render import render_policy, render_unmasked
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import Tokenizer
@@ -233,10 +233,9 @@ def _draft(
     *,
     usage_current: bool,
 ) -> Draft:
-    messages = assemble(state, active)
-    # One pass over the view: the built-in estimators count its characters, which the event
-    # that records serving it carries as well (ViewServed.view_chars).
-    chars = view_chars(messages)
+    # The built-in estimators count the view's characters, which the event that records
+    # serving it carries as well (ViewServed.view_chars).
+    messages, chars = assemble_counted(state, active)
     counted = tokens_of_chars(tokenizer, chars)
     view_tokens = tokenizer.count_messages(messages) if counted is None else counted
     if pending:
