@@ -24,19 +24,23 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 
 from ctxledger import Checkpoint, Config, Message, ToolCall
+from ctxledger.checkpoints import Remask
 from ctxledger.config import upcast_config
 from ctxledger.domain import (
     CharTokenizer,
     SessionState,
     current_estimate,
     draft_view,
+    remask_of,
     render_policy,
     tail_chars,
     view_chars,
 )
-from ctxledger.domain.calibration import CalibratedTokenizer
+from ctxledger.domain.calibration import CalibratedTokenizer, session_tokenizer
 from ctxledger.domain.compaction import finish_checkpoint
 from ctxledger.domain.projection import tail_messages
+from ctxledger.domain.render import render_unmasked
+from ctxledger.domain.view import ModelView
 from ctxledger.errors import CtxLedgerError
 from ctxledger.testing import DomainSession
 
@@ -189,10 +193,11 @@ def test_the_view_drafted_from_the_kept_tail_is_the_view_drafted_afresh(
 ) -> None:
     """``draft_view`` extends the tail it kept (``SessionState.tail_memo``) by the messages
     appended since: after every command the draft, its characters and the view's hash are
-    those of a draft made with nothing kept."""
+    those of a draft made with nothing kept. The re-mask a served view records is counted
+    from the draft's characters as the messages count it."""
     tokenizer = CalibratedTokenizer(2.5) if calibrated else CharTokenizer()
     session = DomainSession(config, tokenizer=tokenizer)
-    kept = 0
+    kept = remasks = 0
     for state in _commands(session, data):
         memo = state.tail_memo
         if memo is not None and memo[0][0] == state.shown_epoch:
@@ -201,8 +206,53 @@ def test_the_view_drafted_from_the_kept_tail_is_the_view_drafted_afresh(
         made = draft_view(state, tokenizer=tokenizer)
         fresh = draft_view(scratch, tokenizer=tokenizer)
         assert made == fresh
-        assert made.view(state) == fresh.view(scratch)
-    note(f"tail reused {kept} times")
+        view = made.view(state)
+        assert view == fresh.view(scratch)
+        remask = remask_of(state, view, tokenizer=tokenizer, chars=made.chars)
+        assert remask == remask_of(state, view, tokenizer=tokenizer)
+        assert remask == _remask_walking_the_whole_view(state, view, tokenizer)
+        remasks += remask is not None
+    note(f"tail reused {kept} times, {remasks} re-masks")
+
+
+def _remask_walking_the_whole_view(
+    state: SessionState, view: ModelView, tokenizer: Any
+) -> Remask | None:
+    """``remask_of`` as it was first written: every message of the view looked at, every
+    count made on the messages."""
+    start, stop = state.served_masked, state.masked_results()
+    if (
+        stop <= start
+        or state.last_view_hash is None
+        or view.checkpoint_id != state.served_checkpoint_id
+    ):
+        return None
+    candidates = set(state.tool_seqs[max(start, state.tool_seqs.before) : stop])
+    policy = render_policy(state)
+    shown_before = list(view.messages)
+    first = None
+    results = 0
+    for index, message in enumerate(view.messages):
+        seq = message.seq
+        if message.role != "tool" or seq not in candidates:
+            continue
+        assert seq is not None
+        unmasked = render_unmasked(state, policy, state.history[seq - 1])
+        if unmasked.content == message.content:
+            continue
+        shown_before[index] = unmasked
+        results += 1
+        first = index if first is None else first
+    if first is None:
+        return None
+    counting = session_tokenizer(state, tokenizer)
+    return Remask(
+        results=results,
+        first_seq=view.messages[first].seq or 0,
+        tokens_before=counting.count_messages(shown_before),
+        tokens_after=view.view_tokens,
+        prefix_kept_tokens=counting.count_messages(view.messages[:first]),
+    )
 
 
 def test_the_view_renders_only_what_was_appended_since() -> None:

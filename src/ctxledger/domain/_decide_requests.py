@@ -175,7 +175,7 @@ def served(
         checkpoint_id=view.checkpoint_id,
         message_count=len(view.messages),
         view_chars=view_chars(view.messages) if chars is None else chars,
-        remask=remask_of(state, view, tokenizer=tokenizer),
+        remask=remask_of(state, view, tokenizer=tokenizer, chars=chars),
     )
 
 

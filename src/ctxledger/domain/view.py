@@ -10,11 +10,11 @@ import msgspec
 
 from ctxledger.checkpoints import Checkpoint, Remask
 from ctxledger.domain.budget import estimate_tokens
-from ctxledger.domain.calibration import session_tokenizer, tokens_of_chars
+from ctxledger.domain.calibration import session_tokenizer, tokens_of_chars, view_chars
 from ctxledger.domain.projection import assemble_counted
 from ctxledger.domain.render import render_policy, render_unmasked
 from ctxledger.domain.state import SessionState
-from ctxledger.domain.tokenizer import Tokenizer
+from ctxledger.domain.tokenizer import Tokenizer, message_chars
 from ctxledger.events._msgpack import array_header
 from ctxledger.messages import Message
 
@@ -103,8 +103,8 @@ Encodings = tuple[tuple[Message, ...], tuple[bytes, ...]]
 def _hash_with(
     mode: str, checkpoint_id: str | None, messages: Sequence[Message], kept: Encodings | None
 ) -> tuple[str, Encodings]:
-    """:func:`view_hash`, reusing the encodings ``kept`` of the last view hashed when this view
-    begins with all of its messages (equal ones: the encoder is deterministic), and the
+    """:func:`view_hash`, reusing the encodings ``kept`` of the last view hashed for the
+    messages this view begins with (equal ones: the encoder is deterministic), and the
     encodings to keep for the next.
 
     The hash covers the msgpack of the whole view, whose array header (the messages' count)
@@ -115,13 +115,34 @@ def _hash_with(
     """
     shown = tuple(messages)
     encode = _hash_encoder.encode
-    if kept is not None and shown[: len(kept[0])] == kept[0]:
-        parts = kept[1] + tuple(encode(message) for message in shown[len(kept[0]) :])
+    same = _same_prefix(shown, kept[0]) if kept is not None else 0
+    if same:
+        assert kept is not None
+        parts = kept[1][:same] + tuple(encode(message) for message in shown[same:])
     else:
         parts = tuple(encode(message) for message in shown)
     head = b"\x93" + encode(mode) + encode(checkpoint_id) + array_header(len(parts))
-    digest = hashlib.sha256(head + b"".join(parts)).hexdigest()
-    return digest, (shown, parts)
+    # Fed in two parts: joining them first copies the whole view once more (into fresh pages).
+    digest = hashlib.sha256(head)
+    digest.update(b"".join(parts))
+    return digest.hexdigest(), (shown, parts)
+
+
+def _same_prefix(shown: tuple[Message, ...], kept: tuple[Message, ...]) -> int:
+    """How many first messages ``shown`` and ``kept`` have in common (a masking boundary that
+    moved changes a few results near the end; the rest is the same objects, compared at C
+    speed, halving the span)."""
+    size = min(len(shown), len(kept))
+    if shown[:size] == kept[:size]:
+        return size
+    low, high = 0, size  # shown[:low] == kept[:low], shown[:high] != kept[:high]
+    while high - low > 1:
+        middle = (low + high) // 2
+        if shown[low:middle] == kept[low:middle]:
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 class Draft(NamedTuple):
@@ -281,14 +302,18 @@ def preview_view(
     return draft_view(state, tokenizer=tokenizer, pending=pending, checkpoint=checkpoint).view()
 
 
-def remask_of(state: SessionState, view: ModelView, *, tokenizer: Tokenizer) -> Remask | None:
+def remask_of(
+    state: SessionState, view: ModelView, *, tokenizer: Tokenizer, chars: int | None = None
+) -> Remask | None:
     """Return what ``view`` masks anew against the last view ``state`` served, if anything.
 
     ``view`` is the view ``state`` serves now, before its ``ViewServed`` is folded. A re-mask is
     counted only against a served view of the same checkpoint (a new checkpoint rewrites the
     view after its head anyway, and carries its own effect): the tool results the masking
     boundary passed since then (:attr:`SessionState.served_masked`) that ``view`` shows masked.
-    Cheap when the boundary did not move (the common case).
+    Cheap when the boundary did not move (the common case). ``chars``: the characters of the
+    view's messages (:func:`~ctxledger.domain.calibration.view_chars`), when known; a built-in
+    estimator then counts the tokens from them and the changed results alone.
     """
     start, stop = state.served_masked, state.masked_results()
     if (
@@ -299,28 +324,55 @@ def remask_of(state: SessionState, view: ModelView, *, tokenizer: Tokenizer) -> 
         return None
     # Results before the index's in-memory part precede the active checkpoint's tail: not shown.
     candidates = set(state.tool_seqs[max(start, state.tool_seqs.before) : stop])
-    policy = render_policy(state)
-    shown_before = list(view.messages)
-    first: int | None = None
-    results = 0
-    for index, message in enumerate(view.messages):
-        seq = message.seq
-        if message.role != "tool" or seq not in candidates:
-            continue
-        unmasked = render_unmasked(state, policy, state.history[seq - 1])
-        if unmasked.content == message.content:
-            continue  # shown whole after all (short, pinned or of a preserved tool)
-        shown_before[index] = unmasked
-        results += 1
-        if first is None:
-            first = index
-    if first is None:
+    if not candidates:
         return None
+    policy = render_policy(state)
+    messages = view.messages
+    changed: list[tuple[int, Message]] = []  # (index in the view, the result shown whole)
+    for index in _tail_indices(messages, candidates):
+        message = messages[index]
+        seq = message.seq
+        assert seq is not None
+        unmasked = render_unmasked(state, policy, state.history[seq - 1])
+        if unmasked.content != message.content:  # else shown whole after all (short, pinned...)
+            changed.append((index, unmasked))
+    if not changed:
+        return None
+    first = changed[0][0]
     tokenizer = session_tokenizer(state, tokenizer)
+    if chars is not None and tokens_of_chars(tokenizer, 0) is not None:
+        # Only the results masked anew differ, and the prefix is the view less its end.
+        grown = sum(message_chars(was) - message_chars(messages[i]) for i, was in changed)
+        before = tokens_of_chars(tokenizer, chars + grown)
+        prefix = tokens_of_chars(tokenizer, chars - view_chars(messages[first:]))
+    else:
+        shown_before = list(messages)
+        for index, was in changed:
+            shown_before[index] = was
+        before = tokenizer.count_messages(shown_before)
+        prefix = tokenizer.count_messages(messages[:first])
+    assert before is not None and prefix is not None
     return Remask(
-        results=results,
-        first_seq=view.messages[first].seq or 0,
-        tokens_before=tokenizer.count_messages(shown_before),
+        results=len(changed),
+        first_seq=messages[first].seq or 0,
+        tokens_before=before,
         tokens_after=view.view_tokens,
-        prefix_kept_tokens=tokenizer.count_messages(view.messages[:first]),
+        prefix_kept_tokens=prefix,
     )
+
+
+def _tail_indices(messages: Sequence[Message], seqs: set[int]) -> list[int]:
+    """The indices, in order, of the tool results of ``seqs`` in a view's tail (``messages``
+    ends with its tail, in seq order, after the head and the summary, whose messages are
+    older or have no seq): a walk back from the end to the oldest of ``seqs``."""
+    low = min(seqs)
+    found: list[int] = []
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        seq = message.seq
+        if seq is None or seq < low:
+            break
+        if seq in seqs and message.role == "tool":
+            found.append(index)
+    found.reverse()
+    return found

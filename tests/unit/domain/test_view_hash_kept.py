@@ -67,6 +67,46 @@ def test_kept_encodings_give_the_fresh_hash_as_views_grow_change_and_shrink() ->
     assert reused > 100  # the kept encodings were used, not only made
 
 
+def test_the_same_prefix_ends_at_the_first_difference() -> None:
+    rng = random.Random(5)
+    pool = _messages(60, seed=4)
+    for _ in range(500):
+        kept = tuple(pool[: rng.randint(0, 60)])
+        shown = list(pool[: rng.randint(0, 60)])
+        for _ in range(rng.randint(0, 3)):
+            if shown:
+                i = rng.randrange(len(shown))
+                shown[i] = msgspec.structs.replace(shown[i], content=f"changed {i}")
+        first = next(
+            (i for i, (a, b) in enumerate(zip(shown, kept, strict=False)) if a != b),
+            min(len(shown), len(kept)),
+        )
+        assert view_module._same_prefix(tuple(shown), kept) == first
+
+
+def test_a_view_changed_near_its_end_encodes_only_from_the_change_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A masking boundary that moved changes a result near the end of a long view: the
+    messages before it keep their encodings (and the digest is view_hash's)."""
+    shown = _messages(400, seed=6)
+    _, kept = view_module._hash_with("full_history", None, shown, None)
+    encoded: list[object] = []
+    encoder = view_module._hash_encoder
+
+    class Counting:
+        def encode(self, value: object) -> bytes:
+            encoded.append(value)
+            return encoder.encode(value)
+
+    monkeypatch.setattr(view_module, "_hash_encoder", Counting())
+    changed = [*shown[:390], msgspec.structs.replace(shown[390], content="[masked]"), *shown[391:]]
+    digest, _ = view_module._hash_with("full_history", None, [*changed, shown[0]], kept)
+    assert digest == view_hash("full_history", None, [*changed, shown[0]])
+    messages = [value for value in encoded if isinstance(value, Message)]
+    assert len(messages) == 11  # the changed one, the nine after it, the new one
+
+
 @pytest.mark.parametrize("count", [0, 1, 15, 16, 65_535, 65_536])
 def test_every_length_of_view_hashes_alike(count: int) -> None:
     messages = [Message(role="user", content="a", seq=1)] * count
