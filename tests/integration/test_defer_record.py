@@ -42,6 +42,12 @@ def _observed(host: Host) -> Iterator[Batches]:
     host._observe_commits(None)
 
 
+def _assert_last_is(records: list[RecordedEvent], view: Any) -> None:
+    """The newest of ``records`` records serving ``view``."""
+    last = records[-1].event
+    assert isinstance(last, ViewServed) and last.view_hash == view.view_hash
+
+
 def _turns(session: Any, defer: bool, turns: int = 3) -> None:
     for turn in range(turns):
         session.prepare_step(defer_record=defer)
@@ -112,8 +118,7 @@ def test_a_command_that_writes_nothing_records_the_view_first(
         before = len(batches)
         read(session)
         assert batches[before:] == [["ViewServed"]]
-        last = host.log.read("s")[-1].event
-        assert isinstance(last, ViewServed) and last.view_hash == view.view_hash
+        _assert_last_is(host.log.read("s"), view)
 
 
 def test_close_records_the_held_view(tmp_path: Path) -> None:
@@ -123,8 +128,7 @@ def test_close_records_the_held_view(tmp_path: Path) -> None:
         session.append(Message.user("hello"))
         view = session.prepare_step(defer_record=True)
     with LmdbEventLog.open(tmp_path / "db") as log:
-        last = log.read("s")[-1].event
-    assert isinstance(last, ViewServed) and last.view_hash == view.view_hash
+        _assert_last_is(log.read("s"), view)
 
 
 def test_an_evicted_session_records_its_view(tmp_path: Path) -> None:
@@ -140,8 +144,7 @@ def test_an_evicted_session_records_its_view(tmp_path: Path) -> None:
         while "first" in host.active_sessions():
             assert time.monotonic() < deadline, "the session holding a view was never evicted"
             time.sleep(0.01)
-        last = host.log.read("first")[-1].event
-        assert isinstance(last, ViewServed) and last.view_hash == view.view_hash
+        _assert_last_is(host.log.read("first"), view)
 
 
 def test_a_bad_flag_is_refused_and_nothing_is_written(tmp_path: Path) -> None:

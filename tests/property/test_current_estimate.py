@@ -16,7 +16,7 @@ any command has the block it has when nothing is kept.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
@@ -255,15 +255,16 @@ def _remask_walking_the_whole_view(
     )
 
 
-def test_the_view_renders_only_what_was_appended_since() -> None:
-    """After appends alone a view's tail is not walked again: a message the last view
-    rendered is not rendered again (its render-cache entry is not asked for)."""
+def _asked_after_one_more_step(
+    measure: Callable[[SessionState], Any],
+) -> tuple[Any, Any, list[int], SessionState]:
+    """``measure`` of a 30-step session, then of the same session one tool step later, the
+    render-cache entries the second one asked for, and the state."""
     session = DomainSession(BASE)
     for n in range(30):
         _tool_step_fixed(session, n)
     state = session.state
-    tokenizer = CharTokenizer()
-    first = draft_view(state, tokenizer=tokenizer)
+    first = measure(state)
     _tool_step_fixed(session, 99)
     asked: list[int] = []
 
@@ -273,7 +274,16 @@ def test_the_view_renders_only_what_was_appended_since() -> None:
             return super().get(key, default)
 
     state.render_cache = Spy(state.render_cache)
-    second = draft_view(state, tokenizer=tokenizer)
+    return first, measure(state), asked, state
+
+
+def test_the_view_renders_only_what_was_appended_since() -> None:
+    """After appends alone a view's tail is not walked again: a message the last view
+    rendered is not rendered again (its render-cache entry is not asked for)."""
+    tokenizer = CharTokenizer()
+    first, second, asked, state = _asked_after_one_more_step(
+        lambda state: draft_view(state, tokenizer=tokenizer)
+    )
     assert second == draft_view(_scratch(state), tokenizer=tokenizer)
     assert second.messages[: len(first.messages)] == first.messages
     assert 0 < len(asked) <= 4, asked
@@ -282,22 +292,10 @@ def test_the_view_renders_only_what_was_appended_since() -> None:
 def test_the_memo_counts_only_what_was_appended_since() -> None:
     """After appends alone the tail is not walked again: a message the memo counted is not
     rendered again (its render-cache entry is not asked for)."""
-    session = DomainSession(BASE)
-    for n in range(30):
-        _tool_step_fixed(session, n)
-    state = session.state
     tokenizer = CharTokenizer()
-    first = current_estimate(state, tokenizer=tokenizer)
-    _tool_step_fixed(session, 99)
-    asked: list[int] = []
-
-    class Spy(dict[int, Any]):
-        def get(self, key: int, default: Any = None) -> Any:
-            asked.append(key)
-            return super().get(key, default)
-
-    state.render_cache = Spy(state.render_cache)
-    second = current_estimate(state, tokenizer=tokenizer)
+    first, second, asked, state = _asked_after_one_more_step(
+        lambda state: current_estimate(state, tokenizer=tokenizer)
+    )
     assert second == _fresh(state, tokenizer) > first
     # The step's own result, and the results the boundary passed when it moved: not all 30.
     assert 0 < len(asked) <= 4, asked
