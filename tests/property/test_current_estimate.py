@@ -255,6 +255,37 @@ def _remask_walking_the_whole_view(
     )
 
 
+def test_a_re_mask_in_the_pinned_slot_is_counted() -> None:
+    """A pinned call brings its results into the view's pinned slot, before the summary; they
+    are not pinned themselves and are masked like any other: the re-mask counts them. (Found
+    by the property above in a run of 60 examples: the walk from the view's end stopped at the
+    summary.)"""
+    tokenizer = CharTokenizer()
+    session = DomainSession(BASE, tokenizer=tokenizer)
+    session.append(Message.system("you are a test"))
+    session.append(Message.user("fix src/m0_3.py u"))
+    _tool_step_of(session, 1)
+    session.append(Message.user("fix src/m2_3.py u"))
+    session.compact()
+    session.pin(3)  # the call of step 1: its two results (seqs 4 and 5) join the slot
+    session.step([Message.user("s")])
+    _tool_step_of(session, 6)  # the boundary passes seqs 4 and 5
+    state = session.state
+    made = draft_view(state, tokenizer=tokenizer)
+    view = made.view(state)
+    remask = remask_of(state, view, tokenizer=tokenizer, chars=made.chars)
+    assert remask is not None and (remask.results, remask.first_seq) == (2, 4)
+    assert remask == _remask_walking_the_whole_view(state, view, tokenizer)
+    assert remask == remask_of(state, view, tokenizer=tokenizer)
+
+
+def _tool_step_of(session: DomainSession, n: int) -> None:
+    calls = [ToolCall(f"t{n}_{i}", "bash", '{"a": 1}') for i in range(2)]
+    session.append(Message.assistant(f"calling {n}", calls))
+    for call in calls:
+        session.append(Message.tool(f"src/m{n % 7}_3.py rrr", call.id, call.name))
+
+
 def _asked_after_one_more_step(
     measure: Callable[[SessionState], Any],
 ) -> tuple[Any, Any, list[int], SessionState]:

@@ -329,7 +329,8 @@ def remask_of(
     policy = render_policy(state)
     messages = view.messages
     changed: list[tuple[int, Message]] = []  # (index in the view, the result shown whole)
-    for index in _tail_indices(messages, candidates):
+    summarised = view.checkpoint_id is not None
+    for index in _result_indices(messages, candidates, summarised=summarised):
         message = messages[index]
         seq = message.seq
         assert seq is not None
@@ -361,18 +362,30 @@ def remask_of(
     )
 
 
-def _tail_indices(messages: Sequence[Message], seqs: set[int]) -> list[int]:
-    """The indices, in order, of the tool results of ``seqs`` in a view's tail (``messages``
-    ends with its tail, in seq order, after the head and the summary, whose messages are
-    older or have no seq): a walk back from the end to the oldest of ``seqs``."""
+def _result_indices(messages: Sequence[Message], seqs: set[int], *, summarised: bool) -> list[int]:
+    """The indices, in order, of the tool results of ``seqs`` in a view (``messages``).
+
+    A view is its head and then its tail in seq order. With a summary (``summarised``) the head
+    ends with it, the one message without a seq, after the pinned slot, whose tool exchanges
+    may hold results that are not pinned themselves: the head is looked at whole (it is
+    short). The tail is walked back from its end to the oldest of ``seqs``. Without a summary
+    the head is the system messages alone.
+    """
+    head: list[int] = []
+    if summarised:
+        for index, message in enumerate(messages):
+            if message.seq is None:
+                break
+            if message.seq in seqs and message.role == "tool":
+                head.append(index)
     low = min(seqs)
-    found: list[int] = []
+    tail: list[int] = []
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         seq = message.seq
         if seq is None or seq < low:
             break
         if seq in seqs and message.role == "tool":
-            found.append(index)
-    found.reverse()
-    return found
+            tail.append(index)
+    tail.reverse()
+    return head + tail
