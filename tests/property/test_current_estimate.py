@@ -1,12 +1,12 @@
 """The estimate a background measure takes without assembling the view equals the draft's.
 
 ``current_estimate`` (what budget's ``Measure`` and a background decision read) counts the view's
-tail from the characters it counted last time, plus the messages appended since and the tool
-results the masking boundary passed meanwhile; every other event that may change how a message
-is shown starts the count afresh (``SessionState.shown_epoch``). After every command of a random
-session (appends of every kind, pins, usage, retractions, clears, compactions, reverts, Config
-changes, served views, prepared summaries) it must equal the estimate of the view drafted
-afresh, for the default estimator and a calibrated one.
+tail from the tail the last view or estimate kept (``SessionState.tail_memo``), plus the messages
+appended since and the tool results the masking boundary passed meanwhile; every other event
+that may change how a message is shown starts the count afresh (``SessionState.shown_epoch``).
+After every command of a random session (appends of every kind, pins, usage, retractions,
+clears, compactions, reverts, Config changes, served views, prepared summaries) it must equal
+the estimate of the view drafted afresh, for the default estimator and a calibrated one.
 
 The candidates of a new checkpoint's fact block are kept on the state the same way
 (``SessionState.fact_memo``, by shown epoch, last seq and checkpoint): a checkpoint made after
@@ -74,7 +74,6 @@ def _scratch(state: SessionState) -> SessionState:
     """A copy of ``state`` that keeps nothing of its earlier drafts."""
     scratch = state.copy()
     scratch.draft_memo = None
-    scratch.tail_chars_memo = None
     scratch.tail_memo = None
     scratch.view_encodings = None
     scratch.render_cache = {}
@@ -144,9 +143,9 @@ def test_the_estimate_without_a_view_is_the_drafted_one(
     session = DomainSession(config, tokenizer=tokenizer)
     kept = 0
     for state in _commands(session, data):
-        memo = state.tail_chars_memo
+        memo = state.tail_memo
         assert current_estimate(state, tokenizer=tokenizer) == _fresh(state, tokenizer)
-        if memo is not None and memo[0] == state.shown_epoch:
+        if memo is not None and memo[0][0] == state.shown_epoch:
             kept += 1
         active = state.active_checkpoint
         cut = active.retain_from_seq if active is not None else 1

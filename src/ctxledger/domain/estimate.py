@@ -9,20 +9,21 @@ history actor ~20 ms, and every append of every session it owns waited behind it
 :func:`current_estimate` gives the same number, ``draft_view(state, ...).estimated_tokens``, for
 the built-in estimators, which count characters: the view's head (system messages, pinned slot,
 summary) is rendered as :func:`~ctxledger.domain.projection.assemble` renders it, and the
-characters of its tail come from :func:`tail_chars`, which keeps them for the next call. Between
-two calls the tail changes only by the messages appended since and, when the masking boundary
-moved, by the tool results it now masks; any other event that may change how a message is shown
-moves :attr:`~ctxledger.domain.state.SessionState.shown_epoch`, and the tail is counted afresh.
+characters of its tail come from :func:`tail_chars`: the tail the last view or estimate kept
+(:func:`~ctxledger.domain.projection.kept_tail`). Between two calls the tail changes only by the
+messages appended since and, when the masking boundary moved, by the tool results it now masks;
+any other event that may change how a message is shown moves
+:attr:`~ctxledger.domain.state.SessionState.shown_epoch`, and the tail is rendered afresh.
 """
 
 from __future__ import annotations
 
 from ctxledger.domain.budget import estimate_tokens
 from ctxledger.domain.calibration import session_tokenizer, tokens_of_chars, view_chars
-from ctxledger.domain.projection import tail_messages, view_head
-from ctxledger.domain.render import RenderPolicy, render_message, render_policy, render_unmasked
+from ctxledger.domain.projection import kept_tail, view_head
+from ctxledger.domain.render import RenderPolicy, render_policy
 from ctxledger.domain.state import SessionState
-from ctxledger.domain.tokenizer import Tokenizer, message_chars
+from ctxledger.domain.tokenizer import Tokenizer
 from ctxledger.domain.view import draft_view, kept_draft
 
 __all__ = ["current_estimate", "tail_chars"]
@@ -49,25 +50,6 @@ def current_estimate(state: SessionState, *, tokenizer: Tokenizer) -> int:
 
 def tail_chars(state: SessionState, cut: int, policy: RenderPolicy) -> int:
     """Return ``view_chars(tail_messages(state, cut, policy))`` (``policy`` being the state's
-    :func:`~ctxledger.domain.render.render_policy`), from what the last call counted where
-    that still holds (see the module docstring)."""
-    history = state.history
-    start = max(cut, state.cleared_through + 1, 1) - 1
-    last = len(history)
-    boundary = policy.mask_before_seq
-    memo = state.tail_chars_memo
-    if memo is not None and memo[:2] == (state.shown_epoch, start) and memo[3] <= boundary:
-        _, _, upto, was, chars = memo
-        if boundary > was:  # the tool results between the boundaries are masked now
-            retracted = state.retracted
-            for message in history[max(was - 1, start) : min(boundary - 1, upto)]:
-                if message.role == "tool" and message.seq not in retracted:
-                    shown = render_message(state, policy, message)
-                    chars += message_chars(shown) - message_chars(
-                        render_unmasked(state, policy, message)
-                    )
-    else:
-        upto, chars = start, 0
-    chars += view_chars(list(tail_messages(state, upto + 1, policy)))
-    state.tail_chars_memo = (state.shown_epoch, start, last, boundary, chars)
-    return chars
+    :func:`~ctxledger.domain.render.render_policy`), from the tail the last view or estimate
+    kept where that still holds (:func:`~ctxledger.domain.projection.kept_tail`)."""
+    return kept_tail(state, cut, policy)[1]

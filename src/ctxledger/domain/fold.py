@@ -308,8 +308,9 @@ def _on(
     An event may change how messages already in history are shown (a checkpoint, a pin, a
     retraction, a Config...) unless its entry says ``keeps_shown``: then it only appends
     messages or records something no rendering reads. The others count in
-    :attr:`StateRecord.shown_epoch`, which the memo of the view's characters is valid for
-    (:mod:`ctxledger.domain.estimate`); the appends, two events in three, pay nothing for it.
+    :attr:`StateRecord.shown_epoch`, which the kept tail of the view is valid for
+    (:func:`ctxledger.domain.projection.kept_tail`); the appends, two events in three, pay
+    nothing for it.
     """
     if keeps_shown:
         return kind, handler

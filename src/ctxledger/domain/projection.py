@@ -30,6 +30,7 @@ __all__ = [
     "assemble",
     "assemble_counted",
     "kept_request_seq",
+    "kept_tail",
     "slot_seqs",
     "summary_message",
     "tail_messages",
@@ -152,16 +153,20 @@ def assemble_counted(
         tail = _tail(state, cut, policy)
         messages.extend(tail)
         return messages, chars + view_chars(tail)
-    kept, tail_chars = _kept_tail(state, cut, policy)
+    kept, tail_chars = kept_tail(state, cut, policy)
     messages.extend(kept)
     return messages, chars + tail_chars
 
 
-def _kept_tail(
+def kept_tail(
     state: SessionState, cut: int, policy: RenderPolicy
 ) -> tuple[tuple[Message, ...], int]:
-    """The active view's tail and its characters, from ``state.tail_memo`` where it holds (see
-    :func:`assemble_counted`)."""
+    """The rendered messages of the tail retained from ``cut`` (``policy`` being the state's
+    :func:`~ctxledger.domain.render.render_policy`) and their characters, from
+    ``state.tail_memo`` where it holds (see :func:`assemble_counted`); kept for the next call.
+
+    Meant for the active view's tail (the drafts of a step and budget's estimate share it):
+    another cut replaces what is kept."""
     start = max(cut, state.cleared_through + 1, 1) - 1
     last = len(state.history)
     boundary = policy.mask_before_seq

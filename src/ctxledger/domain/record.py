@@ -81,10 +81,9 @@ class StateRecord:
         # The last served view's messages and their encodings (see ctxledger.domain.view
         # .Draft.view): a cache, not state; one immutable tuple, so copies may share it.
         self.view_encodings: tuple[tuple[Message, ...], tuple[bytes, ...]] | None = None
-        # Events folded that may change how a message in history is shown, and the characters
-        # of the current view's tail as of one of them (see ctxledger.domain.estimate): a cache.
+        # Events folded that may change how a message in history is shown (the caches below
+        # hold as of one of them).
         self.shown_epoch = 0
-        self.tail_chars_memo: tuple[int, int, int, int, int] | None = None
         # The active view's rendered tail and its characters, as of one (epoch, start), masking
         # boundary and history length (see ctxledger.domain.projection.assemble_counted).
         self.tail_memo: tuple[tuple[int, int], int, int, tuple[Message, ...], int] | None = None
@@ -194,7 +193,6 @@ class StateRecord:
         self.render_cache.clear()
         self.draft_memo = None
         self.view_encodings = None
-        self.tail_chars_memo = None
         self.tail_memo = None
         self.fact_memo = None
 
