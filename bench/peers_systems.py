@@ -20,6 +20,12 @@ jsonl-fsync       one JSONL file per conversation: write a line, flush, ``os.fsy
 lmdb-txn1         raw ``lmdb`` (``sync=True``): one write transaction per message
 lmdb-txn64        raw ``lmdb`` (``sync=True``): 64 messages per transaction; an append
                   returns before its batch commits (the group-commit limit, not durable)
+lmdb-writer       a floor, not a peer: the least a single-writer log costs in Python. One
+                  thread owns raw ``lmdb`` (``sync=True``); a caller queues its message and
+                  waits; the writer commits everything queued in one transaction (the seq
+                  and a global position, two puts, as ctxledger's layout), then wakes the
+                  group's callers. No events, no checks, no actors: two thread hand-offs
+                  and one commit per append, what ctxledger's design cannot go under
 ================  ========================================================================
 
 Messages are plain dicts in the ../shared/traces format, stored as JSON (LMDB, JSONL,
@@ -352,10 +358,104 @@ class RawLmdb(_Folder):
         self._env.close()
 
 
+class LmdbWriter(_Folder):
+    """A floor: one writer thread owning raw ``lmdb``, group commit, callers hand off and wait.
+
+    The minimum of any log with a single writer thread (ctxledger's journal): per append two
+    thread hand-offs (caller to writer, writer back to caller) and one durable commit shared by
+    whatever was queued meanwhile; per message a put keyed by (conversation, seq) and one in a
+    global position index, as ctxledger's layout. It validates nothing and encodes JSON only.
+    """
+
+    name = "lmdb-writer"
+
+    def open(self, directory: Path) -> None:
+        import queue
+
+        import lmdb
+
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self._env = lmdb.open(
+            str(directory), map_size=16 << 30, sync=True, metasync=True, max_dbs=2
+        )
+        self._events = self._env.open_db(b"events")
+        self._global = self._env.open_db(b"global")
+        self._seqs: dict[bytes, int] = {}
+        with self._env.begin(db=self._global) as txn:
+            cursor = txn.cursor()
+            self._position = int.from_bytes(cursor.key(), "big") if cursor.last() else 0
+        self._queue: queue.SimpleQueue[tuple[bytes, bytes, threading.Lock] | None] = (
+            queue.SimpleQueue()
+        )
+        self._thread = threading.Thread(target=self._run, name="lmdb-writer", daemon=True)
+        self._thread.start()
+
+    def append(self, conv_id: str, message: Message) -> None:
+        done = threading.Lock()
+        done.acquire()
+        self._queue.put((conv_id.encode(), json.dumps(message, ensure_ascii=False).encode(), done))
+        done.acquire()  # released by the writer once the group is durable
+
+    def _run(self) -> None:
+        queue_get, get_nowait = self._queue.get, self._queue.get_nowait
+        while True:
+            group = [queue_get()]
+            while True:  # everything queued by now joins the group
+                try:
+                    group.append(get_nowait())
+                except Exception:  # queue.Empty
+                    break
+            stop = None in group
+            items = [item for item in group if item is not None]
+            if items:
+                self._commit(items)
+            if stop:
+                return
+
+    def _commit(self, items: list[tuple[bytes, bytes, threading.Lock]]) -> None:
+        with self._env.begin(write=True) as txn:
+            for conv, value, _ in items:
+                seq = self._seqs.get(conv)
+                seq = self._seqs[conv] = (self._last_seq(txn, conv) if seq is None else seq) + 1
+                self._position += 1
+                key = conv + b"\x00" + seq.to_bytes(8, "big")
+                txn.put(key, value, db=self._events)
+                txn.put(self._position.to_bytes(8, "big"), key, append=True, db=self._global)
+        for _, _, done in items:
+            done.release()
+
+    def _last_seq(self, txn: Any, conv: bytes) -> int:
+        cursor = txn.cursor(db=self._events)
+        prefix = conv + b"\x00"
+        if cursor.set_range(conv + b"\x01") and cursor.prev() or cursor.last():
+            if cursor.key().startswith(prefix):
+                return int.from_bytes(cursor.key()[len(prefix) :], "big")
+        return 0
+
+    def recover(self, conv_id: str) -> list[Message]:
+        prefix = conv_id.encode() + b"\x00"
+        messages = []
+        with self._env.begin() as txn:
+            cursor = txn.cursor(db=self._events)
+            if cursor.set_range(prefix):
+                for key, value in cursor:
+                    if not key.startswith(prefix):
+                        break
+                    messages.append(json.loads(value))
+        return messages
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        self._env.close()
+
+
 PEER_SYSTEMS: dict[str, Callable[[], PersistenceSystem]] = {
     "langgraph-sqlite": LangGraphSqlite,
     "eventsourcing-sqlite": EventsourcingSqlite,
     "jsonl-fsync": JsonlFsync,
     "lmdb-txn1": lambda: RawLmdb(batch=1),
     "lmdb-txn64": lambda: RawLmdb(batch=64),
+    "lmdb-writer": LmdbWriter,
 }

@@ -42,13 +42,14 @@ from ctxledger._logging import get_logger
 from ctxledger.actors.activation import Activation
 from ctxledger.actors.background import BackgroundSteps
 from ctxledger.actors.failures import hand_to, internal, log_failure, stranded_commands
-from ctxledger.actors.history_base import Runtime
+from ctxledger.actors.history_base import DurableBox, Runtime
 from ctxledger.actors.live import Live, Op, fail, fail_work
 from ctxledger.actors.messages import (
     Command,
     Decide,
     DecideStep,
     Durable,
+    DurablesReady,
     Evict,
     Execute,
     Forgotten,
@@ -109,6 +110,7 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes):
         self._reactive: dict[str, list[str]] = {}
         self._lives: OrderedDict[str, Live] = OrderedDict()  # least recently used first
         self._tokens = 0
+        self._durables = DurableBox()
 
     def on_receive(self, message: HistoryMessage) -> None:
         """Handle one message of the actor's closed union (see the module docstring)."""
@@ -118,6 +120,8 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes):
                     self._on_command(message)
                 case Durable():
                     self._on_durable(message)
+                case DurablesReady():
+                    self._on_durables()
                 case Loaded():
                     self._on_loaded(message)
                 case SummaryDone():

@@ -13,6 +13,7 @@ one module calls in another are declared here, abstract.
 from __future__ import annotations
 
 import abc
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ import pykka
 
 from ctxledger.actors.leases import LeaseKeeper
 from ctxledger.actors.live import Live, Op
-from ctxledger.actors.messages import Durable, HistoryRef
+from ctxledger.actors.messages import Durable, DurablesReady, HistoryMessage, HistoryRef
 from ctxledger.actors.waiters import Reply
 from ctxledger.domain import Job, Tokenizer
 from ctxledger.errors import LeaseLostError
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from ctxledger.actors.timer import Timer
     from ctxledger.domain import SessionState
 
-__all__ = ["HistoryBase", "Runtime"]
+__all__ = ["DurableBox", "HistoryBase", "Runtime"]
 
 
 @dataclass(slots=True)
@@ -97,6 +98,46 @@ class Runtime:
     on_commit: Callable[[str, list[RecordedEvent]], None] | None = None
 
 
+_READY = DurablesReady()
+
+
+class DurableBox:
+    """The durable batches the journal publishes to one history actor, in the order published.
+
+    :meth:`post` (on the journal thread) keeps a batch's :class:`Durable` and tells the actor
+    ``DurablesReady`` only when it has not been told since it last took them (:meth:`take`), so
+    a burst of batches costs the actor one message and one wake-up. Order is kept: a caller's
+    next command is told after its batch was posted, so behind the ``DurablesReady`` that takes
+    the batch.
+    """
+
+    __slots__ = ("_items", "_lock", "_told")
+
+    def __init__(self) -> None:
+        self._items: list[Durable] = []
+        self._lock = threading.Lock()
+        self._told = False
+
+    def post(self, durable: Durable, actor: HistoryRef) -> None:
+        """Keep ``durable`` for ``actor`` and tell it, unless it was told already.
+
+        Raises:
+            pykka.ActorDeadError: The actor is gone (its batches are of no use any more).
+        """
+        with self._lock:
+            self._items.append(durable)
+            if self._told:
+                return
+            self._told = True
+        actor.tell(_READY)
+
+    def take(self) -> list[Durable]:
+        """The batches posted since the last take, oldest first (for ``DurablesReady``)."""
+        with self._lock:
+            items, self._items, self._told = self._items, [], False
+        return items
+
+
 class HistoryBase(pykka.ThreadingActor):
     """The state every module of the history actor uses, and the steps they call across."""
 
@@ -111,6 +152,7 @@ class HistoryBase(pykka.ThreadingActor):
     #: eviction does not give a session its attempts back.
     _reactive: dict[str, list[str]]
     _tokens: int  # the last write token handed out
+    _durables: DurableBox  # the journal's durable batches, waiting for the actor
 
     @property
     def _me(self) -> HistoryRef:
@@ -122,6 +164,10 @@ class HistoryBase(pykka.ThreadingActor):
         command that may write nothing, an eviction, the actor's stop."""
         if live.held and live.writing is None:
             self._write(live, ())
+
+    @abc.abstractmethod
+    def _contain(self, message: HistoryMessage, exc: Exception) -> None:
+        """Fail the request(s) ``message`` belongs to and restart its session (history)."""
 
     @abc.abstractmethod
     def _pump(self, live: Live) -> None:

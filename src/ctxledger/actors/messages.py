@@ -36,6 +36,7 @@ __all__ = [
     "Decide",
     "DecideStep",
     "Durable",
+    "DurablesReady",
     "Evict",
     "Execute",
     "Forgotten",
@@ -188,6 +189,11 @@ class Durable(msgspec.Struct, frozen=True):
     token: int
     records: list[RecordedEvent] | None
     error: BaseException | None
+
+
+class DurablesReady(msgspec.Struct, frozen=True):
+    """History actor: durable batches wait in its :class:`~ctxledger.actors.writes.DurableBox`
+    (one message for all the batches the journal answered before the actor took them)."""
 
 
 class SummaryDone(msgspec.Struct, frozen=True):
@@ -370,7 +376,8 @@ class ReleaseLease(msgspec.Struct, frozen=True):
 #: What a history actor is told: its sessions' commands and the reports of their work.
 HistoryMessage = (
     Execute | DecideStep | Decide | Read | Settle | Open | Fork
-    | Durable | Loaded | SummaryDone | Measure | Prepare | Release | Settled | LeaseLost | Evict
+    | Durable | DurablesReady | Loaded | SummaryDone | Measure | Prepare | Release | Settled
+    | LeaseLost | Evict
 )  # fmt: skip
 #: What the budget actor is told.
 BudgetMessage = Committed | Measured | BackgroundEnded | Settling | Forgotten

@@ -13,6 +13,11 @@ A view served with ``defer_record`` is folded at once and its ``ViewServed`` hel
 (``Live.held``, while no batch of the session is in the journal): it goes first in the session's
 next batch, so the log holds the same events in the same order, one commit fewer. A command that
 writes nothing flushes it alone first, as do eviction and the actor's stop.
+
+The journal answers a group's requests one after another on its thread; the batches it publishes
+to one history actor wait in the actor's :class:`~ctxledger.actors.history_base.DurableBox`, and
+only the first of a burst tells the actor (``DurablesReady``): a group of 30 batches wakes the
+actor once, not 30 times.
 """
 
 from __future__ import annotations
@@ -87,7 +92,7 @@ class Writes(HistoryBase):
         if not write.events:
             self._on_durable(Durable(live.id, write.token, [], None))
             return
-        me, budget = self._me, self._rt.budget
+        me, budget, box = self._me, self._rt.budget, self._durables
         session_id, token, reply, value = live.id, write.token, write.reply, write.value
         pressure = write.pressure
         publish = live.state is not None and _publishes(live.state, write.events, pressure)
@@ -110,7 +115,7 @@ class Writes(HistoryBase):
             # it BEFORE the caller is answered, so that the caller's next command, queued
             # behind it in the same FIFO mailboxes, always finds it folded.
             with contextlib.suppress(pykka.ActorDeadError):
-                me.tell(Durable(session_id, token, records, error))
+                box.post(Durable(session_id, token, records, error), me)
             if publish and records:
                 events = tuple(record.event for record in records)
                 budget.tell(Committed(session_id, events, me, pressure, unpublished))
@@ -136,6 +141,15 @@ class Writes(HistoryBase):
                 )
         except Exception as exc:  # refused before queueing: the batch fails as a failed commit
             committed(None, refused(exc))
+
+    def _on_durables(self) -> None:
+        """Fold every batch waiting in the actor's durable box; a defect in one fails its own
+        session's request (:meth:`_contain`), not the batches after it."""
+        for durable in self._durables.take():
+            try:
+                self._on_durable(durable)
+            except Exception as exc:
+                self._contain(durable, exc)
 
     def _on_durable(self, message: Durable) -> None:
         live = self._lives.get(message.session_id)
