@@ -428,9 +428,10 @@ class LmdbWriter(_Folder):
     def _last_seq(self, txn: Any, conv: bytes) -> int:
         cursor = txn.cursor(db=self._events)
         prefix = conv + b"\x00"
-        if cursor.set_range(conv + b"\x01") and cursor.prev() or cursor.last():
-            if cursor.key().startswith(prefix):
-                return int.from_bytes(cursor.key()[len(prefix) :], "big")
+        # The last key before the next conversation's first: this one's last message, if any.
+        found = cursor.prev() if cursor.set_range(conv + b"\x01") else cursor.last()
+        if found and cursor.key().startswith(prefix):
+            return int.from_bytes(cursor.key()[len(prefix) :], "big")
         return 0
 
     def recover(self, conv_id: str) -> list[Message]:
