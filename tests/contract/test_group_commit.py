@@ -221,3 +221,138 @@ def test_close_commits_what_was_queued_then_refuses(
     assert outcomes == {op: f"done:{op}" for op in "abc"}
     with pytest.raises(StorageError, match="closed"):
         committer.submit("late")
+
+
+# --- inline commits (``inline_when_idle``: the LMDB journal) -----------------------------------
+
+
+@pytest.fixture
+def inline(backend: Backend) -> Iterator[GroupCommitter]:
+    """A committer that commits a callback submission on the submitting thread when nothing
+    else is outstanding."""
+    opened = GroupCommitter(backend.commit, name="test-committer", inline_when_idle=True)
+    yield opened
+    backend.held = False
+    backend.gate.release(100)
+    opened.close()
+
+
+def _recording(answers: list[tuple[Any, Any, str]]) -> Callable[[Any, Any], None]:
+    def callback(result: Any, error: BaseException | None) -> None:
+        answers.append((result, error, threading.current_thread().name))
+
+    return callback
+
+
+def test_a_lone_callback_submission_commits_on_the_submitting_thread(
+    inline: GroupCommitter, backend: Backend
+) -> None:
+    """Nothing outstanding: the op is committed, and its callback called, before
+    submit_callback returns, on the caller's thread (no hand-off to the committer)."""
+    answers: list[tuple[Any, Any, str]] = []
+    inline.submit_callback("a", _recording(answers))
+    assert answers == [("done:a", None, threading.current_thread().name)]
+    assert backend.groups == [["a"]]
+
+
+def test_an_outstanding_request_is_never_overtaken(
+    inline: GroupCommitter, backend: Backend
+) -> None:
+    """While a group is being committed (or queued), a callback submission queues behind it
+    and is answered on the committer's thread, in order."""
+    backend.held = True
+    first, outcomes = submit_in_threads(inline, ["first"])
+    backend.entered.acquire()  # "first" is mid-commit on the committer's thread
+    answers: list[tuple[Any, Any, str]] = []
+    inline.submit_callback("second", _recording(answers))
+    assert answers == [] and inline._queue.qsize() == 1  # queued, not committed inline
+    backend.held = False
+    backend.gate.release()
+    first[0].join()
+    inline.submit("sync")  # answered after "second"'s group: its callback has run
+    assert backend.groups[:2] == [["first"], ["second"]]
+    assert answers == [("done:second", None, "test-committer")]
+    assert outcomes == {"first": "done:first"}
+
+
+def test_a_storage_failure_of_an_inline_commit_fails_that_op_alone(
+    inline: GroupCommitter, backend: Backend
+) -> None:
+    """A commit that raises answers the inline op with a StorageError chained to the cause;
+    the committer goes on."""
+    answers: list[tuple[Any, Any, str]] = []
+    inline.submit_callback("boom", _recording(answers))
+    (result, error, _thread), = answers
+    assert result is None and isinstance(error, StorageError)
+    assert isinstance(error.__cause__, RuntimeError)
+    assert inline.submit("after") == "done:after"
+
+
+def test_close_waits_for_an_inline_commit_in_progress(backend: Backend) -> None:
+    """close() does not return while a submitter's inline commit is still in the backend (the
+    LMDB environment is closed right after it)."""
+    committer = GroupCommitter(backend.commit, name="test-committer", inline_when_idle=True)
+    backend.held = True
+    answers: list[tuple[Any, Any, str]] = []
+    submitter = threading.Thread(
+        target=committer.submit_callback, args=("held", _recording(answers)), name="submitter"
+    )
+    submitter.start()
+    backend.entered.acquire()  # mid-commit on the submitter's thread
+    closing = threading.Thread(target=committer.close)
+    closing.start()
+    closing.join(timeout=0.2)
+    assert closing.is_alive() and answers == []
+    backend.held = False
+    backend.gate.release()
+    closing.join()
+    submitter.join()
+    assert answers == [("done:held", None, "submitter")]
+    answers.clear()
+    committer.submit_callback("late", _recording(answers))
+    assert isinstance(answers[0][1], StorageError)
+
+
+def test_after_close_a_callback_submission_is_refused(inline: GroupCommitter) -> None:
+    """No inline commit once closed: the callback gets the closed log's StorageError."""
+    inline.close()
+    answers: list[tuple[Any, Any, str]] = []
+    inline.submit_callback("late", _recording(answers))
+    assert answers[0][0] is None and "closed" in str(answers[0][1])
+
+
+class _HeldGather(GroupCommitter):
+    """A committer whose thread, once it took a request off the queue, waits before gathering
+    the rest of its group: the queue is empty and no commit is running, yet a request is
+    outstanding."""
+
+    def __init__(self, commit: Callable[..., list[Outcome]]) -> None:
+        self.gathering = threading.Event()
+        self.go = threading.Event()
+        super().__init__(commit, name="test-committer", inline_when_idle=True)
+
+    def _gather(self, first: Any, *, expected: int) -> tuple[list[Any], bool]:
+        self.gathering.set()
+        self.go.wait()
+        return super()._gather(first, expected=expected)
+
+
+def test_a_request_taken_off_the_queue_is_not_overtaken(backend: Backend) -> None:
+    """A request the committer's thread has taken but not yet committed still counts: a
+    callback submission made meanwhile is queued behind it, not committed inline first."""
+    committer = _HeldGather(backend.commit)
+    try:
+        first, outcomes = submit_in_threads(committer, ["first"])
+        committer.gathering.wait()
+        answers: list[tuple[Any, Any, str]] = []
+        committer.submit_callback("second", _recording(answers))
+        assert answers == [] and backend.groups == []
+        committer.go.set()
+        first[0].join()
+        committer.submit("sync")
+        assert [op for group in backend.groups for op in group] == ["first", "second", "sync"]
+        assert answers == [("done:second", None, "test-committer")]
+        assert outcomes == {"first": "done:first"}
+    finally:
+        committer.go.set()
+        committer.close()

@@ -111,8 +111,9 @@ class Writes(HistoryBase):
         observe = self._rt.on_commit
 
         def committed(records: list[RecordedEvent] | None, error: BaseException | None) -> None:
-            # On the journal thread: the durable batch is published to the actors that fold
-            # it BEFORE the caller is answered, so that the caller's next command, queued
+            # On the journal thread (or on this actor's, when the journal was idle and the
+            # batch was committed inline): the durable batch is published to the actors that
+            # fold it BEFORE the caller is answered, so that the caller's next command, queued
             # behind it in the same FIFO mailboxes, always finds it folded.
             with contextlib.suppress(pykka.ActorDeadError):
                 box.post(Durable(session_id, token, records, error), me)

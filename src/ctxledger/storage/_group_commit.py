@@ -19,6 +19,14 @@ last group's and those already queued), but for no more than ``gather_gap`` seco
 arrival and ``gather_max`` seconds in all, so a lone caller never waits. Callers on an event
 loop are answered with one ``call_soon_threadsafe`` per loop and group.
 
+With ``inline_when_idle`` (the LMDB journal), a callback submission made while no other request
+is outstanding (queued, or taken and not yet committed) is committed at once on the submitting
+thread, as a group of one, and its callback called there before
+:meth:`~GroupCommitter.submit_callback` returns: a lone writer (the history actor of a session
+appending on its own) is spared the hand-off to the committer's thread and back. One lock is held
+by whichever thread commits, so groups never overlap, and a request queued before is never
+overtaken; under load requests are outstanding and groups form as before.
+
 Both backends drive this class: the LMDB journal (:mod:`ctxledger.storage.journal`) with an
 LMDB write transaction as its commit, the PostgreSQL log with a database transaction.
 """
@@ -131,6 +139,9 @@ class GroupCommitter:
         wake_at_once: Wake a group's callers as soon as it is committed, instead of when the
             next group's commit begins. Right for a backend whose writes run elsewhere (a
             database server): the woken callers then join the very next group.
+        inline_when_idle: Commit a callback submission on the submitting thread when nothing
+            else is outstanding (see the module docstring). ``commit`` must then work from any
+            thread, one at a time.
     """
 
     def __init__(
@@ -141,8 +152,15 @@ class GroupCommitter:
         gather_gap: float = 0.0005,
         gather_max: float = 0.002,
         wake_at_once: bool = False,
+        inline_when_idle: bool = False,
     ) -> None:
         self._commit_group = commit
+        self._inline = inline_when_idle
+        # Held by whichever thread commits a group: the committer's, or a submitter's that
+        # found it idle (inline_when_idle).
+        self._commit_lock = threading.Lock()
+        self._count_lock = threading.Lock()
+        self._outstanding = 0  # requests queued and not yet committed (or refused)
         self._wake_at_once = wake_at_once
         self._queued_at_commit = 0  # requests queued when the last group committed
         self._gap = gather_gap
@@ -184,9 +202,13 @@ class GroupCommitter:
         """Queue ``op`` and return; ``callback(result, error)`` runs on the committer's thread.
 
         It is called once, when ``op``'s group is committed (or fails, or the committer
-        closes); callbacks of one group run in the order their ops were queued.
+        closes); callbacks of one group run in the order their ops were queued. With
+        ``inline_when_idle`` and nothing else outstanding, ``op`` is committed and ``callback``
+        called on this thread before this returns.
         """
         request = _CallbackRequest(op, callback)
+        if self._inline and not self._outstanding and self._commit_inline(request):
+            return
         try:
             self._enqueue(request)
         except StorageError as exc:
@@ -200,10 +222,37 @@ class GroupCommitter:
             self._closed = True
             self._queue.put(_STOP)
         self._thread.join()
+        with self._commit_lock:  # a submitter's commit in progress ends first
+            pass
+
+    def _commit_inline(self, request: _CallbackRequest) -> bool:
+        """Commit ``request`` alone on the submitting thread, if nothing else is to be committed.
+
+        Returns whether it did (False: queue it). Saves a lone writer the hand-off to the
+        committer's thread and back; under load requests are outstanding and groups form.
+        Nothing queued before is overtaken: every request queued before this call was
+        committed, or is being committed under the lock this waits for.
+        """
+        if not self._commit_lock.acquire(blocking=False):
+            return False
+        try:
+            with self._count_lock:
+                if self._outstanding or self._closed:
+                    return False
+            try:
+                outcome = self._commit_group([request.op], _nothing)[0]
+            except Exception as exc:  # the storage failed: this op alone was in the group
+                outcome = failed_outcomes(exc, 1)[0]
+        finally:
+            self._commit_lock.release()
+        request.resolve(*outcome)
+        return True
 
     def _enqueue(self, request: _Request | _AsyncRequest | _CallbackRequest) -> None:
         if self._closed:
             raise StorageError("the event log is closed")
+        with self._count_lock:
+            self._outstanding += 1
         self._queue.put(request)
         if self._stopped:  # lost a race with close(): nobody else may drain the queue any more
             self._refuse_queued()
@@ -267,7 +316,14 @@ class GroupCommitter:
             self._wake(answered)
 
         try:
-            outcomes = self._commit_group([request.op for request in requests], wake_previous)
+            with self._commit_lock:
+                try:
+                    outcomes = self._commit_group(
+                        [request.op for request in requests], wake_previous
+                    )
+                finally:
+                    with self._count_lock:
+                        self._outstanding -= len(requests)
         except Exception as exc:  # every caller must be woken
             self._wake(answered)
             self._fail(requests, exc)
@@ -307,6 +363,10 @@ class GroupCommitter:
     def _fail(requests: list[Any], cause: BaseException) -> None:
         for request, outcome in zip(requests, failed_outcomes(cause, len(requests)), strict=True):
             request.resolve(*outcome)
+
+
+def _nothing() -> None:
+    """No group before an inline commit has callers left to wake."""
 
 
 def failed_outcomes(cause: BaseException, count: int) -> list[Outcome]:

@@ -20,7 +20,9 @@ The callers of a committed group are woken once the next group is written, just 
 commit: their threads then prepare their next appends while that fsync runs (it releases the
 GIL) instead of competing for the GIL with the journal's puts (every LMDB put releases and
 re-takes the GIL, and re-taking it behind dozens of runnable threads costs more than the put).
-When nothing else is queued, callers are woken at once.
+When nothing else is queued, callers are woken at once. A callback submission (the history
+actors') made while no other request is outstanding is committed on the submitting thread
+(``inline_when_idle``): one hand-off fewer for a lone writer.
 
 The journal also encodes the events (see :class:`~ctxledger.storage._lmdb_writer.AppendOp`), so
 that callers hold the GIL as briefly as possible.
@@ -166,7 +168,13 @@ class Journal(GroupCommitter):
         self._writer = writer
         self._grow = grow
         self._explain = explain
-        super().__init__(self._commit_lmdb, name=name, gather_gap=gather_gap, gather_max=gather_max)
+        super().__init__(
+            self._commit_lmdb,
+            name=name,
+            gather_gap=gather_gap,
+            gather_max=gather_max,
+            inline_when_idle=True,
+        )
 
     def _commit_lmdb(self, ops: list[Any], wake_previous: Callable[[], None]) -> list[Outcome]:
         """Write ``ops`` in one transaction and commit it; one outcome per op.
