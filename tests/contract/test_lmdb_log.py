@@ -11,6 +11,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import lmdb
 import pytest
@@ -237,6 +238,50 @@ def test_map_growth_waits_for_concurrent_readers(tmp_path: Path) -> None:
         for thread in threads:
             thread.join()
     assert errors == []
+
+
+def test_map_grows_under_a_commit_on_the_submitting_thread(tmp_path: Path) -> None:
+    """A lone ``submit`` is committed on the submitting thread (the journal is idle); when its
+    commit finds the map full, the map grows there, while readers run, and nothing is lost."""
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    threads_of_callbacks: set[str] = set()
+
+    def reader(log: LmdbEventLog) -> None:
+        while not stop.is_set():
+            try:
+                first = max(log.last_seq("s") - 20, 1)
+                seqs = [r.seq for r in log.read("s", first)]
+                assert seqs == list(range(first, first + len(seqs)))
+            except BaseException as exc:
+                errors.append(exc)
+                return
+            time.sleep(0.0005)  # leave the GIL to the writer: this test is about correctness
+
+    with LmdbEventLog.open(tmp_path / "log", map_size=64 * 1024, durability="none") as log:
+        readers = [threading.Thread(target=reader, args=(log,)) for _ in range(2)]
+        for thread in readers:
+            thread.start()
+        outcomes: list[BaseException | None] = []
+        answered = threading.Semaphore(0)
+
+        def callback(records: Any, error: BaseException | None) -> None:
+            outcomes.append(error)
+            threads_of_callbacks.add(threading.current_thread().name)
+            answered.release()
+
+        for start in range(0, 200, 10):
+            log.submit("s", messages(10, 8000, start=start + 1), expected_seq=start,
+                       callback=callback)  # fmt: skip
+            answered.acquire()
+        assert outcomes == [None] * 20
+        stop.set()
+        for thread in readers:
+            thread.join()
+        assert [r.seq for r in log.iter_events("s")] == list(range(1, 201))
+        assert log.stats()["map_size"] > 64 * 1024
+    assert errors == []
+    assert threading.current_thread().name in threads_of_callbacks
 
 
 def test_pending_appends_commit_before_close(tmp_path: Path) -> None:
