@@ -35,7 +35,10 @@ def test_a_pace_judged_too_fast_is_judged_again_in_the_same_cycle(
     summary for the second compaction is prepared in the background and activated. A Config
     of schema 4 keeps the first judgement for the whole cycle, as it was served (its prepared
     summaries cannot shorten their block, so one prepared late needs a delta: more waiting)."""
-    clock = SteppingClock(1_000.0)
+    # Fast from the start: the judgement right after the first checkpoint must see a fast
+    # session whatever the order in which the host's actors read the clock around it (a
+    # reading of a slow clock between the checkpoint and the switch would age it by 1,000 s).
+    clock = SteppingClock(1e-7)
     config = CONFIG.replace(schema_version=schema)
     with Host.open(
         tmp_path / "db",
@@ -57,7 +60,6 @@ def test_a_pace_judged_too_fast_is_judged_again_in_the_same_cycle(
         before = len(events_of(host.log, "a", CompactionStarted))
         prepare = config.sizes().prepare_tokens
         # Fast: the host's clock barely moves while the view passes the prepare point.
-        clock.step = 1e-7
         while session.prepare_step().estimated_tokens < prepare:
             n += 1
             session.append_many(turn(n, 90))
