@@ -212,24 +212,25 @@ def test_map_grows_instead_of_failing(tmp_path: Path) -> None:
     assert stats["stored_bytes"] > 20 * 1024 * 1024 and stats["map_size"] > stats["stored_bytes"]
 
 
+def _reader(log: LmdbEventLog, stop: threading.Event, errors: list[BaseException]) -> None:
+    """Read the newest events of session "s" until ``stop``; keep the first failure."""
+    while not stop.is_set():
+        try:
+            first = max(log.last_seq("s") - 20, 1)
+            seqs = [r.seq for r in log.read("s", first)]
+            assert seqs == list(range(first, first + len(seqs)))
+        except BaseException as exc:
+            errors.append(exc)
+            return
+        time.sleep(0.0005)  # leave the GIL to the writer: this test is about correctness
+
+
 def test_map_growth_waits_for_concurrent_readers(tmp_path: Path) -> None:
     """Readers running while the map grows read consistent data and never fail."""
     errors: list[BaseException] = []
     stop = threading.Event()
-
-    def reader(log: LmdbEventLog) -> None:
-        while not stop.is_set():
-            try:
-                first = max(log.last_seq("s") - 20, 1)
-                seqs = [r.seq for r in log.read("s", first)]
-                assert seqs == list(range(first, first + len(seqs)))
-            except BaseException as exc:
-                errors.append(exc)
-                return
-            time.sleep(0.0005)  # leave the GIL to the journal: this test is about correctness
-
     with LmdbEventLog.open(tmp_path / "log", map_size=64 * 1024, durability="none") as log:
-        threads = [threading.Thread(target=reader, args=(log,)) for _ in range(3)]
+        threads = [threading.Thread(target=_reader, args=(log, stop, errors)) for _ in range(3)]
         for thread in threads:
             thread.start()
         for start in range(0, 200, 10):
@@ -246,20 +247,8 @@ def test_map_grows_under_a_commit_on_the_submitting_thread(tmp_path: Path) -> No
     errors: list[BaseException] = []
     stop = threading.Event()
     threads_of_callbacks: set[str] = set()
-
-    def reader(log: LmdbEventLog) -> None:
-        while not stop.is_set():
-            try:
-                first = max(log.last_seq("s") - 20, 1)
-                seqs = [r.seq for r in log.read("s", first)]
-                assert seqs == list(range(first, first + len(seqs)))
-            except BaseException as exc:
-                errors.append(exc)
-                return
-            time.sleep(0.0005)  # leave the GIL to the writer: this test is about correctness
-
     with LmdbEventLog.open(tmp_path / "log", map_size=64 * 1024, durability="none") as log:
-        readers = [threading.Thread(target=reader, args=(log,)) for _ in range(2)]
+        readers = [threading.Thread(target=_reader, args=(log, stop, errors)) for _ in range(2)]
         for thread in readers:
             thread.start()
         outcomes: list[BaseException | None] = []
