@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import operator
 import os
+import queue
 import sqlite3
 import threading
 import uuid
@@ -370,8 +371,6 @@ class LmdbWriter(_Folder):
     name = "lmdb-writer"
 
     def open(self, directory: Path) -> None:
-        import queue
-
         import lmdb
 
         self.directory = directory
@@ -404,7 +403,7 @@ class LmdbWriter(_Folder):
             while True:  # everything queued by now joins the group
                 try:
                     group.append(get_nowait())
-                except Exception:  # queue.Empty
+                except queue.Empty:
                     break
             stop = None in group
             items = [item for item in group if item is not None]
