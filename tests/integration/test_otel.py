@@ -3,7 +3,9 @@ an OTLP/HTTP exporter posting to a receiver on 127.0.0.1."""
 
 from __future__ import annotations
 
+import inspect
 import threading
+import types
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -278,16 +280,27 @@ def test_a_failed_llm_call_is_an_error_span_under_a_failed_compaction(
 
 
 def test_uninstrument_puts_every_method_back(tmp_path: Path) -> None:
-    """Zero cost when not instrumented: the classes hold their own functions again."""
-    originals = {name: vars(Session)[name] for name in ("prepare_step", "compact", "aprepare_step")}
+    """Zero cost when not instrumented: every class holds exactly its own attributes again,
+    an inherited method (the async twins, ``Host.close``, a summariser's ``__call__``) is not
+    left behind in the subclass's dict, and the traced methods are plain functions (no proxy
+    made on every call)."""
+    classes = (Session, Host, OpenAIChatSummarizer, AnthropicSummarizer)
+    before = {cls: dict(vars(cls)) for cls in classes}
     call = OpenAIChatSummarizer.__call__
     instrumentor = CtxledgerInstrumentor()
     instrumentor.instrument(tracer_provider=TracerProvider(), meter_provider=MeterProvider())
-    assert vars(Session)["prepare_step"] is not originals["prepare_step"]
-    instrumentor.uninstrument()
-    for name, function in originals.items():
-        assert vars(Session)[name] is function
-    assert "__call__" not in vars(OpenAIChatSummarizer)
+    try:
+        for name in ("prepare_step", "aprepare_step", "astep", "compact"):
+            traced = vars(Session)[name]
+            assert traced is not before[Session].get(name)
+            assert type(traced) is types.FunctionType
+            assert inspect.iscoroutinefunction(traced) == name.startswith("a")
+        assert "close" in vars(Host) and "__call__" in vars(OpenAIChatSummarizer)
+    finally:
+        instrumentor.uninstrument()
+    for cls in classes:
+        assert dict(vars(cls)) == before[cls], cls.__name__
+    assert "aprepare_step" not in vars(Session) and "close" not in vars(Host)
     assert OpenAIChatSummarizer.__call__ is call
     assert CtxledgerInstrumentor() is instrumentor  # the convention's singleton
 

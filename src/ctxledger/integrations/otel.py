@@ -3,8 +3,8 @@
 :class:`CtxledgerInstrumentor` follows the OpenTelemetry instrumentor convention
 (``CtxledgerInstrumentor().instrument(tracer_provider=..., meter_provider=...)``,
 ``uninstrument()``): it wraps public methods of :class:`ctxledger.Session`,
-:class:`ctxledger.Host` and the HTTP summarisers when instrumented and unwraps them after, so an
-application that never instruments pays nothing.
+:class:`ctxledger.Host` and the HTTP summarisers when instrumented and puts back exactly what
+each class held after, so an application that never instruments pays nothing.
 
 Spans (each carries ``gen_ai.conversation.id`` = the session id, so they join the agent
 framework's own spans in Langfuse, Phoenix or any OTLP backend):
@@ -59,7 +59,6 @@ try:
     from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
         BaseInstrumentor,
     )
-    from opentelemetry.instrumentation.utils import unwrap
     from wrapt import wrap_function_wrapper
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
@@ -87,6 +86,7 @@ _SESSION_CALLS = {
 }
 _OPENERS = (("Host", Host, "session"), ("Host", Host, "asession"), ("Session", Session, "fork"))
 _SUMMARIZERS: tuple[type, ...] = (OpenAIChatSummarizer, AnthropicSummarizer)
+_INHERITED = object()  # a method the class inherits (not in its own dict)
 
 
 class CtxledgerInstrumentor(BaseInstrumentor):  # type: ignore[misc]
@@ -103,7 +103,8 @@ class CtxledgerInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     _telemetry: Telemetry | None = None
     _hosts: weakref.WeakSet[Host] = weakref.WeakSet()  # noqa: RUF012 - a singleton
-    _inherited: dict[type, bool] = {}  # noqa: RUF012 - one instance (a singleton)
+    #: What each replaced class attribute was (``_INHERITED``: not in the class's own dict).
+    _replaced: dict[tuple[type, str], object] = {}  # noqa: RUF012 - one instance (a singleton)
 
     def instrumentation_dependencies(self) -> Collection[str]:
         """Nothing outside ctxledger is instrumented."""
@@ -158,72 +159,73 @@ class CtxledgerInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 telemetry.flush(instance.log)
             return wrapped(*args, **kwargs)
 
+        # What each class held is noted first (an inherited method too: the async twins,
+        # Host.close, the summarisers' __call__), so uninstrument() leaves it as it was.
         for _name, owner, method in _OPENERS:
+            self._note(owner, method)
             wrap_function_wrapper(owner, method, opened)
+        self._note(Host, "close")
         wrap_function_wrapper(Host, "close", closing)
         for method, span_name in _SESSION_CALLS.items():
-            is_async = inspect.iscoroutinefunction(getattr(Session, method))
-            wrap_function_wrapper(Session, method, _call_wrapper(telemetry, span_name, is_async))
+            self._note(Session, method)
+            setattr(Session, method, _traced(telemetry, span_name, getattr(Session, method)))
         for summarizer in _SUMMARIZERS:
-            # __call__ is inherited: note it, so uninstrument() leaves the class as it was.
-            self._inherited[summarizer] = "__call__" not in vars(summarizer)
+            self._note(summarizer, "__call__")
             wrap_function_wrapper(summarizer, "__call__", telemetry.calls.wrap_call)
+            self._note(summarizer, "answer")
             wrap_function_wrapper(summarizer, "answer", telemetry.calls.wrap_answer)
+
+    def _note(self, owner: type, method: str) -> None:
+        self._replaced[owner, method] = vars(owner).get(method, _INHERITED)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         for host in list(self._hosts):
             if not host.closed:
                 host._observe_commits(None)
         self._hosts = weakref.WeakSet()
-        for _name, owner, method in _OPENERS:
-            unwrap(owner, method)
-        unwrap(Host, "close")
-        for method in _SESSION_CALLS:
-            unwrap(Session, method)
-        for summarizer in _SUMMARIZERS:
-            unwrap(summarizer, "answer")
-            if self._inherited.pop(summarizer, False):
-                delattr(summarizer, "__call__")
+        for (owner, method), original in self._replaced.items():
+            if original is _INHERITED:
+                delattr(owner, method)
             else:
-                unwrap(summarizer, "__call__")
+                setattr(owner, method, original)
+        self._replaced.clear()
         self._telemetry = None
 
 
-def _call_wrapper(telemetry: Telemetry, span_name: str, is_async: bool) -> Callable[..., Any]:
-    """The wrapper of one traced Session method (a coroutine function gets an async one).
+def _traced(telemetry: Telemetry, span_name: str, function: Callable[..., Any]) -> Any:
+    """``function`` (a Session method) traced: the call's span is made once the call has
+    returned or raised, with its start time, so the SDK handles each span once (see
+    :meth:`Telemetry.finish_call`).
 
-    The call's span is made once the call has returned or raised, with its start time, so the
-    SDK handles each span once (see :meth:`Telemetry.finish_call`).
+    A plain function, not a ``wrapt`` proxy: it binds as any method does, without a proxy
+    object made and called through on every call (5-10 µs of the agent's thread per step,
+    measured in place; the span itself costs 30-40 µs there).
     """
+    finish, failed, time_ns = telemetry.finish_call, telemetry.failed_call, time.time_ns
+    if inspect.iscoroutinefunction(function):
 
-    def wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        if is_async:
-            return _acall(telemetry, span_name, wrapped, instance, args, kwargs)
-        started = time.time_ns()
+        @functools.wraps(function)
+        async def traced_coroutine(self: Session, *args: Any, **kwargs: Any) -> Any:
+            started = time_ns()
+            try:
+                result = await function(self, *args, **kwargs)
+            except BaseException as exc:
+                failed(span_name, self.id, started, exc)
+                raise
+            finish(self, span_name, started, result)
+            return result
+
+        return traced_coroutine
+
+    @functools.wraps(function)
+    def traced(self: Session, *args: Any, **kwargs: Any) -> Any:
+        started = time_ns()
         try:
-            result = wrapped(*args, **kwargs)
+            result = function(self, *args, **kwargs)
         except BaseException as exc:
-            telemetry.failed_call(span_name, instance.id, started, exc)
+            failed(span_name, self.id, started, exc)
             raise
-        telemetry.finish_call(instance, span_name, started, result)
+        finish(self, span_name, started, result)
         return result
 
-    return functools.update_wrapper(wrapper, _call_wrapper)
-
-
-async def _acall(
-    telemetry: Telemetry,
-    span_name: str,
-    wrapped: Callable[..., Any],
-    instance: Any,
-    args: Any,
-    kwargs: Any,
-) -> Any:
-    started = time.time_ns()
-    try:
-        result = await wrapped(*args, **kwargs)
-    except BaseException as exc:
-        telemetry.failed_call(span_name, instance.id, started, exc)
-        raise
-    telemetry.finish_call(instance, span_name, started, result)
-    return result
+    return traced
