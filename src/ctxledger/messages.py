@@ -7,6 +7,7 @@ can never be constructed, decoded or appended.
 
 from __future__ import annotations
 
+import copy
 import threading
 from typing import Any
 
@@ -43,6 +44,17 @@ class _Checks(threading.local):
 CHECKS = _Checks()
 
 _UTF8 = "valid UTF-8"
+
+
+def _seq_error(role: object) -> InvalidMessageError:
+    return InvalidMessageError(f"{role} message: seq must be an integer or None", field="seq")
+
+
+def _check_optional_text(value: object, field: str, role: str) -> None:
+    """Check a message's ``tool_call_id`` or ``name`` (set: text with a UTF-8 encoding)."""
+    if not isinstance(value, str):
+        raise InvalidMessageError(f"{role} message: {field} must be a string or None", field=field)
+    _check_text(value, field, f"{role} message")
 
 
 def _check_text(value: str, field: str, owner: str) -> None:
@@ -126,46 +138,51 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     def __post_init__(self) -> None:
         if CHECKS.skip:
             return
-        if not isinstance(self.role, str) or self.role not in ROLES:
+        role = self.role
+        if not isinstance(role, str) or role not in ROLES:
             raise InvalidMessageError(
-                f"unknown role {self.role!r}; expected one of {sorted(APPENDABLE_ROLES)}"
+                f"unknown role {role!r}; expected one of {sorted(APPENDABLE_ROLES)}"
             )
         if not isinstance(self.content, str):
-            raise InvalidMessageError(
-                f"{self.role} message content must be a string", field="content"
-            )
-        _check_text(self.content, "content", f"{self.role} message")
-        for field in ("tool_call_id", "name"):
-            value = getattr(self, field)
-            if value is not None:
-                if not isinstance(value, str):
-                    raise InvalidMessageError(
-                        f"{self.role} message: {field} must be a string or None", field=field
-                    )
-                _check_text(value, field, f"{self.role} message")
-        if isinstance(self.tool_calls, list):  # built by hand with a list: keep it hashable
+            raise InvalidMessageError(f"{role} message content must be a string", field="content")
+        if not self.content.isascii():
+            _check_text(self.content, "content", f"{role} message")
+        tool_call_id, name = self.tool_call_id, self.name
+        if tool_call_id is not None:
+            _check_optional_text(tool_call_id, "tool_call_id", role)
+        if name is not None:
+            _check_optional_text(name, "name", role)
+        # The checks run in this order (the first failing one names the error); the common
+        # case, no tool calls, skips the three about them.
+        calls = self.tool_calls
+        none = calls.__class__ is tuple and not calls
+        if not none:
+            calls = self._tool_call_tuple()
+        seq = self.seq
+        if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int)):
+            raise _seq_error(role)
+        if not none and calls and role != "assistant":
+            raise InvalidMessageError(f"only assistant messages carry tool calls, not {role}")
+        if role == "tool":
+            if not tool_call_id:
+                raise InvalidMessageError("tool message needs a tool_call_id")
+        elif tool_call_id is not None:
+            raise InvalidMessageError(f"{role} message must not carry a tool_call_id")
+        if not none and len({call.id for call in calls}) != len(calls):
+            raise InvalidMessageError("tool call ids repeat within one assistant message")
+
+    def _tool_call_tuple(self) -> tuple[ToolCall, ...]:
+        """``tool_calls`` checked as ToolCalls (a list becomes a tuple, kept hashable)."""
+        if isinstance(self.tool_calls, list):  # built by hand with a list
             msgspec.structs.force_setattr(self, "tool_calls", tuple(self.tool_calls))
-        if not isinstance(self.tool_calls, tuple) or not all(
-            isinstance(call, ToolCall) for call in self.tool_calls
-        ):
+        calls = self.tool_calls
+        if not isinstance(calls, tuple) or not all(isinstance(call, ToolCall) for call in calls):
             raise InvalidMessageError(
                 f"{self.role} message: tool_calls must be a tuple of ToolCall, got "
-                f"{type(self.tool_calls).__name__}",
+                f"{type(calls).__name__}",
                 field="tool_calls",
             )
-        if self.seq is not None and (isinstance(self.seq, bool) or not isinstance(self.seq, int)):
-            raise InvalidMessageError(
-                f"{self.role} message: seq must be an integer or None", field="seq"
-            )
-        if self.tool_calls and self.role != "assistant":
-            raise InvalidMessageError(f"only assistant messages carry tool calls, not {self.role}")
-        if self.role == "tool":
-            if not self.tool_call_id:
-                raise InvalidMessageError("tool message needs a tool_call_id")
-        elif self.tool_call_id is not None:
-            raise InvalidMessageError(f"{self.role} message must not carry a tool_call_id")
-        if len({call.id for call in self.tool_calls}) != len(self.tool_calls):
-            raise InvalidMessageError("tool call ids repeat within one assistant message")
+        return calls
 
     @classmethod
     def system(cls, content: str) -> Message:
@@ -199,9 +216,18 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         """Build a tool result answering the call ``tool_call_id``."""
         return cls(role="tool", content=content, tool_call_id=tool_call_id, name=name)
 
-    def with_seq(self, seq: int) -> Message:
-        """Return a copy of this message carrying ``seq``."""
-        return msgspec.structs.replace(self, seq=seq)
+    def with_seq(self, seq: int | None) -> Message:
+        """Return a copy of this message carrying ``seq``.
+
+        Raises:
+            InvalidMessageError: ``seq`` is not an integer or None.
+        """
+        if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int)):
+            raise _seq_error(self.role)
+        # Everything else was checked when this message was built: a copy is not checked again.
+        copied = copy.copy(self)
+        msgspec.structs.force_setattr(copied, "seq", seq)
+        return copied
 
 
 def check_metadata(metadata: object, where: str) -> None:
