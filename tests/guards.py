@@ -6,6 +6,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ctxledger.actors.inline import acting_for
+
 #: Seconds a call may take before the test calls it hung.
 GUARD = 120.0
 
@@ -47,3 +49,13 @@ def deep_list(levels: int) -> list[Any]:
         node.append(child)
         node = child
     return root
+
+
+def worker_name() -> str:
+    """Who is working on this thread: its name, or ``HistoryActor-<n> (inline)`` while it
+    carries out a command in the place of history actor ``n`` (:mod:`ctxledger.actors.inline`:
+    the caller's thread acting as the session's single writer, under the actor's lock)."""
+    number = acting_for()
+    if number is not None:
+        return f"HistoryActor-{number} (inline on {threading.current_thread().name})"
+    return threading.current_thread().name

@@ -14,7 +14,7 @@ from ctxledger import Host, Message, SessionExistsError
 from ctxledger.events import SessionForked, SessionOpened
 from ctxledger.replay import verify
 from ctxledger.storage import open_log
-from guards import call_in_thread
+from guards import call_in_thread, worker_name
 
 
 class _Writers:
@@ -27,9 +27,7 @@ class _Writers:
     def wrap(self, method: Callable[..., Any]) -> Callable[..., Any]:
         def recorded(session_id: str, *args: Any, **kwargs: Any) -> Any:
             with self._lock:
-                self.by_session.setdefault(session_id, set()).add(
-                    threading.current_thread().name
-                )
+                self.by_session.setdefault(session_id, set()).add(worker_name())
             return method(session_id, *args, **kwargs)
 
         return recorded
@@ -49,7 +47,9 @@ def test_creation_and_forks_are_written_by_the_owning_history_actor(
     recorded: tuple[Host, _Writers],
 ) -> None:
     """A new session, a fork, a fork of a fork and a fork at a seq: every batch of each was
-    handed to the log by a history actor's thread, none by a caller or a projection actor."""
+    handed to the log by a history actor, on its thread or by a caller's thread carrying out a
+    command in its place (under its lock), never beside it: not by a caller on its own nor by a
+    projection actor."""
     host, writers = recorded
     parent = host.session("parent")
     parent.append_many([Message.user("one"), Message.assistant("two"), Message.user("three")])

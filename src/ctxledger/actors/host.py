@@ -295,9 +295,7 @@ class Host(HostBase):
         await reply.wait()
         return handle
 
-    def _open(
-        self, session_id: str, reply: Reply, config: Config | None, system: object
-    ) -> Open:
+    def _open(self, session_id: str, reply: Reply, config: Config | None, system: object) -> Open:
         create = config if config is not None else self.config
         return Open(session_id, reply, config, create, _system_text(system))
 
@@ -338,9 +336,7 @@ class Host(HostBase):
                 ids.extend(cast(HistoryActorProxy, actor.proxy()).live_sessions().get())
         return ids
 
-    def _observe_commits(
-        self, observer: Callable[[str, list[RecordedEvent]], None] | None
-    ) -> None:
+    def _observe_commits(self, observer: Callable[[str, list[RecordedEvent]], None] | None) -> None:
         """Have ``observer(session_id, records)`` told of every durable batch of this host's
         sessions (None: nobody); for :mod:`ctxledger.integrations.otel`, not a public hook.
 
@@ -363,7 +359,11 @@ class Host(HostBase):
         self._router.tell(session_id, command)
 
     def _call(self, session_id: str, command: Command) -> Any:
-        self._tell(session_id, command)
         reply = command.reply
         assert isinstance(reply, Waiter)
+        if self._closed:
+            raise HostClosedError("the host is closed")
+        assert self._router is not None
+        if not self._router.run_inline(session_id, command):  # the actor is busy: its mailbox
+            self._router.tell(session_id, command)
         return reply.wait()

@@ -1,0 +1,133 @@
+"""A blocking caller's command is carried out on its own thread while the session's history
+actor is idle (``ctxledger.actors.inline``), as the actor's single writer, and through the
+mailbox otherwise; an interruption in the middle of one costs the session nothing."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxledger import Config, Host, Message
+from ctxledger.actors.history import HistoryActor
+from ctxledger.actors.writes import Writes
+from ctxledger.replay import verify
+from ctxledger.storage import open_log
+from guards import call_in_thread, worker_name
+
+#: No background compaction: nothing but the caller's commands reaches the actor.
+QUIET = Config(prepare_threshold=0)
+
+
+class _Submitters:
+    """The worker (``guards.worker_name``) that handed each batch to the log, in order."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def wrap(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            self.names.append(worker_name())
+            return method(*args, **kwargs)
+
+        return recorded
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Iterator[tuple[Host, _Submitters]]:
+    log = open_log(tmp_path / "db", durability="none")
+    submitters = _Submitters()
+    log.submit = submitters.wrap(log.submit)  # type: ignore[method-assign]
+    with Host(log, config=QUIET) as opened:
+        yield opened, submitters
+
+
+def _owner(host: Host, session_id: str) -> HistoryActor:
+    router = host._router
+    assert router is not None
+    actor: HistoryActor = router._instances[router.number(session_id)]
+    return actor
+
+
+def test_an_idle_actors_command_runs_on_the_callers_thread(
+    host: tuple[Host, _Submitters],
+) -> None:
+    """Once the session is loaded, nothing else reaches its actor: every append is decided
+    and committed on the caller's thread, as the owning actor, and answered there."""
+    opened, submitters = host
+    session = opened.session("s")
+    session.append(Message.user("first"))
+    submitters.names.clear()
+    seqs = [session.append(Message.user(f"m{n}")) for n in range(20)]
+    assert seqs == list(range(2, 22))
+    number = opened._router.number("s")  # type: ignore[union-attr]
+    assert submitters.names == [f"HistoryActor-{number} (inline on MainThread)"] * 20
+    assert [m.content for m in session.history()][-2:] == ["m18", "m19"]
+
+
+def test_a_busy_actor_takes_the_command_through_its_mailbox(
+    host: tuple[Host, _Submitters],
+) -> None:
+    """While the actor's lock is held (the actor handling a message), a caller's command goes
+    to the mailbox and the actor's own thread carries it out once it can."""
+    opened, submitters = host
+    session = opened.session("s")
+    session.append(Message.user("first"))
+    actor = _owner(opened, "s")
+    router = opened._router
+    assert router is not None
+    told = threading.Event()
+    real_tell = router.tell
+
+    def tell(*args: Any) -> None:
+        real_tell(*args)
+        told.set()
+
+    router.tell = tell  # type: ignore[method-assign]
+    submitters.names.clear()
+    with actor._exclusive:  # as if the actor were handling a message
+        appended = threading.Thread(target=session.append, args=(Message.user("second"),))
+        appended.start()
+        assert told.wait(120), "the command never reached the mailbox"
+    appended.join()
+    assert len(submitters.names) == 1
+    assert submitters.names[0].startswith("HistoryActor-")
+    assert "inline" not in submitters.names[0]
+    assert [m.content for m in session.history()] == ["first", "second"]
+
+
+class _Interrupt(BaseException):
+    """Stands for a KeyboardInterrupt raised in the caller's thread."""
+
+
+def test_an_interruption_mid_command_restarts_the_session_from_its_log(
+    host: tuple[Host, _Submitters], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Interrupted while folding its own durable batch on the caller's thread: the caller sees
+    the interruption, the batch is in the log once, the session starts over from the log and
+    goes on, and the log verifies."""
+    opened, _ = host
+    session = opened.session("s")
+    session.append_many([Message.user("one"), Message.assistant("two")])
+    real = Writes._fold
+    armed = [True]
+
+    def interrupted(self: Writes, *args: Any, **kwargs: Any) -> None:
+        if armed and threading.current_thread() is threading.main_thread():
+            armed.clear()
+            raise _Interrupt
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Writes, "_fold", interrupted)
+    with pytest.raises(_Interrupt):
+        session.append(Message.user("three"))
+    assert not armed, "the fold did not run on the caller's thread"
+    after = call_in_thread(lambda: session.append(Message.assistant("four")))
+    assert after == 4
+    assert [m.content for m in session.history()] == ["one", "two", "three", "four"]
+    assert [m.seq for m in session.history()] == [1, 2, 3, 4]
+    opened.close()
+    assert verify(tmp_path / "db").ok
