@@ -52,14 +52,33 @@ def _owner(host: Host, session_id: str) -> HistoryActor:
     return actor
 
 
+def _until_idle(actor: HistoryActor) -> None:
+    """Wait (under the guard) until the actor has nothing in its mailbox, in hand or on its
+    way (a ``DurablesReady`` taken off the mailbox leaves the box told until it is handled)."""
+
+    def idle() -> None:
+        while True:
+            if actor._exclusive.acquire(blocking=False):
+                try:
+                    if actor.actor_inbox.empty() and not actor._durables._told:
+                        return
+                finally:
+                    actor._exclusive.release()
+            threading.Event().wait(0.001)
+
+    call_in_thread(idle)
+
+
 def test_an_idle_actors_command_runs_on_the_callers_thread(
     host: tuple[Host, _Submitters],
 ) -> None:
-    """Once the session is loaded, nothing else reaches its actor: every append is decided
-    and committed on the caller's thread, as the owning actor, and answered there."""
+    """Once the session is loaded and its actor idle, nothing else reaches the actor: every
+    append is decided, committed and folded on the caller's thread, as the owning actor (no
+    message is left for the actor), and answered there."""
     opened, submitters = host
     session = opened.session("s")
     session.append(Message.user("first"))
+    _until_idle(_owner(opened, "s"))
     submitters.names.clear()
     seqs = [session.append(Message.user(f"m{n}")) for n in range(20)]
     assert seqs == list(range(2, 22))
@@ -131,3 +150,24 @@ def test_an_interruption_mid_command_restarts_the_session_from_its_log(
     assert [m.seq for m in session.history()] == [1, 2, 3, 4]
     opened.close()
     assert verify(tmp_path / "db").ok
+
+
+def test_while_the_actor_waits_for_its_turn_commands_take_the_mailbox(
+    host: tuple[Host, _Submitters],
+) -> None:
+    """Once the actor's thread waits for the lock (a caller appending in a loop holds it most
+    of the time), the next commands go to the mailbox behind the actor's message instead of
+    starting inline: the actor is never starved."""
+    opened, submitters = host
+    session = opened.session("s")
+    session.append(Message.user("first"))
+    actor = _owner(opened, "s")
+    submitters.names.clear()
+    actor._wanted = True  # as the actor's thread sets it before it blocks on the lock
+    try:
+        session.append(Message.user("second"))
+    finally:
+        actor._wanted = False
+    assert len(submitters.names) == 1
+    assert "inline" not in submitters.names[0] and submitters.names[0].startswith("HistoryActor")
+    assert [m.content for m in session.history()] == ["first", "second"]

@@ -114,7 +114,7 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes, CallerRun
         self._tokens = 0
         self._durables = DurableBox()
         self._exclusive = threading.RLock()
-        self._stopped = False
+        self._wanted = self._stopped = False
 
     def on_start(self) -> None:
         """Offer the actor's idle time to blocking callers (see :mod:`ctxledger.actors.inline`)."""
@@ -123,35 +123,42 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes, CallerRun
     def on_receive(self, message: HistoryMessage) -> None:
         """Handle one message of the actor's closed union (see the module docstring), holding
         the actor's lock (a command carried out on its caller's thread holds it too)."""
-        with self._exclusive:
-            try:
-                match message:
-                    case Execute() | DecideStep() | Decide() | Read() | Settle() | Open() | Fork():
-                        self._on_command(message)
-                    case Durable():
-                        self._on_durable(message)
-                    case DurablesReady():
-                        self._on_durables()
-                    case Loaded():
-                        self._on_loaded(message)
-                    case SummaryDone():
-                        self._on_summary(message)
-                    case Measure():
-                        self._on_measure(message)
-                    case Prepare():
-                        self._on_prepare(message)
-                    case Release():
-                        self._on_release(message)
-                    case Settled():
-                        self._on_settled(message)
-                    case LeaseLost():
-                        self._on_lease_lost(message)
-                    case Evict():
-                        self._evict(ask_others=False)
-                    case _:
-                        assert_never(message)
-            except Exception as exc:  # a defect: it fails the request(s) involved, never the actor
-                self._contain(message, exc)
+        if not self._exclusive.acquire(blocking=False):
+            # A caller is carrying a command out in the actor's place: no other starts before
+            # this message had its turn (the callers' next commands take the mailbox).
+            self._wanted = True
+            self._exclusive.acquire()
+            self._wanted = False
+        try:
+            match message:
+                case Execute() | DecideStep() | Decide() | Read() | Settle() | Open() | Fork():
+                    self._on_command(message)
+                case Durable():
+                    self._on_durable(message)
+                case DurablesReady():
+                    self._on_durables()
+                case Loaded():
+                    self._on_loaded(message)
+                case SummaryDone():
+                    self._on_summary(message)
+                case Measure():
+                    self._on_measure(message)
+                case Prepare():
+                    self._on_prepare(message)
+                case Release():
+                    self._on_release(message)
+                case Settled():
+                    self._on_settled(message)
+                case LeaseLost():
+                    self._on_lease_lost(message)
+                case Evict():
+                    self._evict(ask_others=False)
+                case _:
+                    assert_never(message)
+        except Exception as exc:  # a defect: it fails the request(s) involved, never the actor
+            self._contain(message, exc)
+        finally:
+            self._exclusive.release()
 
     def _contain(self, message: HistoryMessage, exc: Exception) -> None:
         """Fail the request(s) ``message`` belongs to and restart its session from the log."""

@@ -55,6 +55,9 @@ class CallerRuns(HistoryBase):
     _exclusive: threading.RLock
     #: Set (under the lock) once the actor stops or fails: no command is carried out inline.
     _stopped: bool
+    #: Set by the actor's thread while it waits for the lock: no command starts inline until
+    #: it had its turn (a caller appending in a loop never starves the actor's messages).
+    _wanted: bool
 
     def run_inline(self, command: Command) -> bool:
         """Carry ``command`` out on the calling thread if the actor is idle; return whether it
@@ -64,8 +67,8 @@ class CallerRuns(HistoryBase):
         committed on this thread; else when the journal commits it, or when the session's
         state is loaded).
         """
-        if not self._exclusive.acquire(blocking=False):
-            return False  # the actor (or another caller) is handling a message
+        if self._wanted or not self._exclusive.acquire(blocking=False):
+            return False  # the actor (or another caller) is handling a message, or waits to
         taken: list[Durable] = []
         try:
             if self._stopped or self.actor_stopped.is_set() or not self.actor_inbox.empty():
