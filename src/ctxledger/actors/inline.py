@@ -68,7 +68,7 @@ class CallerRuns(HistoryBase):
         state is loaded).
         """
         if self._wanted or not self._exclusive.acquire(blocking=False):
-            return False  # the actor (or another caller) is handling a message, or waits to
+            return False  # the actor or another caller is at work, or the actor waits its turn
         taken: list[Durable] = []
         try:
             if self._stopped or self.actor_stopped.is_set() or not self.actor_inbox.empty():
