@@ -171,3 +171,45 @@ def test_while_the_actor_waits_for_its_turn_commands_take_the_mailbox(
     assert len(submitters.names) == 1
     assert "inline" not in submitters.names[0] and submitters.names[0].startswith("HistoryActor")
     assert [m.content for m in session.history()] == ["first", "second"]
+
+
+def test_callers_sharing_sessions_keep_every_append_once_and_in_their_order(
+    tmp_path: Path,
+) -> None:
+    """Three threads on each of two sessions append and serve at once (some commands carried
+    out inline, the others through the mailbox, as the actor is idle or not): each session
+    holds every message once, each thread's in its own order, seqs without a gap, and the log
+    verifies."""
+    config = Config(context_window=6_000, compression_threshold=0.8, min_retain_rounds=1)
+    failures: list[BaseException] = []
+
+    def drive(host: Host, session_id: str, writer: int) -> None:
+        try:
+            session = host.session(session_id)
+            for n in range(40):
+                session.append(Message.user(f"w{writer} m{n} " + "x" * 200))
+                if n % 8 == 7:
+                    session.prepare_step()
+        except BaseException as exc:  # collected and re-raised in the main thread
+            failures.append(exc)
+
+    with Host.open(tmp_path / "db", config=config) as host:
+        for session_id in ("a", "b"):
+            host.session(session_id)
+        threads = [
+            threading.Thread(target=drive, args=(host, session_id, writer))
+            for session_id in ("a", "b")
+            for writer in range(3)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not failures, failures
+        for session_id in ("a", "b"):
+            history = host.session(session_id).history()
+            assert [m.seq for m in history] == list(range(1, 121))
+            for writer in range(3):
+                words = [m.content.split() for m in history]
+                assert [w[1] for w in words if w[0] == f"w{writer}"] == [f"m{n}" for n in range(40)]
+    assert verify(tmp_path / "db").ok
