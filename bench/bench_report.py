@@ -23,6 +23,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -200,22 +201,28 @@ def bench_otel(
     wall: dict[str, list[float]] = {mode: [] for mode in _OTEL_MODES}
     cpu: dict[str, list[float]] = {mode: [] for mode in _OTEL_MODES}
     caller: dict[str, list[float]] = {mode: [] for mode in _OTEL_MODES}
+    tracing: dict[str, list[float]] = {mode: [] for mode in ("floor", "instrumented")}
     for index in range(rounds):
         for mode in _OTEL_MODES:
-            if mode == "instrumented":
-                instrumentor.instrument(
-                    tracer_provider=tracer_provider, meter_provider=meter_provider
-                )
-            try:
-                db = work / f"otel-{durability}-{config.prepare_threshold}-{mode}-{index}"
-                spans = tracer if mode == "floor" else None
-                seconds, used, own = _steps(db, steps, durability, config, spans)
+            spent = [0.0]  # the calling thread's CPU seconds in the tracing work itself
+            timed = _timed_finish(spent) if mode == "instrumented" else contextlib.nullcontext()
+            with timed:
+                if mode == "instrumented":
+                    instrumentor.instrument(
+                        tracer_provider=tracer_provider, meter_provider=meter_provider
+                    )
+                try:
+                    db = work / f"otel-{durability}-{config.prepare_threshold}-{mode}-{index}"
+                    spans = tracer if mode == "floor" else None
+                    seconds, used, own = _steps(db, steps, durability, config, spans, spent)
+                finally:
+                    if mode == "instrumented":
+                        instrumentor.uninstrument()
                 wall[mode].append(seconds)
                 cpu[mode].append(used)
                 caller[mode].append(own)
-            finally:
-                if mode == "instrumented":
-                    instrumentor.uninstrument()
+                if mode in tracing:
+                    tracing[mode].append(spent[0] / steps)
     tracer_provider.shutdown()
 
     def ratio(times: dict[str, list[float]], mode: str, base: str = "plain") -> float:
@@ -240,18 +247,55 @@ def bench_otel(
         "cpu_over_floor": ratio(cpu, "instrumented", "floor"),
         **{f"{mode}_caller_cpu_us": round(_median(caller[mode]) * 1e6, 1) for mode in _OTEL_MODES},
         # What tracing adds to the agent's own thread, as a share of a plain step's CPU (all
-        # threads): the instrumentor's work is on that thread, the host's is not.
+        # threads). Since stop 43 the calling thread also carries out the step itself when the
+        # session's history actor is idle, so this difference holds the step's own variance:
+        # the next two measure the tracing work in place instead.
         **{
             f"{mode}_caller_added_share": round(
                 (_median(caller[mode]) - _median(caller["plain"])) / _median(cpu["plain"]), 4
             )
             for mode in ("floor", "instrumented")
         },
+        # The calling thread's CPU in the tracing work itself, timed in place around it (the
+        # bare span in the floor; Telemetry.finish_call, all the instrumentor does after the
+        # call, when instrumented), per step and as a share of a plain step's CPU.
+        **{f"{mode}_tracing_us": round(_median(tracing[mode]) * 1e6, 1) for mode in tracing},
+        **{
+            f"{mode}_tracing_share": round(_median(tracing[mode]) / _median(cpu["plain"]), 4)
+            for mode in tracing
+        },
     }
 
 
+@contextlib.contextmanager
+def _timed_finish(spent: list[float]) -> Iterator[None]:
+    """Add the calling thread's CPU in each ``Telemetry.finish_call`` to ``spent[0]`` (enter
+    before instrumenting: the traced methods take the method when they are made)."""
+    from ctxledger.integrations._otel_spans import Telemetry
+
+    real = Telemetry.finish_call
+
+    def finish_call(self: Telemetry, *args: Any) -> None:
+        began = time.thread_time()
+        try:
+            real(self, *args)
+        finally:
+            spent[0] += time.thread_time() - began
+
+    Telemetry.finish_call = finish_call  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Telemetry.finish_call = real  # type: ignore[method-assign]
+
+
 def _steps(
-    db: Path, steps: int, durability: str, config: Config = WORKLOAD, spans: Any = None
+    db: Path,
+    steps: int,
+    durability: str,
+    config: Config = WORKLOAD,
+    spans: Any = None,
+    spent: list[float] | None = None,
 ) -> tuple[float, float, float]:
     """Wall, process CPU (every thread of the host counted) and the calling thread's CPU
     seconds per step; with ``spans`` (a tracer), one bare span around each ``prepare_step``."""
@@ -267,11 +311,14 @@ def _steps(
                 continue
             begun = time.time_ns()
             session.prepare_step()
+            before = time.thread_time()
             spans.start_span(
                 "ctxledger.prepare_step",
                 attributes={"gen_ai.conversation.id": "s"},
                 start_time=begun,
             ).end()
+            if spent is not None:
+                spent[0] += time.thread_time() - before
         return (
             (time.perf_counter() - started) / steps,
             (time.process_time() - cpu) / steps,
