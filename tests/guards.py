@@ -59,3 +59,23 @@ def worker_name() -> str:
     if number is not None:
         return f"HistoryActor-{number} (inline on {threading.current_thread().name})"
     return threading.current_thread().name
+
+
+class LogWriters:
+    """Who handed each batch to a log (``log.submit = writers.wrap(log.submit)``): the
+    :func:`worker_name` of each call, in order and by session."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.by_session: dict[str, set[str]] = {}
+        self._lock = threading.Lock()
+
+    def wrap(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        def recorded(session_id: str, *args: Any, **kwargs: Any) -> Any:
+            name = worker_name()
+            with self._lock:
+                self.names.append(name)
+                self.by_session.setdefault(session_id, set()).add(name)
+            return method(session_id, *args, **kwargs)
+
+        return recorded

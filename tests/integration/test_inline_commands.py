@@ -5,7 +5,7 @@ mailbox otherwise; an interruption in the middle of one costs the session nothin
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,30 +16,16 @@ from ctxledger.actors.history import HistoryActor
 from ctxledger.actors.writes import Writes
 from ctxledger.replay import verify
 from ctxledger.storage import open_log
-from guards import call_in_thread, worker_name
+from guards import LogWriters, call_in_thread
 
 #: No background compaction: nothing but the caller's commands reaches the actor.
 QUIET = Config(prepare_threshold=0)
 
 
-class _Submitters:
-    """The worker (``guards.worker_name``) that handed each batch to the log, in order."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def wrap(self, method: Callable[..., Any]) -> Callable[..., Any]:
-        def recorded(*args: Any, **kwargs: Any) -> Any:
-            self.names.append(worker_name())
-            return method(*args, **kwargs)
-
-        return recorded
-
-
 @pytest.fixture
-def host(tmp_path: Path) -> Iterator[tuple[Host, _Submitters]]:
+def host(tmp_path: Path) -> Iterator[tuple[Host, LogWriters]]:
     log = open_log(tmp_path / "db", durability="none")
-    submitters = _Submitters()
+    submitters = LogWriters()
     log.submit = submitters.wrap(log.submit)  # type: ignore[method-assign]
     with Host(log, config=QUIET) as opened:
         yield opened, submitters
@@ -70,7 +56,7 @@ def _until_idle(actor: HistoryActor) -> None:
 
 
 def test_an_idle_actors_command_runs_on_the_callers_thread(
-    host: tuple[Host, _Submitters],
+    host: tuple[Host, LogWriters],
 ) -> None:
     """Once the session is loaded and its actor idle, nothing else reaches the actor: every
     append is decided, committed and folded on the caller's thread, as the owning actor (no
@@ -88,7 +74,7 @@ def test_an_idle_actors_command_runs_on_the_callers_thread(
 
 
 def test_a_busy_actor_takes_the_command_through_its_mailbox(
-    host: tuple[Host, _Submitters],
+    host: tuple[Host, LogWriters],
 ) -> None:
     """While the actor's lock is held (the actor handling a message), a caller's command goes
     to the mailbox and the actor's own thread carries it out once it can."""
@@ -123,7 +109,7 @@ class _Interrupt(BaseException):
 
 
 def test_an_interruption_mid_command_restarts_the_session_from_its_log(
-    host: tuple[Host, _Submitters], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    host: tuple[Host, LogWriters], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Interrupted while folding its own durable batch on the caller's thread: the caller sees
     the interruption, the batch is in the log once, the session starts over from the log and
@@ -153,7 +139,7 @@ def test_an_interruption_mid_command_restarts_the_session_from_its_log(
 
 
 def test_while_the_actor_waits_for_its_turn_commands_take_the_mailbox(
-    host: tuple[Host, _Submitters],
+    host: tuple[Host, LogWriters],
 ) -> None:
     """Once the actor's thread waits for the lock (a caller appending in a loop holds it most
     of the time), the next commands go to the mailbox behind the actor's message instead of
