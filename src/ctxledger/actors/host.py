@@ -295,7 +295,9 @@ class Host(HostBase):
         await reply.wait()
         return handle
 
-    def _open(self, session_id: str, reply: Reply, config: Config | None, system: object) -> Open:
+    def _open(
+        self, session_id: str, reply: Reply, config: Config | None, system: object
+    ) -> Open:
         create = config if config is not None else self.config
         return Open(session_id, reply, config, create, _system_text(system))
 
@@ -336,7 +338,9 @@ class Host(HostBase):
                 ids.extend(cast(HistoryActorProxy, actor.proxy()).live_sessions().get())
         return ids
 
-    def _observe_commits(self, observer: Callable[[str, list[RecordedEvent]], None] | None) -> None:
+    def _observe_commits(
+        self, observer: Callable[[str, list[RecordedEvent]], None] | None
+    ) -> None:
         """Have ``observer(session_id, records)`` told of every durable batch of this host's
         sessions (None: nobody); for :mod:`ctxledger.integrations.otel`, not a public hook.
 
