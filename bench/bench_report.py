@@ -247,9 +247,9 @@ def bench_otel(
         "cpu_over_floor": ratio(cpu, "instrumented", "floor"),
         **{f"{mode}_caller_cpu_us": round(_median(caller[mode]) * 1e6, 1) for mode in _OTEL_MODES},
         # What tracing adds to the agent's own thread, as a share of a plain step's CPU (all
-        # threads). Since stop 43 the calling thread also carries out the step itself when the
-        # session's history actor is idle, so this difference holds the step's own variance:
-        # the next two measure the tracing work in place instead.
+        # threads). It holds the variance of whatever else the calling thread does in a step
+        # (all of it, with a caller-runs host: stop 43's reverted change): the next two measure
+        # the tracing work in place instead.
         **{
             f"{mode}_caller_added_share": round(
                 (_median(caller[mode]) - _median(caller["plain"])) / _median(cpu["plain"]), 4
