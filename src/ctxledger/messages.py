@@ -46,8 +46,10 @@ CHECKS = _Checks()
 _UTF8 = "valid UTF-8"
 
 
-def _seq_error(role: object) -> InvalidMessageError:
-    return InvalidMessageError(f"{role} message: seq must be an integer or None", field="seq")
+def _check_seq(seq: object, role: object) -> None:
+    """Refuse a seq that is neither an integer nor None (``__post_init__`` and ``with_seq``)."""
+    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int)):
+        raise InvalidMessageError(f"{role} message: seq must be an integer or None", field="seq")
 
 
 def _check_optional_text(value: object, field: str, role: str) -> None:
@@ -145,7 +147,7 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False):
             )
         if not isinstance(self.content, str):
             raise InvalidMessageError(f"{role} message content must be a string", field="content")
-        if not self.content.isascii():
+        if not self.content.isascii():  # _check_text's own fast path, without the f-string
             _check_text(self.content, "content", f"{role} message")
         tool_call_id, name = self.tool_call_id, self.name
         if tool_call_id is not None:
@@ -158,9 +160,7 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         none = calls.__class__ is tuple and not calls
         if not none:
             calls = self._tool_call_tuple()
-        seq = self.seq
-        if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int)):
-            raise _seq_error(role)
+        _check_seq(self.seq, role)
         if not none and calls and role != "assistant":
             raise InvalidMessageError(f"only assistant messages carry tool calls, not {role}")
         if role == "tool":
@@ -222,8 +222,7 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         Raises:
             InvalidMessageError: ``seq`` is not an integer or None.
         """
-        if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int)):
-            raise _seq_error(self.role)
+        _check_seq(seq, self.role)
         # Everything else was checked when this message was built: a copy is not checked again.
         copied = copy.copy(self)
         msgspec.structs.force_setattr(copied, "seq", seq)
