@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import itertools
 import json
@@ -22,10 +23,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import msgspec
+import pykka
 import pytest
 from cli_helpers import run
 
 from ctxledger import Config, Host, Message, replay
+from ctxledger.actors.messages import Measured
 from ctxledger.events import CheckpointCreated, CompactionStarted, SummaryPrepared
 from ctxledger.storage import EventLog
 from ctxledger.summarizers import SummaryRequest
@@ -130,6 +134,82 @@ def test_a_held_background_summary_is_activated_without_another_call(tmp_path: P
         after = session.prepare_step()
         assert after.checkpoint_id == created.checkpoint.id
         assert after.estimated_tokens < threshold
+    assert replay.verify(tmp_path / "db").ok
+
+
+class Flush(msgspec.Struct, frozen=True):
+    """To :class:`Reorder`: deliver what it holds, then stand aside."""
+
+
+class Reorder(pykka.ThreadingActor):
+    """Stands for the budget actor in front of the real one: holds the first ``Measured`` and
+    every message after it until :class:`Flush`, then delivers them in order. A batch the
+    history actor publishes before budget's ``Release`` reaches it is then folded by budget
+    after the credit was reckoned: the interleaving a busy machine gives now and then."""
+
+    def __init__(self, budget: pykka.ActorRef[Any], measured: threading.Event) -> None:
+        super().__init__()
+        self._budget = budget
+        self._measured = measured
+        self._held: list[object] = []
+        self._holding = True
+
+    def on_receive(self, message: object) -> None:
+        if isinstance(message, Flush):
+            held, self._held, self._holding = self._held, [], False
+        elif self._holding and (self._held or _reckoned(message)):
+            self._held.append(message)
+            self._measured.set()
+            return
+        else:
+            held = [message]
+        with contextlib.suppress(pykka.ActorDeadError):  # the test stopped it at the end
+            for one in held:
+                self._budget.tell(one)
+
+
+def _reckoned(message: object) -> bool:
+    """A measure budget reckons a credit on (the session is neither off nor blocked)."""
+    return isinstance(message, Measured) and not message.off and not message.blocked_until
+
+
+def test_a_batch_that_crosses_the_release_is_not_granted_twice(tmp_path: Path) -> None:
+    """Budget reckons its credit on the batches it folded; one published meanwhile reaches it
+    after. The history actor takes that batch off the credit, so the batches it keeps back
+    never carry the session past its prepare point unseen: the summary starts at the crossing
+    (before the fix, the credit was granted on that batch too: the crossing went unseen)."""
+    held = HeldSummarizer()
+    measured = threading.Event()
+    with Host.open(tmp_path / "db", config=CONFIG, summarizer=held, id_factory=_ids()) as host:
+        budget = host._actors.budget
+        real = budget.ref
+        budget.ref = reorder = Reorder.start(real, measured)
+        try:
+            session = host.session("a")
+            session.append_many(turn(1, 90))  # measured: too short for a summary yet
+            session.wait_background()
+            session.append_many(turn(2, 90))  # measured again: the credit is reckoned on it
+            assert measured.wait(_WAIT), "budget never measured the session"
+            session.append_many(turn(3, 90))  # published (no credit yet), held behind it
+            reorder.ask(Flush())
+            session.wait_background()  # the Release is in: the credit is granted
+            prepare_at = 1000 * CONFIG.prepare_threshold
+            view = session.prepare_step()
+            n = 3
+            while view.estimated_tokens < prepare_at:
+                n += 1
+                session.append_many(turn(n, 90))
+                view = session.prepare_step()
+                assert n < 100
+            assert held.started.wait(_WAIT), "no background summary started at the crossing"
+            held.release.set()
+            session.wait_background()
+            (started,) = events_of(host.log, "a", CompactionStarted)
+            assert started.background and started.reason == "threshold_exceeded"
+            assert len(events_of(host.log, "a", SummaryPrepared)) == 1
+        finally:
+            held.release.set()
+            real.stop()
     assert replay.verify(tmp_path / "db").ok
 
 

@@ -12,7 +12,9 @@ import pykka
 import pytest
 
 from ctxledger import Message
+from ctxledger.actors.background import credit_left
 from ctxledger.actors.budget import BudgetActor
+from ctxledger.actors.live import Live
 from ctxledger.actors.messages import (
     BackgroundEnded,
     Committed,
@@ -142,6 +144,31 @@ def test_appends_kept_back_within_the_credit_count_in_the_bound(rig: Rig) -> Non
     rig.quiet("s")
     rig.tell(Committed("s", events, rig.owner, True, 48))  # 801 + 48 + 1 = 850
     assert rig.next() == Measure("s")
+
+
+def test_a_release_echoes_the_totals_of_the_last_batch_folded(rig: Rig) -> None:
+    """The credit is reckoned on the batches budget has folded: the Release names the last one
+    (its running totals), so that the history actor takes off what it published after it."""
+    events: tuple[Event, ...] = (MessageAppended(message=Message.user("x" * 30).with_seq(10)),)
+    rig.tell(Committed("s", events, rig.owner, True, told=11, told_unknown=2))
+    assert rig.next() == Measure("s")
+    rig.tell(Committed("s", events, rig.owner, True, told=22, told_unknown=2))  # while measuring
+    rig.tell(_measured(rig, "s", 500))
+    assert rig.next() == Release("s", 339, 22, 2)  # 850 - (500 + 11)
+
+
+def test_the_credit_left_takes_off_what_was_published_after_budget_reckoned_it() -> None:
+    """A batch published before the Release arrived but folded by budget after it reckoned
+    the credit is added to budget's bound: the history actor takes its tokens off the credit,
+    grants none after a batch that may have changed the estimate otherwise, and none on totals
+    that are not this state's."""
+    live = Live("s")
+    live.told, live.told_unknown = 300, 1
+    assert credit_left(live, Release("s", 500, 300, 1)) == 500  # nothing published since
+    assert credit_left(live, Release("s", 500, 231, 1)) == 431  # 69 tokens on their way
+    assert credit_left(live, Release("s", 50, 231, 1)) == 0  # spent already
+    assert credit_left(live, Release("s", 500, 300, 0)) == 0  # a usage report on its way
+    assert credit_left(live, Release("s", 500, 400, 1)) == 0  # totals of an earlier state
 
 
 def test_a_due_session_is_prepared_and_the_slots_are_rationed(rig: Rig) -> None:

@@ -28,7 +28,18 @@ from ctxledger.domain import (
 )
 from ctxledger.domain.decide import block_gives_way
 
-__all__ = ["BackgroundSteps"]
+__all__ = ["BackgroundSteps", "credit_left"]
+
+
+def credit_left(live: Live, release: Release) -> int:
+    """The credit ``release`` grants ``live``, less the tokens of the batches the session
+    published after the last one budget had folded when it reckoned it (see
+    :class:`~ctxledger.actors.messages.Release`): they are on their way to budget, which will
+    add them to its bound. None is left if one of them may have changed the estimate otherwise
+    (budget will measure again), or if the totals are not this state's."""
+    if live.told_unknown != release.told_unknown or live.told < release.told:
+        return 0
+    return max(0, release.credit - (live.told - release.told))
 
 
 class BackgroundSteps(HistoryBase):
@@ -89,8 +100,9 @@ class BackgroundSteps(HistoryBase):
     def _on_release(self, message: Release) -> None:
         live = self._lives.get(message.session_id)
         if live is not None and live.background is None and not live.prepare_pending:
+            credit = message.credit if live.pressure_sent else 0  # else: answers an older state
             live.pressure_sent = False
-            live.credit = message.credit
+            live.credit = credit_left(live, message) if credit else 0
             self._pump(live)
 
     def _on_settled(self, message: Settled) -> None:

@@ -91,6 +91,8 @@ class _Pressure:
         "prepare",
         "quiet_until",
         "since",
+        "told",
+        "told_unknown",
     )  # fmt: skip
 
     def __init__(self, owner: HistoryRef) -> None:
@@ -110,6 +112,8 @@ class _Pressure:
         self.absorb_until: int | None = None
         # The checkpoint after which no summary could be prepared in time (see ready_in_time).
         self.late_for: str | None = None
+        # The running totals of the last Committed folded (echoed in a Release, see there).
+        self.told = self.told_unknown = 0
 
 
 class BudgetActor(LoggedFailures, pykka.ThreadingActor):
@@ -173,6 +177,7 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
         if session is None:
             session = self._sessions[message.session_id] = _Pressure(message.owner)
         session.owner = message.owner
+        session.told, session.told_unknown = message.told, message.told_unknown
         appended = False
         for event in message.events:
             if type(event) is MessageAppended:
@@ -289,12 +294,15 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
         """Answer the measure: no summary now. With ``until`` (the prepare point, or the next
         look at a prepared summary that absorbs the growth), the history actor may keep back
         the batches of appends alone while the bound stays below it (counted as
-        ``unpublished`` on the next batch it publishes): budget would only add them up."""
+        ``unpublished`` on the next batch it publishes): budget would only add them up. The
+        running totals of the last batch folded go with it: the history actor takes off the
+        credit what it published after that batch (it is on its way here, and will be added to
+        the bound, which the credit did not count)."""
         session.phase = _IDLE
         room = 0
         if until is not None and session.bound is not None:
             room = max(0, until - session.bound)
-        _tell(session.owner, Release(session_id, room))
+        _tell(session.owner, Release(session_id, room, session.told, session.told_unknown))
 
     # --- rationing -------------------------------------------------------------------------------
 

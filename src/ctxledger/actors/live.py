@@ -80,6 +80,8 @@ class Live:
         "settle_replies",
         "settling",
         "state",
+        "told",
+        "told_unknown",
         "unpublished",
         "writing",
     )
@@ -106,6 +108,9 @@ class Live:
         # tokens of those kept back ride on the next batch that is (see runtime.writes).
         self.credit = 0
         self.unpublished = 0
+        # The running totals told to budget (see messages.Committed): never reset, so that a
+        # Release reckoned on older totals still takes off everything published since.
+        self.told = self.told_unknown = 0
         # Served views folded but not yet recorded (``prepare_step(defer_record=True)``): they
         # go first in the session's next batch (see runtime.writes). Only while nothing is in
         # the journal or waiting for it.

@@ -233,7 +233,11 @@ class Committed(msgspec.Struct, frozen=True):
     ``pressure``: the batch came from a command that adds to the estimate (an append, a usage
     report, a Config): budget looks at the session's pressure after it. ``unpublished``: the
     tokens of the batches of appends alone kept back since budget's last credit (see
-    :class:`Release`).
+    :class:`Release`). ``told`` and ``told_unknown``: the history actor's running totals for
+    the session, this batch included: the tokens of the batches it published (kept-back ones
+    riding on them included), and how many it published whose effect on the estimate is not a
+    count of characters. Budget echoes the last ones it saw in its :class:`Release`, so that a
+    credit is never granted twice for a batch that crossed the release on its way.
     """
 
     session_id: str
@@ -241,6 +245,8 @@ class Committed(msgspec.Struct, frozen=True):
     owner: HistoryRef
     pressure: bool
     unpublished: int = 0
+    told: int = 0
+    told_unknown: int = 0
 
 
 class Measure(msgspec.Struct, frozen=True):
@@ -299,11 +305,17 @@ class Release(msgspec.Struct, frozen=True):
     ``credit``: the tokens of appends that budget would only add up (below the prepare point,
     or below its next look at a prepared summary that absorbs the growth): until they are
     spent, a batch of appends alone need not be published to budget (its tokens ride on the
-    next one that is).
+    next one that is). ``told`` and ``told_unknown``: the running totals of the last
+    :class:`Committed` budget had folded when it reckoned the credit: the batches the history
+    actor published after that one were added to budget's bound after the credit was reckoned,
+    so the history actor takes their tokens off the credit (and grants none if one of them may
+    have changed the estimate otherwise).
     """
 
     session_id: str
     credit: int = 0
+    told: int = 0
+    told_unknown: int = 0
 
 
 class BackgroundEnded(msgspec.Struct, frozen=True):

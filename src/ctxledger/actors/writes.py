@@ -96,18 +96,24 @@ class Writes(HistoryBase):
         session_id, token, reply, value = live.id, write.token, write.reply, write.value
         pressure = write.pressure
         publish = live.state is not None and _publishes(live.state, write.events, pressure)
-        unpublished = 0
-        if publish and live.credit:
-            # Budget's credit: appends that keep the session below its prepare point need not
-            # be told one by one; their tokens ride on the next batch that is.
-            cost = appended_tokens(write.events, self._rt.chars_per_token)
-            if cost is not None and live.unpublished + cost < live.credit:
-                live.unpublished += cost
-                publish = False
-            else:
-                live.credit = 0
+        unpublished = told = told_unknown = 0
         if publish:
-            unpublished, live.unpublished = live.unpublished, 0
+            cost = appended_tokens(write.events, self._rt.chars_per_token)
+            if live.credit:
+                # Budget's credit: appends that keep the session below its prepare point need
+                # not be told one by one; their tokens ride on the next batch that is.
+                if cost is not None and live.unpublished + cost < live.credit:
+                    live.unpublished += cost
+                    publish = False
+                else:
+                    live.credit = 0
+            if publish:
+                unpublished, live.unpublished = live.unpublished, 0
+                if cost is None:
+                    live.told_unknown += 1
+                else:
+                    live.told += cost + unpublished
+                told, told_unknown = live.told, live.told_unknown
         observe = self._rt.on_commit
 
         def committed(records: list[RecordedEvent] | None, error: BaseException | None) -> None:
@@ -119,7 +125,9 @@ class Writes(HistoryBase):
                 box.post(Durable(session_id, token, records, error), me)
             if publish and records:
                 events = tuple(record.event for record in records)
-                budget.tell(Committed(session_id, events, me, pressure, unpublished))
+                budget.tell(
+                    Committed(session_id, events, me, pressure, unpublished, told, told_unknown)
+                )
             if observe is not None and records:
                 _observed(observe, session_id, records)
             if reply is not None:
