@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from ctxledger.domain import _fact_extract
 from ctxledger.messages import Message
 from ctxledger.tooling.traces import read_trace
+from guards import worker_name
 from pg_fixtures import (  # noqa: F401  (PostgreSQL fixtures and hooks)
     pg_database,
     pg_schema,
@@ -102,7 +102,7 @@ def fact_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     real = _fact_extract._compute_adds
 
     def counted(message: Message, name: str | None, command: str | None) -> object:
-        reads.append((threading.current_thread().name, message.seq or 0))
+        reads.append((worker_name(), message.seq or 0))
         return real(message, name, command)
 
     monkeypatch.setattr(_fact_extract, "_compute_adds", counted)

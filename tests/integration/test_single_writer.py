@@ -4,9 +4,8 @@ through it like every other write (issue 28), so nothing is ever written beside 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -14,31 +13,13 @@ from ctxledger import Host, Message, SessionExistsError
 from ctxledger.events import SessionForked, SessionOpened
 from ctxledger.replay import verify
 from ctxledger.storage import open_log
-from guards import call_in_thread
-
-
-class _Writers:
-    """Records, per session, the names of the threads that handed batches to the log."""
-
-    def __init__(self) -> None:
-        self.by_session: dict[str, set[str]] = {}
-        self._lock = threading.Lock()
-
-    def wrap(self, method: Callable[..., Any]) -> Callable[..., Any]:
-        def recorded(session_id: str, *args: Any, **kwargs: Any) -> Any:
-            with self._lock:
-                self.by_session.setdefault(session_id, set()).add(
-                    threading.current_thread().name
-                )
-            return method(session_id, *args, **kwargs)
-
-        return recorded
+from guards import LogWriters, call_in_thread
 
 
 @pytest.fixture
-def recorded(tmp_path: Path) -> Iterator[tuple[Host, _Writers]]:
+def recorded(tmp_path: Path) -> Iterator[tuple[Host, LogWriters]]:
     log = open_log(tmp_path / "db", durability="none")
-    writers = _Writers()
+    writers = LogWriters()
     log.append = writers.wrap(log.append)  # type: ignore[method-assign]
     log.submit = writers.wrap(log.submit)  # type: ignore[method-assign]
     with Host(log) as host:
@@ -46,10 +27,12 @@ def recorded(tmp_path: Path) -> Iterator[tuple[Host, _Writers]]:
 
 
 def test_creation_and_forks_are_written_by_the_owning_history_actor(
-    recorded: tuple[Host, _Writers],
+    recorded: tuple[Host, LogWriters],
 ) -> None:
     """A new session, a fork, a fork of a fork and a fork at a seq: every batch of each was
-    handed to the log by a history actor's thread, none by a caller or a projection actor."""
+    handed to the log by a history actor, on its thread or by a caller's thread carrying out a
+    command in its place (under its lock), never beside it: not by a caller on its own nor by a
+    projection actor."""
     host, writers = recorded
     parent = host.session("parent")
     parent.append_many([Message.user("one"), Message.assistant("two"), Message.user("three")])
@@ -67,7 +50,7 @@ def test_creation_and_forks_are_written_by_the_owning_history_actor(
     assert (first[1].parent_id, first[1].at_seq) == ("parent", 1)
 
 
-def test_a_fork_onto_an_existing_session_writes_nothing(recorded: tuple[Host, _Writers]) -> None:
+def test_a_fork_onto_an_existing_session_writes_nothing(recorded: tuple[Host, LogWriters]) -> None:
     """Forking onto a session that exists (in memory, or only in the log) raises
     SessionExistsError and leaves that session's log as it was."""
     host, _ = recorded

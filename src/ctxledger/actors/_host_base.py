@@ -118,6 +118,7 @@ class HostActors:
             lambda number: HistoryActor.start(runtime, number),
             options.history_actors,
             runtime.history,
+            runtime.instances,
         )
         runtime.restart = router.restart
         runtime.closed = lambda: router.closed

@@ -32,6 +32,7 @@ budget asks of a session (:mod:`~ctxledger.actors.background`) and sessions comi
 from __future__ import annotations
 
 import queue
+import threading
 from collections import OrderedDict, deque
 from typing import Any, assert_never
 
@@ -43,6 +44,7 @@ from ctxledger.actors.activation import Activation
 from ctxledger.actors.background import BackgroundSteps
 from ctxledger.actors.failures import hand_to, internal, log_failure, stranded_commands
 from ctxledger.actors.history_base import DurableBox, Runtime
+from ctxledger.actors.inline import CallerRuns
 from ctxledger.actors.live import Live, Op, fail, fail_work
 from ctxledger.actors.messages import (
     Command,
@@ -90,7 +92,7 @@ _log = get_logger(__name__)
 _PRESSURE = frozenset({AppendMessages, ReportUsage, Configure})
 
 
-class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes):
+class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes, CallerRuns):
     """Owns a share of a host's sessions; see the module docstring.
 
     Args:
@@ -111,9 +113,22 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes):
         self._lives: OrderedDict[str, Live] = OrderedDict()  # least recently used first
         self._tokens = 0
         self._durables = DurableBox()
+        self._exclusive = threading.RLock()
+        self._wanted = self._stopped = False
+
+    def on_start(self) -> None:
+        """Offer the actor's idle time to blocking callers (see :mod:`ctxledger.actors.inline`)."""
+        self._rt.instances[self._number] = self
 
     def on_receive(self, message: HistoryMessage) -> None:
-        """Handle one message of the actor's closed union (see the module docstring)."""
+        """Handle one message of the actor's closed union (see the module docstring), holding
+        the actor's lock (a command carried out on its caller's thread holds it too)."""
+        if not self._exclusive.acquire(blocking=False):
+            # A caller is carrying a command out in the actor's place: no other starts before
+            # this message had its turn (the callers' next commands take the mailbox).
+            self._wanted = True
+            self._exclusive.acquire()
+            self._wanted = False
         try:
             match message:
                 case Execute() | DecideStep() | Decide() | Read() | Settle() | Open() | Fork():
@@ -142,6 +157,8 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes):
                     assert_never(message)
         except Exception as exc:  # a defect: it fails the request(s) involved, never the actor
             self._contain(message, exc)
+        finally:
+            self._exclusive.release()
 
     def _contain(self, message: HistoryMessage, exc: Exception) -> None:
         """Fail the request(s) ``message`` belongs to and restart its session from the log."""
@@ -211,6 +228,7 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes):
         exc = exc_info[1] if len(exc_info) > 1 else None
         if isinstance(exc, BaseException):
             log_failure("history_actor_failed", exc, actor=self._number)
+        self._stop_inline()
         self._flush_all_held()
         self._rt.restart(self._number, self.actor_ref)
         self._hand_over(internal(f"history actor {self._number} failed: {exc!r}", exc))

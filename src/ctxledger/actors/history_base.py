@@ -90,6 +90,9 @@ class Runtime:
     # ``pykka.ActorRef[HistoryActor]``; the history actor's own modules only tell them messages,
     # check them for life and hand them commands, so they need not import the actor's class.
     history: list[pykka.ActorRef[Any]] = field(default_factory=list)
+    #: The history actors themselves, by number, once started (what carries out a blocking
+    #: caller's command on its thread: :mod:`ctxledger.actors.inline`).
+    instances: dict[int, Any] = field(default_factory=dict)
     restart: Callable[[int, pykka.ActorRef[Any]], pykka.ActorRef[Any] | None] = field(
         default=lambda _number, _ref: None
     )
@@ -137,6 +140,24 @@ class DurableBox:
             items, self._items, self._told = self._items, [], False
         return items
 
+    def hold(self) -> list[Durable]:
+        """The batches posted so far, and no ``DurablesReady`` for those posted until the next
+        :meth:`take` or :meth:`unhold`: a command carried out on its caller's thread
+        (:mod:`ctxledger.actors.inline`) folds them itself."""
+        with self._lock:
+            items, self._items, self._told = self._items, [], True
+        return items
+
+    def unhold(self, actor: HistoryRef, taken: list[Durable]) -> None:
+        """End a :meth:`hold` that was interrupted: ``taken`` (the batches it took, folded or
+        not: folding one again does nothing) go back first, and the actor is told of them and
+        of what was posted meanwhile."""
+        with self._lock:
+            self._items[:0] = taken
+            tell = self._told = bool(self._items)
+        if tell:
+            actor.tell(_READY)
+
 
 class HistoryBase(pykka.ThreadingActor):
     """The state every module of the history actor uses, and the steps they call across."""
@@ -164,6 +185,10 @@ class HistoryBase(pykka.ThreadingActor):
         command that may write nothing, an eviction, the actor's stop."""
         if live.held and live.writing is None:
             self._write(live, ())
+
+    @abc.abstractmethod
+    def _on_durables(self, durables: list[Durable] | None = None) -> None:
+        """Fold ``durables``, by default every batch in the durable box (writes)."""
 
     @abc.abstractmethod
     def _contain(self, message: HistoryMessage, exc: Exception) -> None:

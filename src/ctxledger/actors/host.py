@@ -363,7 +363,11 @@ class Host(HostBase):
         self._router.tell(session_id, command)
 
     def _call(self, session_id: str, command: Command) -> Any:
-        self._tell(session_id, command)
         reply = command.reply
         assert isinstance(reply, Waiter)
+        if self._closed:
+            raise HostClosedError("the host is closed")
+        assert self._router is not None
+        if not self._router.run_inline(session_id, command):  # the actor is busy: its mailbox
+            self._router.tell(session_id, command)
         return reply.wait()

@@ -49,11 +49,13 @@ class HistoryRouter:
         start: Callable[[int], pykka.ActorRef[HistoryActor]],
         count: int,
         actors: list[pykka.ActorRef[HistoryActor]],
+        instances: dict[int, HistoryActor] | None = None,
     ) -> None:
         self._start = start
         self._lock = threading.Lock()
         self.closed = False
         self.actors: list[pykka.ActorRef[HistoryActor]] = actors
+        self._instances: dict[int, HistoryActor] = {} if instances is None else instances
         actors[:] = [start(number) for number in range(count)]
 
     def number(self, session_id: str) -> int:
@@ -63,6 +65,17 @@ class HistoryRouter:
     def owner(self, session_id: str) -> pykka.ActorRef[HistoryActor]:
         """The history actor that owns ``session_id``."""
         return self.actors[self.number(session_id)]
+
+    def run_inline(self, session_id: str, command: Command) -> bool:
+        """Carry ``command`` out on the calling thread if the owner of ``session_id`` is idle
+        (see :mod:`ctxledger.actors.inline`); return whether it was."""
+        number = self.number(session_id)
+        actor = self._instances.get(number)
+        return (
+            actor is not None
+            and actor.actor_ref is self.actors[number]  # not a stopped predecessor
+            and actor.run_inline(command)
+        )
 
     def tell(self, session_id: str, command: Command) -> None:
         """Hand ``command`` to the owner of ``session_id``.

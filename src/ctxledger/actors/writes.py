@@ -151,10 +151,11 @@ class Writes(HistoryBase):
         except Exception as exc:  # refused before queueing: the batch fails as a failed commit
             committed(None, refused(exc))
 
-    def _on_durables(self) -> None:
-        """Fold every batch waiting in the actor's durable box; a defect in one fails its own
-        session's request (:meth:`_contain`), not the batches after it."""
-        for durable in self._durables.take():
+    def _on_durables(self, durables: list[Durable] | None = None) -> None:
+        """Fold ``durables`` (by default every batch waiting in the actor's durable box); a
+        defect in one fails its own session's request (:meth:`_contain`), not the batches after
+        it."""
+        for durable in self._durables.take() if durables is None else durables:
             try:
                 self._on_durable(durable)
             except Exception as exc:

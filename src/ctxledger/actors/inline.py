@@ -1,0 +1,108 @@
+"""A command carried out on its caller's thread while its history actor is idle.
+
+A command of a blocking caller (``Session.append``, ``step``, ``prepare_step``...) takes two
+thread hand-offs at least through the actor's mailbox: the caller wakes the history actor and
+waits, the actor answers and wakes the caller. Each wake-up costs a few tens of microseconds,
+and more when another thread holds the GIL (a framework's own threads, a summary on a
+compaction thread): the caller's thread is woken only when it can take the GIL back.
+
+When the session's history actor is idle (nothing in its mailbox and no message in hand), the
+caller's thread carries the command out itself, as the actor would: under the actor's lock
+(:attr:`CallerRuns._exclusive`, which the actor holds around every message it handles), so the
+actor stays the single writer of its sessions (one thread at a time changes their state, in the
+order the messages and commands arrived). With the journal idle too, the batch is committed on
+the same thread (``GroupCommitter(inline_when_idle=True)``) and folded before the lock is
+released: an append with no hand-off at all.
+
+One thing can happen on a caller's thread that cannot on the actor's: an exception that is not
+an ``Exception`` (``KeyboardInterrupt`` in the main thread) in the middle of a command. The
+sessions the command may have left half-updated then start over from the log (as after a
+defect) and the interruption goes on to the caller.
+
+Order is kept: a command is carried out here only if the actor's mailbox is empty, and the
+durable batches the journal published before it (posted in the actor's
+:class:`~ctxledger.actors.history_base.DurableBox`, maybe with their ``DurablesReady`` taken off
+the mailbox by the actor's thread and waiting for the lock) are folded first. A message that
+arrives meanwhile is handled after it, as if it had arrived after the command. An async
+caller's command always goes through the mailbox (its event loop must not block on a commit).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ctxledger.actors.failures import internal, log_failure
+from ctxledger.actors.history_base import HistoryBase
+from ctxledger.actors.messages import Command, Durable
+
+__all__ = ["CallerRuns", "acting_for"]
+
+_acting = threading.local()
+
+
+def acting_for() -> int | None:
+    """The number of the history actor whose command this thread is carrying out in its place
+    (None on any other thread, the actors' own included): what a thread is doing, for logs and
+    tests that tell the actors' work from the callers'."""
+    return getattr(_acting, "number", None)
+
+
+class CallerRuns(HistoryBase):
+    """The history actor's side of :mod:`ctxledger.actors.inline`."""
+
+    #: Held by whichever thread handles one of the actor's messages or carries out a command
+    #: in its place; reentrant, for the hooks pykka calls on the actor's own thread.
+    _exclusive: threading.RLock
+    #: Set (under the lock) once the actor stops or fails: no command is carried out inline.
+    _stopped: bool
+    #: Set by the actor's thread while it waits for the lock: no command starts inline until
+    #: it had its turn (a caller appending in a loop never starves the actor's messages).
+    _wanted: bool
+
+    def run_inline(self, command: Command) -> bool:
+        """Carry ``command`` out on the calling thread if the actor is idle; return whether it
+        was (if not, the caller hands it to the mailbox as usual).
+
+        The caller's reply slot is answered as it would be by the actor (at once for a batch
+        committed on this thread; else when the journal commits it, or when the session's
+        state is loaded).
+        """
+        if self._wanted or not self._exclusive.acquire(blocking=False):
+            return False  # the actor or another caller is at work, or the actor waits its turn
+        taken: list[Durable] = []
+        try:
+            if self._stopped or self.actor_stopped.is_set() or not self.actor_inbox.empty():
+                return False  # messages ahead of the command: they go first
+            _acting.number = self._number
+            taken = self._durables.hold()
+            self._on_durables(taken)
+            self.on_receive(command)
+            taken = self._durables.take()
+            self._on_durables(taken)
+            return True
+        except BaseException as exc:  # the handlers contain every Exception: an interruption
+            self._interrupted(command, taken, exc)
+            raise
+        finally:
+            _acting.number = None
+            self._exclusive.release()
+
+    def _interrupted(self, command: Command, taken: list[Durable], exc: BaseException) -> None:
+        """A ``KeyboardInterrupt`` (or another ``BaseException``) raised in the caller's thread
+        while it carried ``command`` out: the sessions it may have left half-updated (the
+        command's, and those of the batches it was folding) start over from the log, and the
+        batches it took go back to the actor. On the actor's own thread this cannot happen."""
+        error = internal(f"interrupted while carrying out {type(command).__name__}: {exc!r}", exc)
+        try:
+            self._durables.unhold(self.actor_ref, taken)
+            for session_id in {command.session_id, *(durable.session_id for durable in taken)}:
+                live = self._lives.get(session_id)
+                if live is not None and live.state is not None:
+                    self._restart(live, error)
+        except Exception as failure:  # best effort: the interruption is what the caller sees
+            log_failure("interrupted_command_not_contained", failure, actor=self._number)
+
+    def _stop_inline(self) -> None:
+        """No command is carried out inline from now on (the actor stops or failed)."""
+        with self._exclusive:
+            self._stopped = True
