@@ -235,6 +235,61 @@ def test_a_prepared_summary_is_extended_only_when_due(rig: Rig) -> None:
     assert rig.next() == Prepare("s")
 
 
+def _told_append(rig: Rig, seq: int, told: int) -> int:
+    """Append 30 characters (11 tokens) as the history actor publishes them: with its running
+    total of tokens told; return the new total."""
+    events: tuple[Event, ...] = (MessageAppended(message=Message.user("x" * 30).with_seq(seq)),)
+    rig.tell(Committed("s", events, rig.owner, True, told=told + 11))
+    return told + 11
+
+
+def test_past_the_threshold_the_absorbing_look_is_paced_by_the_view_growth(rig: Rig) -> None:
+    """Past the threshold (a session not being served: an import), masking can keep the view
+    flat while the bound grows by every append; the next look at a prepared summary that
+    absorbs the growth comes at the pace the view grew since the last look, at most the gap
+    between the prepare point and the threshold (4 steps of 37) of appends on."""
+    told = _told_append(rig, 10, 0)
+    assert rig.next() == Measure("s")
+    rig.tell(_measured(rig, "s", 1200, prepared="p1"))
+    assert rig.next() == Measure("s", extension=True)
+    rig.tell(_measured(rig, "s", 1200, prepared="p1", extension=False))
+    assert rig.next() == Release("s", 37, 11, 0)  # the first look there: exactly a step on
+    for seq in range(11, 14):
+        told = _told_append(rig, seq, told)  # the bound 1211, 1222, 1233
+    rig.quiet("s")
+    told = _told_append(rig, 14, told)  # 1244: past the look at 1237
+    assert rig.next() == Measure("s")
+    # The view grew 4 tokens while 44 were appended: 33 more would take 363 appended tokens,
+    # more than the gap: the next look is 148 on (it was 33 on, 1237 - 1204, before pacing).
+    rig.tell(_measured(rig, "s", 1204, prepared="p1"))
+    assert rig.next() == Release("s", 148, told, 0)
+    for seq in range(15, 28):
+        told = _told_append(rig, seq, told)  # 13 appends: the bound 1204 + 143
+    rig.quiet("s")
+    told = _told_append(rig, 28, told)  # 1358 >= 1352
+    assert rig.next() == Measure("s")
+    # The view grew 26 while 154 were appended: the 7 left to the look at 1237 should take
+    # 41 appended tokens at that pace; the next look is there, within the gap.
+    rig.tell(_measured(rig, "s", 1230, prepared="p1"))
+    assert rig.next() == Release("s", 41, told, 0)
+
+
+def test_below_the_threshold_the_absorbing_look_stays_exact(rig: Rig) -> None:
+    """Below the threshold the look is a step on from the last, in the view, whatever the pace
+    of the appends (the session is being served: its summary must be ready in time)."""
+    told = _told_append(rig, 10, 0)
+    assert rig.next() == Measure("s")
+    rig.tell(_measured(rig, "s", 900, prepared="p1"))
+    assert rig.next() == Measure("s", extension=True)
+    rig.tell(_measured(rig, "s", 900, prepared="p1", extension=False))
+    assert rig.next() == Release("s", 37, 11, 0)
+    for seq in range(11, 15):
+        told = _told_append(rig, seq, told)
+    assert rig.next() == Measure("s")
+    rig.tell(_measured(rig, "s", 904, prepared="p1"))
+    assert rig.next() == Release("s", 33, told, 0)  # 937 - 904: not paced
+
+
 def test_a_batch_not_of_appends_alone_is_measured_within_the_absorbing_look(rig: Rig) -> None:
     """A usage report (or a checkpoint, a new prepared summary, a Config) drops the bound and
     the absorbing look: the next batch is measured; a measure that finds the same summary

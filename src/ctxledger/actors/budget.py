@@ -86,6 +86,7 @@ class _Pressure:
         "bound",
         "last_seq",
         "late_for",
+        "looked",
         "owner",
         "phase",
         "prepare",
@@ -114,6 +115,8 @@ class _Pressure:
         self.late_for: str | None = None
         # The running totals of the last Committed folded (echoed in a Release, see there).
         self.told = self.told_unknown = 0
+        # The estimate and the tokens told at the last look past the threshold (_next_look).
+        self.looked: tuple[int, int] | None = None
 
 
 class BudgetActor(LoggedFailures, pykka.ThreadingActor):
@@ -199,7 +202,7 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
             session.bound += cost
         else:
             session.bound = None  # a usage report, or a tokenizer whose counts cannot be bounded
-            session.absorb_until = None
+            session.absorb_until = session.looked = None
         if (
             session.bound is not None
             and session.absorb_until is not None
@@ -272,7 +275,7 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
             step = max(1, (threshold - prepare) // 4)
             checked = session.absorbing
             if checked is not None and checked[0] == prepared and estimate < checked[1] + step:
-                session.absorb_until = checked[1] + step
+                session.absorb_until = _next_look(session, checked[1] + step, message, step)
                 self._release(session_id, session, until=session.absorb_until)
                 return
             if message.extension is None:
@@ -282,7 +285,7 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
                 session.absorbing = (prepared, estimate)
                 # Only appends (the bound stays known) leave the same summary usable: until the
                 # bound reaches the next look, they are not even measured (nor published).
-                session.absorb_until = estimate + step
+                session.absorb_until = _next_look(session, estimate + step, message, step)
                 self._release(session_id, session, until=session.absorb_until)
                 return
         session.phase = _QUEUED
@@ -329,6 +332,33 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
         self._sessions.pop(session_id, None)
         self._queued.pop(session_id, None)
         self._running.discard(session_id)
+
+
+def _next_look(session: _Pressure, target: int, measured: Measured, step: int) -> int:
+    """The bound at which budget looks again at a prepared summary found to absorb the growth:
+    once the view may have reached ``target`` (the last look's estimate and a ``step``).
+
+    Below the threshold, exactly there. Past it, at the pace the view grew since the last look
+    there, against the tokens appended meanwhile, and at most the whole gap between the prepare
+    point and the threshold (``4 * step``) of appends on. A session past its threshold is not
+    being served (a step would have compacted it): an import, a log of a conversation. There,
+    masking can keep the view flat while the bound, which cannot see masking, grows by every
+    message appended: a look at ``target`` in the bound was measured again every few appends
+    (each measure holds the history actor ~0.3 ms, and the session's next append waits behind
+    it), the view never getting there. Paced, a look is on time while the pace holds, and at
+    most a gap of appends late if the view suddenly grows faster.
+    """
+    bound = session.bound
+    if measured.estimate < measured.threshold or bound is None:
+        session.looked = None
+        return target
+    looked, session.looked = session.looked, (measured.estimate, session.told)
+    wanted = target - measured.estimate  # how much more the view may grow before the look
+    if looked is None or session.told <= looked[1]:
+        return target
+    grew, appended = measured.estimate - looked[0], session.told - looked[1]
+    paced = wanted * appended // grew if grew > 0 else 4 * step
+    return max(target, bound + min(paced, 4 * step))
 
 
 def _tell(owner: HistoryRef, message: HistoryMessage) -> None:
