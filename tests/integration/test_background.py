@@ -18,7 +18,7 @@ import json
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -30,8 +30,15 @@ from cli_helpers import run
 
 from ctxledger import Config, Host, Message, replay
 from ctxledger.actors.messages import Measured
-from ctxledger.events import CheckpointCreated, CompactionStarted, SummaryPrepared
-from ctxledger.storage import EventLog
+from ctxledger.errors import StorageError
+from ctxledger.events import (
+    CheckpointCreated,
+    CompactionStarted,
+    Event,
+    MessageAppended,
+    SummaryPrepared,
+)
+from ctxledger.storage import AppendCallback, EventLog, LmdbEventLog
 from ctxledger.summarizers import SummaryRequest
 from ctxledger.testing import digest_summarizer
 from ctxledger.testing.processes import child_process, kill
@@ -210,6 +217,64 @@ def test_a_batch_that_crosses_the_release_is_not_granted_twice(tmp_path: Path) -
         finally:
             held.release.set()
             real.stop()
+    assert replay.verify(tmp_path / "db").ok
+
+
+class FailOnce(LmdbEventLog):
+    """A real LMDB log that fails the next batch of appends once :attr:`armed` (a full disk)."""
+
+    armed = False
+
+    def submit(
+        self,
+        session_id: str,
+        events: Sequence[Event],
+        *,
+        expected_seq: int,
+        callback: AppendCallback,
+    ) -> None:
+        if self.armed and any(isinstance(event, MessageAppended) for event in events):
+            self.armed = False
+            callback(None, StorageError("injected: no space left on device"))
+            return
+        super().submit(session_id, events, expected_seq=expected_seq, callback=callback)
+
+
+def test_appends_kept_back_still_count_after_the_batch_telling_of_them_failed(
+    tmp_path: Path,
+) -> None:
+    """Batches of appends kept back under budget's credit are told by the next batch published.
+    If that batch fails, budget never hears of it: the kept-back appends (in the log) ride on
+    the next batch instead, and the summary still starts at the crossing."""
+    held = HeldSummarizer()
+    log = FailOnce.open(tmp_path / "db", durability="none")
+    with Host(log, config=CONFIG, summarizer=held, id_factory=_ids()) as host:
+        session = host.session("a")
+        session.append_many(turn(1, 90))
+        session.wait_background()
+        session.append_many(turn(2, 90))  # measured: the credit is granted
+        session.wait_background()
+        router = host._actors.router
+        live = router._instances[router.number("a")]._lives["a"]  # idle: nothing changes it
+        assert live.credit > 0
+        n = 2
+        while live.unpublished + 2 * 34 < live.credit:  # kept back (a turn: ~34 tokens each)
+            n += 1
+            session.append_many(turn(n, 90))
+        assert live.unpublished > 0
+        log.armed = True  # the turn that tells budget of the kept-back ones fails
+        with pytest.raises(StorageError):
+            session.append_many(turn(n + 1, 90))
+        prepare_at = 1000 * CONFIG.prepare_threshold
+        view = session.prepare_step()
+        while view.estimated_tokens < prepare_at:
+            n += 1
+            session.append_many(turn(n, 90))
+            view = session.prepare_step()
+            assert n < 100
+        assert held.started.wait(_WAIT), "no background summary started at the crossing"
+        held.release.set()
+        session.wait_background()
     assert replay.verify(tmp_path / "db").ok
 
 

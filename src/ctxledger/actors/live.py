@@ -26,6 +26,7 @@ class Write:
     """A batch of one session in the journal; a session has at most one at a time."""
 
     __slots__ = (
+        "carried",
         "events",
         "folded",
         "on_done",
@@ -56,6 +57,9 @@ class Write:
         # through the session's write queue, so a command after it finds it stored.
         self.snapshot: tuple[int, bytes] | None = None
         self.pressure = False  # from a command that adds to the estimate (see runtime.budget)
+        # Published to budget carrying the tokens of this many kept-back appends (see
+        # runtime.writes): if the batch fails, they ride on the next one instead.
+        self.carried = 0
         # How many of the first events the session's state folded before the batch was durable
         # (a step's appends, see runtime.steps): not to be folded again.
         self.folded = 0

@@ -109,6 +109,7 @@ class Writes(HistoryBase):
                     live.credit = 0
             if publish:
                 unpublished, live.unpublished = live.unpublished, 0
+                write.carried = unpublished
                 if cost is None:
                     live.told_unknown += 1
                 else:
@@ -167,6 +168,10 @@ class Writes(HistoryBase):
             return
         write = live.writing
         live.writing = None
+        if message.error is not None and write.carried:
+            # Budget never heard of the failed batch: the kept-back appends it told of (they
+            # are in the log) ride on the next batch published instead.
+            live.unpublished += write.carried
         if live.creating is not None:
             self._created(live, message)
             return
