@@ -28,7 +28,7 @@ import pykka
 import pytest
 from cli_helpers import run
 
-from ctxledger import Config, Host, Message, replay
+from ctxledger import Config, Host, Message, Session, replay
 from ctxledger.actors.messages import Measured
 from ctxledger.errors import StorageError
 from ctxledger.events import (
@@ -175,6 +175,15 @@ class Reorder(pykka.ThreadingActor):
                 self._budget.tell(one)
 
 
+def _append_to_the_prepare_point(session: Session, n: int) -> None:
+    """Append turns after turn ``n`` until the view served reaches the prepare point (850)."""
+    prepare_at = 1000 * CONFIG.prepare_threshold
+    while session.prepare_step().estimated_tokens < prepare_at:
+        n += 1
+        session.append_many(turn(n, 90))
+        assert n < 100
+
+
 def _reckoned(message: object) -> bool:
     """A measure budget reckons a credit on (the session is neither off nor blocked)."""
     return isinstance(message, Measured) and not message.off and not message.blocked_until
@@ -200,14 +209,7 @@ def test_a_batch_that_crosses_the_release_is_not_granted_twice(tmp_path: Path) -
             session.append_many(turn(3, 90))  # published (no credit yet), held behind it
             reorder.ask(Flush())
             session.wait_background()  # the Release is in: the credit is granted
-            prepare_at = 1000 * CONFIG.prepare_threshold
-            view = session.prepare_step()
-            n = 3
-            while view.estimated_tokens < prepare_at:
-                n += 1
-                session.append_many(turn(n, 90))
-                view = session.prepare_step()
-                assert n < 100
+            _append_to_the_prepare_point(session, 3)
             assert held.started.wait(_WAIT), "no background summary started at the crossing"
             held.release.set()
             session.wait_background()
@@ -265,13 +267,7 @@ def test_appends_kept_back_still_count_after_the_batch_telling_of_them_failed(
         log.armed = True  # the turn that tells budget of the kept-back ones fails
         with pytest.raises(StorageError):
             session.append_many(turn(n + 1, 90))
-        prepare_at = 1000 * CONFIG.prepare_threshold
-        view = session.prepare_step()
-        while view.estimated_tokens < prepare_at:
-            n += 1
-            session.append_many(turn(n, 90))
-            view = session.prepare_step()
-            assert n < 100
+        _append_to_the_prepare_point(session, n + 1)
         assert held.started.wait(_WAIT), "no background summary started at the crossing"
         held.release.set()
         session.wait_background()
