@@ -38,7 +38,7 @@ from ctxledger.events import (
     MessageAppended,
     SummaryPrepared,
 )
-from ctxledger.storage import AppendCallback, EventLog, LmdbEventLog
+from ctxledger.storage import EventLog, LmdbEventLog
 from ctxledger.summarizers import SummaryRequest
 from ctxledger.testing import digest_summarizer
 from ctxledger.testing.processes import child_process, kill
@@ -227,19 +227,12 @@ class FailOnce(LmdbEventLog):
 
     armed = False
 
-    def submit(
-        self,
-        session_id: str,
-        events: Sequence[Event],
-        *,
-        expected_seq: int,
-        callback: AppendCallback,
-    ) -> None:
+    def submit(self, session_id: str, events: Sequence[Event], **keywords: Any) -> None:
         if self.armed and any(isinstance(event, MessageAppended) for event in events):
             self.armed = False
-            callback(None, StorageError("injected: no space left on device"))
+            keywords["callback"](None, StorageError("injected: no space left on device"))
             return
-        super().submit(session_id, events, expected_seq=expected_seq, callback=callback)
+        super().submit(session_id, events, **keywords)
 
 
 def test_appends_kept_back_still_count_after_the_batch_telling_of_them_failed(

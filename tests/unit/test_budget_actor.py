@@ -53,10 +53,14 @@ class Rig:
     def tell(self, message: object) -> None:
         self.budget.tell(message)
 
-    def append(self, session_id: str, seq: int, chars: int, *, pressure: bool = True) -> None:
+    def append(
+        self, session_id: str, seq: int, chars: int, *, pressure: bool = True, told: int = 0
+    ) -> None:
+        """Publish an append of ``chars`` characters (``told``: the history actor's running
+        total of tokens told, this batch included)."""
         message = Message.user("x" * chars).with_seq(seq)
         events: tuple[Event, ...] = (MessageAppended(message=message),)
-        self.tell(Committed(session_id, events, self.owner, pressure))
+        self.tell(Committed(session_id, events, self.owner, pressure, told=told))
 
     def next(self) -> Any:
         return self.received.get(timeout=_WAIT)
@@ -238,8 +242,7 @@ def test_a_prepared_summary_is_extended_only_when_due(rig: Rig) -> None:
 def _told_append(rig: Rig, seq: int, told: int) -> int:
     """Append 30 characters (11 tokens) as the history actor publishes them: with its running
     total of tokens told; return the new total."""
-    events: tuple[Event, ...] = (MessageAppended(message=Message.user("x" * 30).with_seq(seq)),)
-    rig.tell(Committed("s", events, rig.owner, True, told=told + 11))
+    rig.append("s", seq, 30, told=told + 11)
     return told + 11
 
 

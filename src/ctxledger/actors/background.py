@@ -100,9 +100,9 @@ class BackgroundSteps(HistoryBase):
     def _on_release(self, message: Release) -> None:
         live = self._lives.get(message.session_id)
         if live is not None and live.background is None and not live.prepare_pending:
-            credit = message.credit if live.pressure_sent else 0  # else: answers an older state
+            # Without a measure pending, the release answers an older state: no credit.
+            live.credit = credit_left(live, message) if live.pressure_sent else 0
             live.pressure_sent = False
-            live.credit = credit_left(live, message) if credit else 0
             self._pump(live)
 
     def _on_settled(self, message: Settled) -> None:

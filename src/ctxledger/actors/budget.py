@@ -346,7 +346,8 @@ def _next_look(session: _Pressure, target: int, measured: Measured, step: int) -
     message appended: a look at ``target`` in the bound was measured again every few appends
     (each measure holds the history actor ~0.3 ms, and the session's next append waits behind
     it), the view never getting there. Paced, a look is on time while the pace holds, and at
-    most a gap of appends late if the view suddenly grows faster.
+    most a gap of appends late if the view suddenly grows faster. Notes this look in
+    ``session.looked`` (the estimate and the tokens told), the pace's start for the next.
     """
     bound = session.bound
     if measured.estimate < measured.threshold or bound is None:
