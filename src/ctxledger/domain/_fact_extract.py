@@ -26,6 +26,7 @@ __all__ = [
     "MessageReads",
     "count_by_kind",
     "extract_facts",
+    "merge_extracted",
     "merge_facts",
     "message_reads",
     "normalize",
@@ -360,6 +361,18 @@ def merge_facts(*groups: Iterable[Fact]) -> list[Fact]:
     for group in groups:
         for fact in group:
             collector.add(fact.kind, fact.text, fact.seq, named=fact.named)
+    return list(collector.found.values())
+
+
+def merge_extracted(carried: Iterable[Fact], extracted: Iterable[Fact]) -> list[Fact]:
+    """``merge_facts(carried, extracted)`` where ``extracted`` comes from :func:`extract_facts`:
+    its texts are normalized and not empty already, so they are not normalized again (a
+    checkpoint's fact block merges a few hundred of them on the history actor)."""
+    collector = _Collector()
+    for fact in carried:
+        collector.add(fact.kind, fact.text, fact.seq, named=fact.named)
+    for fact in extracted:
+        collector.put(fact.kind, fact.text, fact.seq, fact.named)
     return list(collector.found.values())
 
 

@@ -234,19 +234,21 @@ def finish_checkpoint(
                 for message in state.history[start - 1 : checkpoint.retain_from_seq - 1]
                 if not state.is_head(message) and not state.is_withdrawn(message.seq or 0)
             ]
-            memo = (key, fact_candidates(state, checkpoint, covered, group_paths=group_paths))
+            candidates = fact_candidates(state, checkpoint, covered, group_paths=group_paths)
+            memo = (key, (*candidates, {}))  # and which texts the view shows (fact_block)
             state.fact_memo = memo
         # The kept first request's lines may come last in the block (``Shares.request_last``):
         # the view shows its head and tail, and the marker names its seq (a recall away).
         kept = kept_request_seq(state, checkpoint.retain_from_seq)
         last = kept is not None and shares is not None and shares.request_last
-        candidates, shown = memo[1]
+        facts_in, shown, in_shown = memo[1]
         facts = fact_block(
-            candidates,
+            facts_in,
             shown,
             fact_chars,
             shown_in_part=(kept,) if last and kept is not None else (),
             group_paths=group_paths,
+            shown_memo=in_shown,
         )
         checkpoint = msgspec.structs.replace(checkpoint, facts=facts)
     view = preview_view(state, checkpoint, tokenizer=tokenizer)

@@ -51,6 +51,7 @@ from ctxledger.domain._fact_extract import (
     MessageReads,
     count_by_kind,
     extract_facts,
+    merge_extracted,
     merge_facts,
     message_reads,
     normalize,
@@ -102,6 +103,7 @@ _TIERS: tuple[tuple[str, bool | None], ...] = (
     ("identifier", None),
     ("path", False),
 )
+_TIER_OF = {(kind, named): index for index, (kind, named) in enumerate(_TIERS)}
 
 
 def _line(fact: Fact) -> str:
@@ -117,6 +119,7 @@ def fact_block(
     *,
     shown_in_part: Collection[int] = (),
     group_paths: bool = False,
+    shown_memo: dict[str, bool] | None = None,
 ) -> str:
     """Render the facts that ``shown`` lacks as a block of at most ``limit`` characters.
 
@@ -135,6 +138,9 @@ def fact_block(
         group_paths: List the paths of one message on one line, space-separated
             (``#812 src/a.py src/b.py``): a listing's paths then take the room of their own
             text, not of a line each (read back with ``parse_fact_block(grouped=True)``).
+        shown_memo: Whether ``shown`` holds a text, remembered by text: pass the same dict to
+            the calls with the same ``shown`` (blocks of one checkpoint tried at several
+            limits), and each text is looked up in ``shown`` once (most of a block's time).
 
     Returns:
         The block (header and lines), or ``""`` when nothing is missing or nothing fits.
@@ -144,30 +150,36 @@ def fact_block(
         return ""
     order = {id(fact): index for index, fact in enumerate(facts)}
     newest = sorted(facts, key=lambda fact: (-fact.seq, order[id(fact)]))
+    memo: dict[str, bool] = {} if shown_memo is None else shown_memo
     chosen: list[Fact] = []
     written: list[str] = []
+    # The chosen lines, one per line of this text: a text without a newline occurs in one of
+    # them exactly when it occurs in this (one search in C instead of one a line).
+    written_text = ""
     with_paths: set[int] = set()  # seqs whose path line is started (group_paths)
-    tiers: tuple[tuple[str, bool | None, bool], ...] = tuple(
-        (kind, named, False) for kind, named in _TIERS
-    )
-    if shown_in_part:
-        tiers += (("request", None, True),)
-    for kind, named, partial in tiers:
-        for fact in newest:
-            if fact.kind != kind or (named is not None and fact.named != named):
-                continue
-            if kind == "request" and (fact.seq in shown_in_part) != partial:
-                continue
+    for tier in _tiers(newest, shown_in_part):
+        for fact in tier:
             text = fact.text
             line = _line(fact)
             grouped = group_paths and _groups(fact)
             cost = len(text) + 1 if grouped and fact.seq in with_paths else len(line) + 1
-            # Either test leaves the fact out: the cheap one first (the search of the view's
+            # Any test leaves the fact out: the cheap one first (the search of the view's
             # text is most of a block's time once the room is spent).
-            if cost > room or text in shown or any(text in other for other in written):
+            if cost > room:
+                continue
+            hidden = memo.get(text)
+            if hidden is None:
+                hidden = memo[text] = text in shown
+            if hidden:
+                continue
+            if "\n" in text:
+                if any(text in other for other in written):
+                    continue
+            elif text in written_text:
                 continue
             chosen.append(fact)
             written.append(line)
+            written_text += "\n" + line
             room -= cost
             if grouped:
                 with_paths.add(fact.seq)
@@ -185,6 +197,21 @@ def fact_block(
             path_line[fact.seq] = len(lines)
         lines.append(_line(fact))
     return BLOCK_HEADER + "".join("\n" + line for line in lines)
+
+
+def _tiers(newest: list[Fact], shown_in_part: Collection[int]) -> list[list[Fact]]:
+    """``newest`` split by the tiers of :data:`_TIERS` (and the request lines of the messages
+    shown in part last), each in the order given; facts of no tier (numbers) are left out."""
+    tiers: list[list[Fact]] = [[] for _ in range(len(_TIERS) + 1)]
+    for fact in newest:
+        kind = fact.kind
+        if kind == "request" and shown_in_part and fact.seq in shown_in_part:
+            index: int | None = len(_TIERS)
+        else:
+            index = _TIER_OF.get((kind, fact.named if kind == "path" else None))
+        if index is not None:
+            tiers[index].append(fact)
+    return tiers
 
 
 def _groups(fact: Fact) -> bool:
@@ -265,4 +292,4 @@ def fact_candidates(
         else []
     )
     shown = shown_text(assemble(state, checkpoint))
-    return merge_facts(carried, extract_facts(covered)), shown
+    return merge_extracted(carried, extract_facts(covered)), shown
