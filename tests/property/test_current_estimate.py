@@ -180,6 +180,10 @@ def test_a_checkpoint_made_after_any_command_has_the_block_made_afresh(
             kept += 1
         made = finish_checkpoint(state, checkpoint, fact_chars=400, tokenizer=tokenizer)
         assert made == fresh
+        # What the background reads as the estimate of the view a prepared summary gives.
+        assert made.tokens_after == (
+            draft_view(state, tokenizer=tokenizer, checkpoint=made).estimated_tokens
+        )
         assert finish_checkpoint(state, checkpoint, fact_chars=200, tokenizer=tokenizer) == (
             finish_checkpoint(scratch, checkpoint, fact_chars=200, tokenizer=tokenizer)
         )

@@ -87,8 +87,9 @@ def background_estimate(state: SessionState, *, tokenizer: Tokenizer) -> int:
     absorbs the growth.
     """
     prepared = usable_prepared(state)
-    checkpoint = as_activated(state, prepared, tokenizer) if prepared is not None else None
-    return draft_view(state, tokenizer=tokenizer, checkpoint=checkpoint).estimated_tokens
+    if prepared is not None:
+        return as_activated(state, prepared, tokenizer).tokens_after  # that view's estimate
+    return draft_view(state, tokenizer=tokenizer).estimated_tokens
 
 
 def extension_due(state: SessionState, tokenizer: Tokenizer, estimate: int) -> bool:
@@ -98,9 +99,7 @@ def extension_due(state: SessionState, tokenizer: Tokenizer, estimate: int) -> b
     prepared = usable_prepared(state)
     if prepared is None:
         return True
-    activated = draft_view(
-        state, tokenizer=tokenizer, checkpoint=as_activated(state, prepared, tokenizer)
-    ).estimated_tokens
+    activated = as_activated(state, prepared, tokenizer).tokens_after  # that view's estimate
     return extend_due(marks(state), activated, estimate)
 
 
@@ -112,7 +111,8 @@ def as_activated(
     absorbs the growth when, at the threshold, the view it gives lies above the target by up to
     the block's room, and the agent then waits for a summary made at the threshold. Where the
     block gives way (:func:`block_gives_way`), the activation shortens it as far as absorbing
-    needs, so the summary absorbs while it does without a block: it is measured so."""
+    needs, so the summary absorbs while it does without a block: it is measured so. Its
+    ``tokens_after`` is the estimate of the view it gives (drafted with it, nothing current)."""
     fact_chars = 0 if block_gives_way(state.config) else prepared.fact_chars
     return finish_checkpoint(
         state,

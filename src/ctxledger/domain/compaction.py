@@ -28,7 +28,7 @@ from ctxledger.domain.projection import kept_request_seq
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.summary import AsyncSummarizer, Summarizer, SummaryRequest
 from ctxledger.domain.tokenizer import Tokenizer
-from ctxledger.domain.view import draft_view, preview_view
+from ctxledger.domain.view import draft_view
 from ctxledger.events.types import SummaryPrepared
 
 __all__ = [
@@ -251,13 +251,14 @@ def finish_checkpoint(
             shown_memo=in_shown,
         )
         checkpoint = msgspec.structs.replace(checkpoint, facts=facts)
-    view = preview_view(state, checkpoint, tokenizer=tokenizer)
+    # Measured, not hashed: the view's hash is made when it is served.
+    view = draft_view(state, tokenizer=tokenizer, checkpoint=checkpoint)
     config = state.config
     # A one-mark Config did this under its floor guard only; no view of this schema is over.
     fits = config.floor_guard or not config.legacy
     if fits and view.view_tokens > config.context_window:
         checkpoint = _fit_window(state, checkpoint, tokenizer)
-        view = preview_view(state, checkpoint, tokenizer=tokenizer)
+        view = draft_view(state, tokenizer=tokenizer, checkpoint=checkpoint)
     head = next(
         (i for i, message in enumerate(view.messages) if message.role == "summary"),
         len(view.messages),
