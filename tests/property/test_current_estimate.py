@@ -42,6 +42,7 @@ from ctxledger.domain.projection import tail_messages
 from ctxledger.domain.render import render_unmasked
 from ctxledger.domain.view import ModelView
 from ctxledger.errors import CtxLedgerError
+from ctxledger.events import MessageAppended
 from ctxledger.testing import DomainSession
 
 BASE = Config(
@@ -340,3 +341,25 @@ def _tool_step_fixed(session: DomainSession, n: int) -> None:
     session.append(Message.user(f"do {n}"))
     session.append(Message.assistant("", [call]))
     session.append(Message.tool("x" * 300, call.id, "bash"))
+
+
+def test_a_copy_of_the_state_never_changes_the_tail_the_state_kept() -> None:
+    """The kept tail is brought up to date in place: a copy of the state (what
+    ``Session.state()`` hands out) starts without it, so the copy's drafts, on any thread,
+    leave the original's as they were."""
+    tokenizer = CharTokenizer()
+    session = DomainSession(BASE)
+    for n in range(30):
+        _tool_step_fixed(session, n)
+    state = session.state
+    before = current_estimate(state, tokenizer=tokenizer)
+    kept = state.tail_memo
+    assert kept is not None
+    copy = state.copy()
+    assert copy.tail_memo is None
+    for n in range(30, 40):  # the copy grows, and its masking boundary moves
+        copy.apply(MessageAppended(message=Message.user(f"more {n}").with_seq(copy.last_seq + 1)))
+        current_estimate(copy, tokenizer=tokenizer)
+    assert state.tail_memo is kept
+    assert kept[3] == list(tail_messages(_scratch(state), kept[0][1] + 1))
+    assert current_estimate(state, tokenizer=tokenizer) == before == _fresh(state, tokenizer)

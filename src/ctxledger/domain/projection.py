@@ -158,15 +158,16 @@ def assemble_counted(
     return messages, chars + tail_chars
 
 
-def kept_tail(
-    state: SessionState, cut: int, policy: RenderPolicy
-) -> tuple[tuple[Message, ...], int]:
+def kept_tail(state: SessionState, cut: int, policy: RenderPolicy) -> tuple[list[Message], int]:
     """The rendered messages of the tail retained from ``cut`` (``policy`` being the state's
     :func:`~ctxledger.domain.render.render_policy`) and their characters, from
     ``state.tail_memo`` where it holds (see :func:`assemble_counted`); kept for the next call.
 
     Meant for the active view's tail (the drafts of a step and budget's estimate share it):
-    another cut replaces what is kept."""
+    another cut replaces what is kept. The list is the memo's own, brought up to date in place
+    (a session never served has a tail as long as its history: copying it at every estimate
+    was most of a background measure's time): read it before the state's next draft, never
+    keep or change it."""
     start = max(cut, state.cleared_through + 1, 1) - 1
     last = len(state.history)
     boundary = policy.mask_before_seq
@@ -179,41 +180,39 @@ def kept_tail(
     ):
         _, was, upto, shown, chars = memo
         if boundary > was:  # the tool results between the boundaries are masked now
-            shown, chars = _remasked(state, policy, shown, chars, was, min(boundary - 1, upto))
+            chars = _remask(state, policy, shown, chars, was, min(boundary - 1, upto))
         if upto < last:
             added = _tail(state, upto + 1, policy)
-            shown += tuple(added)
+            shown.extend(added)
             chars += view_chars(added)
     else:
-        shown = tuple(_tail(state, cut, policy))
+        shown = _tail(state, cut, policy)
         chars = view_chars(shown)
     state.tail_memo = ((state.shown_epoch, start), boundary, last, shown, chars)
     return shown, chars
 
 
-def _remasked(
+def _remask(
     state: SessionState,
     policy: RenderPolicy,
-    shown: tuple[Message, ...],
+    shown: list[Message],
     chars: int,
     first: int,
     last: int,
-) -> tuple[tuple[Message, ...], int]:
-    """``shown`` (a tail in seq order, and its characters) with its tool results of seqs
-    ``first..last`` rendered anew under ``policy``."""
+) -> int:
+    """Render the tool results of seqs ``first..last`` in ``shown`` (a tail in seq order, of
+    ``chars`` characters) anew under ``policy``, in place; return its characters then."""
     low = bisect.bisect_left(shown, first, key=_seq_of)
     high = bisect.bisect_right(shown, last, key=_seq_of)
-    if low == high:
-        return shown, chars
-    part = list(shown[low:high])
-    for index, message in enumerate(part):
+    for index in range(low, high):
+        message = shown[index]
         if message.role == "tool":
             seq = message.seq
             assert seq is not None
             now = render_message(state, policy, state.history[seq - 1])
             chars += message_chars(now) - message_chars(message)
-            part[index] = now
-    return (*shown[:low], *part, *shown[high:]), chars
+            shown[index] = now
+    return chars
 
 
 def _seq_of(message: Message) -> int:

@@ -85,8 +85,9 @@ class StateRecord:
         # hold as of one of them).
         self.shown_epoch = 0
         # The active view's rendered tail and its characters, as of one (epoch, start), masking
-        # boundary and history length (see ctxledger.domain.projection.assemble_counted).
-        self.tail_memo: tuple[tuple[int, int], int, int, tuple[Message, ...], int] | None = None
+        # boundary and history length (see ctxledger.domain.projection.assemble_counted); its
+        # list is changed in place, so a copy of the state starts without it.
+        self.tail_memo: tuple[tuple[int, int], int, int, list[Message], int] | None = None
         # The candidates of a new checkpoint's fact block and what its view shows, as of one
         # (epoch, last seq, checkpoint) (see ctxledger.domain.compaction.finish_checkpoint): a
         # cache, for the shorter blocks tried at the threshold.
@@ -178,6 +179,7 @@ class StateRecord:
             if isinstance(value, list | set | dict | History | Checkpoints | SeqList | SeqMap):
                 value = value.copy()
             other.__dict__[name] = value
+        other.tail_memo = None  # its list is changed in place (projection.kept_tail)
         other._bind_indices()  # read back from the copy's own history
         return other
 
