@@ -217,7 +217,10 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
             return
         session.phase = _MEASURING
         session.since = 0
-        _tell(session.owner, Measure(message.session_id))
+        # A look at a prepared summary found to absorb the growth asks at once whether its
+        # extension is due: past the last look's step it is needed, and a second round trip
+        # would hold the history actor twice (its next append waiting behind each).
+        _tell(session.owner, Measure(message.session_id, extension=session.absorbing is not None))
 
     # --- the decision ----------------------------------------------------------------------------
 
