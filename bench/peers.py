@@ -94,11 +94,16 @@ class CtxLedgerSystem:
         return directory
 
     def _session(self, conv_id: str) -> Session:
-        with self.lock:
-            session = self.sessions.get(conv_id)
-            if session is None:
-                session = self.sessions[conv_id] = self.host.session(conv_id)
-            return session
+        # An agent keeps its session; as the peers' files and aggregates, only the first use
+        # of a conversation takes the lock (it took it on every append: 64 threads queued on
+        # one lock around a dict lookup, a cost of the harness, not of the system).
+        session = self.sessions.get(conv_id)
+        if session is None:
+            with self.lock:
+                session = self.sessions.get(conv_id)
+                if session is None:
+                    session = self.sessions[conv_id] = self.host.session(conv_id)
+        return session
 
     def append(self, conv_id: str, message: Message) -> None:
         self._session(conv_id).append(from_dict(message))
