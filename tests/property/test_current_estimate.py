@@ -37,7 +37,7 @@ from ctxledger.domain import (
     view_chars,
 )
 from ctxledger.domain.calibration import CalibratedTokenizer, session_tokenizer
-from ctxledger.domain.compaction import finish_checkpoint
+from ctxledger.domain.compaction import finish_checkpoint, finished_with_draft
 from ctxledger.domain.projection import tail_messages
 from ctxledger.domain.render import render_unmasked
 from ctxledger.domain.view import ModelView
@@ -181,9 +181,13 @@ def test_a_checkpoint_made_after_any_command_has_the_block_made_afresh(
             kept += 1
         made = finish_checkpoint(state, checkpoint, fact_chars=400, tokenizer=tokenizer)
         assert made == fresh
-        # What the background reads as the estimate of the view a prepared summary gives.
-        assert made.tokens_after == (
-            draft_view(state, tokenizer=tokenizer, checkpoint=made).estimated_tokens
+        # What the background reads as the estimate of the view a prepared summary gives, and
+        # the draft it plans from.
+        drafted = draft_view(state, tokenizer=tokenizer, checkpoint=made)
+        assert made.tokens_after == drafted.estimated_tokens
+        assert finished_with_draft(state, checkpoint, fact_chars=400, tokenizer=tokenizer) == (
+            made,
+            drafted,
         )
         assert finish_checkpoint(state, checkpoint, fact_chars=200, tokenizer=tokenizer) == (
             finish_checkpoint(scratch, checkpoint, fact_chars=200, tokenizer=tokenizer)

@@ -20,6 +20,7 @@ from ctxledger.domain.compaction import (
     CompactionPlan,
     CompactionResult,
     finish_checkpoint,
+    finished_with_draft,
     prepared_checkpoint,
 )
 from ctxledger.domain.estimate import current_estimate
@@ -103,6 +104,12 @@ def extension_due(state: SessionState, tokenizer: Tokenizer, estimate: int) -> b
     return extend_due(marks(state), activated, estimate)
 
 
+def activated_draft(state: SessionState, prepared: SummaryPrepared, tokenizer: Tokenizer) -> Draft:
+    """``draft_view(state, tokenizer=tokenizer, checkpoint=as_activated(...))``: the view the
+    prepared summary gives, drafted once (:func:`as_activated` drafts it to measure it)."""
+    return _activated(state, prepared, tokenizer)[1]
+
+
 def as_activated(
     state: SessionState, prepared: SummaryPrepared, tokenizer: Tokenizer
 ) -> Checkpoint:
@@ -113,8 +120,14 @@ def as_activated(
     block gives way (:func:`block_gives_way`), the activation shortens it as far as absorbing
     needs, so the summary absorbs while it does without a block: it is measured so. Its
     ``tokens_after`` is the estimate of the view it gives (drafted with it, nothing current)."""
+    return _activated(state, prepared, tokenizer)[0]
+
+
+def _activated(
+    state: SessionState, prepared: SummaryPrepared, tokenizer: Tokenizer
+) -> tuple[Checkpoint, Draft]:
     fact_chars = 0 if block_gives_way(state.config) else prepared.fact_chars
-    return finish_checkpoint(
+    return finished_with_draft(
         state,
         prepared_checkpoint(prepared),
         fact_chars=fact_chars,
@@ -363,9 +376,7 @@ def decide_background(
         estimate = current_estimate(state, tokenizer=tokenizer)
         if not prepare_due(in_force, estimate):
             return Decision()
-        under = draft_view(
-            state, tokenizer=tokenizer, checkpoint=as_activated(state, prepared, tokenizer)
-        )
+        under = activated_draft(state, prepared, tokenizer)
         if not extend_due(in_force, under.estimated_tokens, estimate):
             return Decision()  # what is prepared will absorb the growth
         outcome = plan_compaction(

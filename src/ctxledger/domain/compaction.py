@@ -28,7 +28,7 @@ from ctxledger.domain.projection import kept_request_seq
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.summary import AsyncSummarizer, Summarizer, SummaryRequest
 from ctxledger.domain.tokenizer import Tokenizer
-from ctxledger.domain.view import draft_view
+from ctxledger.domain.view import Draft, draft_view
 from ctxledger.events.types import SummaryPrepared
 
 __all__ = [
@@ -204,7 +204,19 @@ def complete_compaction(
 def finish_checkpoint(
     state: SessionState, checkpoint: Checkpoint, *, fact_chars: int, tokenizer: Tokenizer
 ) -> Checkpoint:
-    """Add to a new checkpoint what it records of the view it makes: the fact block, the tokens.
+    """Add to a new checkpoint what it records of the view it makes: the fact block, the tokens
+    (see :func:`finished_with_draft`, which takes the same arguments)."""
+    return finished_with_draft(state, checkpoint, fact_chars=fact_chars, tokenizer=tokenizer)[0]
+
+
+def finished_with_draft(
+    state: SessionState, checkpoint: Checkpoint, *, fact_chars: int, tokenizer: Tokenizer
+) -> tuple[Checkpoint, Draft]:
+    """:func:`finish_checkpoint`, and the draft of the view the finished checkpoint gives (what
+    ``draft_view(state, tokenizer=tokenizer, checkpoint=finished)`` returns: it was measured on
+    the way, and a caller that plans from it need not draft it again).
+
+    Add to a new checkpoint what it records of the view it makes: the fact block, the tokens.
 
     The fact block (:func:`ctxledger.domain.facts.checkpoint_fact_block`, when ``fact_chars``
     allows) lists facts of every message the checkpoint newly covers, from the active
@@ -266,9 +278,11 @@ def finish_checkpoint(
     # What the next call still shares with the last one (system messages, pins): the provider's
     # prompt cache serves it; the rest of the new view is written to the cache anew.
     kept = tokenizer.count_messages(list(view.messages[:head]))
-    return msgspec.structs.replace(
+    finished = msgspec.structs.replace(
         checkpoint, tokens_after=view.estimated_tokens, prefix_kept_tokens=kept
     )
+    # The view does not read the two counts: it is the finished checkpoint's view.
+    return finished, view._replace(checkpoint=finished)
 
 
 def _fit_window(state: SessionState, checkpoint: Checkpoint, tokenizer: Tokenizer) -> Checkpoint:
