@@ -29,7 +29,7 @@ import pytest
 from cli_helpers import run
 
 from ctxledger import Config, Host, Message, Session, replay
-from ctxledger.actors.messages import Measured
+from ctxledger.actors.messages import Measure, Measured
 from ctxledger.errors import StorageError
 from ctxledger.events import (
     CheckpointCreated,
@@ -220,6 +220,53 @@ def test_a_batch_that_crosses_the_release_is_not_granted_twice(tmp_path: Path) -
             held.release.set()
             real.stop()
     assert replay.verify(tmp_path / "db").ok
+
+
+class Recorder(pykka.ThreadingActor):
+    """Stands for the budget actor: keeps every ``Measured`` it is told."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.measured: list[Measured] = []
+
+    def on_receive(self, message: object) -> object:
+        if isinstance(message, Measured):
+            self.measured.append(message)
+        return list(self.measured) if message == "measured" else None
+
+
+def test_the_extension_is_measured_only_from_the_view_asked(tmp_path: Path) -> None:
+    """Budget asks whether a prepared summary's extension is due from the view a step above its
+    last look: a measure of a smaller view does not draft the view the summary gives (it
+    answers no extension); one at or above it answers whether it is due."""
+    with Host.open(tmp_path / "db", config=CONFIG, id_factory=_ids()) as host:
+        session = host.session("a")
+        session.append_many(turn(1, 90))
+        _append_to_the_prepare_point(session, 1)
+        session.wait_background()
+        assert events_of(host.log, "a", SummaryPrepared), "no summary prepared"
+        estimate = session.prepare_step().estimated_tokens
+        budget = host._actors.budget
+        real = budget.ref
+        budget.ref = recorder = Recorder.start()
+        try:
+            owner = host._actors.router.owner("a")
+            owner.tell(Measure("a", extension=True, extension_from=estimate + 1))
+            owner.tell(Measure("a", extension=True, extension_from=estimate))
+            owner.tell(Measure("a"))
+            for _ in range(600):  # no timing asserted: until the three answers are in
+                answers = recorder.ask("measured")
+                if len(answers) == 3:
+                    break
+                threading.Event().wait(0.1)
+        finally:
+            budget.ref = real
+            recorder.stop()
+    above, at, plain = answers
+    assert above.prepared is not None and above.estimate == at.estimate == estimate
+    assert above.extension is None
+    assert isinstance(at.extension, bool)
+    assert plain.extension is None
 
 
 class FailOnce(LmdbEventLog):

@@ -233,7 +233,7 @@ def test_a_prepared_summary_is_extended_only_when_due(rig: Rig) -> None:
     rig.append("s", 12, 60)  # 930
     rig.quiet("s")
     rig.append("s", 13, 30)  # 940: past the next look
-    assert rig.next() == Measure("s", extension=True)
+    assert rig.next() == Measure("s", extension=True, extension_from=937)
     rig.tell(_measured(rig, "s", 940, prepared="p1", extension=True))
     assert rig.next() == Prepare("s")
 
@@ -260,19 +260,20 @@ def test_past_the_threshold_the_absorbing_look_is_paced_by_the_view_growth(rig: 
         told = _told_append(rig, seq, told)  # the bound 1211, 1222, 1233
     rig.quiet("s")
     told = _told_append(rig, 14, told)  # 1244: past the look at 1237
-    assert rig.next() == Measure("s", extension=True)
+    assert rig.next() == Measure("s", extension=True, extension_from=1237)
     # The view grew 4 tokens while 44 were appended: 33 more would take 363 appended tokens,
     # more than the gap: the next look is 148 on (it was 33 on, 1237 - 1204, before pacing).
-    rig.tell(_measured(rig, "s", 1204, prepared="p1", extension=False))
+    # Under 1237 the extension was not measured: not needed.
+    rig.tell(_measured(rig, "s", 1204, prepared="p1"))
     assert rig.next() == Release("s", 148, told, 0)
     for seq in range(15, 28):
         told = _told_append(rig, seq, told)  # 13 appends: the bound 1204 + 143
     rig.quiet("s")
     told = _told_append(rig, 28, told)  # 1358 >= 1352
-    assert rig.next() == Measure("s", extension=True)
+    assert rig.next() == Measure("s", extension=True, extension_from=1237)
     # The view grew 26 while 154 were appended: the 7 left to the look at 1237 should take
     # 41 appended tokens at that pace; the next look is there, within the gap.
-    rig.tell(_measured(rig, "s", 1230, prepared="p1", extension=False))
+    rig.tell(_measured(rig, "s", 1230, prepared="p1"))
     assert rig.next() == Release("s", 41, told, 0)
 
 
@@ -287,8 +288,8 @@ def test_below_the_threshold_the_absorbing_look_stays_exact(rig: Rig) -> None:
     assert rig.next() == Release("s", 37, 11, 0)
     for seq in range(11, 15):
         told = _told_append(rig, seq, told)
-    assert rig.next() == Measure("s", extension=True)
-    rig.tell(_measured(rig, "s", 904, prepared="p1", extension=False))
+    assert rig.next() == Measure("s", extension=True, extension_from=937)
+    rig.tell(_measured(rig, "s", 904, prepared="p1"))
     assert rig.next() == Release("s", 33, told, 0)  # 937 - 904: not paced
 
 
@@ -299,13 +300,13 @@ def test_a_batch_not_of_appends_alone_is_measured_within_the_absorbing_look(rig:
     _absorbing(rig)
     usage = UsageReported(prompt_tokens=900, completion_tokens=1)
     rig.tell(Committed("s", (usage,), rig.owner, True))
-    assert rig.next() == Measure("s", extension=True)
-    rig.tell(_measured(rig, "s", 910, prepared="p1", extension=False))  # within the look
+    assert rig.next() == Measure("s", extension=True, extension_from=937)
+    rig.tell(_measured(rig, "s", 910, prepared="p1"))  # within the look: not measured
     assert rig.next() == Release("s", 27)  # a credit up to the look (937)
     rig.append("s", 11, 30)  # 920
     rig.quiet("s")
     rig.append("s", 12, 60)  # 940
-    assert rig.next() == Measure("s", extension=True)
+    assert rig.next() == Measure("s", extension=True, extension_from=937)
     # Another summary, whose extension is not due: found to absorb, the next look a step on.
     rig.tell(_measured(rig, "s", 940, prepared="p2", extension=False))
     assert rig.next() == Release("s", 37)
@@ -364,3 +365,16 @@ def test_settled_follows_every_measure_sent_before(rig: Rig) -> None:
     rig.tell(Settling("s", rig.owner))
     assert rig.next() == Measure("s")
     assert rig.next() == Settled("s")
+
+
+def test_a_look_within_the_step_of_a_new_summary_asks_for_its_extension(rig: Rig) -> None:
+    """The extension is measured only from the view a step above the last look; a measure
+    under it that finds another summary prepared (its extension not measured) asks again."""
+    _absorbing(rig)
+    usage = UsageReported(prompt_tokens=900, completion_tokens=1)
+    rig.tell(Committed("s", (usage,), rig.owner, True))
+    assert rig.next() == Measure("s", extension=True, extension_from=937)
+    rig.tell(_measured(rig, "s", 910, prepared="p2"))  # under 937: not measured
+    assert rig.next() == Measure("s", extension=True)
+    rig.tell(_measured(rig, "s", 910, prepared="p2", extension=True))
+    assert rig.next() == Prepare("s")

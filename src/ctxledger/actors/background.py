@@ -76,7 +76,7 @@ class BackgroundSteps(HistoryBase):
         estimate = current_estimate(state, tokenizer=tokenizer)  # O(appended since the last)
         prepared, active = usable_prepared(state), state.active_checkpoint
         extension = None
-        if message.extension and prepared is not None:
+        if message.extension and prepared is not None and estimate >= message.extension_from:
             extension = extension_due(state, tokenizer, estimate)
         rt.budget.tell(
             Measured(

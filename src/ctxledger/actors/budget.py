@@ -106,8 +106,9 @@ class _Pressure:
         self.prepare: int | None = None  # the prepare point last measured (None: unknown)
         self.last_seq = 0  # the newest message seq seen
         self.quiet_until = 0  # no background compaction is looked for before this seq
-        # The prepared summary last found to absorb the growth, and the estimate then.
-        self.absorbing: tuple[str, int] | None = None
+        # The prepared summary last found to absorb the growth, the estimate then, and the
+        # view at which its extension may be due (a step above).
+        self.absorbing: tuple[str, int, int] | None = None
         # While the bound stays below this, that summary still absorbs: nothing is measured (a
         # measure drafts the whole view, and the answer would be the same release).
         self.absorb_until: int | None = None
@@ -218,9 +219,14 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
         session.phase = _MEASURING
         session.since = 0
         # A look at a prepared summary found to absorb the growth asks at once whether its
-        # extension is due: past the last look's step it is needed, and a second round trip
-        # would hold the history actor twice (its next append waiting behind each).
-        _tell(session.owner, Measure(message.session_id, extension=session.absorbing is not None))
+        # extension is due, from the view a step above that look on (below it the answer is
+        # not needed): a second round trip would hold the history actor twice, and the answer
+        # costs it a draft of the view the summary gives (its next append waits behind both).
+        checked = session.absorbing
+        measure = Measure(message.session_id)
+        if checked is not None:
+            measure = Measure(message.session_id, extension=True, extension_from=checked[2])
+        _tell(session.owner, measure)
 
     # --- the decision ----------------------------------------------------------------------------
 
@@ -285,7 +291,7 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
                 _tell(session.owner, Measure(session_id, extension=True))
                 return
             if not message.extension:
-                session.absorbing = (prepared, estimate)
+                session.absorbing = (prepared, estimate, estimate + step)
                 # Only appends (the bound stays known) leave the same summary usable: until the
                 # bound reaches the next look, they are not even measured (nor published).
                 session.absorb_until = _next_look(session, estimate + step, message, step)

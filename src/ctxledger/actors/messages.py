@@ -251,10 +251,13 @@ class Committed(msgspec.Struct, frozen=True):
 
 class Measure(msgspec.Struct, frozen=True):
     """History actor: measure what budget's fold cannot say of the session (answered
-    :class:`Measured`); ``extension``: also whether the prepared summary's extension is due."""
+    :class:`Measured`); ``extension``: also whether the prepared summary's extension is due,
+    if the view's estimate is at least ``extension_from`` (below it, budget found at its last
+    look that the summary absorbs the growth, and will not need the answer)."""
 
     session_id: str
     extension: bool = False
+    extension_from: int = 0
 
 
 class Measured(msgspec.Struct, frozen=True, kw_only=True):
