@@ -5,10 +5,9 @@ owns the session; each carries the caller's reply slot (a :class:`Read` carries 
 :class:`Query`, defined with its answer in the private ``_query`` and importable from here).
 The other messages flow between the actors and the journal: a load finished, a batch is
 durable, a summary arrived or timed out, a session's token pressure changed. Each actor's
-``on_receive`` matches its union
-(:data:`HistoryMessage`, :data:`BudgetMessage`, :data:`ProjectionMessage`,
-:data:`CompactionMessage`, :data:`LeaseMessage`) exhaustively, with ``assert_never`` as the
-default, so a message added to a union and not handled is a type error.
+``on_receive`` matches its union (:data:`HistoryMessage`, :data:`BudgetMessage`,
+:data:`ProjectionMessage`, :data:`CompactionMessage`, :data:`LeaseMessage`) exhaustively, with
+``assert_never`` as the default: a message added to a union and not handled is a type error.
 """
 
 from __future__ import annotations
@@ -250,10 +249,8 @@ class Committed(msgspec.Struct, frozen=True):
 
 
 class Measure(msgspec.Struct, frozen=True):
-    """History actor: measure what budget's fold cannot say of the session (answered
-    :class:`Measured`); ``extension``: also whether the prepared summary's extension is due,
-    if the view's estimate is at least ``extension_from`` (below it, budget found at its last
-    look that the summary absorbs the growth, and will not need the answer)."""
+    """History actor: measure what budget cannot fold (answered :class:`Measured`); with
+    ``extension``, whether the summary's extension is due, from ``extension_from`` tokens on."""
 
     session_id: str
     extension: bool = False
@@ -281,7 +278,7 @@ class Measured(msgspec.Struct, frozen=True, kw_only=True):
         summary_seconds: The active checkpoint's summariser time.
         extension: Whether the prepared summary's extension is due (asked for only).
         recheck_pace: A summary late for this checkpoint's cycle is looked for again a few
-            messages on rather than for the rest of the cycle (``block_gives_way``, schema 5).
+            messages on, not for the rest of the cycle (``block_gives_way``, schema 5).
     """
 
     session_id: str
@@ -309,10 +306,9 @@ class Release(msgspec.Struct, frozen=True):
     or below its next look at a prepared summary that absorbs the growth): until they are
     spent, a batch of appends alone need not be published to budget (its tokens ride on the
     next one that is). ``told`` and ``told_unknown``: the running totals of the last
-    :class:`Committed` budget had folded when it reckoned the credit: the batches the history
-    actor published after that one were added to budget's bound after the credit was reckoned,
-    so the history actor takes their tokens off the credit (and grants none if one of them may
-    have changed the estimate otherwise).
+    :class:`Committed` budget had folded when it reckoned the credit: budget adds the batches
+    published after that one to its bound after the credit, so the history actor takes their
+    tokens off it (and grants none if one of them may have changed the estimate otherwise).
     """
 
     session_id: str
