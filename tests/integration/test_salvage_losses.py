@@ -317,6 +317,31 @@ def test_a_session_whose_first_record_is_lost_is_dropped_with_its_forks(
         assert isinstance(new.read("side", 1, 1)[0].event, SessionOpened)
 
 
+def test_a_lost_last_message_that_a_fork_shows_is_stood_in_for(
+    pristine: Path, tmp_path: Path
+) -> None:
+    """The parent's last message, lost with nothing readable after it in its own session, is
+    shown by the fork taken after it: it gets a stand-in, so the fork's own messages still
+    follow its base and nothing of the fork is lost (found by `make fuzz`: the fork's first
+    own message was replaced as unfoldable, "message seq 59 does not follow 57")."""
+    db = Path(shutil.copytree(pristine, tmp_path / "db"))
+    with LmdbEventLog.open(db, readonly=True) as log:
+        main, fork = log.read("main"), log.read("fork-late")
+    forked = fork[1].event
+    assert isinstance(forked, SessionForked) and forked.parent_event_seq == main[-1].seq
+    last = max(r.seq for r in main if carried_message(r.event) is not None)
+    lost = carried_message(next(r for r in main if r.seq == last).event)
+    assert lost is not None and lost.seq == forked.at_seq
+    damage(db, "main", list(range(last, main[-1].seq + 1)))  # it and everything after it
+    report = salvage(db, tmp_path / "out")
+    entries = {e.session: e for e in report.sessions}
+    assert entries["main"].lost_messages == [lost.seq]
+    assert entries["fork-late"].replaced == () and entries["fork-late"].cut_at is None
+    assert verify(tmp_path / "out").ok
+    with LmdbEventLog.open(tmp_path / "out", readonly=True) as new:
+        assert [r.event for r in new.read("fork-late")][: len(fork)] == [r.event for r in fork]
+
+
 def test_a_fork_whose_fork_record_is_lost_is_dropped(pristine: Path, tmp_path: Path) -> None:
     """Its messages start after the parent's prefix, which nothing names any more."""
     db = Path(shutil.copytree(pristine, tmp_path / "db"))

@@ -13,8 +13,12 @@ from hypothesis import settings
 from ctxledger import Config, Message
 from ctxledger.testing import SessionMachine, digest_summarizer
 
-# Examples come from the loaded profile; a soak ("long") also runs longer examples.
-_STEPS = 80 if settings.get_current_profile_name() == "long" else 60
+# Examples come from the loaded profile; a soak ("long") also runs longer examples. An example
+# of a machine drives a real host through 60 steps (~0.4 s): the random search ("fuzz", 1,000
+# examples of each property) runs 200 of each machine, so that `make fuzz` ends in minutes.
+_PROFILE = settings.get_current_profile_name()
+_STEPS = 80 if _PROFILE == "long" else 60
+_EXAMPLES = {"max_examples": 200} if _PROFILE == "fuzz" else {}
 
 
 class WordTokenizer:
@@ -58,6 +62,7 @@ def _budgeted(test_case: type) -> type:
     test_case.settings = settings(  # type: ignore[attr-defined]
         test_case.settings,  # type: ignore[attr-defined]
         stateful_step_count=_STEPS,
+        **_EXAMPLES,
     )
     return test_case
 

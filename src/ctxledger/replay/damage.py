@@ -23,6 +23,7 @@ from ctxledger.storage import EventLog, RecordedEvent
 __all__ = [
     "Damage",
     "Unreadable",
+    "damaged_before_message",
     "find_damage",
     "locate_damage",
     "read_around_damage",
@@ -255,3 +256,15 @@ def _find_damage(log: EventLog, session_ids: Iterable[str] | None) -> dict[str, 
 def _before_fork(cause: Damage, fork: SessionForked) -> bool:
     """Whether the parent's damage lies in the prefix the fork is built on."""
     return cause.seq <= fork.parent_event_seq
+
+
+def damaged_before_message(window: Iterable[RecordedEvent | Unreadable]) -> int:
+    """Damaged records in ``window`` (the records after a damaged one) before the next readable
+    message, that damaged one included."""
+    count = 1
+    for ahead in window:
+        if isinstance(ahead, Unreadable):
+            count += 1
+        elif carried_message(ahead.event) is not None:
+            break
+    return count

@@ -8,10 +8,13 @@ history it was made on (a user or assistant message with no tool call open befor
 the view retaining from it starts there: no tool exchange (a call and the results that answer
 it) spans a cut. :class:`Cuts` checks a stand-in's role against every cut the session names, so
 that the checkpoints recorded after a lost message still make views valid for a provider.
+A third comes from other sessions: :func:`forks_of` (a fork taken at message ``at_seq`` shows
+that the messages up to it existed at its fork point).
 """
 
 from __future__ import annotations
 
+from ctxledger.errors import CtxLedgerError
 from ctxledger.events import (
     CheckpointCreated,
     CompactionStarted,
@@ -19,13 +22,32 @@ from ctxledger.events import (
     HistoryCleared,
     MessagePinned,
     MessageRetracted,
+    SessionForked,
     SummaryPrepared,
     UsageReported,
     ViewServed,
 )
 from ctxledger.messages import Message
+from ctxledger.storage import EventLog
 
-__all__ = ["Cuts", "named_cut", "proves"]
+__all__ = ["Cuts", "forks_of", "named_cut", "proves"]
+
+
+def forks_of(log: EventLog, session_id: str) -> list[tuple[int, int]]:
+    """The fork points of the forks ``log`` holds of ``session_id``: ``(parent_event_seq,
+    at_seq)``, each showing that the session's messages up to ``at_seq`` existed by its event
+    ``parent_event_seq``. A fork whose ``SessionForked`` (its second record) cannot be read
+    shows nothing."""
+    points = []
+    for other in log.sessions():
+        try:
+            second = log.read(other, 2, 2)
+        except CtxLedgerError:
+            continue
+        forked = second[0].event if second else None
+        if isinstance(forked, SessionForked) and forked.parent_id == session_id:
+            points.append((forked.parent_event_seq, forked.at_seq))
+    return points
 
 
 def proves(event: Event) -> int:

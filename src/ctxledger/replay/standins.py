@@ -7,7 +7,8 @@ stay dense and every intact record keeps its place. ``salvage`` writes what the 
 a new log; ``ctxledger show`` folds it to print what is readable.
 
 Whether a damaged record held a message is read from what surrounds it: the message seqs of the
-next readable message and of the views served in between. A lost message gets a stand-in with
+next readable message and of the views served in between, and the forks taken of the session
+after it (their own messages must still follow their base). A lost message gets a stand-in with
 its seq whose role keeps every view valid for a provider: a tool result answering the call that
 no later result answers; an assistant message making the calls that later results answer (and
 the calls of its lost results); otherwise a user or assistant message, as the neighbours
@@ -36,8 +37,8 @@ from ctxledger.events import (
     carried_message,
 )
 from ctxledger.messages import Message, ToolCall
-from ctxledger.replay.damage import Unreadable, read_around_damage
-from ctxledger.replay.evidence import Cuts, proves
+from ctxledger.replay.damage import Unreadable, damaged_before_message, read_around_damage
+from ctxledger.replay.evidence import Cuts, forks_of, proves
 from ctxledger.storage import EventLog, RecordedEvent
 
 __all__ = [
@@ -122,6 +123,7 @@ class SessionWalk:
         self._opened: SessionOpened | None = None
         self._cuts = Cuts()  # of the records folded, and of the whole rest once one is lost
         self._cuts_read = False
+        self._forks: list[tuple[int, int]] | None = None  # read at the first damaged record
 
     def records(self) -> Iterator[WalkedRecord]:
         """Yield the session's records in order, each unusable one replaced by ``RecordLost``.
@@ -277,22 +279,27 @@ class SessionWalk:
             ),
             None,
         )
-        return first is not None and first - 1 > self._damaged_before_message(window)
+        return first is not None and first - 1 > damaged_before_message(window)
 
     def _holds_message(self, entry: Unreadable, window: list[RecordedEvent | Unreadable]) -> bool:
         """Whether the damaged record was a message, by what the records after it show."""
         assert self.state is not None
         last = self.state.last_seq
         needed = 0  # messages missing between the last folded one and the evidence ahead
+        until = None  # the event seq of the next readable message
         for ahead in window:
             if isinstance(ahead, Unreadable):
                 continue
             event = ahead.event
             message = carried_message(event)
             if message is not None and message.seq is not None:
-                needed = max(needed, message.seq - 1 - last)
+                needed, until = max(needed, message.seq - 1 - last), ahead.seq
                 break
             needed = max(needed, proves(event) - last)
+        if self._forks is None:  # a fork between here and the next message shows its base
+            self._forks = forks_of(self.log, self.session_id)
+        shown = [at for point, at in self._forks if entry.seq <= point < (until or point + 1)]
+        needed = max([needed, *(at_seq - last for at_seq in shown)])
         if needed <= 0:
             return False
         # A view served before the next damaged record that shows no new message says this one
@@ -363,16 +370,6 @@ class SessionWalk:
             return checked
         # Nothing fits (the log around the damage was not valid either): keep it plain.
         return candidates[-1].with_seq(state.last_seq + 1)
-
-    def _damaged_before_message(self, window: list[RecordedEvent | Unreadable]) -> int:
-        """Damaged records ahead before the next readable message, this one included."""
-        count = 1
-        for ahead in window:
-            if isinstance(ahead, Unreadable):
-                count += 1
-            elif carried_message(ahead.event) is not None:
-                break
-        return count
 
 
 def walk_session(log: EventLog, session_id: str, through: int | None = None) -> SessionWalk:
