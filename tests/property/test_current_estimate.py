@@ -360,7 +360,7 @@ def test_a_copy_of_the_state_never_changes_the_tail_the_state_kept() -> None:
     kept = state.tail_memo
     assert kept is not None
     copy = state.copy()
-    assert copy.tail_memo is None
+    assert copy.tail_memo is None and copy.fact_memo is None
     for n in range(30, 40):  # the copy grows, and its masking boundary moves
         copy.apply(MessageAppended(message=Message.user(f"more {n}").with_seq(copy.last_seq + 1)))
         current_estimate(copy, tokenizer=tokenizer)

@@ -179,7 +179,9 @@ class StateRecord:
             if isinstance(value, list | set | dict | History | Checkpoints | SeqList | SeqMap):
                 value = value.copy()
             other.__dict__[name] = value
-        other.tail_memo = None  # its list is changed in place (projection.kept_tail)
+        # Caches changed in place (projection.kept_tail; fact_block's memo of what the view
+        # shows): a copy, which may be folded on another thread, starts without them.
+        other.tail_memo = other.fact_memo = None
         other._bind_indices()  # read back from the copy's own history
         return other
 
