@@ -22,10 +22,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxledger.domain._fact_extract import merge_extracted
-from ctxledger.domain.facts import (
+from ctxledger.domain.facts import (  # _line: a line's format, not the choice under test
     BLOCK_HEADER,
     FACT_KINDS,
     Fact,
+    _line,
     extract_facts,
     fact_block,
     merge_facts,
@@ -41,13 +42,6 @@ _TIERS = (
     ("identifier", None),
     ("path", False),
 )
-_MARKERS = {"command": "$ ", "error": "! ", "request": "> ", "number": "= "}
-
-
-def _line(fact: Fact) -> str:
-    if fact.kind == "identifier":
-        return f"#{fact.seq} `{fact.text}`"
-    return f"#{fact.seq} {_MARKERS.get(fact.kind, '')}{fact.text}"
 
 
 def _plain_block(

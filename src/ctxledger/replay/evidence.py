@@ -22,12 +22,12 @@ from ctxledger.events import (
     HistoryCleared,
     MessagePinned,
     MessageRetracted,
-    SessionForked,
     SummaryPrepared,
     UsageReported,
     ViewServed,
 )
 from ctxledger.messages import Message
+from ctxledger.replay.positions import fork_of
 from ctxledger.storage import EventLog
 
 __all__ = ["Cuts", "forks_of", "named_cut", "proves"]
@@ -41,11 +41,10 @@ def forks_of(log: EventLog, session_id: str) -> list[tuple[int, int]]:
     points = []
     for other in log.sessions():
         try:
-            second = log.read(other, 2, 2)
+            forked = fork_of(log, other)
         except CtxLedgerError:
             continue
-        forked = second[0].event if second else None
-        if isinstance(forked, SessionForked) and forked.parent_id == session_id:
+        if forked is not None and forked.parent_id == session_id:
             points.append((forked.parent_event_seq, forked.at_seq))
     return points
 

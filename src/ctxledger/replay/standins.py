@@ -298,7 +298,11 @@ class SessionWalk:
             needed = max(needed, proves(event) - last)
         if self._forks is None:  # a fork between here and the next message shows its base
             self._forks = forks_of(self.log, self.session_id)
-        shown = [at for point, at in self._forks if entry.seq <= point < (until or point + 1)]
+        shown = [
+            at
+            for point, at in self._forks
+            if entry.seq <= point and (until is None or point < until)
+        ]
         needed = max([needed, *(at_seq - last for at_seq in shown)])
         if needed <= 0:
             return False
