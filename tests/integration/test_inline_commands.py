@@ -4,6 +4,7 @@ mailbox otherwise; an interruption in the middle of one costs the session nothin
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from ctxledger import Config, Host, Message
 from ctxledger.actors.history import HistoryActor
+from ctxledger.actors.messages import Evict
 from ctxledger.actors.writes import Writes
 from ctxledger.replay import verify
 from ctxledger.storage import open_log
@@ -76,8 +78,10 @@ def test_an_idle_actors_command_runs_on_the_callers_thread(
 def test_a_busy_actor_takes_the_command_through_its_mailbox(
     host: tuple[Host, LogWriters],
 ) -> None:
-    """While the actor's lock is held (the actor handling a message), a caller's command goes
-    to the mailbox and the actor's own thread carries it out once it can."""
+    """While another caller holds the actor's lock (carrying out a command; the actor's own
+    thread between messages), a caller's command goes to the mailbox at once, not waiting for
+    the lock (the actor may commit it in one batch with others), and the actor's own thread
+    carries it out once it can."""
     opened, submitters = host
     session = opened.session("s")
     session.append(Message.user("first"))
@@ -138,25 +142,143 @@ def test_an_interruption_mid_command_restarts_the_session_from_its_log(
     assert verify(tmp_path / "db").ok
 
 
-def test_while_the_actor_waits_for_its_turn_commands_take_the_mailbox(
-    host: tuple[Host, LogWriters],
+def _until(condition: Any) -> None:
+    """Wait (under the guard) until ``condition()`` holds."""
+
+    def poll() -> None:
+        while not condition():
+            threading.Event().wait(0.001)
+
+    call_in_thread(poll)
+
+
+def _tells(host: Host) -> list[Any]:
+    """The commands the host's router hands to a history actor's mailbox from now on."""
+    router = host._router
+    assert router is not None
+    told: list[Any] = []
+    real_tell = router.tell
+
+    def tell(session_id: str, command: Any) -> None:
+        told.append(type(command).__name__)
+        real_tell(session_id, command)
+
+    router.tell = tell  # type: ignore[method-assign]
+    return told
+
+
+def _append_in_thread(session: Any, content: str, order: list[str]) -> threading.Thread:
+    def append() -> None:
+        order.append(f"appended {session.append(Message.user(content))}")
+
+    thread = threading.Thread(target=append, name="caller", daemon=True)
+    thread.start()
+    return thread
+
+
+class _SlowEvicts:
+    """Each ``Evict`` message the actor handles takes until the test lets it go on."""
+
+    def __init__(self, actor: HistoryActor, order: list[str]) -> None:
+        self.entered = threading.Semaphore(0)
+        self.go_on = threading.Event()
+        self.order = order
+        actor._evict = self  # type: ignore[assignment, method-assign]
+
+    def __call__(self, *, ask_others: bool = True) -> None:
+        if not ask_others:  # (the actor also calls it after a command: nothing to do here)
+            self.entered.release()
+            assert self.go_on.wait(120)
+            self.order.append("actor's message")
+
+
+@pytest.mark.parametrize("turn", ["in hand", "awaited", "queued"])
+def test_a_command_waits_for_the_actors_own_messages_then_runs_inline(
+    host: tuple[Host, LogWriters], turn: str
 ) -> None:
-    """Once the actor's thread waits for the lock (a caller appending in a loop holds it most
-    of the time), the next commands go to the mailbox behind the actor's message instead of
-    starting inline: the actor is never starved."""
+    """While the actor's own thread handles a message of its own (budget's ``Measure``, a
+    summary's outcome), waits for its turn to (a caller held the lock), or has only its own
+    messages ahead in the mailbox, a caller's command waits for them and then runs on the
+    caller's thread: the actor's messages still come first, and the command saves the
+    mailbox's two thread hand-offs."""
     opened, submitters = host
     session = opened.session("s")
     session.append(Message.user("first"))
     actor = _owner(opened, "s")
+    _until_idle(actor)
+    order: list[str] = []
+    evicts = _SlowEvicts(actor, order)
+    told = _tells(opened)
     submitters.names.clear()
-    actor._wanted = True  # as the actor's thread sets it before it blocks on the lock
-    try:
-        session.append(Message.user("second"))
-    finally:
-        actor._wanted = False
-    assert len(submitters.names) == 1
-    assert "inline" not in submitters.names[0] and submitters.names[0].startswith("HistoryActor")
+    if turn == "awaited":
+        with actor._exclusive:  # a caller's command in progress
+            actor.actor_ref.tell(Evict())
+            _until(lambda: actor._wanted)
+            appended = _append_in_thread(session, "second", order)
+            _until(lambda: actor._waiting == 1)
+    else:
+        actor.actor_ref.tell(Evict())
+        assert evicts.entered.acquire(timeout=120)
+        if turn == "queued":
+            actor.actor_ref.tell(Evict())
+        appended = _append_in_thread(session, "second", order)
+        _until(lambda: actor._waiting == 1)
+    evicts.go_on.set()
+    appended.join(120)
+    assert not appended.is_alive()
+    messages = 2 if turn == "queued" else 1
+    assert order == ["actor's message"] * messages + ["appended 2"]
+    assert told == []
+    number = opened._router.number("s")  # type: ignore[union-attr]
+    assert submitters.names == [f"HistoryActor-{number} (inline on caller)"]
     assert [m.content for m in session.history()] == ["first", "second"]
+
+
+def test_behind_other_callers_commands_in_the_mailbox_a_command_takes_the_mailbox(
+    host: tuple[Host, LogWriters],
+) -> None:
+    """The actor's thread in a message and another caller's command (an async caller's,
+    which always takes the mailbox) waiting behind it: a blocking caller's command goes to
+    the mailbox too, behind it (the actor may commit them in one batch), and the actor's own
+    thread carries both out in their order."""
+    opened, submitters = host
+    session = opened.session("s")
+    session.append(Message.user("first"))
+    actor = _owner(opened, "s")
+    _until_idle(actor)
+    order: list[str] = []
+    opened_async, go_on = threading.Event(), threading.Event()
+
+    async def async_append() -> None:
+        handle = await opened.asession("s")
+        opened_async.set()
+        await asyncio.to_thread(go_on.wait, 120)
+        order.append(f"async appended {await handle.aappend(Message.user('second'))}")
+
+    other = threading.Thread(target=asyncio.run, args=(async_append(),), daemon=True)
+    other.start()
+    assert opened_async.wait(120)
+    _until_idle(actor)
+    evicts = _SlowEvicts(actor, order)
+    told = _tells(opened)
+    submitters.names.clear()
+    actor.actor_ref.tell(Evict())
+    assert evicts.entered.acquire(timeout=120)
+    go_on.set()
+    _until(lambda: told == ["Execute"])
+    appended = _append_in_thread(session, "third", order)
+    _until(lambda: told == ["Execute", "Execute"])
+    assert actor._waiting == 0
+    evicts.go_on.set()
+    for thread in (other, appended):
+        thread.join(120)
+        assert not thread.is_alive()
+    # The seqs give the order the actor carried them out in (the threads wake in any order).
+    assert order[0] == "actor's message"
+    assert sorted(order[1:]) == ["appended 3", "async appended 2"]
+    names = submitters.names
+    assert names and all("inline" not in n and n.startswith("HistoryActor") for n in names)
+    assert [m.content for m in session.history()] == ["first", "second", "third"]
 
 
 def test_callers_sharing_sessions_keep_every_append_once_and_in_their_order(

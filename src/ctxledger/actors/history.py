@@ -115,14 +115,25 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes, CallerRun
         self._durables = DurableBox()
         self._exclusive = threading.RLock()
         self._wanted = self._stopped = False
+        self._init_turns()
 
     def on_start(self) -> None:
         """Offer the actor's idle time to blocking callers (see :mod:`ctxledger.actors.inline`)."""
         self._rt.instances[self._number] = self
 
     def on_receive(self, message: HistoryMessage) -> None:
-        """Handle one message of the actor's closed union (see the module docstring), holding
-        the actor's lock (a command carried out on its caller's thread holds it too)."""
+        """Handle one message of the actor's closed union (see the module docstring)."""
+        self._in_hand = True
+        if isinstance(message, Command):
+            self.mailed(-1)
+        try:
+            self._handle(message)
+        finally:
+            self._handled_one()
+
+    def _handle(self, message: HistoryMessage) -> None:
+        """Handle ``message`` holding the actor's lock (on the actor's thread, or on a caller's
+        carrying a command out in its place: see :mod:`ctxledger.actors.inline`)."""
         if not self._exclusive.acquire(blocking=False):
             # A caller is carrying a command out in the actor's place: no other starts before
             # this message had its turn (the callers' next commands take the mailbox).
@@ -218,6 +229,7 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes, CallerRun
         """Fail every caller still waiting: the host is closing (or, outside ``close()``, the
         actor was stopped; the host starts a fresh one on the next command). Views held back
         are recorded first (the journal commits what it was handed before the log closes)."""
+        self._stop_inline()
         self._flush_all_held()
         self._hand_over(None)
         self._strand()

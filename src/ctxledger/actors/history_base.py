@@ -199,6 +199,10 @@ class HistoryBase(pykka.ThreadingActor):
         """Start the queued commands of ``live`` while nothing is in progress (history)."""
 
     @abc.abstractmethod
+    def _handle(self, message: HistoryMessage) -> None:
+        """Handle one message under the actor's lock, on whichever thread holds it (history)."""
+
+    @abc.abstractmethod
     def _forget(self, live: Live, error: BaseException, *, queued: bool) -> None:
         """Fail the callers waiting on the work of ``live``; stop its background work."""
 

@@ -30,10 +30,11 @@ caller's command always goes through the mailbox (its event loop must not block 
 from __future__ import annotations
 
 import threading
+from typing import cast
 
 from ctxledger.actors.failures import internal, log_failure
 from ctxledger.actors.history_base import HistoryBase
-from ctxledger.actors.messages import Command, Durable
+from ctxledger.actors.messages import Command, Durable, HistoryMessage
 
 __all__ = ["CallerRuns", "acting_for"]
 
@@ -58,6 +59,40 @@ class CallerRuns(HistoryBase):
     #: Set by the actor's thread while it waits for the lock: no command starts inline until
     #: it had its turn (a caller appending in a loop never starves the actor's messages).
     _wanted: bool
+    #: Whether the actor's own thread has a message in hand (or waits for the lock to handle
+    #: one); written by that thread only.
+    _in_hand: bool
+    #: Messages the actor's own thread has handled; guarded by ``_progress``, which callers
+    #: waiting for the actor (:meth:`_turn`) wait on.
+    _handled: int
+    _progress: threading.Condition
+    #: Callers waiting on ``_progress`` (what tests look at).
+    _waiting: int
+    #: Commands handed to the mailbox (by the router) and not yet taken off it by the actor's
+    #: thread; guarded by ``_mailed_lock``. While there are none, anything in the mailbox is
+    #: the actor's own work (budget's ``Release`` or ``Prepare``, a summary's outcome), which a
+    #: caller may wait for; other callers' commands it may not.
+    _mailed: int
+    _mailed_lock: threading.Lock
+
+    def _init_turns(self) -> None:
+        self._in_hand = False
+        self._handled = self._waiting = self._mailed = 0
+        self._progress = threading.Condition(threading.Lock())
+        self._mailed_lock = threading.Lock()
+
+    def mailed(self, count: int) -> None:
+        """Count ``count`` commands handed to the mailbox (negative: taken off it)."""
+        with self._mailed_lock:
+            self._mailed += count
+
+    def _handled_one(self) -> None:
+        """The actor's thread ends a message: wake the callers waiting for their turn."""
+        with self._progress:
+            self._in_hand = False
+            self._handled += 1
+            if self._waiting:
+                self._progress.notify_all()
 
     def run_inline(self, command: Command) -> bool:
         """Carry ``command`` out on the calling thread if the actor is idle; return whether it
@@ -67,8 +102,8 @@ class CallerRuns(HistoryBase):
         committed on this thread; else when the journal commits it, or when the session's
         state is loaded).
         """
-        if self._wanted or not self._exclusive.acquire(blocking=False):
-            return False  # the actor or another caller is at work, or the actor waits its turn
+        if not self._turn():
+            return False
         taken: list[Durable] = []
         try:
             if self._stopped or self.actor_stopped.is_set() or not self.actor_inbox.empty():
@@ -76,7 +111,7 @@ class CallerRuns(HistoryBase):
             _acting.number = self._number
             taken = self._durables.hold()
             self._on_durables(taken)
-            self.on_receive(command)
+            self._handle(cast("HistoryMessage", command))  # one of the union's commands
             taken = self._durables.take()
             self._on_durables(taken)
             return True
@@ -86,6 +121,36 @@ class CallerRuns(HistoryBase):
         finally:
             _acting.number = None
             self._exclusive.release()
+
+    def _turn(self) -> bool:
+        """Take the actor's lock for a command of this thread, if it is the command's turn.
+
+        Not while another caller holds the lock and the actor's thread is idle, nor while other
+        callers' commands wait in the mailbox: the command takes the mailbox, and the actor
+        commits it in one batch with theirs. While the actor's own thread has a message in hand
+        (a ``Measure`` of budget's, a summary's outcome), waits for its turn to handle one, or
+        has only its own messages ahead of the command, the command waits for them: through
+        the mailbox it would wait for them too, and then for two thread hand-offs (the actor
+        woken, then this thread), the sequential appends' slowest.
+        """
+        while True:
+            seen = self._handled  # read first: a message ending after it wakes the wait below
+            if not self._wanted and self._exclusive.acquire(blocking=False):
+                if self.actor_inbox.empty():
+                    return True
+                self._exclusive.release()  # messages ahead of the command: they go first
+            elif not self._in_hand and self.actor_inbox.empty():
+                return False  # another caller carries a command out: the mailbox
+            if self._mailed > 0 or self._stopped or self.actor_stopped.is_set():
+                return False
+            with self._progress:
+                if self._handled != seen:
+                    continue  # a message ended meanwhile: look again
+                self._waiting += 1
+                try:  # the timeout only re-checks the actor (stopped: it handles nothing more)
+                    self._progress.wait(timeout=0.5)
+                finally:
+                    self._waiting -= 1
 
     def _interrupted(self, command: Command, taken: list[Durable], exc: BaseException) -> None:
         """A ``KeyboardInterrupt`` (or another ``BaseException``) raised in the caller's thread
@@ -106,3 +171,6 @@ class CallerRuns(HistoryBase):
         """No command is carried out inline from now on (the actor stops or failed)."""
         with self._exclusive:
             self._stopped = True
+        with self._progress:  # callers waiting for their turn take the mailbox
+            self._handled += 1
+            self._progress.notify_all()
