@@ -234,6 +234,41 @@ def test_a_command_waits_for_the_actors_own_messages_then_runs_inline(
     assert [m.content for m in session.history()] == ["first", "second"]
 
 
+def test_one_caller_waits_for_the_actor_the_next_ones_take_the_mailbox(
+    host: tuple[Host, LogWriters],
+) -> None:
+    """While one caller waits for the actor's own message, a second caller's command goes to
+    the mailbox at once (several callers at once are a batch for the actor to commit, not a
+    queue of callers committing one by one); the waiting caller's command comes after it.
+    Each command is carried out once."""
+    opened, submitters = host
+    session = opened.session("s")
+    session.append(Message.user("first"))
+    actor = _owner(opened, "s")
+    _until_idle(actor)
+    order: list[str] = []
+    evicts = _SlowEvicts(actor, order)
+    told = _tells(opened)
+    submitters.names.clear()
+    actor.actor_ref.tell(Evict())
+    assert evicts.entered.acquire(timeout=120)
+    waiting = _append_in_thread(session, "waits", order)
+    _until(lambda: actor._waiting == 1)
+    second = _append_in_thread(session, "second caller", order)
+    _until(lambda: told == ["Execute"])
+    assert actor._waiting == 1
+    evicts.go_on.set()
+    for thread in (waiting, second):
+        thread.join(120)
+        assert not thread.is_alive()
+    # The waiting caller then took the mailbox, or ran on its own thread once the actor had
+    # carried the second caller's command out: behind it, either way.
+    assert told in (["Execute"], ["Execute", "Execute"])
+    assert order[0] == "actor's message"
+    assert sorted(order[1:]) == ["appended 2", "appended 3"]
+    assert [m.content for m in session.history()] == ["first", "second caller", "waits"]
+
+
 def test_behind_other_callers_commands_in_the_mailbox_a_command_takes_the_mailbox(
     host: tuple[Host, LogWriters],
 ) -> None:

@@ -123,8 +123,9 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes, CallerRun
 
     def on_receive(self, message: HistoryMessage) -> None:
         """Handle one message of the actor's closed union (see the module docstring)."""
-        self._in_hand = True
-        if isinstance(message, Command):
+        command = isinstance(message, Command)
+        self._own_work = not command
+        if command:
             self.mailed(-1)
         try:
             self._handle(message)

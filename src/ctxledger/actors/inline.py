@@ -59,9 +59,9 @@ class CallerRuns(HistoryBase):
     #: Set by the actor's thread while it waits for the lock: no command starts inline until
     #: it had its turn (a caller appending in a loop never starves the actor's messages).
     _wanted: bool
-    #: Whether the actor's own thread has a message in hand (or waits for the lock to handle
-    #: one); written by that thread only.
-    _in_hand: bool
+    #: Whether the actor's own thread has one of its own messages in hand (or waits for the
+    #: lock to handle one): not a caller's command; written by that thread only.
+    _own_work: bool
     #: Messages the actor's own thread has handled; guarded by ``_progress``, which callers
     #: waiting for the actor (:meth:`_turn`) wait on.
     _handled: int
@@ -76,7 +76,7 @@ class CallerRuns(HistoryBase):
     _mailed_lock: threading.Lock
 
     def _init_turns(self) -> None:
-        self._in_hand = False
+        self._own_work = False
         self._handled = self._waiting = self._mailed = 0
         self._progress = threading.Condition(threading.Lock())
         self._mailed_lock = threading.Lock()
@@ -89,7 +89,7 @@ class CallerRuns(HistoryBase):
     def _handled_one(self) -> None:
         """The actor's thread ends a message: wake the callers waiting for their turn."""
         with self._progress:
-            self._in_hand = False
+            self._own_work = False
             self._handled += 1
             if self._waiting:
                 self._progress.notify_all()
@@ -125,13 +125,14 @@ class CallerRuns(HistoryBase):
     def _turn(self) -> bool:
         """Take the actor's lock for a command of this thread, if it is the command's turn.
 
-        Not while another caller holds the lock and the actor's thread is idle, nor while other
-        callers' commands wait in the mailbox: the command takes the mailbox, and the actor
-        commits it in one batch with theirs. While the actor's own thread has a message in hand
-        (a ``Measure`` of budget's, a summary's outcome), waits for its turn to handle one, or
-        has only its own messages ahead of the command, the command waits for them: through
-        the mailbox it would wait for them too, and then for two thread hand-offs (the actor
-        woken, then this thread), the sequential appends' slowest.
+        Not while another caller's command is carried out (on that caller's thread or the
+        actor's), nor while other callers' commands wait in the mailbox: the command takes the
+        mailbox, and the actor commits it in one batch with theirs. While the actor's own thread
+        has one of its own messages in hand (a ``Measure`` of budget's, a summary's outcome),
+        waits for its turn to handle one, or has only its own messages ahead of the command, the
+        command waits for them: through the mailbox it would wait for them too, and then for
+        two thread hand-offs (the actor woken, then this thread), the sequential appends'
+        slowest.
         """
         while True:
             seen = self._handled  # read first: a message ending after it wakes the wait below
@@ -139,10 +140,10 @@ class CallerRuns(HistoryBase):
                 if self.actor_inbox.empty():
                     return True
                 self._exclusive.release()  # messages ahead of the command: they go first
-            elif not self._in_hand and self.actor_inbox.empty():
-                return False  # another caller carries a command out: the mailbox
-            if self._mailed > 0 or self._stopped or self.actor_stopped.is_set():
-                return False
+            elif not self._own_work:
+                return False  # a caller's command is carried out: the mailbox (one batch)
+            if self._mailed > 0 or self._waiting or self._stopped or self.actor_stopped.is_set():
+                return False  # (another caller waits already: several, and they are a batch)
             with self._progress:
                 if self._handled != seen:
                     continue  # a message ended meanwhile: look again
