@@ -87,3 +87,43 @@ def test_import_does_not_load_test_or_plot_dependencies() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.split() == ["False", "False"]
+
+
+def _loaded_after(statement: str, modules: list[str]) -> list[bool]:
+    """Which of ``modules`` a fresh interpreter has loaded after ``statement``."""
+    code = f"import sys; {statement}; print(*[m in sys.modules for m in {modules!r}])"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    return [word == "True" for word in out.stdout.split()]
+
+
+def test_import_loads_a_name_only_when_it_is_used() -> None:
+    """`import ctxledger` loads none of the host, the storage or the HTTP clients; a name
+    brings its own module when first used."""
+    heavy = ["ctxledger.actors.host", "ctxledger.storage", "lmdb", "pykka", "httpx"]
+    assert _loaded_after("import ctxledger", heavy) == [False] * 5
+    assert _loaded_after("import ctxledger; ctxledger.Config", heavy) == [False] * 5
+    assert _loaded_after("from ctxledger import Host", heavy) == [True, True, True, True, False]
+
+
+def test_a_summary_worker_loads_neither_the_host_nor_the_http_clients() -> None:
+    """What a summary worker process imports (``ctxledger.actors.summary_process``) leaves the
+    host, the log and the HTTP clients out: the worker is ready in about half the time."""
+    heavy = ["ctxledger.actors.host", "ctxledger.storage", "lmdb", "pykka", "httpx"]
+    assert _loaded_after("import ctxledger.actors.summary_process", heavy) == [False] * 5
+
+
+def test_submodules_and_names_are_attributes_as_before() -> None:
+    """`import ctxledger` then `ctxledger.storage...` or `ctxledger.actors.Session` works (a
+    submodule is imported on first use); a name that does not exist is an AttributeError."""
+    code = (
+        "import ctxledger; print(ctxledger.storage.open_log.__name__,"
+        " ctxledger.actors.Session.__name__, ctxledger.summarizers.describe_summarizer.__name__,"
+        " 'Host' in dir(ctxledger), hasattr(ctxledger, 'no_such_name'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.split() == ["open_log", "Session", "describe_summarizer", "True", "False"]
+    assert ctxledger.Host is ctxledger.actors.host.Host
