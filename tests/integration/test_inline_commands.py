@@ -192,6 +192,27 @@ class _SlowEvicts:
             self.order.append("actor's message")
 
 
+class _Watched:
+    """Session ``s`` of the host with one message, its history actor idle, its ``Evict``
+    messages slowed (:class:`_SlowEvicts`), and what reaches the mailbox recorded from now on."""
+
+    def __init__(self, host: tuple[Host, LogWriters]) -> None:
+        self.host, self.submitters = host
+        self.session = self.host.session("s")
+        self.session.append(Message.user("first"))
+        self.actor = _owner(self.host, "s")
+        _until_idle(self.actor)
+        self.order: list[str] = []
+        self.evicts = _SlowEvicts(self.actor, self.order)
+        self.told = _tells(self.host)
+        self.submitters.names.clear()
+
+    def actor_in_a_message(self) -> None:
+        """The actor's own thread handles an ``Evict`` until ``evicts.go_on`` is set."""
+        self.actor.actor_ref.tell(Evict())
+        assert self.evicts.entered.acquire(timeout=120)
+
+
 @pytest.mark.parametrize("turn", ["in hand", "awaited", "queued"])
 def test_a_command_waits_for_the_actors_own_messages_then_runs_inline(
     host: tuple[Host, LogWriters], turn: str
@@ -201,37 +222,29 @@ def test_a_command_waits_for_the_actors_own_messages_then_runs_inline(
     messages ahead in the mailbox, a caller's command waits for them and then runs on the
     caller's thread: the actor's messages still come first, and the command saves the
     mailbox's two thread hand-offs."""
-    opened, submitters = host
-    session = opened.session("s")
-    session.append(Message.user("first"))
-    actor = _owner(opened, "s")
-    _until_idle(actor)
-    order: list[str] = []
-    evicts = _SlowEvicts(actor, order)
-    told = _tells(opened)
-    submitters.names.clear()
+    w = _Watched(host)
+    actor = w.actor
     if turn == "awaited":
         with actor._exclusive:  # a caller's command in progress
             actor.actor_ref.tell(Evict())
             _until(lambda: actor._wanted)
-            appended = _append_in_thread(session, "second", order)
+            appended = _append_in_thread(w.session, "second", w.order)
             _until(lambda: actor._waiting == 1)
     else:
-        actor.actor_ref.tell(Evict())
-        assert evicts.entered.acquire(timeout=120)
+        w.actor_in_a_message()
         if turn == "queued":
             actor.actor_ref.tell(Evict())
-        appended = _append_in_thread(session, "second", order)
+        appended = _append_in_thread(w.session, "second", w.order)
         _until(lambda: actor._waiting == 1)
-    evicts.go_on.set()
+    w.evicts.go_on.set()
     appended.join(120)
     assert not appended.is_alive()
     messages = 2 if turn == "queued" else 1
-    assert order == ["actor's message"] * messages + ["appended 2"]
-    assert told == []
-    number = opened._router.number("s")  # type: ignore[union-attr]
-    assert submitters.names == [f"HistoryActor-{number} (inline on caller)"]
-    assert [m.content for m in session.history()] == ["first", "second"]
+    assert w.order == ["actor's message"] * messages + ["appended 2"]
+    assert w.told == []
+    number = w.host._router.number("s")  # type: ignore[union-attr]
+    assert w.submitters.names == [f"HistoryActor-{number} (inline on caller)"]
+    assert [m.content for m in w.session.history()] == ["first", "second"]
 
 
 def test_one_caller_waits_for_the_actor_the_next_ones_take_the_mailbox(
@@ -241,32 +254,23 @@ def test_one_caller_waits_for_the_actor_the_next_ones_take_the_mailbox(
     the mailbox at once (several callers at once are a batch for the actor to commit, not a
     queue of callers committing one by one); the waiting caller's command comes after it.
     Each command is carried out once."""
-    opened, submitters = host
-    session = opened.session("s")
-    session.append(Message.user("first"))
-    actor = _owner(opened, "s")
-    _until_idle(actor)
-    order: list[str] = []
-    evicts = _SlowEvicts(actor, order)
-    told = _tells(opened)
-    submitters.names.clear()
-    actor.actor_ref.tell(Evict())
-    assert evicts.entered.acquire(timeout=120)
-    waiting = _append_in_thread(session, "waits", order)
-    _until(lambda: actor._waiting == 1)
-    second = _append_in_thread(session, "second caller", order)
-    _until(lambda: told == ["Execute"])
-    assert actor._waiting == 1
-    evicts.go_on.set()
+    w = _Watched(host)
+    w.actor_in_a_message()
+    waiting = _append_in_thread(w.session, "waits", w.order)
+    _until(lambda: w.actor._waiting == 1)
+    second = _append_in_thread(w.session, "second caller", w.order)
+    _until(lambda: w.told == ["Execute"])
+    assert w.actor._waiting == 1
+    w.evicts.go_on.set()
     for thread in (waiting, second):
         thread.join(120)
         assert not thread.is_alive()
     # The waiting caller then took the mailbox, or ran on its own thread once the actor had
     # carried the second caller's command out: behind it, either way.
-    assert told in (["Execute"], ["Execute", "Execute"])
-    assert order[0] == "actor's message"
-    assert sorted(order[1:]) == ["appended 2", "appended 3"]
-    assert [m.content for m in session.history()] == ["first", "second caller", "waits"]
+    assert w.told in (["Execute"], ["Execute", "Execute"])
+    assert w.order[0] == "actor's message"
+    assert sorted(w.order[1:]) == ["appended 2", "appended 3"]
+    assert [m.content for m in w.session.history()] == ["first", "second caller", "waits"]
 
 
 def test_behind_other_callers_commands_in_the_mailbox_a_command_takes_the_mailbox(
@@ -276,44 +280,37 @@ def test_behind_other_callers_commands_in_the_mailbox_a_command_takes_the_mailbo
     which always takes the mailbox) waiting behind it: a blocking caller's command goes to
     the mailbox too, behind it (the actor may commit them in one batch), and the actor's own
     thread carries both out in their order."""
-    opened, submitters = host
-    session = opened.session("s")
-    session.append(Message.user("first"))
-    actor = _owner(opened, "s")
-    _until_idle(actor)
-    order: list[str] = []
+    w = _Watched(host)
     opened_async, go_on = threading.Event(), threading.Event()
 
     async def async_append() -> None:
-        handle = await opened.asession("s")
+        handle = await w.host.asession("s")
         opened_async.set()
         await asyncio.to_thread(go_on.wait, 120)
-        order.append(f"async appended {await handle.aappend(Message.user('second'))}")
+        w.order.append(f"async appended {await handle.aappend(Message.user('second'))}")
 
     other = threading.Thread(target=asyncio.run, args=(async_append(),), daemon=True)
     other.start()
     assert opened_async.wait(120)
-    _until_idle(actor)
-    evicts = _SlowEvicts(actor, order)
-    told = _tells(opened)
-    submitters.names.clear()
-    actor.actor_ref.tell(Evict())
-    assert evicts.entered.acquire(timeout=120)
+    _until_idle(w.actor)
+    w.told.clear()  # the async handle's Open
+    w.submitters.names.clear()
+    w.actor_in_a_message()
     go_on.set()
-    _until(lambda: told == ["Execute"])
-    appended = _append_in_thread(session, "third", order)
-    _until(lambda: told == ["Execute", "Execute"])
-    assert actor._waiting == 0
-    evicts.go_on.set()
+    _until(lambda: w.told == ["Execute"])
+    appended = _append_in_thread(w.session, "third", w.order)
+    _until(lambda: w.told == ["Execute", "Execute"])
+    assert w.actor._waiting == 0
+    w.evicts.go_on.set()
     for thread in (other, appended):
         thread.join(120)
         assert not thread.is_alive()
     # The seqs give the order the actor carried them out in (the threads wake in any order).
-    assert order[0] == "actor's message"
-    assert sorted(order[1:]) == ["appended 3", "async appended 2"]
-    names = submitters.names
+    assert w.order[0] == "actor's message"
+    assert sorted(w.order[1:]) == ["appended 3", "async appended 2"]
+    names = w.submitters.names
     assert names and all("inline" not in n and n.startswith("HistoryActor") for n in names)
-    assert [m.content for m in session.history()] == ["first", "second", "third"]
+    assert [m.content for m in w.session.history()] == ["first", "second", "third"]
 
 
 def test_callers_sharing_sessions_keep_every_append_once_and_in_their_order(
