@@ -353,3 +353,19 @@ def test_callers_sharing_sessions_keep_every_append_once_and_in_their_order(
                 words = [m.content.split() for m in history]
                 assert [w[1] for w in words if w[0] == f"w{writer}"] == [f"m{n}" for n in range(40)]
     assert verify(tmp_path / "db").ok
+
+
+def test_the_count_of_mailed_commands_never_goes_below_zero(
+    host: tuple[Host, LogWriters],
+) -> None:
+    """Commands a stopped actor hands to its successor reach the mailbox without the router
+    counting them: taking them off must not leave a negative count, which would let callers
+    wait while other callers' commands are in the mailbox."""
+    opened, _ = host
+    opened.session("s").append(Message.user("first"))
+    actor = _owner(opened, "s")
+    actor.mailed(-1)  # a handed-over command taken off the mailbox
+    assert actor._mailed == 0
+    actor.mailed(1)
+    actor.mailed(-1)
+    assert actor._mailed == 0

@@ -82,9 +82,10 @@ class CallerRuns(HistoryBase):
         self._mailed_lock = threading.Lock()
 
     def mailed(self, count: int) -> None:
-        """Count ``count`` commands handed to the mailbox (negative: taken off it)."""
+        """Count ``count`` commands handed to the mailbox (negative: taken off it). Never below
+        zero: commands handed over from a stopped actor were not counted on their way in."""
         with self._mailed_lock:
-            self._mailed += count
+            self._mailed = max(0, self._mailed + count)
 
     def _handled_one(self) -> None:
         """The actor's thread ends a message: wake the callers waiting for their turn."""
