@@ -364,8 +364,9 @@ def test_the_count_of_mailed_commands_never_goes_below_zero(
     opened, _ = host
     opened.session("s").append(Message.user("first"))
     actor = _owner(opened, "s")
-    actor.mailed(-1)  # a handed-over command taken off the mailbox
-    assert actor._mailed == 0
-    actor.mailed(1)
-    actor.mailed(-1)
-    assert actor._mailed == 0
+    actor.unmailed()  # a handed-over command taken off the mailbox
+    assert len(actor._mail) == 0
+    actor.mailed()
+    assert len(actor._mail) == 1
+    actor.unmailed()
+    assert len(actor._mail) == 0

@@ -123,10 +123,7 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes, CallerRun
 
     def on_receive(self, message: HistoryMessage) -> None:
         """Handle one message of the actor's closed union (see the module docstring)."""
-        command = isinstance(message, Command)
-        self._own_work = not command
-        if command:
-            self.mailed(-1)
+        self._starting(message)
         try:
             self._handle(message)
         finally:

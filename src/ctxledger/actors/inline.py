@@ -30,6 +30,7 @@ caller's command always goes through the mailbox (its event loop must not block 
 from __future__ import annotations
 
 import threading
+from collections import deque
 from typing import cast
 
 from ctxledger.actors.failures import internal, log_failure
@@ -62,37 +63,52 @@ class CallerRuns(HistoryBase):
     #: Whether the actor's own thread has one of its own messages in hand (or waits for the
     #: lock to handle one): not a caller's command; written by that thread only.
     _own_work: bool
-    #: Messages the actor's own thread has handled; guarded by ``_progress``, which callers
-    #: waiting for the actor (:meth:`_turn`) wait on.
+    #: Messages the actor's own thread has handled (written by that thread only); callers
+    #: waiting for the actor (:meth:`_turn`) wait on ``_progress`` for it to change.
     _handled: int
     _progress: threading.Condition
-    #: Callers waiting on ``_progress`` (what tests look at).
+    #: Callers waiting on ``_progress`` (changed under it).
     _waiting: int
-    #: Commands handed to the mailbox (by the router) and not yet taken off it by the actor's
-    #: thread; guarded by ``_mailed_lock``. While there are none, anything in the mailbox is
-    #: the actor's own work (budget's ``Release`` or ``Prepare``, a summary's outcome), which a
-    #: caller may wait for; other callers' commands it may not.
-    _mailed: int
-    _mailed_lock: threading.Lock
+    #: One entry per command handed to the mailbox (by the router) and not yet taken off it
+    #: by the actor's thread (a deque: its appends and pops need no lock). While it is empty,
+    #: anything in the mailbox is the actor's own work (budget's ``Release`` or ``Prepare``, a
+    #: summary's outcome), which a caller may wait for; other callers' commands it may not.
+    _mail: deque[None]
 
     def _init_turns(self) -> None:
         self._own_work = False
-        self._handled = self._waiting = self._mailed = 0
+        self._handled = self._waiting = 0
         self._progress = threading.Condition(threading.Lock())
-        self._mailed_lock = threading.Lock()
+        self._mail = deque()
 
-    def mailed(self, count: int) -> None:
-        """Count ``count`` commands handed to the mailbox (negative: taken off it). Never below
+    def mailed(self) -> None:
+        """Count a command handed to the mailbox (the router calls it before telling it)."""
+        self._mail.append(None)
+
+    def unmailed(self) -> None:
+        """Count a command taken off the mailbox (or not delivered after all). Never below
         zero: commands handed over from a stopped actor were not counted on their way in."""
-        with self._mailed_lock:
-            self._mailed = max(0, self._mailed + count)
+        try:  # noqa: SIM105 - cheaper than contextlib.suppress, on every command mailed
+            self._mail.pop()
+        except IndexError:
+            pass
+
+    def _starting(self, message: HistoryMessage) -> None:
+        """The actor's thread takes ``message`` off the mailbox: a caller's command, or its own
+        work (which a caller may wait for)."""
+        if isinstance(message, Command):
+            self._own_work = False
+            self.unmailed()
+        else:
+            self._own_work = True
 
     def _handled_one(self) -> None:
-        """The actor's thread ends a message: wake the callers waiting for their turn."""
-        with self._progress:
-            self._own_work = False
-            self._handled += 1
-            if self._waiting:
+        """The actor's thread ends a message: wake the callers waiting for their turn (a caller
+        counts itself in ``_waiting`` before it looks at ``_handled``: none is missed)."""
+        self._own_work = False
+        self._handled += 1
+        if self._waiting:
+            with self._progress:
                 self._progress.notify_all()
 
     def run_inline(self, command: Command) -> bool:
@@ -143,14 +159,13 @@ class CallerRuns(HistoryBase):
                 self._exclusive.release()  # messages ahead of the command: they go first
             elif not self._own_work:
                 return False  # a caller's command is carried out: the mailbox (one batch)
-            if self._mailed > 0 or self._waiting or self._stopped or self.actor_stopped.is_set():
+            if self._mail or self._waiting or self._stopped or self.actor_stopped.is_set():
                 return False  # (another caller waits already: several, and they are a batch)
             with self._progress:
-                if self._handled != seen:
-                    continue  # a message ended meanwhile: look again
                 self._waiting += 1
                 try:  # the timeout only re-checks the actor (stopped: it handles nothing more)
-                    self._progress.wait(timeout=0.5)
+                    if self._handled == seen:  # else a message ended meanwhile: look again
+                        self._progress.wait(timeout=0.5)
                 finally:
                     self._waiting -= 1
 

@@ -88,12 +88,12 @@ class HistoryRouter:
             ref = self.actors[number]
             actor = self._instances.get(number)
             if actor is not None:  # (counted before it is told: the actor counts it taken)
-                actor.mailed(1)
+                actor.mailed()
             try:
                 ref.tell(command)
             except pykka.ActorDeadError:
                 if actor is not None:
-                    actor.mailed(-1)
+                    actor.unmailed()
                 if self.restart(number, ref) is None:
                     raise HostClosedError("the host is closed") from None
                 continue
