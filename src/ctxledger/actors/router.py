@@ -86,14 +86,9 @@ class HistoryRouter:
         number = self.number(session_id)
         for _attempt in range(3):
             ref = self.actors[number]
-            actor = self._instances.get(number)
-            if actor is not None:  # (counted before it is told: the actor counts it taken)
-                actor.mailed()
             try:
                 ref.tell(command)
             except pykka.ActorDeadError:
-                if actor is not None:
-                    actor.unmailed()
                 if self.restart(number, ref) is None:
                     raise HostClosedError("the host is closed") from None
                 continue
