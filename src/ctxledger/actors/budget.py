@@ -223,8 +223,9 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
         # not needed): a second round trip would hold the history actor twice, and the answer
         # costs it a draft of the view the summary gives (its next append waits behind both).
         checked = session.absorbing
-        measure = Measure(message.session_id)
-        if checked is not None:
+        if checked is None:
+            measure = Measure(message.session_id)
+        else:
             measure = Measure(message.session_id, extension=True, extension_from=checked[2])
         _tell(session.owner, measure)
 

@@ -109,8 +109,6 @@ class CallerRuns(HistoryBase):
             return False
         taken: list[Durable] = []
         try:
-            if self._stopped or self.actor_stopped.is_set() or not self.actor_inbox.empty():
-                return False  # messages ahead of the command: they go first
             _acting.number = self._number
             taken = self._durables.hold()
             self._on_durables(taken)
@@ -141,16 +139,16 @@ class CallerRuns(HistoryBase):
         """
         while True:
             seen = self._handled  # read first: a message ending after it wakes the wait below
+            if self._stopped or self.actor_stopped.is_set():
+                return False
             if not self._wanted and self._exclusive.acquire(blocking=False):
-                if self.actor_inbox.empty():
+                if not self._stopped and self.actor_inbox.empty():  # (set under this lock)
                     return True
                 self._exclusive.release()  # messages ahead of the command: they go first
             elif not self._own_work:
                 return False  # a caller's command is carried out: the mailbox (one batch)
-            if session_id != self._last_session or self._waiting or self._stopped:
+            if session_id != self._last_session or self._waiting:
                 return False  # (another caller waits already: several, and they are a batch)
-            if self.actor_stopped.is_set():
-                return False
             with self._progress:
                 self._waiting += 1
                 try:  # the timeout only re-checks the actor (stopped: it handles nothing more)
