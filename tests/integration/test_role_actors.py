@@ -8,12 +8,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pykka
 import pytest
 
 from ctxledger import Config, Host, Message, ToolCall
+from ctxledger.actors.messages import Committed
 from ctxledger.domain import _compaction_plan, _fact_extract
 from ctxledger.events import CheckpointCreated, CompactionStarted, SummaryPrepared
 from ctxledger.storage import EventLog
+from ctxledger.summarizers import SummaryRequest
 from ctxledger.testing import digest_summarizer
 
 #: Threshold 1,000 tokens; a summary starts in the background at 850.
@@ -70,6 +73,68 @@ def test_wait_background_is_answered_when_nothing_is_due(tmp_path: Path) -> None
                 session.append(Message.user(f"short {n}"))
                 session.wait_background()
             assert _background_starts(host.log, name) == 0
+
+
+class Tap(pykka.ThreadingActor):
+    """Stands between the history actors and budget: forwards every message, keeps the
+    ``Committed`` ones (asked ``"told"``: those kept so far, in order)."""
+
+    def __init__(self, budget: Any) -> None:
+        super().__init__()
+        self.budget = budget
+        self.told: list[Committed] = []
+
+    def on_receive(self, message: Any) -> Any:
+        if message == "told":
+            return list(self.told)
+        if isinstance(message, Committed):
+            self.told.append(message)
+        self.budget.tell(message)
+        return None
+
+
+def test_the_batches_of_a_running_background_summary_are_not_told_to_budget(
+    tmp_path: Path,
+) -> None:
+    """While a session's background summary runs, budget decides nothing for it: its batches
+    are not published (one message a batch less for an agent past its prepare point); once the
+    summary is prepared, the next append is told again, and budget measures from the state."""
+    started, release = threading.Event(), threading.Event()
+
+    def held(request: SummaryRequest, /) -> str:
+        started.set()
+        if not release.wait(60):
+            raise RuntimeError("the test never released the summariser")
+        return digest_summarizer(request)
+
+    with Host.open(tmp_path / "db", config=CONFIG, summarizer=held) as host:
+        session = host.session("a")
+        prepare_at = session.compact_if_needed().threshold * 0.85
+        n = 0
+        while session.build_model_view().estimated_tokens < prepare_at:
+            n += 1
+            assert n < 300
+            session.append(Message.user(f"m{n} " + "x" * 60))
+        assert started.wait(60), "no background summary started at the prepare point"
+        budget = host._actors.budget
+        real = budget.ref
+        budget.ref = tap = Tap.start(real)
+        try:
+            for k in range(n + 1, n + 6):
+                session.append(Message.user(f"m{k} " + "x" * 60))
+            # Committed is told before an append is answered: the tap holds all there are.
+            assert tap.ask("told") == []
+            release.set()
+            session.wait_background()
+            assert _background_starts(host.log, "a") == 1
+            session.append(Message.user("after " + "x" * 60))
+            told = tap.ask("told")
+        finally:
+            release.set()
+            budget.ref = real
+            tap.stop()
+    assert [c.events[-1].message.content[:5] for c in told[-1:]] == ["after"]
+    assert all(c.session_id == "a" for c in told)
 
 
 def test_the_summariser_input_is_made_on_a_compaction_worker(

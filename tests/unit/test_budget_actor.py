@@ -188,6 +188,19 @@ def test_a_due_session_is_prepared_and_the_slots_are_rationed(rig: Rig) -> None:
     assert rig.next() == Prepare("c")
 
 
+def test_after_a_background_summary_the_next_append_is_measured(rig: Rig) -> None:
+    """The history actor tells budget nothing of a session while its background summary runs:
+    once it has ended, budget knows no bound and measures at the next pressure batch, however
+    small."""
+    rig.append("s", 10, 30)
+    assert rig.next() == Measure("s")
+    rig.tell(_measured(rig, "s", 900))
+    assert rig.next() == Prepare("s")
+    rig.tell(BackgroundEnded("s"))
+    rig.append("s", 40, 3)
+    assert rig.next() == Measure("s")
+
+
 def test_the_closest_to_its_threshold_is_prepared_first() -> None:
     """With the one slot taken, the queued session nearest its threshold gets it next."""
     rig = Rig(max_running=1)

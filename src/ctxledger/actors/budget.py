@@ -337,6 +337,9 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
         if session is not None and session.phase == _RUNNING:
             session.phase = _IDLE
             session.quiet_until = max(session.quiet_until, quiet_until)
+            # The batches while it ran were not told (and its own events may have changed the
+            # estimate any way): the next look measures.
+            session.bound = None
 
     def _forget(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)

@@ -6,7 +6,8 @@ for a session with background compaction on) BEFORE it answers the caller, so th
 next command, queued behind the publication in the same FIFO mailboxes, always finds its own
 writes folded. Budget may grant a credit of tokens (:class:`~ctxledger.actors.messages.Release`):
 batches of appends alone that stay within it are not told to budget one by one (it would only add
-them up); their tokens ride on the next batch that is. A snapshot is taken after the fold that
+them up); their tokens ride on the next batch that is. Nor are the batches of a session whose
+background compaction runs: budget decides nothing for it until that has ended. A snapshot is taken after the fold that
 crosses a snapshot point and stored by a projection actor, in the session's write queue.
 
 A view served with ``defer_record`` is folded at once and its ``ViewServed`` held
@@ -95,7 +96,13 @@ class Writes(HistoryBase):
         me, budget, box = self._me, self._rt.budget, self._durables
         session_id, token, reply, value = live.id, write.token, write.reply, write.value
         pressure = write.pressure
-        publish = live.state is not None and _publishes(live.state, write.events, pressure)
+        # While the session's background compaction runs, budget folds nothing of its batches
+        # (it looks again, from a fresh measure, once it has ended): they are not told.
+        publish = (
+            live.state is not None
+            and live.background is None
+            and _publishes(live.state, write.events, pressure)
+        )
         unpublished = told = told_unknown = 0
         if publish:
             cost = appended_tokens(write.events, self._rt.chars_per_token)
