@@ -17,7 +17,9 @@ before issue 28). Durability "sync" unless told otherwise.
    due (so a driver or host that falls behind shows up as latency), the achieved rate, threads;
    the service time (from the step's start); and, measured before the run in the same process,
    how late an idle event loop wakes a task at a due time: the driver's own share of the p50
-   (asyncio's selector rounds its timeout up to whole milliseconds).
+   (asyncio's selector rounds its timeout up to whole milliseconds). With ``--open-floor``, the
+   same driver then stores each step's messages with a raw LMDB writer thread and nothing else
+   (:class:`FloorWriter`): the least any single-writer durable log costs it on this machine.
 3. Re-open 1,000 sessions of 200 messages (window 128,000: every view fits uncompacted) and
    serve the first view of each: ms per session, one after the other, and all at once from one
    event loop (the time of all / 1,000).
@@ -42,6 +44,7 @@ import argparse
 import asyncio
 import json
 import os
+import queue
 import random
 import statistics
 import tempfile
@@ -283,53 +286,98 @@ def open_loop(
     sessions: int, seconds: float, durability: str, period: float = 1.0
 ) -> dict[str, Any]:
     """``sessions`` sessions each stepping once per ``period`` at a random offset."""
+    before = set(threading.enumerate())
+    with new_host(durability, sessions) as host:
+        handles: list[Any] = []
+        checkpoints: dict[int, str | None] = {}
+
+        async def setup() -> None:
+            handles.extend([await host.asession(f"agent-{n}") for n in range(sessions)])
+
+        async def step(index: int, messages: Sequence[Message]) -> bool:
+            view = await ado_step(handles[index], messages)
+            new = index in checkpoints and view.checkpoint_id != checkpoints[index]
+            checkpoints[index] = view.checkpoint_id
+            return new
+
+        with ThreadSampler(before) as sampler:
+            row = _drive_open(sessions, seconds, period, setup, step)
+    return {"durability": durability, **row, "host_threads": sampler.peak,
+            "thread_names": sampler.names}  # fmt: skip
+
+
+def open_floor(sessions: int, seconds: float, period: float = 1.0) -> dict[str, Any]:
+    """The open loop's floor: the same driver, steps and due times, each step's messages stored
+    by :class:`FloorWriter` (raw LMDB, one writer thread, durable group commits) and nothing
+    else: no events, checks, views or actors. What any single-writer durable log driven from
+    one event loop costs at least on this machine."""
+    with tempfile.TemporaryDirectory() as tmp:
+        writer = FloorWriter(Path(tmp) / "floor")
+        try:
+
+            async def setup() -> None:
+                return None
+
+            async def step(index: int, messages: Sequence[Message]) -> bool:
+                await writer.store(f"agent-{index}".encode(), messages)
+                return False
+
+            row = _drive_open(sessions, seconds, period, setup, step)
+        finally:
+            writer.close()
+    return {"durability": "sync (raw LMDB floor)", **row, "host_threads": 1,
+            "thread_names": ["floor-writer"]}  # fmt: skip
+
+
+def _drive_open(
+    sessions: int,
+    seconds: float,
+    period: float,
+    setup: Callable[[], Any],
+    step: Callable[[int, Sequence[Message]], Any],
+) -> dict[str, Any]:
+    """Drive ``step(index, messages)`` (a coroutine: True when the step made a new checkpoint)
+    for ``sessions`` agents from one event loop, each once per ``period`` at a random offset,
+    after two unmeasured steps each; latency from each step's due time, service from its start."""
     rounds = max(1, round(seconds / period))
     work = workloads(sessions, rounds, warmup=2)
     rng = random.Random(13)
     offsets = [rng.random() * period for _ in range(sessions)]
-    before = set(threading.enumerate())
-    with new_host(durability, sessions) as host:
-        # Arrays: a list of 30,000 floats is one more thing each full collection walks.
-        due_latency = array("d")
-        service = array("d")
-        compacted = 0
+    # Arrays: a list of 30,000 floats is one more thing each full collection walks.
+    due_latency = array("d")
+    service = array("d")
+    compacted = 0
 
-        async def main() -> tuple[float, float]:
-            handles = [await host.asession(f"agent-{n}") for n in range(sessions)]
+    async def main() -> tuple[float, float]:
+        await setup()
 
-            async def warm(index: int) -> None:
-                for step in work[index][:2]:
-                    await ado_step(handles[index], step)
+        async def warm(index: int) -> None:
+            for messages in work[index][:2]:
+                await step(index, messages)
 
-            await asyncio.gather(*(warm(n) for n in range(sessions)))
-            loop = asyncio.get_running_loop()
-            start = loop.time() + 0.2
-            start_wall = time.perf_counter() + 0.2
+        await asyncio.gather(*(warm(n) for n in range(sessions)))
+        loop = asyncio.get_running_loop()
+        start = loop.time() + 0.2
+        start_wall = time.perf_counter() + 0.2
 
-            async def agent(index: int) -> None:
-                nonlocal compacted
-                session = handles[index]
-                checkpoint = None
-                for k, step in enumerate(work[index][2:]):
-                    due = start + offsets[index] + k * period
-                    await asyncio.sleep(max(0.0, due - loop.time()))
-                    began = loop.time()
-                    view = await ado_step(session, step)
-                    ended = loop.time()
-                    compacted += k > 0 and view.checkpoint_id != checkpoint
-                    checkpoint = view.checkpoint_id
-                    due_latency.append(ended - due)
-                    service.append(ended - began)
+        async def agent(index: int) -> None:
+            nonlocal compacted
+            for k, messages in enumerate(work[index][2:]):
+                due = start + offsets[index] + k * period
+                await asyncio.sleep(max(0.0, due - loop.time()))
+                began = loop.time()
+                compacted += await step(index, messages)
+                ended = loop.time()
+                due_latency.append(ended - due)
+                service.append(ended - began)
 
-            await asyncio.gather(*(agent(n) for n in range(sessions)))
-            return start_wall, time.perf_counter()
+        await asyncio.gather(*(agent(n) for n in range(sessions)))
+        return start_wall, time.perf_counter()
 
-        with ThreadSampler(before) as sampler:
-            start_wall, end_wall = asyncio.run(main())
+    start_wall, end_wall = asyncio.run(main())
     due_sorted, service_sorted = sorted(due_latency), sorted(service)
     elapsed = end_wall - start_wall
     return {
-        "durability": durability,
         "sessions": sessions,
         "offered_per_s": sessions / period,
         "new_checkpoints": compacted,
@@ -341,9 +389,74 @@ def open_loop(
         "max_ms": due_sorted[-1] * 1000,
         "service_p50_ms": statistics.median(service_sorted) * 1000,
         "service_p99_ms": percentile(service_sorted, 0.99) * 1000,
-        "host_threads": sampler.peak,
-        "thread_names": sampler.names,
     }
+
+
+class FloorWriter:
+    """Raw LMDB owned by one writer thread; tasks on event loops hand it a step's messages and
+    await their group's durable commit (``sync`` and ``metasync``, as ctxledger's ``sync``).
+
+    Per step: one hand-off to the writer, one durable commit shared by whatever was queued
+    meanwhile, one ``call_soon_threadsafe`` back per group; per step a put keyed by
+    (conversation, seq) and one in a global position index, as ctxledger's layout (the
+    floor of ``bench/peers.py``'s ``lmdb-writer``, for the open loop)."""
+
+    def __init__(self, directory: Path) -> None:
+        import lmdb
+        import msgspec
+
+        directory.mkdir(parents=True)
+        self._env = lmdb.open(str(directory), map_size=4 << 30, sync=True, metasync=True)
+        self._encode = msgspec.json.encode
+        self._seqs: dict[bytes, int] = {}
+        self._position = 0
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="floor-writer", daemon=True)
+        self._thread.start()
+
+    async def store(self, conv: bytes, messages: Sequence[Message]) -> None:
+        future = asyncio.get_running_loop().create_future()
+        self._queue.put((conv, self._encode(list(messages)), future))
+        await future
+
+    def _run(self) -> None:
+        while True:
+            group = [self._queue.get()]
+            while True:
+                try:
+                    group.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            items = [item for item in group if item is not None]
+            if items:
+                self._commit(items)
+            if None in group:
+                return
+
+    def _commit(self, items: list[tuple[bytes, bytes, Any]]) -> None:
+        with self._env.begin(write=True) as txn:
+            for conv, value, _ in items:
+                seq = self._seqs[conv] = self._seqs.get(conv, 0) + 1
+                self._position += 1
+                key = conv + b"\x00" + seq.to_bytes(8, "big")
+                txn.put(key, value)
+                txn.put(b"\x01" + self._position.to_bytes(8, "big"), key, append=True)
+        by_loop: dict[Any, list[Any]] = {}
+        for _, _, future in items:
+            by_loop.setdefault(future.get_loop(), []).append(future)
+        for loop, futures in by_loop.items():
+            loop.call_soon_threadsafe(_resolve_all, futures)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        self._env.close()
+
+
+def _resolve_all(futures: list[Any]) -> None:
+    for future in futures:
+        if not future.done():
+            future.set_result(None)
 
 
 # --- 3. re-open --------------------------------------------------------------------------------
@@ -556,6 +669,11 @@ def main() -> None:
     )
     parser.add_argument("--skip", default="", help="parts to skip, comma-separated: reopen,cpu")
     parser.add_argument(
+        "--open-floor",
+        action="store_true",
+        help="also run the open loop's driver against a raw LMDB writer (its floor)",
+    )
+    parser.add_argument(
         "--summary-processes",
         type=int,
         default=None,
@@ -619,6 +737,17 @@ def main() -> None:
                 f"open loop {sessions} sessions, {mode}: achieved {row['achieved_per_s']:,.0f}/s "
                 f"of {row['offered_per_s']:,.0f}/s, p50 {row['p50_ms']:.2f} ms p99 "
                 f"{row['p99_ms']:.2f} ms threads {row['host_threads']}",
+                flush=True,
+            )
+        if args.open_floor:
+            lateness = timer_probe()
+            row = open_floor(sessions, seconds)
+            row["fsync"] = "—"
+            row["timer"] = f"{lateness['p50_ms']:.2f} / {lateness['p99_ms']:.2f}"
+            results["open"].append(row)
+            print(
+                f"open loop {sessions} sessions, raw LMDB floor: p50 {row['p50_ms']:.2f} ms "
+                f"p99 {row['p99_ms']:.2f} ms (service p50 {row['service_p50_ms']:.2f} ms)",
                 flush=True,
             )
     count, size = (100, 50) if args.quick else (1000, 200)

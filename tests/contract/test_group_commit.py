@@ -331,10 +331,10 @@ class _HeldGather(GroupCommitter):
         self.go = threading.Event()
         super().__init__(commit, name="test-committer", inline_when_idle=True)
 
-    def _gather(self, first: Any, *, expected: int) -> tuple[list[Any], bool]:
+    def _gather(self, first: Any) -> tuple[list[Any], bool]:
         self.gathering.set()
         self.go.wait()
-        return super()._gather(first, expected=expected)
+        return super()._gather(first)
 
 
 def test_a_request_taken_off_the_queue_is_not_overtaken(backend: Backend) -> None:

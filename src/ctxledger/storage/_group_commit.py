@@ -16,8 +16,9 @@ their threads prepare their next appends while that commit runs instead of compe
 with the writing of the group. A group waits for as many requests as the group before the last
 one had (the callers woken meanwhile are likely to come straight back; with ``wake_at_once``, the
 last group's and those already queued), but for no more than ``gather_gap`` seconds without an
-arrival and ``gather_max`` seconds in all, so a lone caller never waits. Callers on an event
-loop are answered with one ``call_soon_threadsafe`` per loop and group.
+arrival and ``gather_max`` seconds in all, so a lone caller never waits, and only while such
+waits pay (see :mod:`ctxledger.storage._gathering`). Callers on an event loop are answered with
+one ``call_soon_threadsafe`` per loop and group.
 
 With ``inline_when_idle`` (the LMDB journal), a callback submission made while no other request
 is outstanding (queued, or taken and not yet committed) is committed at once on the submitting
@@ -42,6 +43,7 @@ from typing import Any
 
 from ctxledger._logging import get_logger
 from ctxledger.errors import StorageError
+from ctxledger.storage._gathering import Gathering
 
 __all__ = ["CommitGroup", "GroupCommitter", "Outcome", "failed_outcomes"]
 
@@ -162,9 +164,7 @@ class GroupCommitter:
         self._count_lock = threading.Lock()
         self._outstanding = 0  # requests queued and not yet committed (or refused)
         self._wake_at_once = wake_at_once
-        self._queued_at_commit = 0  # requests queued when the last group committed
-        self._gap = gather_gap
-        self._max = gather_max
+        self._gathering = Gathering(gather_gap, gather_max, wake_at_once=wake_at_once)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._closed = False  # no new submissions
@@ -259,7 +259,7 @@ class GroupCommitter:
 
     def _run(self) -> None:
         answered: list[_Answer] = []  # durable, callers not yet woken
-        sizes = [1, 1]  # the sizes of the last two groups
+        gathering = self._gathering
         while True:
             try:
                 first = self._queue.get_nowait()
@@ -269,42 +269,35 @@ class GroupCommitter:
             if first is _STOP:
                 stop = True
             else:
-                requests, stop = self._gather(first, expected=self._expected(sizes))
+                requests, stop = self._gather(first)
                 answered = self._commit(requests, answered)
-                sizes = [sizes[1], len(requests)]
+                gathering.committed(len(requests))
             if stop:
                 self._wake(answered)
                 self._stopped = True
                 self._refuse_queued()
                 return
 
-    def _expected(self, sizes: list[int]) -> int:
-        """How many requests the next group waits for (within the gather limits).
-
-        Callers answered with the group before the last are likely back by now (the last
-        group's are still waiting for their answers). With ``wake_at_once`` the last group's
-        callers were answered as it committed, so they are expected, and so are the requests
-        that had queued up by then (from other callers: the group's own were still waiting).
-        """
-        if self._wake_at_once:
-            return sizes[1] + self._queued_at_commit
-        return sizes[0]
-
-    def _gather(self, first: Any, *, expected: int) -> tuple[list[Any], bool]:
-        """Collect a group from ``first`` on; return it and whether a stop request came."""
+    def _gather(self, first: Any) -> tuple[list[Any], bool]:
+        """Collect a group from ``first`` on; return it and whether a stop request came
+        (how long it waits for more: :class:`~ctxledger.storage._gathering.Gathering`)."""
+        gathering = self._gathering
+        expected = gathering.expected()
         requests = [first]
-        deadline = time.monotonic() + self._max
+        deadline = time.monotonic() + gathering.most
         while True:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
-                wait = min(self._gap, deadline - time.monotonic())
-                if len(requests) >= expected or wait <= 0:
+                wait = min(gathering.gap, deadline - time.monotonic())
+                if len(requests) >= expected or wait <= 0 or not gathering.worth_waiting():
                     return requests, False
                 try:
                     item = self._queue.get(timeout=wait)
                 except queue.Empty:
+                    gathering.waited(arrived=False)
                     return requests, False
+                gathering.waited(arrived=True)
             if item is _STOP:
                 return requests, True
             requests.append(item)
@@ -333,7 +326,7 @@ class GroupCommitter:
             (request, *outcome) for request, outcome in zip(requests, outcomes, strict=True)
         ]
         if self._wake_at_once:
-            self._queued_at_commit = self._queue.qsize()
+            self._gathering.queued = self._queue.qsize()
             self._wake(committed)
         return committed
 
