@@ -7,8 +7,9 @@ next command, queued behind the publication in the same FIFO mailboxes, always f
 writes folded. Budget may grant a credit of tokens (:class:`~ctxledger.actors.messages.Release`):
 batches of appends alone that stay within it are not told to budget one by one (it would only add
 them up); their tokens ride on the next batch that is. Nor are the batches of a session whose
-background compaction runs: budget decides nothing for it until that has ended. A snapshot is taken after the fold that
-crosses a snapshot point and stored by a projection actor, in the session's write queue.
+background compaction runs: budget decides nothing for it until that has ended. A snapshot is
+taken after the fold that crosses a snapshot point and stored by a projection actor, in the
+session's write queue.
 
 A view served with ``defer_record`` is folded at once and its ``ViewServed`` held
 (``Live.held``, while no batch of the session is in the journal): it goes first in the session's
