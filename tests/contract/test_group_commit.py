@@ -255,6 +255,29 @@ def test_a_lone_callback_submission_commits_on_the_submitting_thread(
     assert backend.groups == [["a"]]
 
 
+def test_a_submission_from_an_event_loop_is_committed_by_the_committers_thread(
+    inline: GroupCommitter, backend: Backend
+) -> None:
+    """Nothing outstanding, but the submitting thread runs an event loop, which must not block
+    on a commit: the op goes to the committer's thread, which calls the callback."""
+    import asyncio
+
+    answers: list[tuple[Any, Any, str]] = []
+    done = threading.Event()
+
+    def callback(result: Any, error: BaseException | None) -> None:
+        _recording(answers)(result, error)
+        done.set()
+
+    async def submit() -> None:
+        inline.submit_callback("a", callback)
+
+    asyncio.run(submit())
+    assert done.wait(30)
+    assert answers == [("done:a", None, "test-committer")]
+    assert backend.groups == [["a"]]
+
+
 def test_an_outstanding_request_is_never_overtaken(
     inline: GroupCommitter, backend: Backend
 ) -> None:

@@ -74,6 +74,46 @@ def test_an_idle_actors_command_runs_on_the_callers_thread(
     assert [m.content for m in session.history()][-2:] == ["m18", "m19"]
 
 
+def test_an_async_callers_step_is_decided_on_its_loop_and_committed_by_the_journal(
+    host: tuple[Host, LogWriters],
+) -> None:
+    """An async caller's command runs on its event loop's thread too while the actor is idle,
+    but its batch is committed by the journal's thread (the loop never blocks on a commit),
+    which answers the awaiting task."""
+    import asyncio
+
+    opened, submitters = host
+    session = opened.session("a")
+    session.append(Message.user("first"))
+    _until_idle(_owner(opened, "a"))
+    submitters.names.clear()
+    committed_on: list[str] = []
+    submit = opened.log.submit
+
+    def watched(session_id: str, events: Any, *, expected_seq: int, callback: Any) -> None:
+        def done(records: Any, error: Any) -> None:
+            committed_on.append(threading.current_thread().name)
+            callback(records, error)
+
+        submit(session_id, events, expected_seq=expected_seq, callback=done)
+
+    opened.log.submit = watched  # type: ignore[method-assign]
+
+    async def steps() -> list[Any]:
+        views = []
+        for n in range(5):
+            views.append(await session.astep([Message.user(f"m{n}")]))
+            await asyncio.sleep(0)
+        return views
+
+    views = asyncio.run(steps())
+    assert [view.appended_seqs for view in views] == [(n,) for n in range(2, 7)]
+    number = opened._router.number("a")  # type: ignore[union-attr]
+    assert f"HistoryActor-{number} (inline on MainThread)" in submitters.names
+    assert committed_on and "MainThread" not in committed_on
+    assert [m.content for m in session.history()][-1] == "m4"
+
+
 def test_a_busy_actor_takes_the_command_through_its_mailbox(
     host: tuple[Host, LogWriters],
 ) -> None:

@@ -51,6 +51,8 @@ class SessionHost(Protocol):
 
     def _tell(self, session_id: str, command: Command) -> None: ...
 
+    def _submit(self, session_id: str, command: Command) -> None: ...
+
     def _call(self, session_id: str, command: Command) -> Any: ...
 
 
@@ -81,7 +83,10 @@ class SessionBase:
         return self._host._call(self.id, command)
 
     async def _acall(self, command: Command) -> Any:
-        self._host._tell(self.id, command)
+        if isinstance(command, Execute | Decide):  # a step, an append, a view: may run inline
+            self._host._submit(self.id, command)
+        else:  # reads (which may read the log) and waits go through the mailbox
+            self._host._tell(self.id, command)
         reply = command.reply
         assert isinstance(reply, LoopWaiter)
         return await reply.wait()

@@ -23,8 +23,13 @@ Order is kept: a command is carried out here only if the actor's mailbox is empt
 durable batches the journal published before it (posted in the actor's
 :class:`~ctxledger.actors.history_base.DurableBox`, maybe with their ``DurablesReady`` taken off
 the mailbox by the actor's thread and waiting for the lock) are folded first. A message that
-arrives meanwhile is handled after it, as if it had arrived after the command. An async
-caller's command always goes through the mailbox (its event loop must not block on a commit).
+arrives meanwhile is handled after it, as if it had arrived after the command.
+
+An async caller's command is carried out on its event loop's thread the same way, but only if
+the actor is idle at once (it never waits for the actor's own work), and its batch is never
+committed there: the group committer leaves a submission made on a thread that runs an event
+loop to the journal's thread (the loop must not block on an fsync), which answers the awaiting
+task as it would have through the mailbox.
 """
 
 from __future__ import annotations
@@ -97,15 +102,16 @@ class CallerRuns(HistoryBase):
             with self._progress:
                 self._progress.notify_all()
 
-    def run_inline(self, command: Command) -> bool:
+    def run_inline(self, command: Command, *, wait: bool = True) -> bool:
         """Carry ``command`` out on the calling thread if the actor is idle; return whether it
         was (if not, the caller hands it to the mailbox as usual).
 
         The caller's reply slot is answered as it would be by the actor (at once for a batch
         committed on this thread; else when the journal commits it, or when the session's
-        state is loaded).
+        state is loaded). ``wait=False`` (an async caller): never wait for the actor's own
+        work (:meth:`_turn`).
         """
-        if not self._turn(command.session_id):
+        if not self._turn(command.session_id, wait):
             return False
         taken: list[Durable] = []
         try:
@@ -124,7 +130,7 @@ class CallerRuns(HistoryBase):
             _acting.number = None
             self._exclusive.release()
 
-    def _turn(self, session_id: str) -> bool:
+    def _turn(self, session_id: str, wait: bool = True) -> bool:
         """Take the actor's lock for a command of this thread, if it is the command's turn.
 
         Not while a caller's command is carried out (on that caller's thread or the actor's):
@@ -147,7 +153,7 @@ class CallerRuns(HistoryBase):
                 self._exclusive.release()  # messages ahead of the command: they go first
             elif not self._own_work:
                 return False  # a caller's command is carried out: the mailbox (one batch)
-            if session_id != self._last_session or self._waiting:
+            if not wait or session_id != self._last_session or self._waiting:
                 return False  # (another caller waits already: several, and they are a batch)
             with self._progress:
                 self._waiting += 1

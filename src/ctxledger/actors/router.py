@@ -66,15 +66,16 @@ class HistoryRouter:
         """The history actor that owns ``session_id``."""
         return self.actors[self.number(session_id)]
 
-    def run_inline(self, session_id: str, command: Command) -> bool:
+    def run_inline(self, session_id: str, command: Command, *, wait: bool = True) -> bool:
         """Carry ``command`` out on the calling thread if the owner of ``session_id`` is idle
-        (see :mod:`ctxledger.actors.inline`); return whether it was."""
+        (see :mod:`ctxledger.actors.inline`; ``wait``: a lone writer may wait for the owner's
+        own work); return whether it was."""
         number = self.number(session_id)
         actor = self._instances.get(number)
         return (
             actor is not None
             and actor.actor_ref is self.actors[number]  # not a stopped predecessor
-            and actor.run_inline(command)
+            and actor.run_inline(command, wait=wait)
         )
 
     def tell(self, session_id: str, command: Command) -> None:

@@ -204,10 +204,15 @@ class GroupCommitter:
         It is called once, when ``op``'s group is committed (or fails, or the committer
         closes); callbacks of one group run in the order their ops were queued. With
         ``inline_when_idle`` and nothing else outstanding, ``op`` is committed and ``callback``
-        called on this thread before this returns.
+        called on this thread before this returns, unless this thread runs an event loop.
         """
         request = _CallbackRequest(op, callback)
-        if self._inline and not self._outstanding and self._commit_inline(request):
+        if (
+            self._inline
+            and not self._outstanding
+            and asyncio._get_running_loop() is None  # an event loop must not block on a commit
+            and self._commit_inline(request)
+        ):
             return
         try:
             self._enqueue(request)
