@@ -302,8 +302,12 @@ def open_loop(
 
         with ThreadSampler(before) as sampler:
             row = _drive_open(sessions, seconds, period, setup, step)
-    return {"durability": durability, **row, "host_threads": sampler.peak,
-            "thread_names": sampler.names}  # fmt: skip
+    return {
+        "durability": durability,
+        **row,
+        "host_threads": sampler.peak,
+        "thread_names": sampler.names,
+    }
 
 
 def open_floor(sessions: int, seconds: float, period: float = 1.0) -> dict[str, Any]:
@@ -325,8 +329,12 @@ def open_floor(sessions: int, seconds: float, period: float = 1.0) -> dict[str, 
             row = _drive_open(sessions, seconds, period, setup, step)
         finally:
             writer.close()
-    return {"durability": "sync (raw LMDB floor)", **row, "host_threads": 1,
-            "thread_names": ["floor-writer"]}  # fmt: skip
+    return {
+        "durability": "sync (raw LMDB floor)",
+        **row,
+        "host_threads": 1,
+        "thread_names": ["floor-writer"],
+    }
 
 
 def _drive_open(

@@ -362,22 +362,19 @@ class Host(HostBase):
         assert self._router is not None
         self._router.tell(session_id, command)
 
-    def _submit(self, session_id: str, command: Command) -> None:
-        """Hand an async caller's ``command`` over: carried out at once on this thread if the
-        owner is idle (it never waits for the actor, and its batch is committed by the journal's
-        thread: the event loop blocks on neither), else to the owner's mailbox."""
+    def _submit(self, session_id: str, command: Command, *, wait: bool = False) -> None:
+        """Hand ``command`` over: carried out at once on this thread if the owner is idle, else
+        to the owner's mailbox. An async caller's (``wait`` False) never waits for the actor's
+        own work, and its batch is committed by the journal's thread: its event loop blocks on
+        neither (see :mod:`ctxledger.actors.inline`)."""
         if self._closed:
             raise HostClosedError("the host is closed")
         assert self._router is not None
-        if not self._router.run_inline(session_id, command, wait=False):
+        if not self._router.run_inline(session_id, command, wait=wait):  # busy: its mailbox
             self._router.tell(session_id, command)
 
     def _call(self, session_id: str, command: Command) -> Any:
         reply = command.reply
         assert isinstance(reply, Waiter)
-        if self._closed:
-            raise HostClosedError("the host is closed")
-        assert self._router is not None
-        if not self._router.run_inline(session_id, command):  # the actor is busy: its mailbox
-            self._router.tell(session_id, command)
+        self._submit(session_id, command, wait=True)
         return reply.wait()
