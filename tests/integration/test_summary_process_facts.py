@@ -16,6 +16,7 @@ import pytest
 from ctxledger import Message
 from ctxledger.actors.summary_process import SummaryProcesses
 from ctxledger.domain import CompactionPlan, _fact_extract
+from ctxledger.domain._fact_runs import Runs
 from ctxledger.domain.facts import extract_facts
 from ctxledger.summarizers import ExtractiveSummarizer
 from ctxledger.tooling.workload import take_messages
@@ -55,6 +56,12 @@ def test_the_host_keeps_the_facts_a_worker_read_when_asked(
     assert fact_reads == []  # the summary's input is made in the worker
     facts = extract_facts(messages)
     assert len(fact_reads) == (0 if reads else len(messages))
+    # What each message gives, and all their facts (a chain of such jobs is answered from them).
+    assert len(_fact_extract._memo.entries) == len(messages)
+    if reads:
+        _fact_extract._memo.runs = Runs()
+        assert extract_facts(messages) == facts
+        assert fact_reads == []  # what each message gives was kept too
     _fact_extract._memo = _fact_extract._Memo()
     assert extract_facts(messages) == facts  # the same facts as read here
 

@@ -24,9 +24,9 @@ pickled (a class of this package) and whether to read the facts of the covered m
 the summary (or what went wrong, worded as a summariser failure on a thread is), the input's
 address, its size and the summariser calls, which the plan keeps, so the history actor does
 not make the input again, and what each covered message gives the checkpoint's fact block when
-asked (see :mod:`ctxledger.actors.fact_warming`), which the host keeps. The summary is the
-same function of the same input as on a thread; a worker that dies or answers garbage fails
-its job (recorded as any summariser failure) and is not used again.
+asked (see :mod:`ctxledger.actors.fact_warming`), and all their facts, which the host keeps.
+The summary is the same function of the same input as on a thread; a worker that dies or
+answers garbage fails its job (recorded as any summariser failure) and is not used again.
 
 ``bench/peers.py``'s sequential appends (20,000 messages, one session, never served: a summary
 prepared ahead every few hundred messages), p50 / p99: 516 / 6,485 µs with the summaries on a
@@ -54,7 +54,14 @@ import msgspec
 
 from ctxledger._logging import get_logger
 from ctxledger.domain import CompactionPlan, Summarizer, run_summarizer
-from ctxledger.domain.facts import MessageReads, message_reads, remember_reads
+from ctxledger.domain.facts import (
+    Fact,
+    MessageReads,
+    extract_facts,
+    message_reads,
+    remember_facts,
+    remember_reads,
+)
 from ctxledger.summarizers import ExtractiveSummarizer
 
 __all__ = ["SUPPORTED", "SummaryProcessError", "SummaryProcesses", "in_processes", "main"]
@@ -91,6 +98,7 @@ class _Answer(msgspec.Struct, array_like=True, frozen=True):
     made_chars: int
     calls: int
     reads: MessageReads  # what each covered message gives the fact block (see _answer)
+    facts: list[Fact]  # and the facts of them all, extract_facts(plan.covered)
 
 
 class _Worker:
@@ -223,8 +231,9 @@ class SummaryProcesses:
         With ``reads`` the worker also reads the facts of the messages it summarised (see
         :mod:`ctxledger.actors.fact_warming`: the checkpoint's fact block reads them on the
         history actor otherwise), and the host keeps them in the memo of
-        :func:`~ctxledger.domain.facts.extract_facts`, where the block finds them: the host's
-        threads do not read them either.
+        :func:`~ctxledger.domain.facts.extract_facts`, what each message gives and the facts
+        of them all, where the block finds them: the host's threads neither read them nor
+        gather them.
 
         Raises:
             SummaryProcessError: The job failed: the summariser raised (the message is worded
@@ -243,6 +252,7 @@ class SummaryProcesses:
         plan.made_elsewhere(answer.input_hash, answer.made_chars, answer.calls)
         if answer.reads:
             remember_reads(plan.covered, answer.reads)
+            remember_facts(plan.covered, answer.facts)
         return answer.summary
 
     def close(self) -> None:
@@ -303,10 +313,17 @@ def _answer(frame: bytes) -> _Answer:
     try:
         summary = run_summarizer(plan, summarizer)
     except Exception as exc:  # reported as a summariser failure, as on a thread
-        return _Answer(None, f"summarizer raised {type(exc).__name__}: {exc}", "", 0, 0, [])
+        return _Answer(None, f"summarizer raised {type(exc).__name__}: {exc}", "", 0, 0, [], [])
     # What the covered messages give the checkpoint's fact block (see SummaryProcesses.summarize).
-    reads = message_reads(plan.covered) if summary and wanted and plan.fact_chars else []
-    return _Answer(summary, "", plan.input_hash, plan.made_chars, plan.summarizer_calls, reads)
+    reads: MessageReads = []
+    facts: list[Fact] = []
+    if summary and wanted and plan.fact_chars:
+        reads = message_reads(plan.covered)
+        remember_reads(plan.covered, reads)
+        facts = extract_facts(plan.covered)  # from the reads just kept
+    return _Answer(
+        summary, "", plan.input_hash, plan.made_chars, plan.summarizer_calls, reads, facts
+    )
 
 
 def main() -> None:

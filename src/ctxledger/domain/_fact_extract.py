@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Literal
 
 import msgspec
 
 from ctxledger.domain import extract as ex
+from ctxledger.domain._fact_runs import Runs
+from ctxledger.domain._shown import shown_text
 from ctxledger.messages import Message
 
 __all__ = [
@@ -24,12 +26,11 @@ __all__ = [
     "Fact",
     "FactKind",
     "MessageReads",
-    "count_by_kind",
     "extract_facts",
     "merge_extracted",
-    "merge_facts",
     "message_reads",
     "normalize",
+    "remember_facts",
     "remember_reads",
     "shown_text",
 ]
@@ -85,24 +86,6 @@ class Fact(msgspec.Struct, frozen=True, kw_only=True):
 def normalize(text: str) -> str:
     """Collapse whitespace runs (newlines included) to one space, as facts are compared."""
     return ex.one_line(text)
-
-
-def shown_text(messages: Iterable[Message]) -> str:
-    """Everything ``messages`` show, whitespace collapsed: the texts facts are looked up in.
-
-    Contents, tool-call names and arguments, and the shell command an argument carries (decoded,
-    since the arguments hold it JSON-escaped).
-    """
-    parts: list[str] = []
-    for message in messages:
-        parts.append(message.content)
-        for call in message.tool_calls:
-            parts.append(call.name)
-            parts.append(call.arguments)
-            command = ex.command_of(call.name, ex.decode_arguments(call.arguments))
-            if command:
-                parts.append(command)
-    return normalize("\n".join(parts))
 
 
 class _Collector:
@@ -185,30 +168,40 @@ def extract_facts(messages: Iterable[Message], *, keep: bool = True) -> list[Fac
     Messages without a seq count as seq 0; ``summary`` messages are skipped.
 
     What each message gives (its facts, given the call it answers, and the calls it makes) is
-    kept in a small memo (:data:`MEMO_SIZE` messages, :data:`MEMO_CHARS` characters): the host
-    extracts a foreground summary's facts on its compaction worker, so that the checkpoint's
-    fact block, made on the history actor, finds them (see
-    :func:`ctxledger.domain.facts.checkpoint_fact_block`).
+    kept in a small memo (:data:`MEMO_SIZE` messages, :data:`MEMO_CHARS` characters), and so
+    are the latest results (:mod:`ctxledger.domain._fact_runs`), by their messages: the host
+    extracts a summary's facts on its compaction worker (or its worker process, see
+    :func:`remember_facts`), so that the checkpoint's fact block, made on the history actor,
+    finds them (see :func:`ctxledger.domain.facts.checkpoint_fact_block`).
 
     Args:
         messages: Messages of one session, oldest first.
-        keep: Keep what each message gives in the memo. ``False`` for messages made for this
-            call alone (the digest's middles of long outputs): kept, they would only push out
-            the facts of messages that live on, and live on in the memo themselves.
+        keep: Keep what each message gives, and the result, in the memo. ``False`` for
+            messages made for this call alone (the digest's middles of long outputs): kept,
+            they would only push out the facts of messages that live on, and live on in the
+            memo themselves.
 
     Returns:
         One :class:`Fact` per (kind, text), carrying the newest seq that holds it.
     """
+    given = messages if isinstance(messages, list | tuple) else tuple(messages)
+    if keep:
+        found = _memo.runs.find(given)
+        if found is not None:
+            return found
     collector = _Collector()
 
     def read(message: Message, name: str | None, command: str | None) -> _Read:
         return _memo.read(message, name, command, keep=keep)
 
-    for message, (adds, _) in _walk(messages, read):
+    for message, (adds, _) in _walk(given, read):
         seq = message.seq or 0
         for kind, text, named in adds:
             collector.put(kind, text, seq, named)
-    return list(collector.found.values())
+    facts = list(collector.found.values())
+    if keep:
+        _memo.runs.keep(given, facts)
+    return facts
 
 
 def message_reads(messages: Iterable[Message]) -> MessageReads:
@@ -236,6 +229,13 @@ def remember_reads(messages: Iterable[Message], reads: MessageReads) -> bool:
     for _ in _walk(shown, keep):
         pass
     return True
+
+
+def remember_facts(messages: Sequence[Message], facts: Iterable[Fact]) -> None:
+    """Keep ``facts``, :func:`extract_facts` of ``messages`` made elsewhere (a summary worker
+    process), as its result for these messages: a call with the same messages (the same
+    objects, in order) returns them without reading a message."""
+    _memo.runs.keep(messages, list(facts))
 
 
 def _walk(
@@ -280,6 +280,7 @@ class _Memo:
         self.entries: dict[tuple[int, str | None, str | None], tuple[Message, _Read, int]] = {}
         self.chars = 0
         self.lock = threading.Lock()
+        self.runs = Runs()  # the latest results of extract_facts, with their messages
 
     def read(
         self, message: Message, name: str | None, command: str | None, *, keep: bool = True
@@ -355,15 +356,6 @@ def _compute_adds(message: Message, name: str | None, command: str | None) -> _R
     return tuple(collector.adds), tuple(calls)
 
 
-def merge_facts(*groups: Iterable[Fact]) -> list[Fact]:
-    """Merge fact lists: one fact per (kind, text), with the newest seq, named if any is."""
-    collector = _Collector()
-    for group in groups:
-        for fact in group:
-            collector.add(fact.kind, fact.text, fact.seq, named=fact.named)
-    return list(collector.found.values())
-
-
 def merge_extracted(carried: Iterable[Fact], extracted: Iterable[Fact]) -> list[Fact]:
     """``merge_facts(carried, extracted)`` where ``extracted`` comes from :func:`extract_facts`:
     its texts are normalized and not empty already, so they are not normalized again (a
@@ -374,11 +366,3 @@ def merge_extracted(carried: Iterable[Fact], extracted: Iterable[Fact]) -> list[
     for fact in extracted:
         collector.put(fact.kind, fact.text, fact.seq, fact.named)
     return list(collector.found.values())
-
-
-def count_by_kind(facts: Iterable[Fact]) -> Mapping[str, int]:
-    """Return how many of ``facts`` are of each kind (every kind listed, zeros included)."""
-    counts: dict[str, int] = dict.fromkeys(FACT_KINDS, 0)
-    for fact in facts:
-        counts[fact.kind] += 1
-    return counts

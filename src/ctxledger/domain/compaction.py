@@ -23,7 +23,7 @@ from ctxledger.domain._compaction_plan import (
     input_hash,
 )
 from ctxledger.domain.cuts import STEP_CUT_FILL, TRIGGERS, Trigger
-from ctxledger.domain.facts import fact_block, fact_candidates
+from ctxledger.domain.facts import block_candidates, fact_block
 from ctxledger.domain.projection import kept_request_seq
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.summary import AsyncSummarizer, Summarizer, SummaryRequest
@@ -246,7 +246,7 @@ def finished_with_draft(
                 for message in state.history[start - 1 : checkpoint.retain_from_seq - 1]
                 if not state.is_head(message) and not state.is_withdrawn(message.seq or 0)
             ]
-            candidates = fact_candidates(state, checkpoint, covered, group_paths=group_paths)
+            candidates = block_candidates(state, checkpoint, covered, group_paths=group_paths)
             memo = (key, (*candidates, {}))  # and which texts the view shows (fact_block)
             state.fact_memo = memo
         # The kept first request's lines may come last in the block (``Shares.request_last``):

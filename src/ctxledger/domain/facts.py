@@ -38,7 +38,7 @@ The fact block lists facts that a view does not show, one per line, newest first
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.domain._fact_extract import (
@@ -49,15 +49,16 @@ from ctxledger.domain._fact_extract import (
     Fact,
     FactKind,
     MessageReads,
-    count_by_kind,
+    _Collector,
     extract_facts,
     merge_extracted,
-    merge_facts,
     message_reads,
     normalize,
+    remember_facts,
     remember_reads,
     shown_text,
 )
+from ctxledger.domain._shown import Shown, shown
 from ctxledger.domain.projection import assemble
 from ctxledger.domain.state import SessionState
 from ctxledger.messages import Message
@@ -71,6 +72,8 @@ __all__ = [
     "Fact",
     "FactKind",
     "MessageReads",
+    "Shown",
+    "block_candidates",
     "checkpoint_fact_block",
     "count_by_kind",
     "extract_facts",
@@ -80,6 +83,7 @@ __all__ = [
     "message_reads",
     "normalize",
     "parse_fact_block",
+    "remember_facts",
     "remember_reads",
     "shown_text",
 ]
@@ -114,7 +118,7 @@ def _line(fact: Fact) -> str:
 
 def fact_block(
     facts: Sequence[Fact],
-    shown: str,
+    shown: str | Shown,
     limit: int,
     *,
     shown_in_part: Collection[int] = (),
@@ -132,7 +136,8 @@ def fact_block(
 
     Args:
         facts: The candidates (see :func:`extract_facts`, :func:`merge_facts`).
-        shown: What the view already shows, normalised.
+        shown: What the view already shows, normalised (a :func:`shown_text`, or a
+            :class:`Shown`: the same answers, faster).
         limit: The most characters the block may take, header included.
         shown_in_part: Seqs of messages the view shows truncated (the kept first request).
         group_paths: List the paths of one message on one line, space-separated
@@ -272,8 +277,8 @@ def checkpoint_fact_block(
     """
     if limit <= 0:
         return ""
-    facts, shown = fact_candidates(state, checkpoint, covered, group_paths=group_paths)
-    return fact_block(facts, shown, limit, shown_in_part=shown_in_part, group_paths=group_paths)
+    facts, seen = block_candidates(state, checkpoint, covered, group_paths=group_paths)
+    return fact_block(facts, seen, limit, shown_in_part=shown_in_part, group_paths=group_paths)
 
 
 def fact_candidates(
@@ -285,11 +290,41 @@ def fact_candidates(
 ) -> tuple[list[Fact], str]:
     """The facts a new checkpoint's block is chosen from and what the view it gives shows
     (see :func:`checkpoint_fact_block`, which takes the same arguments)."""
+    facts, seen = block_candidates(state, checkpoint, covered, group_paths=group_paths)
+    return facts, seen.text
+
+
+def block_candidates(
+    state: SessionState,
+    checkpoint: Checkpoint,
+    covered: Iterable[Message],
+    *,
+    group_paths: bool = False,
+) -> tuple[list[Fact], Shown]:
+    """:func:`fact_candidates`, with what the view shows as :class:`Shown`: the same answers
+    to ``text in`` it, most of them found without searching the view's whole text."""
     active = state.active_checkpoint
     carried = (
         parse_fact_block(active.facts, grouped=group_paths)
         if active is not None and active.facts
         else []
     )
-    shown = shown_text(assemble(state, checkpoint))
-    return merge_extracted(carried, extract_facts(covered)), shown
+    seen = shown(assemble(state, checkpoint))
+    return merge_extracted(carried, extract_facts(covered)), seen
+
+
+def merge_facts(*groups: Iterable[Fact]) -> list[Fact]:
+    """Merge fact lists: one fact per (kind, text), with the newest seq, named if any is."""
+    collector = _Collector()
+    for group in groups:
+        for fact in group:
+            collector.add(fact.kind, fact.text, fact.seq, named=fact.named)
+    return list(collector.found.values())
+
+
+def count_by_kind(facts: Iterable[Fact]) -> Mapping[str, int]:
+    """Return how many of ``facts`` are of each kind (every kind listed, zeros included)."""
+    counts: dict[str, int] = dict.fromkeys(FACT_KINDS, 0)
+    for fact in facts:
+        counts[fact.kind] += 1
+    return counts

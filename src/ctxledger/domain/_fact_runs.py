@@ -1,0 +1,111 @@
+"""The latest results of :func:`~ctxledger.domain.facts.extract_facts`, by their messages.
+
+A checkpoint's fact block extracts the facts of every message it newly covers, on the history
+actor, while the step that activates it waits. Those messages were summarised before, in the
+background, often as a chain of jobs each covering what the session grew since the last (a
+summary prepared ahead and extended): the jobs' compaction threads or worker processes extracted
+the facts of their own messages then (:mod:`ctxledger.actors.fact_warming`), and :class:`Runs`
+keeps each result with its messages. A later call whose messages are those of one run, or of
+consecutive runs, is answered from them.
+
+Answers are exact: the messages are compared by identity (messages are immutable; a run holds
+its messages, so no id is reused while it lives), and runs are joined only where reading them
+apart gives what one reading of them together gives: facts are merged by (kind, text), in order
+of first appearance, with the newest seq and ``named`` if any is (as one reading merges them),
+and a tool result is read with the call it answers, so every run after the first must hold the
+calls of its own tool results (a compaction never separates them).
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from ctxledger.messages import Message
+
+if TYPE_CHECKING:
+    from ctxledger.domain._fact_extract import Fact
+
+__all__ = ["RUNS", "Runs", "closed"]
+
+#: How many results are kept (the oldest go first).
+RUNS = 64
+
+
+def closed(messages: Sequence[Message]) -> bool:
+    """Whether every tool result among ``messages`` answers a call made among them, before it
+    (then they are read the same, whatever comes before them)."""
+    calls: set[str] = set()
+    for message in messages:
+        role = message.role
+        if role == "tool":
+            if (message.tool_call_id or "") not in calls:
+                return False
+        elif role != "summary":
+            calls.update(call.id for call in message.tool_calls)
+    return True
+
+
+class Runs:
+    """Results of ``extract_facts`` by the identity of their first message; shared by the
+    host's threads under a lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[int, tuple[tuple[Message, ...], tuple[Fact, ...], bool]] = {}
+
+    def keep(self, messages: Sequence[Message], facts: Sequence[Fact]) -> None:
+        """Keep ``facts``, the result for ``messages`` (nothing for no messages)."""
+        if not messages:
+            return
+        entry = (tuple(messages), tuple(facts), closed(messages))
+        with self._lock:
+            self._runs.pop(id(messages[0]), None)
+            self._runs[id(messages[0])] = entry
+            while len(self._runs) > RUNS:
+                del self._runs[next(iter(self._runs))]
+
+    def find(self, messages: Sequence[Message]) -> list[Fact] | None:
+        """The facts of ``messages`` (the same objects, in order) from one kept run or from
+        consecutive ones, or None."""
+        pieces: list[tuple[Fact, ...]] = []
+        start, end = 0, len(messages)
+        while start < end:
+            with self._lock:
+                entry = self._runs.get(id(messages[start]))
+            if entry is None:
+                return None
+            kept, facts, whole = entry
+            stop = start + len(kept)
+            if (
+                stop > end
+                or (start and not whole)
+                or not all(map(operator.is_, kept, messages[start:stop]))
+            ):
+                return None
+            pieces.append(facts)
+            start = stop
+        if len(pieces) == 1:
+            return list(pieces[0])
+        return _merged(pieces) if pieces else None
+
+
+def _merged(pieces: list[tuple[Fact, ...]]) -> list[Fact]:
+    """The facts of the pieces read as one: one per (kind, text), in order of first
+    appearance, with the newest seq, named if any is."""
+    found: dict[tuple[str, str], Fact] = {}
+    for facts in pieces:
+        for fact in facts:
+            key = (fact.kind, fact.text)
+            old = found.get(key)
+            if old is None:
+                found[key] = fact
+            elif fact.seq > old.seq or (fact.named and not old.named):
+                found[key] = msgspec.structs.replace(
+                    old, seq=max(fact.seq, old.seq), named=fact.named or old.named
+                )
+    return list(found.values())
