@@ -57,7 +57,12 @@ from pathlib import Path
 from typing import Any
 
 from ctxledger import Config, Host, HostOptions, Message
-from ctxledger.events import CompactionStarted
+from ctxledger.events import (
+    CheckpointCreated,
+    CompactionFailed,
+    CompactionStarted,
+    SummaryPrepared,
+)
 from ctxledger.tooling.workload import iter_agent_steps, take_messages
 
 CONFIG = Config(context_window=32_000)
@@ -189,6 +194,32 @@ def compactions_started(host: Host, names: list[str]) -> int:
     )
 
 
+def summary_windows(host: Host, name: str) -> list[tuple[float, float]]:
+    """When each summary of session ``name`` was being made: from the commit of its
+    ``CompactionStarted`` to that of the event that ended it (``SummaryPrepared``,
+    ``CheckpointCreated`` or ``CompactionFailed`` with its ``compaction_id``), Unix time."""
+    started: dict[str, float] = {}
+    windows: list[tuple[float, float]] = []
+    for record in host.log.read(name):
+        event = record.event
+        if type(event) is CompactionStarted:
+            started[event.compaction_id] = record.timestamp
+        elif type(event) in (SummaryPrepared, CheckpointCreated, CompactionFailed):
+            begun = started.pop(event.compaction_id, None)  # type: ignore[attr-defined]
+            if begun is not None:
+                windows.append((begun, record.timestamp))
+    return windows
+
+
+def during_summaries(
+    steps: Sequence[tuple[float, float]], windows: Sequence[tuple[float, float]]
+) -> list[bool]:
+    """For each step (its start and end, Unix time), whether a summary of its session was
+    being made meanwhile (on a compaction thread of the host, in its worker process, or
+    awaited by the step itself)."""
+    return [any(begun < end and start < ended for begun, ended in windows) for start, end in steps]
+
+
 # --- 1. closed loop ----------------------------------------------------------------------------
 
 
@@ -198,6 +229,7 @@ def closed_threads(sessions: int, steps: int, durability: str) -> dict[str, Any]
     before = set(threading.enumerate())
     with new_host(durability, sessions) as host:
         latencies: list[list[float]] = [[] for _ in range(sessions)]
+        spans: list[list[tuple[float, float]]] = [[] for _ in range(sessions)]
         barrier = threading.Barrier(sessions + 1)
 
         def drive(index: int) -> None:
@@ -205,11 +237,14 @@ def closed_threads(sessions: int, steps: int, durability: str) -> dict[str, Any]
             for step in work[index][:2]:  # activation and the first steps are not timed
                 do_step(session, step)
             barrier.wait()
-            own = latencies[index]
+            own, when = latencies[index], spans[index]
             for step in work[index][2:]:
+                wall = time.time()
                 started = time.perf_counter()
                 do_step(session, step)
-                own.append(time.perf_counter() - started)
+                took = time.perf_counter() - started
+                own.append(took)
+                when.append((wall, wall + took))
 
         workers = [threading.Thread(target=drive, args=(n,)) for n in range(sessions)]
         with ThreadSampler(before | set(workers)) as sampler:
@@ -221,7 +256,11 @@ def closed_threads(sessions: int, steps: int, durability: str) -> dict[str, Any]
                 worker.join()
             elapsed = time.perf_counter() - began
         started = compactions_started(host, [f"agent-{n}" for n in range(sessions)])
-    return _closed_row("threads", sessions, latencies, elapsed, sampler, started)
+        during = [
+            during_summaries(spans[n], summary_windows(host, f"agent-{n}"))
+            for n in range(sessions)
+        ]
+    return _closed_row("threads", sessions, latencies, elapsed, sampler, started, during)
 
 
 def closed_asyncio(sessions: int, steps: int, durability: str) -> dict[str, Any]:
@@ -230,6 +269,7 @@ def closed_asyncio(sessions: int, steps: int, durability: str) -> dict[str, Any]
     before = set(threading.enumerate())
     with new_host(durability, sessions) as host:
         latencies: list[list[float]] = [[] for _ in range(sessions)]
+        spans: list[list[tuple[float, float]]] = [[] for _ in range(sessions)]
 
         async def main() -> float:
             handles = [await host.asession(f"agent-{n}") for n in range(sessions)]
@@ -241,11 +281,14 @@ def closed_asyncio(sessions: int, steps: int, durability: str) -> dict[str, Any]
             await asyncio.gather(*(warm(n) for n in range(sessions)))
 
             async def drive(index: int) -> None:
-                session, own = handles[index], latencies[index]
+                session, own, when = handles[index], latencies[index], spans[index]
                 for step in work[index][2:]:
+                    wall = time.time()
                     started = time.perf_counter()
                     await ado_step(session, step)
-                    own.append(time.perf_counter() - started)
+                    took = time.perf_counter() - started
+                    own.append(took)
+                    when.append((wall, wall + took))
 
             began = time.perf_counter()
             await asyncio.gather(*(drive(n) for n in range(sessions)))
@@ -254,7 +297,11 @@ def closed_asyncio(sessions: int, steps: int, durability: str) -> dict[str, Any]
         with ThreadSampler(before) as sampler:
             elapsed = asyncio.run(main())
         started = compactions_started(host, [f"agent-{n}" for n in range(sessions)])
-    return _closed_row("asyncio", sessions, latencies, elapsed, sampler, started)
+        during = [
+            during_summaries(spans[n], summary_windows(host, f"agent-{n}"))
+            for n in range(sessions)
+        ]
+    return _closed_row("asyncio", sessions, latencies, elapsed, sampler, started, during)
 
 
 def _closed_row(
@@ -264,9 +311,18 @@ def _closed_row(
     elapsed: float,
     sampler: ThreadSampler,
     compactions: int,
+    during: list[list[bool]],
 ) -> dict[str, Any]:
+    """The row of a closed loop; ``during`` says of each step whether a summary of its session
+    was being made meanwhile (:func:`during_summaries`): a summary is Python on the CPU (in the
+    worker process, or on a compaction thread of the host, taking the GIL from the steps, while
+    the worker starts) or awaited by a step. The p99 of the other steps is reported beside."""
     flat = sorted(lat for per in latencies for lat in per)
+    quiet = sorted(lat for per, flags in zip(latencies, during, strict=True)
+                   for lat, busy in zip(per, flags, strict=True) if not busy)  # fmt: skip
     return {
+        "during_summaries": sum(sum(flags) for flags in during),
+        "p99_quiet_ms": percentile(quiet, 0.99) * 1000 if quiet else float("nan"),
         "driver": driver,
         "sessions": sessions,
         "steps": len(flat),
@@ -780,6 +836,8 @@ def main() -> None:
             ("steps/s", "steps_per_s"),
             ("p50 ms", "p50_ms"),
             ("p99 ms", "p99_ms"),
+            ("steps while a summary of their session was made", "during_summaries"),
+            ("p99 ms of the other steps", "p99_quiet_ms"),
             ("host threads", "host_threads"),
         ],
     )

@@ -65,7 +65,7 @@ _NUMBER = re.compile(
 _DOLLAR = re.compile(r"^\$ (\S.*)$", re.MULTILINE)
 
 
-class Fact(msgspec.Struct, frozen=True, kw_only=True):
+class Fact(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One fact of a conversation.
 
     Attributes:
