@@ -186,9 +186,9 @@ def extract_facts(messages: Iterable[Message], *, keep: bool = True) -> list[Fac
     """
     given = messages if isinstance(messages, list | tuple) else tuple(messages)
     if keep:
-        found = _memo.runs.find(given)
-        if found is not None:
-            return found
+        pieces = _memo.runs.find(given)
+        if pieces is not None:
+            return _joined(pieces)
     collector = _Collector()
 
     def read(message: Message, name: str | None, command: str | None) -> _Read:
@@ -229,6 +229,25 @@ def remember_reads(messages: Iterable[Message], reads: MessageReads) -> bool:
     for _ in _walk(shown, keep):
         pass
     return True
+
+
+def _joined(pieces: list[tuple[Fact, ...]]) -> list[Fact]:
+    """The facts of consecutive runs of messages as one reading gives them: one per (kind,
+    text), in order of first appearance, with the newest seq, named if any is."""
+    if len(pieces) == 1:
+        return list(pieces[0])
+    found: dict[tuple[str, str], Fact] = {}
+    for facts in pieces:
+        for fact in facts:
+            key = (fact.kind, fact.text)
+            old = found.get(key)
+            if old is None:
+                found[key] = fact
+            elif fact.seq > old.seq or (fact.named and not old.named):
+                found[key] = msgspec.structs.replace(
+                    old, seq=max(fact.seq, old.seq), named=fact.named or old.named
+                )
+    return list(found.values())
 
 
 def remember_facts(messages: Sequence[Message], facts: Iterable[Fact]) -> None:
@@ -280,7 +299,7 @@ class _Memo:
         self.entries: dict[tuple[int, str | None, str | None], tuple[Message, _Read, int]] = {}
         self.chars = 0
         self.lock = threading.Lock()
-        self.runs = Runs()  # the latest results of extract_facts, with their messages
+        self.runs: Runs[Fact] = Runs()  # the latest results of extract_facts, with their messages
 
     def read(
         self, message: Message, name: str | None, command: str | None, *, keep: bool = True

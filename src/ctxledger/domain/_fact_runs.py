@@ -6,14 +6,15 @@ background, often as a chain of jobs each covering what the session grew since t
 summary prepared ahead and extended): the jobs' compaction threads or worker processes extracted
 the facts of their own messages then (:mod:`ctxledger.actors.fact_warming`), and :class:`Runs`
 keeps each result with its messages. A later call whose messages are those of one run, or of
-consecutive runs, is answered from them.
+consecutive runs, is answered from them (joined by ``_fact_extract``: facts merged by (kind,
+text), in order of first appearance, with the newest seq and ``named`` if any is, as one reading
+merges them).
 
 Answers are exact: the messages are compared by identity (messages are immutable; a run holds
 its messages, so no id is reused while it lives), and runs are joined only where reading them
-apart gives what one reading of them together gives: facts are merged by (kind, text), in order
-of first appearance, with the newest seq and ``named`` if any is (as one reading merges them),
-and a tool result is read with the call it answers, so every run after the first must hold the
-calls of its own tool results (a compaction never separates them).
+apart gives what one reading of them together gives: a tool result is read with the call it
+answers, so every run after the first must hold the calls of its own tool results (a
+compaction never separates them). The facts are of any type: this module knows messages only.
 """
 
 from __future__ import annotations
@@ -21,16 +22,13 @@ from __future__ import annotations
 import operator
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-import msgspec
+from typing import Generic, TypeVar
 
 from ctxledger.messages import Message
 
-if TYPE_CHECKING:
-    from ctxledger.domain._fact_extract import Fact
-
 __all__ = ["RUNS", "Runs", "closed"]
+
+_Fact = TypeVar("_Fact")
 
 #: How many results are kept (the oldest go first).
 RUNS = 64
@@ -50,15 +48,15 @@ def closed(messages: Sequence[Message]) -> bool:
     return True
 
 
-class Runs:
+class Runs(Generic[_Fact]):
     """Results of ``extract_facts`` by the identity of their first message; shared by the
     host's threads under a lock."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._runs: dict[int, tuple[tuple[Message, ...], tuple[Fact, ...], bool]] = {}
+        self._runs: dict[int, tuple[tuple[Message, ...], tuple[_Fact, ...], bool]] = {}
 
-    def keep(self, messages: Sequence[Message], facts: Sequence[Fact]) -> None:
+    def keep(self, messages: Sequence[Message], facts: Sequence[_Fact]) -> None:
         """Keep ``facts``, the result for ``messages`` (nothing for no messages)."""
         if not messages:
             return
@@ -69,10 +67,11 @@ class Runs:
             while len(self._runs) > RUNS:
                 del self._runs[next(iter(self._runs))]
 
-    def find(self, messages: Sequence[Message]) -> list[Fact] | None:
-        """The facts of ``messages`` (the same objects, in order) from one kept run or from
-        consecutive ones, or None."""
-        pieces: list[tuple[Fact, ...]] = []
+    def find(self, messages: Sequence[Message]) -> list[tuple[_Fact, ...]] | None:
+        """The results of the kept runs that ``messages`` (the same objects, in order) are made
+        of, one run or consecutive ones, in order (their facts are those of one reading merged,
+        see the module docstring), or None."""
+        pieces: list[tuple[_Fact, ...]] = []
         start, end = 0, len(messages)
         while start < end:
             with self._lock:
@@ -89,23 +88,4 @@ class Runs:
                 return None
             pieces.append(facts)
             start = stop
-        if len(pieces) == 1:
-            return list(pieces[0])
-        return _merged(pieces) if pieces else None
-
-
-def _merged(pieces: list[tuple[Fact, ...]]) -> list[Fact]:
-    """The facts of the pieces read as one: one per (kind, text), in order of first
-    appearance, with the newest seq, named if any is."""
-    found: dict[tuple[str, str], Fact] = {}
-    for facts in pieces:
-        for fact in facts:
-            key = (fact.kind, fact.text)
-            old = found.get(key)
-            if old is None:
-                found[key] = fact
-            elif fact.seq > old.seq or (fact.named and not old.named):
-                found[key] = msgspec.structs.replace(
-                    old, seq=max(fact.seq, old.seq), named=fact.named or old.named
-                )
-    return list(found.values())
+        return pieces or None

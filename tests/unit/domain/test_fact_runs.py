@@ -77,7 +77,7 @@ def test_other_objects_with_equal_content_are_read() -> None:
     extract_facts(messages)
     copies = [msgspec.structs.replace(m) for m in messages]
     assert _fact_extract._memo.runs.find(copies) is None
-    assert _fact_extract._memo.runs.find(messages) == _fresh(messages)
+    assert _fact_extract._memo.runs.find(messages) == [tuple(_fresh(messages))]
 
 
 def test_a_run_whose_tool_result_answers_a_call_before_it_is_not_joined() -> None:
@@ -103,7 +103,7 @@ def test_only_the_latest_runs_are_kept() -> None:
     for message in messages:
         extract_facts([message])
     assert _fact_extract._memo.runs.find(messages[:1]) is None
-    assert _fact_extract._memo.runs.find(messages[-1:]) == _fresh(messages[-1:])
+    assert _fact_extract._memo.runs.find(messages[-1:]) == [tuple(_fresh(messages[-1:]))]
 
 
 @pytest.fixture(autouse=True)
