@@ -379,3 +379,50 @@ def test_a_request_taken_off_the_queue_is_not_overtaken(backend: Backend) -> Non
     finally:
         committer.go.set()
         committer.close()
+
+
+class _FaultyGather(GroupCommitter):
+    """A committer whose own code fails (not the storage): its thread raises while it gathers
+    the group that holds ``"fault"``, after taking the request before it off the queue."""
+
+    def __init__(self, commit: Callable[..., list[Outcome]]) -> None:
+        self.taken = threading.Event()
+        self.go = threading.Event()
+        super().__init__(commit, name="test-committer")
+
+    def _gather(self, first: Any) -> tuple[list[Any], bool]:
+        if first.op == "taken":
+            self.taken.set()
+            self.go.wait()
+        requests, stop = super()._gather(first)
+        if "fault" in [request.op for request in requests]:
+            raise ZeroDivisionError("a fault of the committer's own code")
+        return requests, stop
+
+
+def test_a_fault_of_the_committers_thread_leaves_no_caller_waiting(backend: Backend) -> None:
+    """The thread dies: the group it had committed is answered with its outcomes, the requests
+    it had taken and those queued fail with a StorageError naming the fault, and so does every
+    later submission; nothing of the failed group was written."""
+    committer = _FaultyGather(backend.commit)
+    try:
+        assert committer.submit("first") == "done:first"
+        taken, outcomes = submit_in_threads(committer, ["taken"])
+        committer.taken.wait()  # held while gathering: the next submissions queue behind it
+        answers: list[tuple[Any, Any, str]] = []
+        committer.submit_callback("fault", _recording(answers))
+        queued, more = submit_in_threads(committer, ["queued"])
+        committer.go.set()
+        for thread in [*taken, *queued]:
+            thread.join(timeout=30)
+            assert not thread.is_alive(), "a caller was left waiting"
+        for outcome in (outcomes["taken"], more["queued"]):
+            assert isinstance(outcome, StorageError)
+            assert "writer thread failed" in str(outcome) and "ZeroDivisionError" in str(outcome)
+        assert [type(error) for _, error, _ in answers] == [StorageError]
+        with pytest.raises(StorageError, match="writer thread failed"):
+            committer.submit("later")
+        assert [op for group in backend.groups for op in group] == ["first"]
+    finally:
+        committer.go.set()
+        committer.close()

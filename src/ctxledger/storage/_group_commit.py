@@ -44,86 +44,22 @@ from typing import Any
 from ctxledger._logging import get_logger
 from ctxledger.errors import StorageError
 from ctxledger.storage._gathering import Gathering
+from ctxledger.storage._group_requests import (
+    Outcome,
+    _AsyncRequest,
+    _call_in,
+    _CallbackRequest,
+    _nothing,
+    _Request,
+    failed_outcomes,
+)
 
 __all__ = ["CommitGroup", "GroupCommitter", "Outcome", "failed_outcomes"]
 
 _log = get_logger(__name__)
 
-#: What a backend reports for one op: ``(result, None)`` or ``(None, error)``.
-Outcome = tuple[Any, BaseException | None]
 #: ``commit(ops, wake_previous) -> outcomes``: writes and commits one group (see the module doc).
 CommitGroup = Callable[[list[Any], Callable[[], None]], list[Outcome]]
-
-
-class _Request:
-    """A caller blocked in :meth:`GroupCommitter.submit`."""
-
-    __slots__ = ("_done", "error", "op", "result")
-
-    def __init__(self, op: Any) -> None:
-        self.op = op
-        self.result: Any = None
-        self.error: BaseException | None = None
-        # A pre-acquired lock is the cheapest one-shot "done" signal between two threads.
-        self._done = threading.Lock()
-        self._done.acquire()
-
-    def resolve(self, result: Any, error: BaseException | None) -> None:
-        self.result, self.error = result, error
-        self._done.release()
-
-    def wait(self) -> Any:
-        self._done.acquire()
-        if self.error is not None:
-            raise self.error
-        return self.result
-
-
-class _CallbackRequest:
-    """A caller that gave a callback to :meth:`GroupCommitter.submit_callback` and went on."""
-
-    __slots__ = ("callback", "op")
-
-    def __init__(self, op: Any, callback: Callable[[Any, BaseException | None], None]) -> None:
-        self.op = op
-        self.callback = callback
-
-    def resolve(self, result: Any, error: BaseException | None) -> None:
-        try:
-            self.callback(result, error)
-        except Exception:  # a callback must not raise; if one does, the committer goes on
-            _log.exception("append callback raised")
-
-
-class _AsyncRequest:
-    """A caller awaiting :meth:`GroupCommitter.submit_async` on an event loop."""
-
-    __slots__ = ("future", "loop", "op")
-
-    def __init__(self, op: Any, loop: asyncio.AbstractEventLoop) -> None:
-        self.op = op
-        self.loop = loop
-        self.future: asyncio.Future[Any] = loop.create_future()
-
-    def resolve(self, result: Any, error: BaseException | None) -> None:
-        _call_in(self.loop, [(self.future, result, error)])
-
-
-def _call_in(loop: asyncio.AbstractEventLoop, items: list[tuple[Any, Any, Any]]) -> None:
-    try:
-        loop.call_soon_threadsafe(_settle, items)
-    except RuntimeError:  # the loop is closed: nobody is left to answer
-        _log.warning("event loop closed before its appends were answered", requests=len(items))
-
-
-def _settle(items: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
-    for future, result, error in items:
-        if future.cancelled():
-            continue
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
 
 
 _STOP = object()
@@ -168,7 +104,10 @@ class GroupCommitter:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._closed = False  # no new submissions
+        self._closed_because = "the event log is closed"
         self._stopped = False  # the thread has committed its last group
+        self._taken: list[Any] = []  # taken off the queue, not committed yet
+        self._answered: list[_Answer] = []  # durable, callers not yet woken
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -255,7 +194,7 @@ class GroupCommitter:
 
     def _enqueue(self, request: _Request | _AsyncRequest | _CallbackRequest) -> None:
         if self._closed:
-            raise StorageError("the event log is closed")
+            raise StorageError(self._closed_because)
         with self._count_lock:
             self._outstanding += 1
         self._queue.put(request)
@@ -263,22 +202,41 @@ class GroupCommitter:
             self._refuse_queued()
 
     def _run(self) -> None:
-        answered: list[_Answer] = []  # durable, callers not yet woken
+        """The committer's thread. Should it fail (a fault of the committer itself: a failure
+        of the storage fails its group only), no caller is left waiting: the committed ones
+        are answered, those taken and not committed and those queued fail with a
+        :class:`StorageError`, and so does every later submission."""
+        try:
+            self._serve()
+        except BaseException as exc:
+            _log.exception("group committer failed", error=repr(exc))
+            self._closed_because = f"the event log's writer thread failed: {exc!r}"
+            self._closed = True
+            self._wake(self._answered)
+            taken, self._taken = self._taken, []
+            self._fail(taken, StorageError(self._closed_because))
+            self._stopped = True
+            self._refuse_queued()
+
+    def _serve(self) -> None:
         gathering = self._gathering
         while True:
             try:
                 first = self._queue.get_nowait()
             except queue.Empty:
-                self._wake(answered)
+                self._wake(self._answered)
                 first = self._queue.get()
             if first is _STOP:
                 stop = True
             else:
+                self._taken = [first]
                 requests, stop = self._gather(first)
-                answered = self._commit(requests, answered)
+                self._taken = requests
+                self._answered = self._commit(requests, self._answered)
+                self._taken = []
                 gathering.committed(len(requests))
             if stop:
-                self._wake(answered)
+                self._wake(self._answered)
                 self._stopped = True
                 self._refuse_queued()
                 return
@@ -288,7 +246,7 @@ class GroupCommitter:
         (how long it waits for more: :class:`~ctxledger.storage._gathering.Gathering`)."""
         gathering = self._gathering
         expected = gathering.expected()
-        requests = [first]
+        requests = self._taken = [first]  # taken off the queue: answered should this fail
         deadline = time.monotonic() + gathering.most
         while True:
             try:
@@ -342,7 +300,7 @@ class GroupCommitter:
             except queue.Empty:
                 return
             if request is not _STOP:
-                request.resolve(None, StorageError("the event log is closed"))
+                request.resolve(None, StorageError(self._closed_because))
 
     @staticmethod
     def _wake(answered: list[_Answer]) -> None:
@@ -352,7 +310,7 @@ class GroupCommitter:
             if type(request) is _AsyncRequest:
                 by_loop.setdefault(request.loop, []).append((request.future, result, error))
             else:
-                request.resolve(result, error)
+                request.resolve(result, error)  # never raises (a callback's error is logged)
         answered.clear()
         for loop, items in by_loop.items():
             _call_in(loop, items)
@@ -361,30 +319,3 @@ class GroupCommitter:
     def _fail(requests: list[Any], cause: BaseException) -> None:
         for request, outcome in zip(requests, failed_outcomes(cause, len(requests)), strict=True):
             request.resolve(*outcome)
-
-
-def _nothing() -> None:
-    """No group before an inline commit has callers left to wake."""
-
-
-def failed_outcomes(cause: BaseException, count: int) -> list[Outcome]:
-    """The outcomes of ``count`` ops of a group the storage failed; nothing of it was committed.
-
-    Each op gets its own :class:`StorageError` (each caller raises, and so mutates, its own). A
-    :class:`StorageError` raised by the backend already says what failed: each caller gets its
-    text, caused by what the backend's error was caused by (an ``lmdb.Error``, a ``psycopg``
-    error); any other exception is "the write transaction failed".
-    """
-    _log.error("group commit failed", requests=count, error=str(cause))
-    origin = cause
-    if isinstance(cause, StorageError) and cause.__cause__ is not None:
-        origin = cause.__cause__
-    outcomes: list[Outcome] = []
-    for _ in range(count):
-        if isinstance(cause, StorageError):
-            error = StorageError(str(cause))
-        else:
-            error = StorageError(f"the write transaction failed: {cause}")
-        error.__cause__ = origin
-        outcomes.append((None, error))
-    return outcomes
