@@ -26,12 +26,14 @@ from typing import Generic, TypeVar
 
 from ctxledger.messages import Message
 
-__all__ = ["RUNS", "Runs", "closed"]
+__all__ = ["RUNS", "RUN_CHARS", "Runs", "closed"]
 
 _Fact = TypeVar("_Fact")
 
-#: How many results are kept (the oldest go first).
+#: How many results are kept, and the characters of their messages' contents and call
+#: arguments at most (a run holds its messages; the oldest go first).
 RUNS = 64
+RUN_CHARS = 8_000_000
 
 
 def closed(messages: Sequence[Message]) -> bool:
@@ -54,18 +56,27 @@ class Runs(Generic[_Fact]):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._runs: dict[int, tuple[tuple[Message, ...], tuple[_Fact, ...], bool]] = {}
+        self._runs: dict[int, tuple[tuple[Message, ...], tuple[_Fact, ...], bool, int]] = {}
+        self.chars = 0  # of the kept messages' contents and call arguments
 
     def keep(self, messages: Sequence[Message], facts: Sequence[_Fact]) -> None:
-        """Keep ``facts``, the result for ``messages`` (nothing for no messages)."""
-        if not messages:
+        """Keep ``facts``, the result for ``messages`` (nothing for no messages, or for more
+        than :data:`RUN_CHARS` characters of them)."""
+        size = sum(
+            len(message.content) + sum(len(call.arguments) for call in message.tool_calls)
+            for message in messages
+        )
+        if not messages or size > RUN_CHARS:
             return
-        entry = (tuple(messages), tuple(facts), closed(messages))
+        entry = (tuple(messages), tuple(facts), closed(messages), size)
         with self._lock:
-            self._runs.pop(id(messages[0]), None)
+            old = self._runs.pop(id(messages[0]), None)
+            if old is not None:
+                self.chars -= old[3]
             self._runs[id(messages[0])] = entry
-            while len(self._runs) > RUNS:
-                del self._runs[next(iter(self._runs))]
+            self.chars += size
+            while len(self._runs) > RUNS or self.chars > RUN_CHARS:
+                self.chars -= self._runs.pop(next(iter(self._runs)))[3]
 
     def find(self, messages: Sequence[Message]) -> list[tuple[_Fact, ...]] | None:
         """The results of the kept runs that ``messages`` (the same objects, in order) are made
@@ -78,7 +89,7 @@ class Runs(Generic[_Fact]):
                 entry = self._runs.get(id(messages[start]))
             if entry is None:
                 return None
-            kept, facts, whole = entry
+            kept, facts, whole, _ = entry
             stop = start + len(kept)
             if (
                 stop > end

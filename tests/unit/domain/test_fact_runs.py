@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxledger import Message, ToolCall
-from ctxledger.domain import _fact_extract
+from ctxledger.domain import _fact_extract, _fact_runs
 from ctxledger.domain._fact_runs import RUNS, closed
 from ctxledger.domain.facts import extract_facts, remember_facts
 from ctxledger.tooling.workload import take_messages
@@ -131,3 +131,22 @@ def test_whatever_runs_were_kept_a_reading_gives_the_facts_of_one_reading(
     asked = messages[min(start, len(messages) - 1) :]
     assert extract_facts(asked) == _fresh(asked)
     assert extract_facts(messages) == _fresh(messages)
+
+
+def test_the_runs_hold_messages_of_a_bounded_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run holds its messages: the characters they hold are bounded as the memo's are."""
+    monkeypatch.setattr(_fact_runs, "RUN_CHARS", 5_000)
+    messages = _session(8, 60)
+    sizes = [len(m.content) + sum(len(c.arguments) for c in m.tool_calls) for m in messages]
+    for message in messages:
+        extract_facts([message])
+    runs = _fact_extract._memo.runs
+    assert 0 < runs.chars <= 5_000
+    kept = [m for m in messages if runs.find([m]) is not None]
+    assert sum(sizes[messages.index(m)] for m in kept) == runs.chars
+    assert kept == messages[len(messages) - len(kept) :]  # the newest
+    whole = sum(sizes)
+    assert whole > 5_000
+    extract_facts(messages)  # too large to keep: nothing else goes
+    assert runs.find(messages) is None
+    assert [m for m in messages if runs.find([m]) is not None] == kept
