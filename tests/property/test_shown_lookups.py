@@ -14,9 +14,11 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ctxledger.domain import _shown as _shown_module
 from ctxledger.domain import extract as ex
 from ctxledger.domain._shown import Shown, shown, shown_text
 from ctxledger.domain.facts import BLOCK_HEADER, FACT_KINDS, Fact, fact_block
@@ -145,3 +147,28 @@ def test_shown_refuses_what_is_not_a_string() -> None:
         assert "requires a string" in str(exc)
     else:
         raise AssertionError("a number was looked up")
+
+
+def test_the_memo_of_parts_stays_within_its_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each message's part is read once while it is kept; the memo holds its messages, so it
+    counts their contents (whitespace too) and arguments, and drops the oldest first."""
+    reads: list[int] = []
+    real = _shown_module._read
+
+    def counted(message: Message) -> tuple[str, frozenset[str]]:
+        reads.append(message.seq or 0)
+        return real(message)
+
+    monkeypatch.setattr(_shown_module, "_read", counted)
+    monkeypatch.setattr(_shown_module, "_memo", _shown_module._Memo())
+    monkeypatch.setattr(_shown_module, "MEMO_CHARS", 1_000)
+    blank = Message(role="user", content=" " * 600, seq=1)  # shows nothing, holds 600
+    words = [Message(role="user", content=f"word {n} " * 10, seq=n) for n in range(2, 12)]
+    expected = " ".join(" ".join([f"word {n}"] * 10) for n in range(2, 12))
+    assert shown_text([blank, *words]) == expected
+    memo = _shown_module._memo
+    assert memo.chars <= 1_000
+    assert id(blank) not in memo.entries  # the oldest went first
+    reads.clear()
+    shown_text(words[-3:])
+    assert reads == []  # the newest are kept

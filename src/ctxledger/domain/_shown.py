@@ -122,10 +122,11 @@ def _read(message: Message) -> _Part:
 class _Memo:
     """The parts of recent messages, by the message's identity (messages are immutable; an
     entry holds its message, so the id is not reused while it lives). Shared by the host's
-    threads under a lock; the oldest entries go first."""
+    threads under a lock; the oldest entries go first. Its size counts what the entries hold:
+    each message's content and call arguments, and its part."""
 
     def __init__(self) -> None:
-        self.entries: dict[int, tuple[Message, _Part]] = {}
+        self.entries: dict[int, tuple[Message, _Part, int]] = {}
         self.chars = 0
         self.lock = threading.Lock()
 
@@ -136,15 +137,19 @@ class _Memo:
         if entry is not None and entry[0] is message:
             return entry[1]
         part = _read(message)
+        size = (
+            len(message.content)
+            + sum(len(call.arguments) for call in message.tool_calls)
+            + len(part[0])
+        )
         with self.lock:
             old = self.entries.pop(key, None)
             if old is not None:
-                self.chars -= len(old[1][0])
-            self.entries[key] = (message, part)
-            self.chars += len(part[0])
+                self.chars -= old[2]
+            self.entries[key] = (message, part, size)
+            self.chars += size
             while self.entries and (len(self.entries) > MEMO_SIZE or self.chars > MEMO_CHARS):
-                dropped = self.entries.pop(next(iter(self.entries)))
-                self.chars -= len(dropped[1][0])
+                self.chars -= self.entries.pop(next(iter(self.entries)))[2]
         return part
 
 
