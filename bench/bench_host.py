@@ -187,28 +187,39 @@ def new_host(durability: str, sessions: int, config: Config = CONFIG) -> Iterato
         yield host
 
 
-def compactions_started(host: Host, names: list[str]) -> int:
-    """``CompactionStarted`` events in the logs of ``names`` (foreground and background)."""
-    return sum(
-        type(record.event) is CompactionStarted for name in names for record in host.log.read(name)
-    )
-
-
-def summary_windows(host: Host, name: str) -> list[tuple[float, float]]:
-    """When each summary of session ``name`` was being made: from the commit of its
+def summaries(host: Host, name: str) -> tuple[int, list[tuple[float, float]]]:
+    """The compactions session ``name`` started (``CompactionStarted``, foreground and
+    background), and when each summary of it was being made: from the commit of its
     ``CompactionStarted`` to that of the event that ended it (``SummaryPrepared``,
     ``CheckpointCreated`` or ``CompactionFailed`` with its ``compaction_id``), Unix time."""
     started: dict[str, float] = {}
+    count = 0
     windows: list[tuple[float, float]] = []
     for record in host.log.read(name):
         event = record.event
         if type(event) is CompactionStarted:
             started[event.compaction_id] = record.timestamp
+            count += 1
         elif type(event) in (SummaryPrepared, CheckpointCreated, CompactionFailed):
             begun = started.pop(event.compaction_id, None)  # type: ignore[attr-defined]
             if begun is not None:
                 windows.append((begun, record.timestamp))
-    return windows
+    return count, windows
+
+
+def steps_during_summaries(
+    host: Host, spans: list[list[tuple[float, float]]]
+) -> tuple[int, list[list[bool]]]:
+    """For the sessions ``agent-0`` … of a closed loop: the compactions they started, and for
+    each of their steps (``spans[n]``: start and end, Unix time) whether a summary of its
+    session was being made meanwhile (see :func:`during_summaries`)."""
+    count = 0
+    during: list[list[bool]] = []
+    for index, steps in enumerate(spans):
+        started, windows = summaries(host, f"agent-{index}")
+        count += started
+        during.append(during_summaries(steps, windows))
+    return count, during
 
 
 def during_summaries(
@@ -255,11 +266,7 @@ def closed_threads(sessions: int, steps: int, durability: str) -> dict[str, Any]
             for worker in workers:
                 worker.join()
             elapsed = time.perf_counter() - began
-        started = compactions_started(host, [f"agent-{n}" for n in range(sessions)])
-        during = [
-            during_summaries(spans[n], summary_windows(host, f"agent-{n}"))
-            for n in range(sessions)
-        ]
+        started, during = steps_during_summaries(host, spans)
     return _closed_row("threads", sessions, latencies, elapsed, sampler, started, during)
 
 
@@ -296,11 +303,7 @@ def closed_asyncio(sessions: int, steps: int, durability: str) -> dict[str, Any]
 
         with ThreadSampler(before) as sampler:
             elapsed = asyncio.run(main())
-        started = compactions_started(host, [f"agent-{n}" for n in range(sessions)])
-        during = [
-            during_summaries(spans[n], summary_windows(host, f"agent-{n}"))
-            for n in range(sessions)
-        ]
+        started, during = steps_during_summaries(host, spans)
     return _closed_row("asyncio", sessions, latencies, elapsed, sampler, started, during)
 
 
