@@ -18,6 +18,8 @@ import os
 import pickle
 import signal
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +27,18 @@ import msgspec
 import pytest
 
 from ctxledger import Config, Host, HostOptions, Message, replay
+from ctxledger.actors import summary_process
 from ctxledger.actors.compaction import _summarize
 from ctxledger.actors.summary_process import SummaryProcesses, _answer
 from ctxledger.domain import CompactionPlan
 from ctxledger.errors import InvalidArgumentError
-from ctxledger.events import CompactionFailed, Event, SummaryPrepared
+from ctxledger.events import (
+    CheckpointCreated,
+    CompactionFailed,
+    CompactionStarted,
+    Event,
+    SummaryPrepared,
+)
 from ctxledger.events.codec import encode_payload
 from ctxledger.storage import MemoryEventLog
 from ctxledger.summarizers import ExtractiveSummarizer
@@ -241,3 +250,107 @@ def test_where_no_worker_can_start_the_threads_make_the_summaries(
         assert not workers.available and workers.made == 0
         assert _count(host, SummaryPrepared) >= 2  # all made on the threads
         assert _count(host, CompactionFailed) == 0
+
+
+# A job that finds its worker starting waits for it, unless somebody waits for the job: the
+# worker below never says it is ready, so each of these would hang without the hurry.
+
+
+@pytest.fixture
+def never_ready(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers that start and never say they are ready (they end when their input closes)."""
+    folder = tmp_path / "never"
+    folder.mkdir()
+    (folder / "never_ready.py").write_text("import sys\nsys.stdin.buffer.read()\n")
+    monkeypatch.setenv("PYTHONPATH", str(folder))
+    monkeypatch.setattr(summary_process, "_MAIN", "never_ready")
+
+
+def _within(seconds: float, call: Any) -> Any:
+    """``call()`` on a thread; fail unless it returned within ``seconds`` (a hang's bound)."""
+    result: list[Any] = []
+    thread = threading.Thread(target=lambda: result.append(call()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"{call} still waits after {seconds} s"
+    return result[0] if result else None
+
+
+def _until_background(host: Host, session: Any, messages: Any) -> int:
+    """Append (without waiting) until a background summary has started; return how many."""
+    for count, message in enumerate(messages, 1):
+        session.append(message)
+        started = host.log.read("s")
+        if any(isinstance(r.event, CompactionStarted) and r.event.background for r in started):
+            return count
+    raise AssertionError("no background summary started")
+
+
+def test_a_background_summary_nobody_waits_for_is_made_by_the_worker_it_started(
+    tmp_path: Path,
+) -> None:
+    """The first job starts the worker and waits for it rather than run beside the host's
+    threads (it ran on its thread before: ``made`` stayed 0)."""
+    with _host(tmp_path, 1) as host:
+        session, workers = host.session("s"), _workers(host)
+        _until_background(host, session, take_messages(0, 400))
+        deadline = time.monotonic() + 120  # a bound for a slow machine, not a timing
+        while _count(host, SummaryPrepared) == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _count(host, SummaryPrepared) == 1
+        assert workers.made == 1, "the first summary was not made by the worker it started"
+
+
+def test_wait_background_does_not_wait_for_a_worker_to_start(
+    tmp_path: Path, never_ready: None
+) -> None:
+    with _host(tmp_path, 1) as host:
+        session, workers = host.session("s"), _workers(host)
+        _until_background(host, session, take_messages(0, 400))
+        _within(60, session.wait_background)
+        assert _count(host, SummaryPrepared) == 1 and workers.made == 0  # on its thread
+        assert workers._starting, "the worker was not being started"
+
+
+def test_a_step_that_awaits_a_summary_does_not_wait_for_a_worker_to_start(
+    tmp_path: Path, never_ready: None
+) -> None:
+    with _host(tmp_path, 1) as host:
+        session = host.session("s")
+        messages = iter(take_messages(0, 2_000))
+        _until_background(host, session, messages)
+        # Steps until one reaches the threshold: it awaits the running summary.
+        for message in messages:
+            view = _within(60, lambda m=message: session.step([m]))
+            if _count(host, CheckpointCreated):
+                break
+        assert _count(host, CheckpointCreated), "no step reached the threshold"
+        assert view.view_tokens <= CONFIG.context_window
+        assert _workers(host).made == 0
+
+
+def test_a_foreground_summary_gets_the_thread_a_waiting_job_holds(
+    tmp_path: Path, never_ready: None
+) -> None:
+    options = HostOptions(summary_processes=1, compaction_workers=1)
+    with Host.open(tmp_path, config=CONFIG, options=options) as host:
+        session = host.session("s")
+        _until_background(host, session, take_messages(0, 400))
+        other = host.session("other")
+        other.append_many(list(take_messages(7, 60)))
+        result = _within(60, lambda: other.compact(focus="the tests"))
+        assert result.compacted, result.reason
+
+
+def test_closing_the_host_does_not_wait_for_a_worker_to_start(
+    tmp_path: Path, never_ready: None
+) -> None:
+    host = _host(tmp_path, 1)
+    _until_background(host, host.session("s"), take_messages(0, 400))
+    workers = _workers(host)
+    deadline = time.monotonic() + 120  # the job takes its worker off the history actor's thread
+    while not workers._starting and time.monotonic() < deadline:
+        time.sleep(0.01)
+    starting = [worker.process for worker in workers._starting]
+    _within(60, host.close)
+    assert starting and all(process.returncode is not None for process in starting)

@@ -20,9 +20,10 @@ from typing import Self, cast
 from ctxledger._logging import get_logger
 from ctxledger.actors import lifecycle
 from ctxledger.actors.budget import BudgetActor
-from ctxledger.actors.compaction import CompactionPool, HostLoop
+from ctxledger.actors.compaction import CompactionPool
 from ctxledger.actors.failures import Restarting
 from ctxledger.actors.history import HistoryActor, Runtime
+from ctxledger.actors.host_loop import HostLoop
 from ctxledger.actors.leases import LeaseKeeper
 from ctxledger.actors.options import HostOptions
 from ctxledger.actors.projection import ProjectionPool

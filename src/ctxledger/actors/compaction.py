@@ -50,7 +50,7 @@ from ctxledger.domain.summary import is_async_summarizer
 if TYPE_CHECKING:
     from ctxledger.actors.timer import Timer
 
-__all__ = ["CompactionActor", "CompactionPool", "HostLoop"]
+__all__ = ["CompactionActor", "CompactionPool"]
 
 _log = get_logger(__name__)
 
@@ -83,7 +83,8 @@ class CompactionActor(LoggedFailures, pykka.ThreadingActor):
                 processes = self._pool.processes
                 run = None
                 if processes is not None and message.job.background:
-                    run = processes.take()  # an idle worker, or None: this thread runs it
+                    # A worker (maybe once it started), or None: this thread runs it.
+                    run = processes.take(self._pool.hurried(message.job.compaction_id))
                 if run is not None:
                     started = clock()  # the input is made in the process, as part of the call
                     summary, detail = _summarize(lambda: run(plan, self._summarizer, warm))
@@ -112,13 +113,14 @@ def _make_input(plan: CompactionPlan) -> None:
 class _Running:
     """A job the pool owns until it answers it: where it runs and its timeout."""
 
-    __slots__ = ("message", "timeout", "timer", "worker")
+    __slots__ = ("hurried", "message", "timeout", "timer", "worker")
 
     def __init__(self, message: Summarize, timeout: float, timer: int) -> None:
         self.message = message
         self.timeout = timeout
         self.timer = timer
         self.worker: pykka.ActorRef[CompactionActor] | None = None  # None while queued
+        self.hurried = threading.Event()  # set: it runs at once, not after a worker's start
 
 
 class CompactionPool:
@@ -212,8 +214,9 @@ class CompactionPool:
                 if not self._async:
                     if self._idle:
                         running.worker = self._idle.popleft()
-                    else:
+                    else:  # the jobs waiting for a worker process give their threads back
                         self._queue.append(compaction_id)
+                        self._hurry_all()
         if stopped:
             _answer(message, None, "the host is closing", 0.0)
         elif self._async:
@@ -247,6 +250,22 @@ class CompactionPool:
                 return
             following.worker = worker
         worker.tell(following.message)
+
+    def hurried(self, compaction_id: str) -> threading.Event | None:
+        """The event that hurries job ``compaction_id`` (None once it is answered)."""
+        running = self._jobs.get(compaction_id)
+        return None if running is None else running.hurried
+
+    def hurry(self, compaction_id: str) -> None:
+        """Somebody waits for job ``compaction_id``: it no longer waits for a worker process
+        to start (see :mod:`ctxledger.actors.summary_process`)."""
+        running = self._jobs.get(compaction_id)
+        if running is not None:
+            running.hurried.set()
+
+    def _hurry_all(self) -> None:
+        for running in self._jobs.values():
+            running.hurried.set()
 
     def abandon(self, compaction_id: str) -> None:
         """Give up on a job: nobody waits for it any more (its session is being reloaded)."""
@@ -288,6 +307,7 @@ class CompactionPool:
         """Stop the workers without waiting for a summariser call in progress."""
         with self._lock:
             self._stopped = True
+            self._hurry_all()
             workers = list(self._idle) + [
                 running.worker for running in self._jobs.values() if running.worker is not None
             ]
@@ -362,36 +382,3 @@ def _answer(message: Summarize, summary: str | None, detail: str, seconds: float
         )
     with contextlib.suppress(pykka.ActorDeadError):  # the host closed meanwhile
         message.owner.tell(SummaryDone(message.session_id, job, summary, detail, seconds))
-
-
-class HostLoop:
-    """The host's own event loop, started on first use, for coroutine summarisers asked for by
-    threads (kept apart from the Host so that the threads never hold the Host itself)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    def get(self) -> asyncio.AbstractEventLoop:
-        """Return the loop, starting it (on a daemon thread) if need be."""
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=loop.run_forever, name="ctxledger-loop", daemon=True
-                )
-                thread.start()
-                self._loop, self._thread = loop, thread
-            return self._loop
-
-    def stop(self) -> None:
-        """Stop the loop if it was started (waiting at most 5 s for it)."""
-        with self._lock:
-            loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
-            return
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=5)
-        if not thread.is_alive():
-            loop.close()

@@ -359,6 +359,8 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes, CallerRun
                     command.reply.resolve(None)
                     return
                 live.settle_replies.append(command.reply)
+                if live.background is not None:  # not after a worker process's start
+                    self._rt.compaction.hurry(live.background.compaction_id)
                 if background_on(state.config) and not live.settling:
                     # Budget may be about to ask for a summary (a batch it has, not yet
                     # measured): its Settled comes after any Measure it sends before.

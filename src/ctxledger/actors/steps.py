@@ -107,6 +107,7 @@ class DecisionSteps(HistoryBase):
                 return
             op.waiting_for = decision.wait_for
             op.wait_started = time.monotonic()
+            self._rt.compaction.hurry(decision.wait_for)  # not after a worker process's start
             return
         job = decision.job
         if job is not None:
@@ -229,6 +230,8 @@ class DecisionSteps(HistoryBase):
         rt = self._rt
         timeout = state.config.summary_timeout
         rt.compaction.run(live.id, job, self._me, loop, timeout, served=served)
+        if live.settle_replies:  # wait_background waits for it
+            rt.compaction.hurry(job.compaction_id)
 
     def _on_summary(self, message: SummaryDone) -> None:
         live = self._lives.get(message.session_id)

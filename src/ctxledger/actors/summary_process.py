@@ -10,14 +10,19 @@ it was the tail of every latency in ``bench/peers.py`` and ``bench/bench_host.py
 A host whose summariser is exactly that class (nothing else is known to be pure and CPU-bound:
 an LLM summariser waits on the network, with the GIL released) runs its background jobs in up
 to ``HostOptions.summary_processes`` worker processes (:class:`SummaryProcesses`). A foreground
-summary stays on its compaction thread: the agent waits for it either way. A job that finds no
-idle worker runs on its thread as before, and a worker is started in the background for the
-jobs after it (``python -m ctxledger.actors._summary_main``, never forked from the host's
-threaded process, importing the same ``ctxledger`` the host runs, handed out once it says it is
-ready): no summary ever waits for a worker to start (~0.3 s) or to be free, and no thread is
-started for it. Workers run at a lower priority (``os.nice``: the host's
-threads first) and live until the host closes; they exit when their input closes, so a host
-that dies leaves none behind.
+summary stays on its compaction thread: the agent waits for it either way. The first job starts
+a worker (``python -m ctxledger.actors._summary_main``, never forked from the host's threaded
+process, importing the same ``ctxledger`` the host runs, handed out once it says it is ready,
+~0.3 s later) and waits for it, as does every job that finds one starting, unless the job is
+hurried: a step awaits it (the session reached its threshold), ``wait_background`` does, or its
+compaction thread is wanted for a job queued behind it; then it runs on its thread at once. A
+job that finds every worker busy runs on its thread. So a summary somebody waits for never
+waits for a worker to start or to be free, and the ones nobody waits for stay off the host's
+GIL: on a thread, each of them held every step of the host's first second up to the switch
+interval at each hand-off (``bench/bench_host.py``'s one session p99 9-17 ms, 4-6 ms with the
+worker ready). No thread is started for any of it. Workers run at a lower priority
+(``os.nice``: the host's threads first) and live until the host closes; they exit when their
+input closes, so a host that dies leaves none behind.
 
 A job is one frame each way over the worker's pipes: the plan in msgpack, the summariser
 pickled (a class of this package) and whether to read the facts of the covered messages, then
@@ -72,6 +77,10 @@ _HEADER = struct.Struct("!I")
 
 #: The frame a worker sends once it is ready for jobs.
 _READY = b"ready"
+#: The module a worker runs (``python -m``).
+_MAIN = "ctxledger.actors._summary_main"
+#: Seconds between two looks at a starting worker by a job waiting for it.
+_READY_POLL = 0.005
 
 #: How much nicer than the host a worker runs (see :func:`os.nice`).
 _NICE = 10
@@ -109,7 +118,7 @@ class _Worker:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(package), *filter(None, [env.get("PYTHONPATH")])])
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "ctxledger.actors._summary_main"],
+            [sys.executable, "-m", _MAIN],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -166,14 +175,14 @@ class _Worker:
 
 
 class SummaryProcesses:
-    """Up to ``limit`` worker processes shared by the compaction threads; a job never waits
-    for one.
+    """Up to ``limit`` worker processes shared by the compaction threads; a job somebody waits
+    for never waits for one.
 
-    :meth:`take` hands out an idle worker, or none: then the job runs on its thread as before,
-    and (below the limit) a worker is started for the jobs after it; it is handed out once it
-    said it is ready. So no summary waits for a process to start (~0.3 s) or for another job's
-    worker, and a summary's time (``summary_seconds``, which the pace rule compares with the
-    session's growth) is the job's alone. No thread is started for any of it.
+    :meth:`take` hands out an idle worker, or none: then the job runs on its thread. Below the
+    limit a job that finds none idle starts one, handed out once it said it is ready; a job
+    nobody waits for yet waits for it (see the module docstring). A summary's time
+    (``summary_seconds``, which the pace rule compares with the session's growth) is the job's
+    alone, not its wait. No thread is started for any of it.
 
     Args:
         limit: Processes at most.
@@ -191,31 +200,52 @@ class SummaryProcesses:
         #: Summaries the workers made (answered without an error).
         self.made = 0
 
-    def take(self) -> Callable[..., str | None] | None:
+    def take(self, hurried: threading.Event | None = None) -> Callable[..., str | None] | None:
         """Return :meth:`summarize` in an idle worker for one job, or None: run the job on the
-        thread (a worker is being started for later jobs, or every one is busy)."""
+        thread (every worker is busy, or none can start, or the job was hurried).
+
+        A job that finds no worker idle starts one (below the limit); with ``hurried`` it then
+        waits for a worker being started to be ready, until ``hurried`` is set (somebody waits
+        for the job, or its thread is wanted: it runs there at once). Without, it does not wait.
+        """
         with self._lock:
-            self._promote(0.0)
-            if self._idle:
-                worker = self._idle.pop()
-                self._busy.add(worker)
-                return functools.partial(self.summarize, worker)
-            if self._closed or not self.available:
-                return None
-            if len(self._busy) + len(self._starting) >= self._limit:
-                return None
+            run = self._hand_out()
+            if run is not None or self._closed or not self.available:
+                return run
+            start = len(self._busy) + len(self._starting) < self._limit
+        if start:
+            self._start()
+        while hurried is not None:
+            with self._lock:
+                run = self._hand_out()
+                if run is not None or not self._starting:
+                    return run  # None: no worker is starting (busy, closed, could not start)
+            if hurried.wait(_READY_POLL):
+                break
+        return None
+
+    def _hand_out(self) -> Callable[..., str | None] | None:
+        """:meth:`summarize` in an idle worker (now busy), or None (under the lock)."""
+        self._promote(0.0)
+        if not self._idle:
+            return None
+        worker = self._idle.pop()
+        self._busy.add(worker)
+        return functools.partial(self.summarize, worker)
+
+    def _start(self) -> None:
+        """Start a worker process, handed out once it is ready (:meth:`_promote`)."""
         try:
             started = _Worker()  # the process only: its imports go on beside this job
         except OSError as exc:  # no interpreter to start (an embedded Python, a sandbox...)
             self._unavailable(exc)
-            return None
+            return
         with self._lock:
             keep = not self._closed
             if keep:
                 self._starting.append(started)
         if not keep:
             started.close(kill=True)
-        return None
 
     def summarize(
         self,
