@@ -44,6 +44,7 @@ from ctxledger.storage import MemoryEventLog
 from ctxledger.summarizers import ExtractiveSummarizer
 from ctxledger.testing import digest_summarizer
 from ctxledger.tooling.workload import take_messages
+from log_capture import capture_logs
 
 #: A summary is prepared in the background every few dozen messages of the workload.
 CONFIG = Config(context_window=16_000, min_retain_rounds=1)
@@ -354,3 +355,16 @@ def test_closing_the_host_does_not_wait_for_a_worker_to_start(
     starting = [worker.process for worker in workers._starting]
     _within(60, host.close)
     assert starting and all(process.returncode is not None for process in starting)
+
+
+def test_a_worker_that_cannot_start_is_logged_and_the_jobs_run_on_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(summary_process, "_MAIN", "ctxledger_no_such_module")
+    with capture_logs() as logs, _host(tmp_path, 1) as host:
+        workers = _workers(host)
+        _grow(host, list(take_messages(0, 160)))
+        assert _count(host, SummaryPrepared) >= 2 and workers.made == 0
+        assert not workers.available
+    unavailable = [event for event in logs if event["event"] == "summary_process_unavailable"]
+    assert unavailable and "did not start" in unavailable[0]["error"]

@@ -57,7 +57,6 @@ from typing import IO, Any
 
 import msgspec
 
-from ctxledger._logging import get_logger
 from ctxledger.domain import CompactionPlan, Summarizer, run_summarizer
 from ctxledger.domain.facts import (
     Fact,
@@ -71,7 +70,6 @@ from ctxledger.summarizers import ExtractiveSummarizer
 
 __all__ = ["SUPPORTED", "SummaryProcessError", "SummaryProcesses", "in_processes", "main"]
 
-_log = get_logger(__name__)
 
 _HEADER = struct.Struct("!I")
 
@@ -306,7 +304,7 @@ class SummaryProcesses:
             except OSError as exc:
                 self._starting.remove(worker)
                 self.available = False
-                _log.warning("summary_process_unavailable", error=repr(exc))
+                _unavailable_logged(exc)
                 continue
             if ready:
                 self._starting.remove(worker)
@@ -315,7 +313,7 @@ class SummaryProcesses:
     def _unavailable(self, exc: OSError) -> None:
         with self._lock:
             self.available = False
-        _log.warning("summary_process_unavailable", error=repr(exc))
+        _unavailable_logged(exc)
 
     def _give_back(self, worker: _Worker, *, broken: bool) -> None:
         with self._lock:
@@ -325,6 +323,14 @@ class SummaryProcesses:
                 self._idle.append(worker)
         if not keep:
             worker.close(kill=broken)
+
+
+def _unavailable_logged(exc: OSError) -> None:
+    # The logging package is imported here, not by the module: a worker imports the module
+    # and never logs, and the import was a fifth of its start (~40 of ~180 ms).
+    from ctxledger._logging import get_logger
+
+    get_logger(__name__).warning("summary_process_unavailable", error=repr(exc))
 
 
 def _read_frame(stream: IO[bytes]) -> bytes | None:
