@@ -368,3 +368,31 @@ def test_a_worker_that_cannot_start_is_logged_and_the_jobs_run_on_threads(
         assert not workers.available
     unavailable = [event for event in logs if event["event"] == "summary_process_unavailable"]
     assert unavailable and "did not start" in unavailable[0]["error"]
+
+
+def test_a_job_nobody_waits_for_waits_for_the_busy_worker_and_a_hurried_one_does_not() -> None:
+    workers = SummaryProcesses(1)
+    try:
+        assert workers.take() is None  # no worker yet: one is started
+        _settled(workers)
+        taken = workers.take()
+        assert taken is not None, "the worker did not start"
+        worker = taken.args[0]  # busy now
+
+        got: list[Any] = []
+        waiting = threading.Thread(target=lambda: got.append(workers.take(threading.Event())))
+        waiting.start()
+        waiting.join(0.2)
+        assert waiting.is_alive(), "a job nobody waits for did not wait for the busy worker"
+        workers._give_back(worker, broken=False)
+        waiting.join(60)
+        assert got and got[0] is not None and got[0].args[0] is worker
+
+        hurried = threading.Event()
+        waiting = threading.Thread(target=lambda: got.append(workers.take(hurried)))
+        waiting.start()
+        hurried.set()
+        waiting.join(60)
+        assert not waiting.is_alive() and got[1] is None  # runs on its thread at once
+    finally:
+        workers.close()

@@ -214,7 +214,7 @@ class CompactionPool:
                 if not self._async:
                     if self._idle:
                         running.worker = self._idle.popleft()
-                    else:  # the jobs waiting for a worker process give their threads back
+                    else:  # the jobs waiting for a worker process run on their threads
                         self._queue.append(compaction_id)
                         self._hurry_all()
         if stopped:
@@ -287,6 +287,7 @@ class CompactionPool:
             running = self._jobs.pop(compaction_id, None)
             if running is None:
                 return None
+            running.hurried.set()  # a job waiting for a worker process stops waiting
             worker = running.worker
             if worker is None:
                 with contextlib.suppress(ValueError):

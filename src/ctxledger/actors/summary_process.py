@@ -13,16 +13,17 @@ to ``HostOptions.summary_processes`` worker processes (:class:`SummaryProcesses`
 summary stays on its compaction thread: the agent waits for it either way. The first job starts
 a worker (``python -m ctxledger.actors._summary_main``, never forked from the host's threaded
 process, importing the same ``ctxledger`` the host runs, handed out once it says it is ready,
-~0.3 s later) and waits for it, as does every job that finds one starting, unless the job is
-hurried: a step awaits it (the session reached its threshold), ``wait_background`` does, or its
-compaction thread is wanted for a job queued behind it; then it runs on its thread at once. A
-job that finds every worker busy runs on its thread. So a summary somebody waits for never
-waits for a worker to start or to be free, and the ones nobody waits for stay off the host's
-GIL: on a thread, each of them held every step of the host's first second up to the switch
-interval at each hand-off (``bench/bench_host.py``'s one session p99 9-17 ms, 4-6 ms with the
-worker ready). No thread is started for any of it. Workers run at a lower priority
-(``os.nice``: the host's threads first) and live until the host closes; they exit when their
-input closes, so a host that dies leaves none behind.
+~0.1 s later) and waits for it, as does every job that finds the workers starting or busy,
+unless the job is hurried: a step awaits it (the session reached its threshold),
+``wait_background`` does, or its compaction thread is wanted for a job queued behind it; then it
+runs on its thread at once. So a summary somebody waits for never waits for a worker to start
+or to be free, and the ones nobody waits for stay off the host's GIL: on a thread, each of them
+held the steps of every session up to the switch interval at each hand-off
+(``bench/bench_host.py``: one session's p99 ~11 ms when the first jobs ran beside it, ~7 with
+them waiting for the worker; the open loop's p99 ~12 ms with the jobs that found the worker busy
+on threads, ~9 with them waiting). No thread is started for any of it. Workers run at a lower
+priority (``os.nice``: the host's threads first) and live until the host closes; they exit when
+their input closes, so a host that dies leaves none behind.
 
 A job is one frame each way over the worker's pipes: the plan in msgpack, the summariser
 pickled (a class of this package) and whether to read the facts of the covered messages, then
@@ -77,7 +78,7 @@ _HEADER = struct.Struct("!I")
 _READY = b"ready"
 #: The module a worker runs (``python -m``).
 _MAIN = "ctxledger.actors._summary_main"
-#: Seconds between two looks at a starting worker by a job waiting for it.
+#: Seconds between two looks at the workers by a job waiting for one.
 _READY_POLL = 0.005
 
 #: How much nicer than the host a worker runs (see :func:`os.nice`).
@@ -178,9 +179,9 @@ class SummaryProcesses:
 
     :meth:`take` hands out an idle worker, or none: then the job runs on its thread. Below the
     limit a job that finds none idle starts one, handed out once it said it is ready; a job
-    nobody waits for yet waits for it (see the module docstring). A summary's time
-    (``summary_seconds``, which the pace rule compares with the session's growth) is the job's
-    alone, not its wait. No thread is started for any of it.
+    nobody waits for yet waits for a worker, started or busy (see the module docstring). A
+    summary's time (``summary_seconds``, which the pace rule compares with the session's
+    growth) is the job's alone, not its wait. No thread is started for any of it.
 
     Args:
         limit: Processes at most.
@@ -200,11 +201,11 @@ class SummaryProcesses:
 
     def take(self, hurried: threading.Event | None = None) -> Callable[..., str | None] | None:
         """Return :meth:`summarize` in an idle worker for one job, or None: run the job on the
-        thread (every worker is busy, or none can start, or the job was hurried).
+        thread (no worker can start, or the job was hurried, or it may not wait).
 
         A job that finds no worker idle starts one (below the limit); with ``hurried`` it then
-        waits for a worker being started to be ready, until ``hurried`` is set (somebody waits
-        for the job, or its thread is wanted: it runs there at once). Without, it does not wait.
+        waits for a worker, started or busy, until ``hurried`` is set (somebody waits for the
+        job, or its thread is wanted: it runs there at once). Without, it does not wait.
         """
         with self._lock:
             run = self._hand_out()
@@ -216,8 +217,8 @@ class SummaryProcesses:
         while hurried is not None:
             with self._lock:
                 run = self._hand_out()
-                if run is not None or not self._starting:
-                    return run  # None: no worker is starting (busy, closed, could not start)
+                if run is not None or not (self._starting or self._busy):
+                    return run  # None: closed, or no worker could start
             if hurried.wait(_READY_POLL):
                 break
         return None
