@@ -88,7 +88,8 @@ class HostOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         summary_processes: Worker processes that make the background summaries of the
             built-in offline summariser (:class:`~ctxledger.summarizers.ExtractiveSummarizer`,
             exactly), outside this process's GIL: while one runs on a thread, the agent's calls
-            wait behind it (see :mod:`ctxledger.actors.summary_process`). ``None`` (the
+            wait behind it (see :mod:`ctxledger.actors.summary_process`); a background summary
+            nobody waits for yet waits for a worker to start or be free. ``None`` (the
             default): 1 with that summariser on a POSIX machine of more than one CPU, else 0. 0
             makes them on the compaction threads. Another summariser always runs on the
             compaction threads: a number above 0 with one is an error.
