@@ -83,7 +83,7 @@ class CompactionActor(LoggedFailures, pykka.ThreadingActor):
                 processes = self._pool.processes
                 run = None
                 if processes is not None and message.job.background:
-                    # A worker (maybe once it started), or None: this thread runs it.
+                    # A worker process (once one is ready or free), or None: this thread runs it.
                     run = processes.take(self._pool.hurried(message.job.compaction_id))
                 if run is not None:
                     started = clock()  # the input is made in the process, as part of the call
@@ -120,7 +120,7 @@ class _Running:
         self.timeout = timeout
         self.timer = timer
         self.worker: pykka.ActorRef[CompactionActor] | None = None  # None while queued
-        self.hurried = threading.Event()  # set: it runs at once, not after a worker's start
+        self.hurried = threading.Event()  # set: it waits for no worker process
 
 
 class CompactionPool:
@@ -258,7 +258,7 @@ class CompactionPool:
 
     def hurry(self, compaction_id: str) -> None:
         """Somebody waits for job ``compaction_id``: it no longer waits for a worker process
-        to start (see :mod:`ctxledger.actors.summary_process`)."""
+        to start or be free (see :mod:`ctxledger.actors.summary_process`)."""
         running = self._jobs.get(compaction_id)
         if running is not None:
             running.hurried.set()

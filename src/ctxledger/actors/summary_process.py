@@ -71,7 +71,6 @@ from ctxledger.summarizers import ExtractiveSummarizer
 
 __all__ = ["SUPPORTED", "SummaryProcessError", "SummaryProcesses", "in_processes", "main"]
 
-
 _HEADER = struct.Struct("!I")
 
 #: The frame a worker sends once it is ready for jobs.
@@ -217,7 +216,7 @@ class SummaryProcesses:
         while hurried is not None:
             with self._lock:
                 run = self._hand_out()
-                if run is not None or not (self._starting or self._busy):
+                if run is not None or self._closed or not (self._starting or self._busy):
                     return run  # None: closed, or no worker could start
             if hurried.wait(_READY_POLL):
                 break
