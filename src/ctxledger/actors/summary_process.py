@@ -13,10 +13,10 @@ to ``HostOptions.summary_processes`` worker processes (:class:`SummaryProcesses`
 summary stays on its compaction thread: the agent waits for it either way. The first job starts
 a worker (``python -m ctxledger.actors._summary_main``, never forked from the host's threaded
 process, importing the same ``ctxledger`` the host runs, handed out once it says it is ready,
-~0.1 s later) and waits for it, as does every job that finds the workers starting or busy,
+~0.1-0.2 s later) and waits for it, as does every job that finds the workers starting or busy,
 unless the job is hurried: a step awaits it (the session reached its threshold),
-``wait_background`` does, or its compaction thread is wanted for a job queued behind it; then it
-runs on its thread at once. So a summary somebody waits for never waits for a worker to start
+``wait_background`` does, or its compaction thread is wanted for a job queued behind it (and at
+its timeout and the host's close); then it runs on its thread at once. So a summary somebody waits for never waits for a worker to start
 or to be free, and the ones nobody waits for stay off the host's GIL: on a thread, each of them
 held the steps of every session up to the switch interval at each hand-off
 (``bench/bench_host.py``: one session's p99 ~11 ms when the first jobs ran beside it, ~7 with
