@@ -8,22 +8,22 @@ interval (5 ms) each time. Nobody waits for a background summary, but everyone w
 it was the tail of every latency in ``bench/peers.py`` and ``bench/bench_host.py``.
 
 A host whose summariser is exactly that class (nothing else is known to be pure and CPU-bound:
-an LLM summariser waits on the network, with the GIL released) runs its background jobs in up
-to ``HostOptions.summary_processes`` worker processes (:class:`SummaryProcesses`). A foreground
+an LLM summariser waits on the network, with the GIL released) runs its background jobs in up to
+``HostOptions.summary_processes`` worker processes (:class:`SummaryProcesses`). A foreground
 summary stays on its compaction thread: the agent waits for it either way. The first job starts
 a worker (``python -m ctxledger.actors._summary_main``, never forked from the host's threaded
 process, importing the same ``ctxledger`` the host runs, handed out once it says it is ready,
 ~0.1-0.2 s later) and waits for it, as does every job that finds the workers starting or busy,
 unless the job is hurried: a step awaits it (the session reached its threshold),
 ``wait_background`` does, or its compaction thread is wanted for a job queued behind it (and at
-its timeout and the host's close); then it runs on its thread at once. So a summary somebody waits for never waits for a worker to start
-or to be free, and the ones nobody waits for stay off the host's GIL: on a thread, each of them
-held the steps of every session up to the switch interval at each hand-off
-(``bench/bench_host.py``: one session's p99 ~11 ms when the first jobs ran beside it, ~7 with
-them waiting for the worker; the open loop's p99 ~12 ms with the jobs that found the worker busy
-on threads, ~9 with them waiting). No thread is started for any of it. Workers run at a lower
-priority (``os.nice``: the host's threads first) and live until the host closes; they exit when
-their input closes, so a host that dies leaves none behind.
+its timeout and the host's close); then it runs on its thread at once. So a summary somebody
+waits for never waits for a worker to start or to be free, and the ones nobody waits for stay
+off the host's GIL: on a thread, each of them held the steps of every session up to the switch
+interval at each hand-off (``bench/bench_host.py``: one session's p99 ~11 ms when the first jobs
+ran beside it, ~7 with them waiting for the worker; the open loop's p99 ~12 ms with the jobs
+that found the worker busy on threads, ~9 with them waiting). No thread is started for any of
+it. Workers run at a lower priority (``os.nice``: the host's threads first) and live until the
+host closes; they exit when their input closes, so a host that dies leaves none behind.
 
 A job is one frame each way over the worker's pipes: the plan in msgpack, the summariser
 pickled (a class of this package) and whether to read the facts of the covered messages, then
