@@ -333,6 +333,7 @@ def _closed_row(
         "steps_per_s": len(flat) / elapsed,
         "p50_ms": statistics.median(flat) * 1000,
         "p99_ms": percentile(flat, 0.99) * 1000,
+        "max_ms": flat[-1] * 1000 if flat else float("nan"),
         "host_threads": sampler.peak,
         "thread_names": sampler.names,
     }
@@ -839,6 +840,7 @@ def main() -> None:
             ("steps/s", "steps_per_s"),
             ("p50 ms", "p50_ms"),
             ("p99 ms", "p99_ms"),
+            ("max ms", "max_ms"),
             ("steps while a summary of their session was made", "during_summaries"),
             ("p99 ms of the other steps", "p99_quiet_ms"),
             ("host threads", "host_threads"),
