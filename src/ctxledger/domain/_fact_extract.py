@@ -7,7 +7,6 @@ which re-exports every public name of this module.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Literal
 
@@ -15,6 +14,7 @@ import msgspec
 
 from ctxledger.domain import extract as ex
 from ctxledger.domain._fact_runs import Runs
+from ctxledger.domain._identity_memo import IdentityMemo, held_chars
 from ctxledger.domain._shown import shown_text
 from ctxledger.messages import Message
 
@@ -109,6 +109,13 @@ class _Collector:
             self.found[key] = Fact(
                 kind=kind, text=text, seq=max(seq, old.seq), named=named or old.named
             )
+
+    def merge(self, fact: Fact) -> None:
+        """Add ``fact`` (its text normalized and not empty), kept as it is when it is new."""
+        if (fact.kind, fact.text) in self.found:
+            self.put(fact.kind, fact.text, fact.seq, fact.named)
+        else:
+            self.found[(fact.kind, fact.text)] = fact
 
     def prose(self, text: str, seq: int, *, requests: bool) -> None:
         for path in ex.paths(text):
@@ -236,18 +243,11 @@ def _joined(pieces: list[tuple[Fact, ...]]) -> list[Fact]:
     text), in order of first appearance, with the newest seq, named if any is."""
     if len(pieces) == 1:
         return list(pieces[0])
-    found: dict[tuple[str, str], Fact] = {}
+    collector = _Collector()
     for facts in pieces:
         for fact in facts:
-            key = (fact.kind, fact.text)
-            old = found.get(key)
-            if old is None:
-                found[key] = fact
-            elif fact.seq > old.seq or (fact.named and not old.named):
-                found[key] = msgspec.structs.replace(
-                    old, seq=max(fact.seq, old.seq), named=fact.named or old.named
-                )
-    return list(found.values())
+            collector.merge(fact)
+    return list(collector.found.values())
 
 
 def remember_facts(messages: Sequence[Message], facts: Iterable[Fact]) -> None:
@@ -290,15 +290,12 @@ _Read = tuple[tuple[tuple[FactKind, str, bool], ...], tuple[tuple[str, str, str 
 MessageReads = list[_Read]
 
 
-class _Memo:
-    """The facts of recent messages, by the message's identity (messages are immutable; an
-    entry holds its message, so the id is not reused while it lives) and the call a tool
-    result answers. Shared by the host's threads under a lock."""
+class _Memo(IdentityMemo[tuple[int, str | None, str | None], _Read]):
+    """The facts of recent messages, by the message's identity and the call a tool result
+    answers (see :class:`IdentityMemo`), and the latest results of :func:`extract_facts`."""
 
     def __init__(self) -> None:
-        self.entries: dict[tuple[int, str | None, str | None], tuple[Message, _Read, int]] = {}
-        self.chars = 0
-        self.lock = threading.Lock()
+        super().__init__(lambda: (MEMO_SIZE, MEMO_CHARS))
         self.runs: Runs[Fact] = Runs()  # the latest results of extract_facts, with their messages
 
     def read(
@@ -306,28 +303,15 @@ class _Memo:
     ) -> _Read:
         """What ``message`` gives (for a tool result, ``name`` and ``command`` are those of the
         call it answers), from the memo, or read now (and kept if ``keep``)."""
-        key = (id(message), name, command)
-        with self.lock:
-            entry = self.entries.get(key)
-        if entry is not None and entry[0] is message:
-            return entry[1]
+        found = self.get((id(message), name, command), message)
+        if found is not None:
+            return found
         read = _compute_adds(message, name, command)
         return self.keep(message, name, command, read) if keep else read
 
     def keep(self, message: Message, name: str | None, command: str | None, read: _Read) -> _Read:
         """Keep ``read``, what ``message`` gives (the newest entry; the oldest go first)."""
-        key = (id(message), name, command)
-        size = len(message.content) + sum(len(call.arguments) for call in message.tool_calls)
-        with self.lock:
-            old = self.entries.pop(key, None)
-            if old is not None:
-                self.chars -= old[2]
-            self.entries[key] = (message, read, size)
-            self.chars += size
-            while self.entries and (len(self.entries) > MEMO_SIZE or self.chars > MEMO_CHARS):
-                dropped = self.entries.pop(next(iter(self.entries)))
-                self.chars -= dropped[2]
-        return read
+        return self.put((id(message), name, command), message, read, held_chars(message))
 
 
 _memo = _Memo()
@@ -383,5 +367,5 @@ def merge_extracted(carried: Iterable[Fact], extracted: Iterable[Fact]) -> list[
     for fact in carried:
         collector.add(fact.kind, fact.text, fact.seq, named=fact.named)
     for fact in extracted:
-        collector.put(fact.kind, fact.text, fact.seq, fact.named)
+        collector.merge(fact)
     return list(collector.found.values())

@@ -24,6 +24,7 @@ import threading
 from collections.abc import Sequence
 from typing import Generic, TypeVar
 
+from ctxledger.domain._identity_memo import held_chars
 from ctxledger.messages import Message
 
 __all__ = ["RUNS", "RUN_CHARS", "Runs", "closed"]
@@ -62,10 +63,7 @@ class Runs(Generic[_Fact]):
     def keep(self, messages: Sequence[Message], facts: Sequence[_Fact]) -> None:
         """Keep ``facts``, the result for ``messages`` (nothing for no messages, or for more
         than :data:`RUN_CHARS` characters of them)."""
-        size = sum(
-            len(message.content) + sum(len(call.arguments) for call in message.tool_calls)
-            for message in messages
-        )
+        size = sum(map(held_chars, messages))
         if not messages or size > RUN_CHARS:
             return
         entry = (tuple(messages), tuple(facts), closed(messages), size)

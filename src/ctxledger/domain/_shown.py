@@ -15,10 +15,10 @@ them without searching the whole text, and every answer is that of ``text in sho
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable
 
 from ctxledger.domain import extract as ex
+from ctxledger.domain._identity_memo import IdentityMemo, held_chars
 from ctxledger.messages import Message
 
 __all__ = ["Shown", "shown", "shown_text"]
@@ -119,38 +119,21 @@ def _read(message: Message) -> _Part:
     return " ".join(words), frozenset(words)  # the text is ex.one_line of the pieces
 
 
-class _Memo:
-    """The parts of recent messages, by the message's identity (messages are immutable; an
-    entry holds its message, so the id is not reused while it lives). Shared by the host's
-    threads under a lock; the oldest entries go first. Its size counts what the entries hold:
-    each message's content and call arguments, and its part."""
+class _Memo(IdentityMemo[int, _Part]):
+    """The parts of recent messages, by the message's identity (see :class:`IdentityMemo`).
+    Its size counts what the entries hold: each message's content and call arguments, and its
+    part."""
 
     def __init__(self) -> None:
-        self.entries: dict[int, tuple[Message, _Part, int]] = {}
-        self.chars = 0
-        self.lock = threading.Lock()
+        super().__init__(lambda: (MEMO_SIZE, MEMO_CHARS))
 
     def part(self, message: Message) -> _Part:
         key = id(message)
-        with self.lock:
-            entry = self.entries.get(key)
-        if entry is not None and entry[0] is message:
-            return entry[1]
+        found = self.get(key, message)
+        if found is not None:
+            return found
         part = _read(message)
-        size = (
-            len(message.content)
-            + sum(len(call.arguments) for call in message.tool_calls)
-            + len(part[0])
-        )
-        with self.lock:
-            old = self.entries.pop(key, None)
-            if old is not None:
-                self.chars -= old[2]
-            self.entries[key] = (message, part, size)
-            self.chars += size
-            while self.entries and (len(self.entries) > MEMO_SIZE or self.chars > MEMO_CHARS):
-                self.chars -= self.entries.pop(next(iter(self.entries)))[2]
-        return part
+        return self.put(key, message, part, held_chars(message) + len(part[0]))
 
 
 _memo = _Memo()

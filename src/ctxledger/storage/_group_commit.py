@@ -229,9 +229,7 @@ class GroupCommitter:
             if first is _STOP:
                 stop = True
             else:
-                self._taken = [first]
-                requests, stop = self._gather(first)
-                self._taken = requests
+                requests, stop = self._gather(first)  # the requests taken (self._taken)
                 self._answered = self._commit(requests, self._answered)
                 self._taken = []
                 gathering.committed(len(requests))
