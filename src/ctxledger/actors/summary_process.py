@@ -58,8 +58,8 @@ from typing import IO, Any
 
 import msgspec
 
-from ctxledger.domain import CompactionPlan, Summarizer, run_summarizer
-from ctxledger.domain.facts import (
+from ctxledger.domain._compaction_plan import CompactionPlan, run_summarizer
+from ctxledger.domain._fact_extract import (
     Fact,
     MessageReads,
     extract_facts,
@@ -67,6 +67,7 @@ from ctxledger.domain.facts import (
     remember_facts,
     remember_reads,
 )
+from ctxledger.domain.summary import Summarizer
 from ctxledger.summarizers import ExtractiveSummarizer
 
 __all__ = ["SUPPORTED", "SummaryProcessError", "SummaryProcesses", "in_processes", "main"]

@@ -3,7 +3,10 @@
 A plan is what :func:`ctxledger.domain.policy.plan_compaction` hands the summariser (its
 messages, cut into chunks, and the room the summary may take); a result is the outcome of the
 request, a checkpoint made or why none was (:func:`fail_compaction` when its summary did not
-arrive). Both are re-exported by :mod:`ctxledger.domain.compaction`.
+arrive). Both are re-exported by :mod:`ctxledger.domain.compaction`, as are :func:`run_summarizer`
+and the compaction's triggers, which live here so that a summary worker process (see
+:mod:`ctxledger.actors.summary_process`), which needs the plan and the summariser alone, imports
+neither the fold nor the projection.
 
 What the summariser is given (:func:`~ctxledger.domain.digest.summary_input` of the covered
 messages, and its content address) is made on first use, not when the plan is made: the host
@@ -15,17 +18,33 @@ measured in ``bench/bench_host.py``'s open loop); the summariser's own thread ma
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from ctxledger.domain.cuts import Trigger
 from ctxledger.domain.digest import summary_input
 from ctxledger.domain.render import truncate_text
+from ctxledger.domain.summary import AsyncSummarizer, Summarizer, SummaryRequest
 from ctxledger.domain.tokenizer import message_chars
-from ctxledger.events.types import CompactionStarted
 from ctxledger.messages import Message
 
-__all__ = ["CompactionPlan", "CompactionResult", "fail_compaction", "input_hash"]
+if TYPE_CHECKING:
+    from ctxledger.events.types import CompactionStarted
+
+__all__ = [
+    "TRIGGERS",
+    "CompactionPlan",
+    "CompactionResult",
+    "Trigger",
+    "arun_summarizer",
+    "fail_compaction",
+    "input_hash",
+    "run_summarizer",
+]
+
+Trigger = Literal["threshold_exceeded", "manual", "prompt_too_long"]
+#: The triggers a compaction is planned for.
+TRIGGERS: tuple[str, ...] = ("threshold_exceeded", "manual", "prompt_too_long")
 
 _hash_encoder = msgspec.msgpack.Encoder(order="deterministic")
 
@@ -235,6 +254,10 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
 
     def started(self, compaction_id: str, *, background: bool = False) -> CompactionStarted:
         """Return the ``CompactionStarted`` event that records this plan."""
+        # Imported here: a summary worker process, which never records one, loads no event
+        # types (their package loads the codec).
+        from ctxledger.events.types import CompactionStarted
+
         return CompactionStarted(
             compaction_id=compaction_id,
             reason=self.reason,
@@ -295,3 +318,66 @@ def fail_compaction(plan: CompactionPlan, reason: str = "summary_unavailable") -
         messages_compacted=0,
         tokens_before=plan.estimated_tokens,
     )
+
+
+def run_summarizer(plan: CompactionPlan, summarizer: Summarizer) -> str | None:
+    """Summarise ``plan``'s messages incrementally, in chunks when they exceed the budget.
+
+    Chunk 1 is summarised with the previous summary, chunk 2 with that result as the previous
+    summary, and so on. Exceptions from the summariser propagate (the caller records
+    ``summary_unavailable``).
+
+    Returns:
+        The summary cut to ``plan.max_chars``, or ``None`` when any call returned None or "".
+
+    Raises:
+        TypeError: The summariser returned something other than a string or None.
+    """
+    steps = _SummarySteps(plan)
+    request = steps.first()
+    while request is not None:
+        request = steps.answer(summarizer(request))
+    return steps.summary
+
+
+async def arun_summarizer(plan: CompactionPlan, summarizer: AsyncSummarizer) -> str | None:
+    """:func:`run_summarizer` for a summariser that is a coroutine function (awaited per chunk)."""
+    steps = _SummarySteps(plan)
+    request = steps.first()
+    while request is not None:
+        request = steps.answer(await summarizer(request))
+    return steps.summary
+
+
+class _SummarySteps:
+    """The chunk-by-chunk protocol of :func:`run_summarizer`, apart from how a chunk is asked."""
+
+    def __init__(self, plan: CompactionPlan) -> None:
+        self._plan = plan
+        self._chunks = iter(plan.chunks())
+        self.summary: str | None = plan.previous_summary
+
+    def first(self) -> SummaryRequest | None:
+        return self._next()
+
+    def answer(self, answer: object) -> SummaryRequest | None:
+        """Take the summariser's answer to the last request; return the next request, if any."""
+        if answer is None or answer == "":
+            self.summary = None
+            return None
+        if not isinstance(answer, str):
+            raise TypeError(f"a summariser must return str or None, not {type(answer).__name__}")
+        self.summary = answer[: self._plan.max_chars]
+        return self._next()
+
+    def _next(self) -> SummaryRequest | None:
+        chunk = next(self._chunks, None)
+        if chunk is None:
+            return None
+        plan = self._plan
+        return SummaryRequest(
+            messages=chunk,
+            previous_summary=self.summary,
+            focus=plan.focus,
+            max_chars=plan.max_chars,
+        )

@@ -19,14 +19,15 @@ from ctxledger.config import SHARES
 from ctxledger.domain._compaction_plan import (
     CompactionPlan,
     CompactionResult,
+    arun_summarizer,
     fail_compaction,
     input_hash,
+    run_summarizer,
 )
 from ctxledger.domain.cuts import STEP_CUT_FILL, TRIGGERS, Trigger
 from ctxledger.domain.facts import block_candidates, fact_block
 from ctxledger.domain.projection import kept_request_seq
 from ctxledger.domain.state import SessionState
-from ctxledger.domain.summary import AsyncSummarizer, Summarizer, SummaryRequest
 from ctxledger.domain.tokenizer import Tokenizer
 from ctxledger.domain.view import Draft, draft_view
 from ctxledger.events.types import SummaryPrepared
@@ -62,69 +63,6 @@ def prepared_checkpoint(prepared: SummaryPrepared) -> Checkpoint:
         previous_checkpoint_id=prepared.previous_checkpoint_id,
         input_hash=prepared.input_hash,
     )
-
-
-def run_summarizer(plan: CompactionPlan, summarizer: Summarizer) -> str | None:
-    """Summarise ``plan``'s messages incrementally, in chunks when they exceed the budget.
-
-    Chunk 1 is summarised with the previous summary, chunk 2 with that result as the previous
-    summary, and so on. Exceptions from the summariser propagate (the caller records
-    ``summary_unavailable``).
-
-    Returns:
-        The summary cut to ``plan.max_chars``, or ``None`` when any call returned None or "".
-
-    Raises:
-        TypeError: The summariser returned something other than a string or None.
-    """
-    steps = _SummarySteps(plan)
-    request = steps.first()
-    while request is not None:
-        request = steps.answer(summarizer(request))
-    return steps.summary
-
-
-async def arun_summarizer(plan: CompactionPlan, summarizer: AsyncSummarizer) -> str | None:
-    """:func:`run_summarizer` for a summariser that is a coroutine function (awaited per chunk)."""
-    steps = _SummarySteps(plan)
-    request = steps.first()
-    while request is not None:
-        request = steps.answer(await summarizer(request))
-    return steps.summary
-
-
-class _SummarySteps:
-    """The chunk-by-chunk protocol of :func:`run_summarizer`, apart from how a chunk is asked."""
-
-    def __init__(self, plan: CompactionPlan) -> None:
-        self._plan = plan
-        self._chunks = iter(plan.chunks())
-        self.summary: str | None = plan.previous_summary
-
-    def first(self) -> SummaryRequest | None:
-        return self._next()
-
-    def answer(self, answer: object) -> SummaryRequest | None:
-        """Take the summariser's answer to the last request; return the next request, if any."""
-        if answer is None or answer == "":
-            self.summary = None
-            return None
-        if not isinstance(answer, str):
-            raise TypeError(f"a summariser must return str or None, not {type(answer).__name__}")
-        self.summary = answer[: self._plan.max_chars]
-        return self._next()
-
-    def _next(self) -> SummaryRequest | None:
-        chunk = next(self._chunks, None)
-        if chunk is None:
-            return None
-        plan = self._plan
-        return SummaryRequest(
-            messages=chunk,
-            previous_summary=self.summary,
-            focus=plan.focus,
-            max_chars=plan.max_chars,
-        )
 
 
 def complete_compaction(

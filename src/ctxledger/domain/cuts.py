@@ -3,9 +3,10 @@ and the small values the policy's steps pass each other (:mod:`ctxledger.domain.
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 from ctxledger.checkpoints import Checkpoint, CheckpointReason
+from ctxledger.domain._compaction_plan import TRIGGERS, Trigger
 from ctxledger.domain.projection import FACTS_SEPARATOR, assemble, slot_seqs
 from ctxledger.domain.render import render_message, render_policy
 from ctxledger.domain.state import SessionState
@@ -26,9 +27,6 @@ __all__ = [
     "newest_cut",
 ]
 
-Trigger = Literal["threshold_exceeded", "manual", "prompt_too_long"]
-#: The triggers a compaction is planned for.
-TRIGGERS: tuple[str, ...] = ("threshold_exceeded", "manual", "prompt_too_long")
 
 #: A step-level cut keeps the raw tail within this share of the room left after the system
 #: messages, the pinned slot and summary, so that the next compaction is not due on the very

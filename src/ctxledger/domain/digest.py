@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from ctxledger.domain.facts import extract_facts, normalize
+from ctxledger.domain._fact_extract import extract_facts, normalize
 from ctxledger.messages import Message
 
 __all__ = ["ARGUMENT_FACTOR", "MIN_REPEAT_CHARS", "summary_input"]

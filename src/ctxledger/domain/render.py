@@ -8,11 +8,14 @@ jumps (every ``micro_batch`` results) and consecutive views share a byte-identic
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from ctxledger.domain.state import SessionState
 from ctxledger.messages import Message
+
+if TYPE_CHECKING:  # annotations only: a summary worker renders no view (no fold imported)
+    from ctxledger.domain.state import SessionState
 
 __all__ = [
     "TRUNCATION_MARKER",
