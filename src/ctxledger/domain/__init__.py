@@ -12,8 +12,6 @@ the projection and the policy.
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import TYPE_CHECKING
 
 from ctxledger._lazy import lazy_exports
@@ -316,17 +314,5 @@ _HOMES = {
 }
 
 
-class _Package(types.ModuleType):
-    """This package, whose ``decide`` stays the function when its submodule of the same name
-    is imported (the import system sets each submodule as an attribute of its package: the
-    eager imports this file once made replaced it by the function at once)."""
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if isinstance(value, types.ModuleType) and name == "decide":
-            return  # ``ctxledger.domain.decide`` is found in sys.modules all the same
-        super().__setattr__(name, value)
-
-
 if not TYPE_CHECKING:  # type checkers see the imports above, and no name of any other kind
     __getattr__, __dir__ = lazy_exports(__name__, _HOMES)
-    sys.modules[__name__].__class__ = _Package
