@@ -90,6 +90,8 @@ __all__ = [
     "upcast_config",
 ]
 
+#: How the threshold is chosen (``Config.threshold_policy``): a fixed share of the window, or
+#: one that moves with the session's phase (:class:`ctxledger.domain.DynamicThreshold`).
 ThresholdPolicyName = Literal["fixed", "dynamic"]
 
 # Seed names first (the articles' environment variables), then the CTXLEDGER_* name of each field.

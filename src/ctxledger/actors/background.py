@@ -46,7 +46,7 @@ class BackgroundSteps(HistoryBase):
     """Background compaction on the history actor (see the module docstring)."""
 
     def _on_measure(self, message: Measure) -> None:
-        """Budget asks for what only the session's state can say (see runtime.budget); until
+        """Budget asks for what only the session's state can say (see actors.budget); until
         it answers ``Prepare`` or ``Release``, a summary may be about to be prepared."""
         session_id, rt, me = message.session_id, self._rt, self._me
         live = self._lives.get(session_id)

@@ -131,7 +131,7 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
             counts cannot be bounded (every pressure batch is then measured).
     """
 
-    use_daemon_thread = True  # never keeps the interpreter alive (see runtime.lifecycle)
+    use_daemon_thread = True  # never keeps the interpreter alive (see actors.lifecycle)
 
     def __init__(self, max_running: int, chars_per_token: int | None) -> None:
         super().__init__()

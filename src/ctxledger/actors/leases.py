@@ -200,7 +200,7 @@ class LeaseKeeper:
 class LeaseActor(LoggedFailures, pykka.ThreadingActor):
     """Renews and releases a host's leases off every other actor's thread."""
 
-    use_daemon_thread = True  # never keeps the interpreter alive (see runtime.lifecycle)
+    use_daemon_thread = True  # never keeps the interpreter alive (see actors.lifecycle)
 
     def __init__(self, keeper: LeaseKeeper) -> None:
         super().__init__()

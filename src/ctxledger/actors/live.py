@@ -56,12 +56,12 @@ class Write:
         # Instead of events: a snapshot (seq, data), stored by a projection actor. It goes
         # through the session's write queue, so a command after it finds it stored.
         self.snapshot: tuple[int, bytes] | None = None
-        self.pressure = False  # from a command that adds to the estimate (see runtime.budget)
+        self.pressure = False  # from a command that adds to the estimate (see actors.budget)
         # Published to budget carrying the tokens of this many kept-back appends (see
-        # runtime.writes): if the batch fails, they ride on the next one instead.
+        # actors.writes): if the batch fails, they ride on the next one instead.
         self.carried = 0
         # How many of the first events the session's state folded before the batch was durable
-        # (a step's appends, see runtime.steps): not to be folded again.
+        # (a step's appends, see actors.steps): not to be folded again.
         self.folded = 0
 
 
@@ -109,14 +109,14 @@ class Live:
         self.settle_replies: list[Reply] = []
         self.settling = False  # asked budget for Settled (wait_background)
         # Budget's credit, in tokens: batches of appends within it are not told to budget; the
-        # tokens of those kept back ride on the next batch that is (see runtime.writes).
+        # tokens of those kept back ride on the next batch that is (see actors.writes).
         self.credit = 0
         self.unpublished = 0
         # The running totals told to budget (see messages.Committed): never reset, so that a
         # Release reckoned on older totals still takes off everything published since.
         self.told = self.told_unknown = 0
         # Served views folded but not yet recorded (``prepare_step(defer_record=True)``): they
-        # go first in the session's next batch (see runtime.writes). Only while nothing is in
+        # go first in the session's next batch (see actors.writes). Only while nothing is in
         # the journal or waiting for it.
         self.held: tuple[Event, ...] = ()
 

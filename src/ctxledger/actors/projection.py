@@ -41,7 +41,7 @@ _RETRY = 0.25  # seconds between attempts to take a lease another host holds
 class ProjectionActor(LoggedFailures, pykka.ThreadingActor):
     """Loads sessions for history actors and stores their snapshots."""
 
-    use_daemon_thread = True  # never keeps the interpreter alive (see runtime.lifecycle)
+    use_daemon_thread = True  # never keeps the interpreter alive (see actors.lifecycle)
 
     def __init__(
         self, log: EventLog, leases: LeaseKeeper | None = None

@@ -62,7 +62,7 @@ class DecisionSteps(HistoryBase):
         if step.fresh:
             self._reactive.pop(live.id, None)
         appended, decision = stepped.appended.events, stepped.decision
-        folded = len(appended)  # not to be folded again (see runtime.writes)
+        folded = len(appended)  # not to be folded again (see actors.writes)
         if decision.job is not None or decision.wait_for is not None:
             if appended:
                 self._write(live, appended, op=op, pressure=True, folded=folded)

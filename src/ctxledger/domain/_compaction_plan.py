@@ -42,6 +42,8 @@ __all__ = [
     "run_summarizer",
 ]
 
+#: What a compaction is planned for: the threshold, a manual ``compact``, or a provider's
+#: "prompt too long" (reactive).
 Trigger = Literal["threshold_exceeded", "manual", "prompt_too_long"]
 #: The triggers a compaction is planned for.
 TRIGGERS: tuple[str, ...] = ("threshold_exceeded", "manual", "prompt_too_long")

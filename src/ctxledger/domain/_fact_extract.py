@@ -35,6 +35,8 @@ __all__ = [
     "shown_text",
 ]
 
+#: What a fact is: a file path, a shell command, an error line, a code identifier, a number or
+#: a line of the user's request.
 FactKind = Literal["path", "command", "error", "identifier", "number", "request"]
 #: Every fact kind, in the order reports list them.
 FACT_KINDS: tuple[FactKind, ...] = ("path", "command", "error", "identifier", "number", "request")

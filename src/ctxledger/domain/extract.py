@@ -202,9 +202,8 @@ def paths(text: str) -> Iterator[str]:
         yield path
 
 
-# What a run of path characters is, judged from its text alone (:func:`_path_shape`): not a
-# path (too short, no letter, a placeholder, a blob, "and/or"), a bare file name with a known
-# extension, or a path with a slash.
+# What a run of path characters is, from its text alone (:func:`_path_shape`): not a path (too
+# short, no letter, a placeholder, a blob, "and/or"), a bare known file name, or a path with a /.
 _NOT_A_PATH, _BARE, _NESTED = 0, 1, 2
 
 #: The shapes of recent runs, by their text (a session names the same paths again and again):

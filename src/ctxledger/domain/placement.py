@@ -27,6 +27,7 @@ from ctxledger.errors import InvalidSeqError
 
 __all__ = ["PLACEMENT_KINDS", "Placement", "PlacementKind", "place_message"]
 
+#: Where a message is in the current view (:func:`place_message`).
 PlacementKind = Literal["raw", "masked", "truncated", "pinned", "summarized"]
 #: Every placement kind.
 PLACEMENT_KINDS: tuple[PlacementKind, ...] = ("raw", "masked", "truncated", "pinned", "summarized")

@@ -121,7 +121,9 @@ def what_if(
     at each served view the policy decides whether to compact (as ``prepare_step`` would) and
     the view it would serve is measured. Summaries already in the log are reused where the
     summariser's input is identical (content-addressed); the summariser is called only for new
-    ranges. ``config`` applies throughout (later ``ConfigChanged`` events are ignored).
+    ranges. ``config`` applies throughout (later ``ConfigChanged`` events are ignored), and a
+    revert (``CheckpointReverted``) is not replayed: it names a checkpoint of the original run,
+    which the re-run under another Config need not have.
 
     Unless ``config.prepare_threshold`` is 0, summaries are prepared in the background as a
     host would: where the log started one under its own Config, or else after each batch of

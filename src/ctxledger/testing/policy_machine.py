@@ -36,6 +36,7 @@ __all__ = ["PolicyMachine"]
 
 
 def _issue_target(threshold: float) -> float:
+    """The target paired with ``threshold`` by default: 0.2 below it, at most 0.5."""
     return min(0.5, round(threshold - 0.2, 4))
 
 
