@@ -161,6 +161,9 @@ class Config(
             warm) for longer at the price of larger views; 1 is the seed's behaviour.
         max_reactive_retries: Reactive compactions before :class:`ContextOverflowError`.
         snapshot_interval: Events between projection snapshots (recovery reads at most this).
+            Its host-level place is ``HostOptions.snapshot_interval``: when set, it overrides
+            this one for every session of the host; when ``None`` (its default), this one
+            holds (as it does for ``ctxledger salvage``, which runs no host).
         max_tool_result_chars: A tool result longer than this is shown truncated (head, tail
             and a marker naming its seq); ``None`` derives it: a quarter of the window (half the
             default target; a share of the window, so that the marks never change a view they

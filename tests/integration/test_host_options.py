@@ -30,6 +30,7 @@ TODAYS_DEFAULTS: dict[str, Any] = {
     "lease_wait": None,  # 2 * lease_ttl + 1
     "leases": None,  # only on a log shared between processes
     "summary_processes": None,  # 1 for the offline summariser on more than one CPU, else 0
+    "snapshot_interval": None,  # each session's Config.snapshot_interval
 }
 
 #: ``summary_processes`` in force on a host with the default (offline) summariser.
@@ -48,6 +49,7 @@ OTHER_VALUES: dict[str, Any] = {
     "lease_wait": 0.25,
     "leases": False,
     "summary_processes": 2,
+    "snapshot_interval": 50,
 }
 
 BAD_VALUES = [
@@ -75,6 +77,10 @@ BAD_VALUES = [
     ("leases", 1, InvalidArgumentError),
     ("leases", "yes", InvalidArgumentError),
     *[("summary_processes", value, InvalidArgumentError) for value in (-1, True, 1.0, "1")],
+    *[
+        ("snapshot_interval", value, InvalidArgumentError)
+        for value in (0, -1, True, False, 2.0, "2")
+    ],
 ]
 
 
@@ -218,7 +224,7 @@ def test_options_must_be_host_options(tmp_path: Path) -> None:
 
 
 #: The fields that were keywords of ``Host.open`` before HostOptions (the others never were).
-OLD_KEYWORDS = sorted(set(OTHER_VALUES) - {"summary_processes"})
+OLD_KEYWORDS = sorted(set(OTHER_VALUES) - {"summary_processes", "snapshot_interval"})
 
 
 @pytest.mark.parametrize("name", OLD_KEYWORDS)

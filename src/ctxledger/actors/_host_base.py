@@ -61,7 +61,7 @@ class HostActors:
     projection: ProjectionPool
     budget: Restarting[BudgetActor]
     router: HistoryRouter
-    runtime: Runtime
+    runtime: Runtime[HistoryActor]
 
     @classmethod
     def start(
@@ -98,7 +98,7 @@ class HostActors:
         # The estimate's bound grows by characters only for a tokenizer that counts them.
         per_token = tokenizer.chars_per_token if type(tokenizer) is CharTokenizer else None
         budget = Restarting(lambda: BudgetActor.start(background, per_token), "budget")
-        runtime = Runtime(
+        runtime: Runtime[HistoryActor] = Runtime(
             log=log,
             tokenizer=tokenizer,
             new_id=new_id,
@@ -110,6 +110,7 @@ class HostActors:
             summarizer_name=describe_summarizer(summarizer),
             leases=leases,
             chars_per_token=per_token,
+            snapshot_interval=options.snapshot_interval,
         )
         # max_active_sessions holds host-wide: session ids do not spread evenly over the
         # actors, so a fixed share per actor would evict below the limit.

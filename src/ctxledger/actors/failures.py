@@ -83,7 +83,7 @@ def log_failure(event: str, exc: BaseException, **bound: Any) -> None:
     _log.error(event, error=_short(exc), exc_info=(type(exc), exc, exc.__traceback__), **bound)
 
 
-def stranded_commands(ref: pykka.ActorRef[Any]) -> list[Command]:
+def stranded_commands(ref: pykka.ActorRef[A]) -> list[Command]:
     """Empty the inbox of an actor that died or stopped; return the commands found there.
 
     pykka drops the messages a stopped actor never handled; callers waiting on one of these
@@ -108,7 +108,7 @@ def stranded_commands(ref: pykka.ActorRef[Any]) -> list[Command]:
             reply_to.set_exception(exc_info=(type(dead), dead, None))
 
 
-def hand_to(successor: pykka.ActorRef[Any] | None, commands: list[Command], name: str) -> None:
+def hand_to(successor: pykka.ActorRef[A] | None, commands: list[Command], name: str) -> None:
     """Hand ``commands`` (none of them started) to ``successor``, the actor that replaced
     ``name``; with no successor (the host is closed) they fail with ``HostClosedError``."""
     for command in commands:

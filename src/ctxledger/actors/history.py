@@ -23,10 +23,9 @@ actor, so the caller's next request always finds the batch folded): an append co
 to the actor, one to the journal, and the journal's wake-up of the caller.
 
 This module holds the mailbox, the supervision and the command queue of each session; the rest
-of the actor is in mixins by concern (see :mod:`ctxledger.actors.history_base`): the write path
-(:mod:`~ctxledger.actors.writes`), the decision step (:mod:`~ctxledger.actors.steps`), what
-budget asks of a session (:mod:`~ctxledger.actors.background`) and sessions coming and going
-(:mod:`~ctxledger.actors.activation`).
+of the actor is in mixins by concern (:mod:`~ctxledger.actors.history_base`): the write path
+(:mod:`~ctxledger.actors.writes`), the step (:mod:`~ctxledger.actors.steps`), what budget asks
+of a session (:mod:`~ctxledger.actors.background`), sessions coming and going (``activation``).
 """
 
 from __future__ import annotations
@@ -102,7 +101,9 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes, CallerRun
         number: This actor's number (sessions are routed to it by their id).
     """
 
-    def __init__(self, runtime: Runtime, number: int) -> None:
+    _rt: Runtime[HistoryActor]
+
+    def __init__(self, runtime: Runtime[HistoryActor], number: int) -> None:
         super().__init__()
         self._rt = runtime
         self._number = number

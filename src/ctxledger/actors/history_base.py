@@ -17,7 +17,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 import pykka
 
@@ -40,10 +40,15 @@ if TYPE_CHECKING:
 
 __all__ = ["DurableBox", "HistoryBase", "Runtime"]
 
+#: The class of the history actors a :class:`Runtime` holds: the host's runtime is a
+#: ``Runtime[HistoryActor]``, and each actor sees its own as ``Runtime[Self]``. A type parameter,
+#: not an import: :mod:`ctxledger.actors.history` builds on this module.
+H = TypeVar("H", bound="HistoryBase")
+
 
 @dataclass(slots=True)
-class Runtime:
-    """What the history actors of one host share.
+class Runtime(Generic[H]):
+    """What the history actors of one host share (``H``: their class).
 
     Attributes:
         log: The event log.
@@ -71,6 +76,8 @@ class Runtime:
         on_commit: Told ``(session_id, records)`` of each durable batch on the journal thread,
             before its caller is answered (the OpenTelemetry instrumentor's hook, see
             ``Host._observe_commits``); None when nobody listens.
+        snapshot_interval: Events between the snapshots of every session
+            (``HostOptions.snapshot_interval``); None: each session's ``Config``'s.
     """
 
     log: EventLog
@@ -86,19 +93,17 @@ class Runtime:
     leases: LeaseKeeper | None = None
     max_live: int = 1024
     live_counts: list[int] = field(default_factory=list)
-    # Refs of any actor type: the router and the host, above this module, know them as
-    # ``pykka.ActorRef[HistoryActor]``; the history actor's own modules only tell them messages,
-    # check them for life and hand them commands, so they need not import the actor's class.
-    history: list[pykka.ActorRef[Any]] = field(default_factory=list)
+    history: list[pykka.ActorRef[H]] = field(default_factory=list)
     #: The history actors themselves, by number, once started (what carries out a blocking
     #: caller's command on its thread: :mod:`ctxledger.actors.inline`).
-    instances: dict[int, Any] = field(default_factory=dict)
-    restart: Callable[[int, pykka.ActorRef[Any]], pykka.ActorRef[Any] | None] = field(
+    instances: dict[int, H] = field(default_factory=dict)
+    restart: Callable[[int, pykka.ActorRef[H]], pykka.ActorRef[H] | None] = field(
         default=lambda _number, _ref: None
     )
     closed: Callable[[], bool] = field(default=lambda: False)
     chars_per_token: int | None = None
     on_commit: Callable[[str, list[RecordedEvent]], None] | None = None
+    snapshot_interval: int | None = None
 
 
 _READY = DurablesReady()
@@ -162,9 +167,9 @@ class DurableBox:
 class HistoryBase(pykka.ThreadingActor):
     """The state every module of the history actor uses, and the steps they call across."""
 
-    use_daemon_thread = True  # never keeps the interpreter alive (see runtime.lifecycle)
+    use_daemon_thread = True  # never keeps the interpreter alive (see actors.lifecycle)
 
-    _rt: Runtime
+    _rt: Runtime[Self]  # the host's Runtime[HistoryActor], seen from the actor's own class
     _number: int
     #: The session states this actor holds, least recently used first.
     _lives: OrderedDict[str, Live]

@@ -50,12 +50,13 @@ def default_host_id() -> str:
 
 
 class HostOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """How one host runs: durability, pool sizes, eviction and leases (never recorded).
+    """How one host runs: durability, pool sizes, eviction, snapshots and leases (never recorded).
 
     Every field is checked when the options are built (also when decoded with msgspec); a
     wrong type or a value out of range raises :class:`~ctxledger.errors.InvalidArgumentError`
     (or :class:`~ctxledger.errors.ConfigError` for ``durability``) naming the field. Nothing is
-    clamped. ``Host.options`` returns the options in force, with the ``None`` fields resolved.
+    clamped. ``Host.options`` returns the options in force, with the ``None`` fields resolved
+    (but ``snapshot_interval``, whose ``None`` leaves the interval to each session's Config).
 
     Attributes:
         durability: How an append reaches the disk: ``"sync"`` (an append that returned is on
@@ -93,6 +94,11 @@ class HostOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
             default): 1 with that summariser on a POSIX machine of more than one CPU, else 0. 0
             makes them on the compaction threads. Another summariser always runs on the
             compaction threads: a number above 0 with one is an error.
+        snapshot_interval: Events between the projection snapshots of every session of the
+            host (recovery reads at most this many past the newest). An int takes precedence
+            over the ``snapshot_interval`` of each session's :class:`~ctxledger.Config` (which
+            is recorded all the same). ``None`` (the default): each session's own
+            ``Config.snapshot_interval`` (1,000 unless set).
     """
 
     durability: Durability | None = None
@@ -106,6 +112,7 @@ class HostOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     lease_wait: float | None = None
     leases: bool | None = None
     summary_processes: int | None = None
+    snapshot_interval: int | None = None
 
     def __post_init__(self) -> None:
         if self.durability is not None:
@@ -122,6 +129,8 @@ class HostOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         check_flag("leases", self.leases, optional=True)
         if self.summary_processes is not None:
             check_count("summary_processes", self.summary_processes, minimum=0)
+        if self.snapshot_interval is not None:
+            check_count("snapshot_interval", self.snapshot_interval)
 
 
 #: The fields that are counts (positive integers).

@@ -86,7 +86,7 @@ class Writes(HistoryBase):
         live.writing = write
         if write.snapshot is not None:
             seq, data = write.snapshot
-            interval = live.state.config.snapshot_interval if live.state is not None else 1
+            interval = self._snapshot_interval(live.state)
             self._rt.projection.save(
                 SaveSnapshot(live.id, seq, data, self._me, write.token, interval)
             )
@@ -223,7 +223,7 @@ class Writes(HistoryBase):
         for record in records[skip:] if skip else records:
             apply(record.event)
         previous, live.last_event_seq = live.last_event_seq, records[-1].seq
-        if snapshot_due(previous, live.last_event_seq, state.config.snapshot_interval):
+        if snapshot_due(previous, live.last_event_seq, self._snapshot_interval(state)):
             # Taken after the fold, so snapshot + tail replays to exactly this state.
             self._tokens += 1
             snapshot = Write(self._tokens, (), None, None, None, None)
@@ -232,6 +232,13 @@ class Writes(HistoryBase):
                 live.pending_writes.appendleft(snapshot)
             except Exception as exc:  # an optimisation: its loss costs a longer fold
                 log_failure("snapshot_not_taken", exc, session_id=live.id)
+
+    def _snapshot_interval(self, state: SessionState | None) -> int:
+        """Events between the session's snapshots: the host's if it sets one (it takes
+        precedence), else the session's Config's; 1 for a state being loaded again."""
+        if self._rt.snapshot_interval is not None:
+            return self._rt.snapshot_interval
+        return state.config.snapshot_interval if state is not None else 1
 
 
 def _publishes(state: SessionState, events: Sequence[Event], pressure: bool) -> bool:
