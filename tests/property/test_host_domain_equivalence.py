@@ -9,6 +9,9 @@ LMDB log, a fixed clock, counted ids, a deterministic summariser, background com
 that nothing races) and on a :class:`~ctxledger.testing.DomainSession` must give byte-identical
 committed events, the same answers and the same errors for invalid commands.
 
+``fork`` included: a fork at a drawn point (or a bad one) must record the same first events and
+serve the same first view on both, and fail with the same error.
+
 ``prepare_step(defer_record=True)`` included: the host folds the view at once and commits its
 ``ViewServed`` with the session's next batch (a read of the session commits it alone), so until
 then its log lacks that one event, and nothing else.
@@ -66,7 +69,7 @@ ACTIONS = [
     "pin", "usage", "retract", "retract_replacing", "clear", "compact", "compact_if_needed",
     "revert", "reactive", "prepare_step", "prepare_step", "build_model_view", "config",
     "wait_background", "current_messages", "explain", "view_at", "audit", "step", "step",
-    "prepare_deferred", "prepare_deferred",
+    "prepare_deferred", "prepare_deferred", "fork",
 ]  # fmt: skip
 
 
@@ -133,6 +136,7 @@ class _Driver:
         self.domain = domain
         self.data = data
         self.calls = itertools.count(1)
+        self.forks = itertools.count(1)
         self.deferred = False  # a view served with defer_record may not be in the log yet
 
     def draw(self, strategy: st.SearchStrategy[Any]) -> Any:
@@ -230,6 +234,11 @@ class _Driver:
             domain_side = _outcome(lambda: self.domain.change_config(config))
             self.compare(action, host_side, domain_side)
             return
+        elif action == "fork":
+            fresh = f"f{next(self.forks)}"
+            new_id = self.draw(st.sampled_from([fresh, fresh, "s", ""]))
+            at_seq = self.draw(st.none() | st.integers(-1, last + 1))
+            both = (lambda s: self.forked(s.fork(new_id, at_seq)),)
         elif action == "wait_background":
             both = (lambda s: s.wait_background(),)
         elif action == "current_messages":
@@ -243,6 +252,13 @@ class _Driver:
             both = (lambda s: getattr(s, read)(seq),)
         (run,) = both
         self.compare(action, _outcome(lambda: run(self.live)), _outcome(lambda: run(self.domain)))
+
+    def forked(self, fork: Any) -> tuple[Any, list[bytes]]:
+        """A new fork's first view (or error), then its events."""
+        view = _outcome(fork.build_model_view)
+        if isinstance(fork, DomainSession):
+            return view, _encoded(fork.events)
+        return view, _encoded([record.event for record in self.host.log.read(fork.id)])
 
     def compare(self, action: str, host_side: Any, domain_side: Any) -> None:
         note(f"{action}: {domain_side[0]} {str(domain_side[1])[:160]}")

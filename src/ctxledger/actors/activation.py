@@ -26,6 +26,7 @@ from ctxledger.actors.messages import (
     Open,
 )
 from ctxledger.domain import Recover, SessionState, decide
+from ctxledger.domain.commands import fork_events
 from ctxledger.errors import (
     HostClosedError,
     LeaseLostError,
@@ -33,7 +34,7 @@ from ctxledger.errors import (
     UnknownSessionError,
     VersionConflictError,
 )
-from ctxledger.events import Event, SessionForked, SessionOpened
+from ctxledger.events import Event, SessionOpened
 from ctxledger.storage import Lease
 
 __all__ = ["Activation"]
@@ -97,21 +98,22 @@ class Activation(HistoryBase):
         if lease is not None and rt.leases is not None:
             live.lease = lease
             rt.leases.hold(lease, self._me)
-        opened = SessionOpened(
-            session_id=live.id,
-            config=creator.config if isinstance(creator, Fork) else creator.create_config,
-            created_at=rt.clock(),
-        )
-        events: list[Event] = [opened]
+        events: list[Event]
         if isinstance(creator, Fork):
             live.queue = deque(command for command in live.queue if command is not creator)
-            events.append(
-                SessionForked(
-                    parent_id=creator.parent_id,
-                    at_seq=creator.at_seq,
-                    parent_event_seq=creator.parent_event_seq,
-                )
+            events = fork_events(
+                live.id,
+                parent_id=creator.parent_id,
+                at_seq=creator.at_seq,
+                parent_event_seq=creator.parent_event_seq,
+                config=creator.config,
+                created_at=rt.clock(),
             )
+        else:
+            opened = SessionOpened(
+                session_id=live.id, config=creator.create_config, created_at=rt.clock()
+            )
+            events = [opened]
         live.creating = creator
         live.last_event_seq = 0
         self._write(live, events)

@@ -62,7 +62,7 @@ from ctxledger.errors import (
     InvalidArgumentError,
 )
 from ctxledger.messages import Message
-from ctxledger.replay.loading import event_seq_before_message, fold_session
+from ctxledger.replay.loading import fork_point
 from ctxledger.storage import EventLog, RecordedEvent, is_postgres_target, open_log
 from ctxledger.summarizers import ExtractiveSummarizer, Summarizer
 
@@ -320,12 +320,9 @@ class Host(HostBase):
         """
         self._handle(new_id)
         last_seq, last_event_seq = parent._positions()
-        if at_seq is None or at_seq == last_seq:
-            owner, parent_event_seq, at = parent.id, last_event_seq, last_seq
-        else:
-            owner, parent_event_seq = event_seq_before_message(self.log, parent.id, at_seq + 1)
-            at = at_seq
-        prefix, _ = fold_session(self.log, owner, through_event_seq=parent_event_seq)
+        owner, at, parent_event_seq, prefix = fork_point(
+            self.log, parent.id, at_seq, last_seq, last_event_seq
+        )
         self._call(new_id, Fork(new_id, Waiter(), owner, at, parent_event_seq, prefix.config))
         return self.session(new_id)
 

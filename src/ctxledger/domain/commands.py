@@ -3,10 +3,10 @@
 :func:`~ctxledger.domain.decide` decides the requests that serve views and compact; this module
 decides everything else a :class:`~ctxledger.Session` asks for: append, pin, usage reports,
 config changes, retraction, clearing and reverting a compaction, plus the reactive retry loop's
-next step. The history actor that owns a session and :class:`ctxledger.testing.DomainSession`
-call these functions (what-if replays these commands' recorded events as they are), so they
-record the same events for the same state and refuse the same commands with the same
-``ctxledger`` error.
+next step and a fork's first events (:func:`fork_events`). The history actor that owns a session
+and :class:`ctxledger.testing.DomainSession` call these functions (what-if replays these
+commands' recorded events as they are), so they record the same events for the same state and
+refuse the same commands with the same ``ctxledger`` error.
 
 Each command is a frozen Struct (it may cross an actor's mailbox: data, not a callable);
 :func:`execute` dispatches a :data:`Command` to its function. A function takes the session's
@@ -38,6 +38,8 @@ from ctxledger.events.types import (
     Event,
     MessageAppended,
     MessagePinned,
+    SessionForked,
+    SessionOpened,
     UsageReported,
 )
 from ctxledger.messages import Message
@@ -57,6 +59,7 @@ __all__ = [
     "clear_history",
     "configure",
     "execute",
+    "fork_events",
     "overflow_message",
     "pin_message",
     "reactive_attempt",
@@ -319,6 +322,34 @@ def reactive_attempt(state: SessionState, tried: Sequence[str]) -> Compact:
     if len(tried) >= limit:
         raise ContextOverflowError(overflow_message(state.session_id, tried, limit))
     return Compact(trigger="prompt_too_long", attempt=len(tried))
+
+
+def fork_events(
+    session_id: str,
+    *,
+    parent_id: str,
+    at_seq: int,
+    parent_event_seq: int,
+    config: Config,
+    created_at: float = 0.0,
+) -> list[Event]:
+    """Return the first events of fork ``session_id``: ``SessionOpened``, then ``SessionForked``.
+
+    The fork's state is ``parent_id``'s events up to ``parent_event_seq`` followed by these
+    (as :func:`ctxledger.replay.loading.fold_session` folds it).
+
+    Args:
+        session_id: The new session.
+        parent_id: The session whose own events hold the fork point (an ancestor of the session
+            forked, when the message ``at_seq`` was inherited from it).
+        at_seq: The newest message the fork shares.
+        parent_event_seq: ``parent_id``'s last event the fork shares.
+        config: The Config in force in ``parent_id`` at ``parent_event_seq``.
+        created_at: The creation time recorded (the host's clock; 0.0 in a ``DomainSession``).
+    """
+    opened = SessionOpened(session_id=session_id, config=config, created_at=created_at)
+    forked = SessionForked(parent_id=parent_id, at_seq=at_seq, parent_event_seq=parent_event_seq)
+    return [opened, forked]
 
 
 def overflow_message(session_id: str, tried: Sequence[str], limit: int) -> str:

@@ -48,6 +48,7 @@ __all__ = [
     "event_seq_before_message",
     "fold_session",
     "fold_view_at",
+    "fork_point",
     "message_before",
     "read_checkpoints",
     "read_messages",
@@ -126,6 +127,29 @@ def fold_session(
         return _fold(log, session_id, through_event_seq, use_snapshots)
     except CorruptRecordError as exc:
         raise _placed(log, session_id, exc)  # noqa: B904  (chained by after_message)
+
+
+def fork_point(
+    log: EventLog, session_id: str, at_seq: int | None, last_seq: int, last_event_seq: int
+) -> tuple[str, int, int, SessionState]:
+    """Where a fork of ``session_id`` at message ``at_seq`` (None: its newest) branches off.
+
+    ``last_seq`` and ``last_event_seq`` are the session's newest message and event seqs (all
+    it holds is in ``log``). Returns ``(owner, at, parent_event_seq, prefix)``: the session whose
+    own events hold the fork point (an ancestor when message ``at_seq`` was inherited), the
+    message the fork shares last, the owner's last event it shares, and the state there (its
+    Config is the fork's), what ``SessionForked`` records and the fork's state starts from.
+
+    Raises:
+        InvalidSeqError: No message ``at_seq`` exists.
+    """
+    if at_seq is None or at_seq == last_seq:
+        owner, parent_event_seq, at = session_id, last_event_seq, last_seq
+    else:
+        owner, parent_event_seq = event_seq_before_message(log, session_id, at_seq + 1)
+        at = at_seq
+    prefix, _ = fold_session(log, owner, through_event_seq=parent_event_seq)
+    return owner, at, parent_event_seq, prefix
 
 
 def _placed(log: EventLog, session_id: str, error: CorruptRecordError) -> CorruptRecordError:

@@ -1,17 +1,17 @@
 """An in-memory session that runs the host's decisions with the pure domain only.
 
-:class:`DomainSession` has every command of :class:`ctxledger.Session`, with the same names,
-arguments, answers and errors, and each calls the same pure domain function the host's history
-actor calls (:func:`ctxledger.domain.decide` for views and compactions,
-:func:`ctxledger.domain.commands.execute` for the rest,
-:func:`ctxledger.domain.commands.reactive_attempt` for the reactive retry loop). It records
-every event in a list and folds it, exactly as the host does after persisting, so a property
-test drives what production runs, command for command, without actors or storage.
-:func:`digest_summarizer` is a small deterministic summariser for such tests.
+:class:`DomainSession` has every command of :class:`ctxledger.Session` (the same names,
+arguments, answers and errors; the ``a``-prefixed twins too), each calling the pure domain
+function the host's history actor calls (:func:`ctxledger.domain.decide` for views and
+compactions, :mod:`ctxledger.domain.commands` for the rest and forks). It records every event in
+a list and folds it, as the host does after persisting, so a property test drives what
+production runs, command for command, without actors or storage. :func:`digest_summarizer` is a
+small deterministic summariser for such tests.
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -51,13 +51,14 @@ from ctxledger.domain.tokenizer import CharTokenizer, Tokenizer
 from ctxledger.domain.view import ModelView
 from ctxledger.events.types import Event, SessionOpened
 from ctxledger.messages import Message
+from ctxledger.testing._domain_async import AsyncCommands
 from ctxledger.testing._reads import SessionReads
 from ctxledger.testing._summaries import digest_summarizer, summarized
 
 __all__ = ["DomainSession", "digest_summarizer"]
 
 
-class DomainSession(SessionReads):
+class DomainSession(SessionReads, AsyncCommands):
     """One session driven through the domain functions, its events kept in :attr:`events`.
 
     The commands are :class:`ctxledger.Session`'s, with its arguments, answers and errors; a
@@ -102,7 +103,7 @@ class DomainSession(SessionReads):
         self.clock = clock or (lambda: float(next(ticks)))
         ids = itertools.count(1)
         self._new_id: Callable[[], str] = id_factory or (lambda: f"c{next(ids)}")
-        self._opened_with = config
+        self._opened_with, self._lineage = config, {}  # a fork's lineage: see fork()
         # The outcome of each reactive attempt since the last new input (as the host keeps it).
         self._tried: list[str] = []
         self.state = SessionState.new(session_id, config)
@@ -215,6 +216,22 @@ class DomainSession(SessionReads):
         restored: Checkpoint | None = self._execute(command)
         return restored
 
+    def fork(self, new_id: str, at_seq: int | None = None) -> DomainSession:
+        """Create a session sharing this one's history up to ``at_seq`` (default: all), as
+        ``Session.fork`` does (the host's fork point, events and fold); it shares this session's
+        summariser, tokenizer, clock and id factory, as a host's sessions share the host's.
+
+        Raises:
+            InvalidSessionIdError: ``new_id`` cannot name a session.
+            InvalidSeqError: ``at_seq`` is not an int, or names no message.
+            SessionExistsError: ``new_id`` is this session's or an ancestor's (a DomainSession
+                has no host: it cannot know of other sessions, so any other id is free).
+        """
+        fork = copy.copy(self)
+        fork.state, fork.events, fork._opened_with, fork._lineage = self._fork_start(new_id, at_seq)
+        fork.views, fork.results, fork._tried = [], [], []
+        return fork
+
     # --- compaction and views (ctxledger.domain.decide) ------------------------------------------
 
     def compact_if_needed(self, pending: str = "") -> CompactionResult:
@@ -265,7 +282,7 @@ class DomainSession(SessionReads):
             ContextOverflowError: The view cannot fit the window.
         """
         check_text("pending", pending, utf8=False)
-        return self._serve(Serve(pending=pending, compact=False))
+        return self._served(self.decide(Serve(pending=pending, compact=False)))
 
     def prepare_step(self, pending: str = "", *, defer_record: bool = False) -> ModelView:
         """Compact if needed, then build and record the view (``Session.prepare_step``).
@@ -279,7 +296,7 @@ class DomainSession(SessionReads):
         """
         check_text("pending", pending, utf8=False)
         check_flag("defer_record", defer_record)
-        return self._serve(Serve(pending=pending))
+        return self._served(self.decide(Serve(pending=pending)))
 
     def wait_background(self) -> None:
         """Run the background compaction that is due now, if any, to its end
@@ -313,12 +330,9 @@ class DomainSession(SessionReads):
         """
         batch = message_batch(messages)
         check_text("pending", pending, utf8=False)
+        step = Step(messages=batch, pending=pending)
         stepped = decide_step(
-            self.state,
-            Step(messages=batch, pending=pending),
-            tokenizer=self.tokenizer,
-            new_id=self._new_id,
-            now=self.clock,
+            self.state, step, tokenizer=self.tokenizer, new_id=self._new_id, now=self.clock
         )
         self.events.extend(stepped.appended.events)  # folded by decide_step already
         if batch:
@@ -341,13 +355,6 @@ class DomainSession(SessionReads):
         """
         return self._run(self._decide(request))
 
-    def replay(self, events: Iterable[Event] | None = None) -> SessionState:
-        """Fold ``events`` (default: all recorded) into a fresh state."""
-        state = SessionState.new(self.state.session_id, self._opened_with)
-        for event in self.events if events is None else events:
-            state.apply(event)
-        return state
-
     # --- internals -------------------------------------------------------------------------------
 
     def _run(self, decision: Decision) -> Decision:
@@ -367,9 +374,6 @@ class DomainSession(SessionReads):
         self._commit(outcome.events)
         return outcome.answer
 
-    def _serve(self, request: Serve) -> ModelView:
-        return self._served(self.decide(request))
-
     def _served(self, decision: Decision) -> ModelView:
         if decision.result is not None:
             self.results.append(decision.result)
@@ -385,11 +389,7 @@ class DomainSession(SessionReads):
 
     def _decide(self, request: Request) -> Decision:
         decision = decide(
-            self.state,
-            request,
-            tokenizer=self.tokenizer,
-            new_id=self._new_id,
-            now=self.clock,
+            self.state, request, tokenizer=self.tokenizer, new_id=self._new_id, now=self.clock
         )
         self._commit(decision.events)
         return decision
