@@ -27,6 +27,8 @@ from ctxledger.domain import (
     run_summarizer,
     session_tokenizer,
 )
+from ctxledger.domain.commands import RevertCompaction, execute
+from ctxledger.errors import InvalidCheckpointError
 from ctxledger.events import (
     CheckpointCreated,
     CompactionFailed,
@@ -203,6 +205,17 @@ class Run:
             self.last_seconds += seconds
             decision = self._step(summarized)
         return decision
+
+    def revert(self, reason: str) -> None:
+        """Undo the active checkpoint where the log's agent reverted one, as the host's
+        ``revert_compaction`` would (the log's event names a checkpoint of the original run:
+        this run undoes its own); nothing when this run has none to undo."""
+        try:
+            outcome = execute(self.state, RevertCompaction(reason=reason))
+        except InvalidCheckpointError:
+            return
+        for event in outcome.events:
+            self.state.apply(event)
 
     def release_ready(self, now: float) -> None:
         """Fold the background summaries of the policy tried that are ready by ``now``."""

@@ -23,6 +23,7 @@ from ctxledger.domain import (
 from ctxledger.errors import UnknownSessionError
 from ctxledger.events import (
     CheckpointCreated,
+    CheckpointReverted,
     CompactionFailed,
     CompactionStarted,
     HistoryCleared,
@@ -121,9 +122,11 @@ def what_if(
     at each served view the policy decides whether to compact (as ``prepare_step`` would) and
     the view it would serve is measured. Summaries already in the log are reused where the
     summariser's input is identical (content-addressed); the summariser is called only for new
-    ranges. ``config`` applies throughout (later ``ConfigChanged`` events are ignored), and a
-    revert (``CheckpointReverted``) is not replayed: it names a checkpoint of the original run,
-    which the re-run under another Config need not have.
+    ranges. ``config`` applies throughout (later ``ConfigChanged`` events are ignored). A
+    revert (``CheckpointReverted``) is the agent's act, replayed where the log made it: the
+    re-run's active checkpoint is undone (under the log's own Config, the same one), through
+    the host's command (``domain.commands.revert_compaction``); a re-run with none to undo
+    there records nothing for it.
 
     Unless ``config.prepare_threshold`` is 0, summaries are prepared in the background as a
     host would: where the log started one under its own Config, or else after each batch of
@@ -176,6 +179,8 @@ def what_if(
         elif isinstance(event, SummaryPrepared | CompactionFailed) and background and own:
             failed = event if isinstance(event, CompactionFailed) else None
             run.release(event.compaction_id, failed=failed)
+        elif isinstance(event, CheckpointReverted):
+            run.revert(event.reason)
         elif isinstance(event, CompactionStarted) and event.reason != "threshold_exceeded":
             run.decide(Compact(trigger=event.reason, focus=event.focus, attempt=event.attempt), now)
         elif isinstance(event, ViewServed):
