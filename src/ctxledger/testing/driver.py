@@ -3,11 +3,10 @@
 :class:`DomainSession` has every command of :class:`ctxledger.Session` (the same names,
 arguments, answers and errors; the ``a``-prefixed twins too), each calling the pure domain
 function the host's history actor calls (:func:`ctxledger.domain.decide` for views and
-compactions, :mod:`ctxledger.domain.commands` for the rest and forks). It records every event in
-a list and folds it, as the host does after persisting, so a property test drives what
-production runs, command for command, without actors or storage. :func:`digest_summarizer` is a
-small deterministic summariser for such tests.
-"""
+compactions, :mod:`ctxledger.domain.commands` for the rest and forks). It records and folds
+every event as the host does after persisting, so a property test drives what production runs,
+command for command, without actors or storage; from a recorded log too (``from_events``, and
+``restart``: what a host does first). :func:`digest_summarizer` is a small summariser for tests."""
 
 from __future__ import annotations
 
@@ -53,12 +52,13 @@ from ctxledger.events.types import Event, SessionOpened
 from ctxledger.messages import Message
 from ctxledger.testing._domain_async import AsyncCommands
 from ctxledger.testing._reads import SessionReads
+from ctxledger.testing._restart import Restarts
 from ctxledger.testing._summaries import digest_summarizer, summarized
 
 __all__ = ["DomainSession", "digest_summarizer"]
 
 
-class DomainSession(SessionReads, AsyncCommands):
+class DomainSession(SessionReads, AsyncCommands, Restarts):
     """One session driven through the domain functions, its events kept in :attr:`events`.
 
     The commands are :class:`ctxledger.Session`'s, with its arguments, answers and errors; a
