@@ -11,7 +11,9 @@
 * :class:`DomainSession` drives a session through the pure domain with an in-memory event list:
   it has every command of :class:`ctxledger.Session` (same names, arguments, answers and
   errors) and calls the same domain functions as the host, so it records the same events;
-  :func:`digest_summarizer` is a small deterministic summariser for tests.
+  ``DomainSession.from_events(events).restart()`` runs what a host does first with a session it
+  finds in a log after a restart; :func:`digest_summarizer` is a small deterministic summariser
+  for tests.
 * The promises of the two-mark policy (DESIGN §2): :func:`run_policy` replays a conversation
   under a Config, :func:`check_policy_run`, :func:`check_lower_threshold` and
   :func:`check_unreached` check them, and :class:`PolicyMachine` (needs ``hypothesis``) checks
