@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ctxledger.errors import StorageError, VersionConflictError
-from ctxledger.storage._group_commit import GroupCommitter, Outcome
+from ctxledger.storage._group_commit import GroupCommitter, Outcome, queued_commits
 
 
 class Backend:
@@ -237,9 +237,13 @@ def inline(backend: Backend) -> Iterator[GroupCommitter]:
     opened.close()
 
 
-def _recording(answers: list[tuple[Any, Any, str]]) -> Callable[[Any, Any], None]:
+def _recording(
+    answers: list[tuple[Any, Any, str]], done: threading.Event | None = None
+) -> Callable[[Any, Any], None]:
     def callback(result: Any, error: BaseException | None) -> None:
         answers.append((result, error, threading.current_thread().name))
+        if done is not None:
+            done.set()
 
     return callback
 
@@ -253,6 +257,24 @@ def test_a_lone_callback_submission_commits_on_the_submitting_thread(
     inline.submit_callback("a", _recording(answers))
     assert answers == [("done:a", None, threading.current_thread().name)]
     assert backend.groups == [["a"]]
+
+
+def test_within_queued_commits_a_lone_submission_goes_to_the_committers_thread(
+    inline: GroupCommitter, backend: Backend
+) -> None:
+    """Nothing outstanding, but the submitter has more to submit (``queued_commits``, a history
+    actor with commands in its mailbox): the op is queued, committed and answered on the
+    committer's thread, where the next ones may join its group; out of the block the next lone
+    op is committed inline again."""
+    answers: list[tuple[Any, Any, str]] = []
+    done = threading.Event()
+    with queued_commits():
+        inline.submit_callback("a", _recording(answers, done))
+    assert done.wait(30)
+    assert answers == [("done:a", None, "test-committer")]
+    inline.submit_callback("b", _recording(answers))
+    assert answers[-1] == ("done:b", None, threading.current_thread().name)
+    assert backend.groups == [["a"], ["b"]]
 
 
 def test_a_submission_from_an_event_loop_is_committed_by_the_committers_thread(

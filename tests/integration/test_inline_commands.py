@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
-from ctxledger import Config, Host, Message
+from ctxledger import Config, Host, HostOptions, Message
 from ctxledger.actors.history import HistoryActor
 from ctxledger.actors.messages import Evict
 from ctxledger.actors.writes import Writes
 from ctxledger.replay import verify
 from ctxledger.storage import open_log
+from ctxledger.storage.journal import Journal
 from guards import LogWriters, call_in_thread
 
 #: No background compaction: nothing but the caller's commands reaches the actor.
@@ -381,3 +382,53 @@ def test_callers_sharing_sessions_keep_every_append_once_and_in_their_order(
                 words = [m.content.split() for m in history]
                 assert [w[1] for w in words if w[0] == f"w{writer}"] == [f"m{n}" for n in range(40)]
     assert verify(tmp_path / "db").ok
+
+
+def test_commands_waiting_in_the_mailbox_are_committed_together_by_the_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight writers' commands wait in the mailbox of the one history actor: the actor hands
+    their batches to the journal, whose thread commits them in groups, instead of committing
+    each on its own thread as a group of one, the next one only after the last one's commit
+    (one history actor under 64 writers made ~1,800 appends a second instead of ~10,000)."""
+    groups: list[tuple[str, int]] = []  # the committing thread and the ops of each group
+    commit = Journal._commit_lmdb
+
+    def recording(journal: Journal, ops: list[Any], wake_previous: Any) -> Any:
+        groups.append((threading.current_thread().name, len(ops)))
+        return commit(journal, ops, wake_previous)
+
+    monkeypatch.setattr(Journal, "_commit_lmdb", recording)
+    log = open_log(tmp_path / "db", durability="none")
+    with Host(log, config=QUIET, options=HostOptions(history_actors=1)) as opened:
+        sessions = [opened.session(f"s{n}") for n in range(8)]
+        for session in sessions:
+            session.append(Message.user("first"))
+        actor = _owner(opened, "s0")
+        router = opened._router
+        assert router is not None
+        told = threading.Semaphore(0)
+        real_tell = router.tell
+
+        def tell(*args: Any) -> None:
+            real_tell(*args)
+            told.release()
+
+        router.tell = tell  # type: ignore[method-assign]
+        groups.clear()
+        with actor._exclusive:  # as if the actor were handling a message: the commands wait
+            writers = [
+                threading.Thread(target=session.append, args=(Message.user("second"),))
+                for session in sessions
+            ]
+            for writer in writers:
+                writer.start()
+            for _ in writers:
+                assert told.acquire(timeout=120), "a command never reached the mailbox"
+        for writer in writers:
+            writer.join()
+        assert all(len(session.history()) == 2 for session in sessions)
+    on_the_actor = [ops for name, ops in groups if name.startswith("HistoryActor")]
+    assert sum(ops for _, ops in groups) == 8
+    # The last command may find the journal idle and the mailbox empty: committed in place.
+    assert len(on_the_actor) <= 1 and len(groups) < 8, groups

@@ -7,6 +7,7 @@
 
 from typing import TYPE_CHECKING, Any
 
+from ctxledger.storage._group_commit import queued_commits
 from ctxledger.storage._open import LogTarget, describe_target, is_postgres_target, open_log
 from ctxledger.storage.copy import CopyReport, copy_log
 from ctxledger.storage.leases import DEFAULT_LEASE_TTL, Lease, LeaseStore
@@ -50,6 +51,7 @@ __all__ = [
     "describe_target",
     "is_postgres_target",
     "open_log",
+    "queued_commits",
     "tail",
 ]
 

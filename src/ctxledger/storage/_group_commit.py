@@ -35,10 +35,11 @@ LMDB write transaction as its commit, the PostgreSQL log with a database transac
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ctxledger._logging import get_logger
@@ -54,7 +55,7 @@ from ctxledger.storage._group_requests import (
     failed_outcomes,
 )
 
-__all__ = ["CommitGroup", "GroupCommitter", "Outcome", "failed_outcomes"]
+__all__ = ["CommitGroup", "GroupCommitter", "Outcome", "failed_outcomes", "queued_commits"]
 
 _log = get_logger(__name__)
 
@@ -65,6 +66,30 @@ CommitGroup = Callable[[list[Any], Callable[[], None]], list[Outcome]]
 _STOP = object()
 _Answer = tuple[Any, Any, BaseException | None]  # a committed request and its outcome
 
+
+
+#: Per thread: whether its callback submissions are queued for the committer's thread even when
+#: the committer is idle (see :func:`queued_commits`).
+_thread = threading.local()
+
+
+@contextlib.contextmanager
+def queued_commits() -> Iterator[None]:
+    """Queue this thread's callback submissions for the committer's thread within the block,
+    never committing one inline (``inline_when_idle``).
+
+    For a submitter with more to submit right after (a history actor with commands waiting in
+    its mailbox): committed inline, each of its batches would be a group of its own, the next
+    one submitted only once the last one's commit (its fsync) is done; queued, they form one
+    group on the committer's thread. What is committed, and when its callback runs relative to
+    the others, does not change.
+    """
+    before = getattr(_thread, "queued", False)
+    _thread.queued = True
+    try:
+        yield
+    finally:
+        _thread.queued = before
 
 class GroupCommitter:
     """One thread that group-commits the ops submitted from many threads and event loops.
@@ -149,6 +174,7 @@ class GroupCommitter:
         if (
             self._inline
             and not self._outstanding
+            and not getattr(_thread, "queued", False)  # see queued_commits()
             and asyncio._get_running_loop() is None  # an event loop must not block on a commit
             and self._commit_inline(request)
         ):

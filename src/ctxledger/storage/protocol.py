@@ -198,6 +198,8 @@ class EventLog(Protocol):
         the error that kept it out (a version conflict, a storage failure, the log closing). It
         may run on the log's writer thread, or on the caller's before ``submit`` returns: it must
         be quick and must not raise. Batches submitted from one thread are committed in order.
+        Within :func:`ctxledger.storage.queued_commits` a backend that commits a lone batch on
+        the caller's thread (LMDB) queues it instead, to be grouped with the next ones.
 
         Raises:
             TypeError: An argument has the wrong type (checked before anything is queued).
