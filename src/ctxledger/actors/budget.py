@@ -8,16 +8,18 @@ since: masking and truncation only ever shrink what a message adds; any other ev
 view drops it), the newest message seq, and the memos of its own decisions (no summary before a
 seq, a checkpoint judged too late for, a prepared summary found to absorb the growth).
 
-Budget owns the decision to prepare a summary in the background, with the domain's pure rules
-(:func:`ctxledger.domain.ready_in_time`, the quarter-gap step of
-:func:`ctxledger.domain.extension_due`), and rations those summaries host-wide: at most
-``background_compactions`` at once (they cost summariser calls, which is money and LLM
-capacity), the sessions closest to their threshold first. What only the session's whole state
-can say (the exact masked view, the marks of a dynamic policy, a usable prepared summary, whether
-its extension is due) is measured by the history actor that owns the session, on request
-(``Measure`` → ``Measured``); the history actor then plans the background compaction itself
-(``decide(state, Background())``: it writes its ``CompactionStarted``) when budget says
-``Prepare``, or drops it when budget says ``Release``. Budget never blocks on another actor.
+Budget owns the decision to prepare a summary in the background and rations those summaries
+host-wide: at most ``background_compactions`` at once (they cost summariser calls, which is
+money and LLM capacity), the sessions closest to their threshold first. What only the session's
+whole state can say (the exact masked view, the marks of a dynamic policy, a usable prepared
+summary, whether its extension is due) is measured by the history actor that owns the session,
+on request (``Measure`` → ``Measured``). The verdict on a measure (release, ask whether the
+extension is due, queue) is the domain's pure
+:func:`ctxledger.domain._pressure.measured_verdict`, over the session's memo and the measure;
+the actor keeps its mailbox, each measure's phase, the queue and the telling. The history actor
+then plans the background compaction itself (``decide(state, Background())``: it writes its
+``CompactionStarted``) when budget says ``Prepare``, or drops it when budget says ``Release``.
+Budget never blocks on another actor.
 
 The threshold, target and cap decisions of a step stay in the step's own decision
 (``decide(state, Serve(...))`` on the history actor): they are on the critical path, where a
@@ -50,7 +52,16 @@ from ctxledger.actors.messages import (
     Settled,
     Settling,
 )
-from ctxledger.domain import BACKGROUND_BACKOFF, message_chars, ready_in_time
+from ctxledger.domain import message_chars
+from ctxledger.domain._pressure import (
+    ExtensionWanted,
+    Measurement,
+    Off,
+    PressureMemo,
+    Queued,
+    Released,
+    measured_verdict,
+)
 from ctxledger.events import Event, MessageAppended, ViewServed
 
 __all__ = ["BudgetActor", "appended_tokens"]
@@ -78,7 +89,8 @@ def appended_tokens(events: Sequence[Event], per_token: int | None) -> int | Non
 
 
 class _Pressure:
-    """What budget folds for one session (see the module docstring)."""
+    """What budget folds for one session (see the module docstring): the decision's
+    :class:`~ctxledger.domain._pressure.PressureMemo`, the owner and the measure's phase."""
 
     __slots__ = (
         "absorb_until",
@@ -99,25 +111,18 @@ class _Pressure:
     def __init__(self, owner: HistoryRef) -> None:
         self.owner = owner
         self.phase = _IDLE
-        self.bound: int | None = None  # an upper bound of the background estimate, in tokens
-        # Tokens appended since the pending Measure was sent (None: the bound was dropped):
-        # the measure may or may not include them, so the bound after it counts them again.
+        # The memo the decision reads and writes (see PressureMemo, which documents each).
+        self.bound: int | None = None
         self.since: int | None = 0
-        self.prepare: int | None = None  # the prepare point last measured (None: unknown)
-        self.last_seq = 0  # the newest message seq seen
-        self.quiet_until = 0  # no background compaction is looked for before this seq
-        # The prepared summary last found to absorb the growth, the estimate then, and the
-        # view at which its extension may be due (a step above).
+        self.prepare: int | None = None
+        self.last_seq = 0
+        self.quiet_until = 0
         self.absorbing: tuple[str, int, int] | None = None
-        # While the bound stays below this, that summary still absorbs: nothing is measured (a
-        # measure drafts the whole view, and the answer would be the same release).
         self.absorb_until: int | None = None
-        # The checkpoint after which no summary could be prepared in time (see ready_in_time).
         self.late_for: str | None = None
+        self.looked: tuple[int, int] | None = None
         # The running totals of the last Committed folded (echoed in a Release, see there).
         self.told = self.told_unknown = 0
-        # The estimate and the tokens told at the last look past the threshold (_next_look).
-        self.looked: tuple[int, int] | None = None
 
 
 class BudgetActor(LoggedFailures, pykka.ThreadingActor):
@@ -241,67 +246,25 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
             return
         if session.phase != _MEASURING:
             return  # an earlier measure, already answered by a newer one
-        if message.off:  # background compaction is off for the session now
-            self._forget(session_id)
-            _tell(session.owner, Release(session_id))
-            return
-        session.last_seq = message.last_seq
-        session.absorb_until = None
-        if message.blocked_until:
-            session.quiet_until = message.blocked_until
-            session.bound = None  # batches while measuring were not counted: measure next time
-            self._release(session_id, session)
-            return
-        estimate, threshold, prepare = message.estimate, message.threshold, message.prepare
-        since = session.since
-        session.bound = None if since is None else estimate + since
-        session.prepare = None if message.dynamic else prepare
-        if estimate < prepare:
-            self._release(session_id, session, until=session.prepare)
-            return
-        prepared, active = message.prepared, message.active
-        if prepared is None and active is not None:
-            if session.late_for == active:
-                self._release(session_id, session)  # too late for this checkpoint's cycle
-                return
-            if not ready_in_time(
-                threshold - estimate, message.grown, message.seconds, message.summary_seconds
-            ):
-                if message.recheck_pace:
-                    # Looked at again a few messages on: the pace right after a checkpoint is
-                    # one or two steps' worth, and a summary prepared later in the cycle still
-                    # absorbs the growth (its block gives way) instead of needing a delta.
-                    session.quiet_until = message.last_seq + BACKGROUND_BACKOFF
-                    session.bound = None  # the batches while quiet are not counted
-                else:
-                    session.late_for = active  # a Config of schema 4: for the whole cycle
-                self._release(session_id, session)
-                return
-        if prepared is not None:
-            # Whether it will absorb the growth changes slowly as messages come (both views
-            # grow alike but for masking, which shrinks only the view now): look again each
-            # time the view grew by a quarter of the room between the prepare point and the
-            # threshold since the last look.
-            step = max(1, (threshold - prepare) // 4)
-            checked = session.absorbing
-            if checked is not None and checked[0] == prepared and estimate < checked[1] + step:
-                session.absorb_until = _next_look(session, checked[1] + step, message, step)
-                self._release(session_id, session, until=session.absorb_until)
-                return
-            if message.extension is None:
+        memo, verdict = measured_verdict(_memo(session), _measurement(message))
+        match verdict:
+            case Off():
+                self._forget(session_id)
+                _tell(session.owner, Release(session_id))
+            case Released():
+                _keep(session, memo)
+                self._release(session_id, session, until=verdict.until)
+            case ExtensionWanted():
+                _keep(session, memo)
                 _tell(session.owner, Measure(session_id, extension=True))
-                return
-            if not message.extension:
-                session.absorbing = (prepared, estimate, estimate + step)
-                # Only appends (the bound stays known) leave the same summary usable: until the
-                # bound reaches the next look, they are not even measured (nor published).
-                session.absorb_until = _next_look(session, estimate + step, message, step)
-                self._release(session_id, session, until=session.absorb_until)
-                return
-        session.phase = _QUEUED
-        entry = (-estimate / threshold, next(self._order))
-        self._queued[session_id] = entry
-        heapq.heappush(self._heap, (entry[0], entry[1], session_id))
+            case Queued():
+                _keep(session, memo)
+                session.phase = _QUEUED
+                entry = (verdict.priority, next(self._order))
+                self._queued[session_id] = entry
+                heapq.heappush(self._heap, (entry[0], entry[1], session_id))
+            case _:
+                assert_never(verdict)
 
     def _release(self, session_id: str, session: _Pressure, *, until: int | None = None) -> None:
         """Answer the measure: no summary now. With ``until`` (the prepare point, or the next
@@ -347,32 +310,52 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
         self._running.discard(session_id)
 
 
-def _next_look(session: _Pressure, target: int, measured: Measured, step: int) -> int:
-    """The bound at which budget looks again at a prepared summary found to absorb the growth:
-    once the view may have reached ``target`` (the last look's estimate and a ``step``).
+def _memo(session: _Pressure) -> PressureMemo:
+    """What the decision reads of ``session``."""
+    return PressureMemo(
+        last_seq=session.last_seq,
+        quiet_until=session.quiet_until,
+        bound=session.bound,
+        since=session.since,
+        prepare=session.prepare,
+        absorbing=session.absorbing,
+        absorb_until=session.absorb_until,
+        late_for=session.late_for,
+        told=session.told,
+        looked=session.looked,
+    )
 
-    Below the threshold, exactly there. Past it, at the pace the view grew since the last look
-    there, against the tokens appended meanwhile, and at most the whole gap between the prepare
-    point and the threshold (``4 * step``) of appends on. A session past its threshold is not
-    being served (a step would have compacted it): an import, a log of a conversation. There,
-    masking can keep the view flat while the bound, which cannot see masking, grows by every
-    message appended: a look at ``target`` in the bound was measured again every few appends
-    (each measure holds the history actor ~0.3 ms, and the session's next append waits behind
-    it), the view never getting there. Paced, a look is on time while the pace holds, and at
-    most a gap of appends late if the view suddenly grows faster. Notes this look in
-    ``session.looked`` (the estimate and the tokens told), the pace's start for the next.
-    """
-    bound = session.bound
-    if measured.estimate < measured.threshold or bound is None:
-        session.looked = None
-        return target
-    looked, session.looked = session.looked, (measured.estimate, session.told)
-    wanted = target - measured.estimate  # how much more the view may grow before the look
-    if looked is None or session.told <= looked[1]:
-        return target
-    grew, appended = measured.estimate - looked[0], session.told - looked[1]
-    paced = wanted * appended // grew if grew > 0 else 4 * step
-    return max(target, bound + min(paced, 4 * step))
+
+def _keep(session: _Pressure, memo: PressureMemo) -> None:
+    """Store in ``session`` what the decision wrote (``since`` and ``told`` it only reads)."""
+    session.last_seq = memo.last_seq
+    session.quiet_until = memo.quiet_until
+    session.bound = memo.bound
+    session.prepare = memo.prepare
+    session.absorbing = memo.absorbing
+    session.absorb_until = memo.absorb_until
+    session.late_for = memo.late_for
+    session.looked = memo.looked
+
+
+def _measurement(message: Measured) -> Measurement:
+    """The decision's view of a history actor's measure."""
+    return Measurement(
+        off=message.off,
+        blocked_until=message.blocked_until,
+        last_seq=message.last_seq,
+        estimate=message.estimate,
+        threshold=message.threshold,
+        prepare=message.prepare,
+        dynamic=message.dynamic,
+        prepared=message.prepared,
+        active=message.active,
+        grown=message.grown,
+        seconds=message.seconds,
+        summary_seconds=message.summary_seconds,
+        extension=message.extension,
+        recheck_pace=message.recheck_pace,
+    )
 
 
 def _tell(owner: HistoryRef, message: HistoryMessage) -> None:
