@@ -26,6 +26,7 @@ from ctxledger.actors.messages import (
     Settled,
     Settling,
 )
+from ctxledger.domain._pressure import Measurement
 from ctxledger.events import Event, MessageAppended, UsageReported, ViewServed
 
 _WAIT = 30.0  # only a hang reaches it
@@ -81,10 +82,15 @@ def rig() -> Iterator[Rig]:
         made.owner.stop()
 
 
+def _blocked(until: int, last_seq: int) -> Measurement:
+    return Measurement(blocked_until=until, last_seq=last_seq)
+
+
 def _measured(rig: Rig, session_id: str, estimate: int, **fields: Any) -> Measured:
     base: dict[str, Any] = {"last_seq": 10, "threshold": 1000, "prepare": 850}
     base.update(fields)
-    return Measured(session_id=session_id, owner=rig.owner, estimate=estimate, **base)
+    measurement = Measurement(estimate=estimate, **base)
+    return Measured(session_id=session_id, owner=rig.owner, measurement=measurement)
 
 
 def test_an_unknown_bound_is_measured_and_appends_below_it_are_not(rig: Rig) -> None:
@@ -348,14 +354,14 @@ def test_blocked_and_off_sessions(rig: Rig) -> None:
     background compaction off is forgotten (its next batch starts a fresh fold)."""
     rig.append("s", 10, 30)
     assert rig.next() == Measure("s")
-    rig.tell(Measured(session_id="s", owner=rig.owner, blocked_until=13, last_seq=10))
+    rig.tell(Measured(session_id="s", owner=rig.owner, measurement=_blocked(13, 10)))
     assert rig.next() == Release("s")
     rig.append("s", 11, 30)
     rig.append("s", 12, 30)
     rig.quiet("s")
     rig.append("s", 13, 30)
     assert rig.next() == Measure("s")
-    rig.tell(Measured(session_id="s", owner=rig.owner, off=True))
+    rig.tell(Measured(session_id="s", owner=rig.owner, measurement=Measurement(off=True)))
     assert rig.next() == Release("s")
     rig.append("s", 14, 30)
     assert rig.next() == Measure("s")

@@ -26,9 +26,13 @@ from ctxledger.domain import (
     marks,
     usable_prepared,
 )
+from ctxledger.domain._pressure import Measurement
 from ctxledger.domain.decide import block_gives_way
 
 __all__ = ["BackgroundSteps", "credit_left"]
+
+#: The measure of a session whose background compaction is off (or that is not active here).
+_OFF = Measurement(off=True)
 
 
 def credit_left(live: Live, release: Release) -> int:
@@ -52,13 +56,13 @@ class BackgroundSteps(HistoryBase):
         live = self._lives.get(session_id)
         state = live.state if live is not None else None
         if live is None or state is None:
-            rt.budget.tell(Measured(session_id=session_id, owner=me, off=True))
+            rt.budget.tell(Measured(session_id=session_id, owner=me, measurement=_OFF))
             return
         live.pressure_sent = True
         live.credit = 0  # every batch is told to budget until it grants a new credit
         in_force = marks(state)
         if not in_force.prepare:
-            rt.budget.tell(Measured(session_id=session_id, owner=me, off=True))
+            rt.budget.tell(Measured(session_id=session_id, owner=me, measurement=_OFF))
             return
         last_seq = state.last_seq
         if live.background is not None or state.background is not None:
@@ -69,7 +73,11 @@ class BackgroundSteps(HistoryBase):
             blocked = 0
         if blocked:
             rt.budget.tell(
-                Measured(session_id=session_id, owner=me, blocked_until=blocked, last_seq=last_seq)
+                Measured(
+                    session_id=session_id,
+                    owner=me,
+                    measurement=Measurement(blocked_until=blocked, last_seq=last_seq),
+                )
             )
             return
         tokenizer = rt.tokenizer
@@ -82,18 +90,20 @@ class BackgroundSteps(HistoryBase):
             Measured(
                 session_id=session_id,
                 owner=me,
-                last_seq=last_seq,
-                estimate=estimate,
-                threshold=in_force.threshold,
-                prepare=in_force.prepare,
-                dynamic=state.config.threshold_policy != "fixed",
-                prepared=prepared.compaction_id if prepared is not None else None,
-                active=active.id if active is not None else None,
-                grown=estimate - active.tokens_after if active is not None else 0,
-                seconds=rt.clock() - active.created_at if active is not None else 0.0,
-                summary_seconds=active.summary_seconds if active is not None else 0.0,
-                extension=extension,
-                recheck_pace=block_gives_way(state.config),
+                measurement=Measurement(
+                    last_seq=last_seq,
+                    estimate=estimate,
+                    threshold=in_force.threshold,
+                    prepare=in_force.prepare,
+                    dynamic=state.config.threshold_policy != "fixed",
+                    prepared=prepared.compaction_id if prepared is not None else None,
+                    active=active.id if active is not None else None,
+                    grown=estimate - active.tokens_after if active is not None else 0,
+                    seconds=rt.clock() - active.created_at if active is not None else 0.0,
+                    summary_seconds=active.summary_seconds if active is not None else 0.0,
+                    extension=extension,
+                    recheck_pace=block_gives_way(state.config),
+                ),
             )
         )
 

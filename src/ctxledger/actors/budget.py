@@ -55,7 +55,6 @@ from ctxledger.actors.messages import (
 from ctxledger.domain import message_chars
 from ctxledger.domain._pressure import (
     ExtensionWanted,
-    Measurement,
     Off,
     PressureMemo,
     Queued,
@@ -246,7 +245,7 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
             return
         if session.phase != _MEASURING:
             return  # an earlier measure, already answered by a newer one
-        memo, verdict = measured_verdict(_memo(session), _measurement(message))
+        memo, verdict = measured_verdict(_memo(session), message.measurement)
         match verdict:
             case Off():
                 self._forget(session_id)
@@ -336,26 +335,6 @@ def _keep(session: _Pressure, memo: PressureMemo) -> None:
     session.absorb_until = memo.absorb_until
     session.late_for = memo.late_for
     session.looked = memo.looked
-
-
-def _measurement(message: Measured) -> Measurement:
-    """The decision's view of a history actor's measure."""
-    return Measurement(
-        off=message.off,
-        blocked_until=message.blocked_until,
-        last_seq=message.last_seq,
-        estimate=message.estimate,
-        threshold=message.threshold,
-        prepare=message.prepare,
-        dynamic=message.dynamic,
-        prepared=message.prepared,
-        active=message.active,
-        grown=message.grown,
-        seconds=message.seconds,
-        summary_seconds=message.summary_seconds,
-        extension=message.extension,
-        recheck_pace=message.recheck_pace,
-    )
 
 
 def _tell(owner: HistoryRef, message: HistoryMessage) -> None:

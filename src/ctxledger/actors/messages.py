@@ -20,6 +20,7 @@ from ctxledger.actors._query import Query, answer_query
 from ctxledger.actors.waiters import Reply
 from ctxledger.config import Config
 from ctxledger.domain import Compact, Job, Serve, SessionState
+from ctxledger.domain._pressure import Measurement
 from ctxledger.domain.commands import Command as DomainCommand
 from ctxledger.errors import LeaseLostError
 from ctxledger.events import Event
@@ -263,40 +264,13 @@ class Measured(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         session_id: The session.
         owner: The history actor that measured it (answered ``Prepare`` or ``Release``).
-        off: Background compaction is off for it (or it is no longer active here).
-        blocked_until: No background compaction may start before this message seq (one is
-            running, or the session is too short, or one failed lately); 0: not blocked.
-        last_seq: The newest message seq.
-        estimate: The background estimate, exact (tokens of the view, no pending text).
-        threshold: The compaction threshold in force.
-        prepare: The prepare point in force.
-        dynamic: The marks depend on more than the Config (a dynamic threshold policy).
-        prepared: The id of the prepared summary that may still be activated, if any.
-        active: The id of the active checkpoint, if any.
-        grown: Tokens the view grew since the active checkpoint.
-        seconds: Seconds since the active checkpoint was made.
-        summary_seconds: The active checkpoint's summariser time.
-        extension: Whether the prepared summary's extension is due (asked for only).
-        recheck_pace: A summary late for this checkpoint's cycle is looked for again a few
-            messages on, not for the rest of the cycle (``block_gives_way``, schema 5).
+        measurement: What it measured, as budget's decision reads it
+            (:class:`ctxledger.domain._pressure.Measurement`).
     """
 
     session_id: str
     owner: HistoryRef
-    off: bool = False
-    blocked_until: int = 0
-    last_seq: int = 0
-    estimate: int = 0
-    threshold: int = 0
-    prepare: int = 0
-    dynamic: bool = False
-    prepared: str | None = None
-    active: str | None = None
-    grown: int = 0
-    seconds: float = 0.0
-    summary_seconds: float = 0.0
-    extension: bool | None = None
-    recheck_pace: bool = False
+    measurement: Measurement = Measurement()
 
 
 class Release(msgspec.Struct, frozen=True):

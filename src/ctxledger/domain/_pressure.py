@@ -79,8 +79,27 @@ class PressureMemo(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Measurement(msgspec.Struct, frozen=True, kw_only=True):
-    """The history actor's measure of a session, as the decision reads it (the fields of
-    :class:`ctxledger.actors.messages.Measured` of the same names, which document them)."""
+    """The history actor's measure of a session, as the decision reads it (carried to budget
+    in :class:`ctxledger.actors.messages.Measured`).
+
+    Attributes:
+        off: Background compaction is off for it (or it is no longer active here).
+        blocked_until: No background compaction may start before this message seq (one is
+            running, or the session is too short, or one failed lately); 0: not blocked.
+        last_seq: The newest message seq.
+        estimate: The background estimate, exact (tokens of the view, no pending text).
+        threshold: The compaction threshold in force.
+        prepare: The prepare point in force.
+        dynamic: The marks depend on more than the Config (a dynamic threshold policy).
+        prepared: The id of the prepared summary that may still be activated, if any.
+        active: The id of the active checkpoint, if any.
+        grown: Tokens the view grew since the active checkpoint.
+        seconds: Seconds since the active checkpoint was made.
+        summary_seconds: The active checkpoint's summariser time.
+        extension: Whether the prepared summary's extension is due (asked for only).
+        recheck_pace: A summary late for this checkpoint's cycle is looked for again a few
+            messages on, not for the rest of the cycle (``block_gives_way``, schema 5).
+    """
 
     off: bool = False
     blocked_until: int = 0
