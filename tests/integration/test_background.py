@@ -186,7 +186,9 @@ def _append_to_the_prepare_point(session: Session, n: int) -> None:
 
 def _reckoned(message: object) -> bool:
     """A measure budget reckons a credit on (the session is neither off nor blocked)."""
-    return isinstance(message, Measured) and not message.off and not message.blocked_until
+    if not isinstance(message, Measured):
+        return False
+    return not message.measurement.off and not message.measurement.blocked_until
 
 
 def test_a_batch_that_crosses_the_release_is_not_granted_twice(tmp_path: Path) -> None:
@@ -262,7 +264,7 @@ def test_the_extension_is_measured_only_from_the_view_asked(tmp_path: Path) -> N
         finally:
             budget.ref = real
             recorder.stop()
-    above, at, plain = answers
+    above, at, plain = (answer.measurement for answer in answers)
     assert above.prepared is not None and above.estimate == at.estimate == estimate
     assert above.extension is None
     assert isinstance(at.extension, bool)
