@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -256,15 +257,25 @@ def test_recall_finds_a_command_of_a_summarised_message_in_a_real_trace(
             for message in history[: state_cut - 1]
             for call in message.tool_calls
         ]
-        words = {}
-        for seq, command in commands:
-            for word in command.replace("/", " ").split():
-                if word.isidentifier() and len(word) > 6:
-                    words.setdefault(word, []).append(seq)
-        word, seqs = next((w, s) for w, s in sorted(words.items()) if len(s) == 1)
-        assert session.explain(seqs[0]).kind == "summarized"
+        # A word of one command that no other message holds, so that it ranks first whichever
+        # messages the (timing-dependent) background compactions left summarised: a word common
+        # in tool output ("against") could rank the command below ten other messages.
+        holders: dict[str, set[int]] = {}
+        for message in history:
+            text = message.content + " ".join(call.arguments for call in message.tool_calls)
+            for token in re.findall(r"\w+", text.lower()):
+                holders.setdefault(token, set()).add(message.seq)
+        words = sorted(
+            (word, seq)
+            for seq, command in commands
+            for word in command.replace("/", " ").split()
+            if word.isidentifier() and len(word) > 6 and holders.get(word.lower()) == {seq}
+        )
+        assert words, "no command word is unique to its message"
+        word, seq = words[0]
+        assert session.explain(seq).kind == "summarized"
         hits = session.recall(word, limit=10)
-        assert seqs[0] in [hit.seq for hit in hits], (word, hits)
+        assert seq in [hit.seq for hit in hits], (word, hits)
 
 
 def test_a_reverted_session_exports_and_imports_with_its_revert(db: Path, tmp_path: Path) -> None:
