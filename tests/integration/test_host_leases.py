@@ -45,10 +45,16 @@ def test_activation_takes_the_lease_and_writes_are_fenced(dsn: str) -> None:
 
 @pytest.mark.postgres
 def test_renewal_keeps_the_lease_past_its_ttl(dsn: str) -> None:
-    with open_host(dsn, "host-a") as a, open_host(dsn, "host-b", lease_wait=0.2) as b:
+    # A longer ttl than the module's: renewals come every third of it, so a busy machine may
+    # delay one by up to two thirds (1.3 s here) before host-b could take the lease.
+    ttl = 2 * TTL
+    with (
+        open_host(dsn, "host-a", lease_ttl=ttl) as a,
+        open_host(dsn, "host-b", lease_ttl=ttl, lease_wait=0.2) as b,
+    ):
         a.session("s1").append(Message.user("hello"))
         first = a.log.current_lease("s1")  # type: ignore[attr-defined]
-        time.sleep(3 * TTL)  # three ttls: only renewals keep it
+        time.sleep(2 * ttl)  # two ttls: only renewals keep it
         now = a.log.current_lease("s1")  # type: ignore[attr-defined]
         assert now.epoch == first.epoch and now.expires_at > first.expires_at
         with pytest.raises(LeaseHeldError) as caught:
