@@ -28,7 +28,11 @@ from ctxledger._config_sizes import (
 )
 from ctxledger.errors import ConfigError
 
-__all__ = ["CheckedConfig", "validate"]
+__all__ = ["MAX_INT", "CheckedConfig", "validate"]
+
+#: The largest integer setting: a log records integers in 64 bits (msgpack's unsigned range,
+#: so that any Config a log could hold decodes).
+MAX_INT = 2**64 - 1
 
 
 class CheckedConfig(SizedConfig, Protocol):
@@ -81,6 +85,11 @@ def validate(config: CheckedConfig) -> None:
         raise ConfigError(
             "micro_preserve_tools", f"must be a tuple of tool names, e.g. ('bash',), got {tools!r}"
         )
+    for tool in tools:
+        if not _utf8(tool):
+            raise ConfigError(
+                "micro_preserve_tools", f"tool name {tool!r} is not valid UTF-8 (a lone surrogate)"
+            )
     for name in ("keep_first_request", "floor_guard"):
         if not isinstance(getattr(config, name), bool):
             raise ConfigError(name, f"must be True or False, got {getattr(config, name)!r}")
@@ -176,3 +185,15 @@ def _require_int(config: CheckedConfig, name: str, *, minimum: int, derived: boo
         raise ConfigError(name, f"must be an integer{hint}, got {value!r}")
     if value < minimum:
         raise ConfigError(name, f"must be >= {minimum}{hint}, got {value}")
+    if value > MAX_INT:
+        raise ConfigError(
+            name, f"must be at most 2**64 - 1 (a log records 64-bit integers), got {value}"
+        )
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

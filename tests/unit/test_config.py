@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from ctxledger import Config, ConfigError
@@ -32,6 +33,9 @@ def test_defaults_match_the_design() -> None:
         ({"summary_timeout": 0}, "summary_timeout"),
         ({"micro_batch": 0}, "micro_batch"),
         ({"threshold_policy": "random"}, "threshold_policy"),
+        ({"context_window": 2**64}, "context_window"),  # no log could record it
+        ({"snapshot_interval": 2**70}, "snapshot_interval"),
+        ({"micro_preserve_tools": ("bash", "\ud800")}, "micro_preserve_tools"),
     ],
 )
 def test_invalid_values_name_the_field(changes: dict[str, object], field: str) -> None:
@@ -40,6 +44,12 @@ def test_invalid_values_name_the_field(changes: dict[str, object], field: str) -
         Config(**changes)  # type: ignore[arg-type]
     assert info.value.field == field
     assert field in str(info.value)
+
+
+def test_the_largest_recordable_integer_is_accepted() -> None:
+    """2**64 - 1 is the largest integer a log records; a Config holding it encodes and decodes."""
+    config = Config(snapshot_interval=2**64 - 1)
+    assert msgspec.msgpack.decode(msgspec.msgpack.encode(config), type=Config) == config
 
 
 def test_threshold_of_one_is_allowed() -> None:

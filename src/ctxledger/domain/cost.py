@@ -9,6 +9,7 @@ anew; it pays for itself only when the tokens it saves on later calls outweigh t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -44,9 +45,13 @@ class Pricing(msgspec.Struct, frozen=True, gc=False):
     def __post_init__(self) -> None:
         for name in ("input", "cached_input", "cache_write", "output"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not 0 <= value < math.inf
+            ):
                 raise ConfigError(
-                    f"Pricing.{name}", f"must be a non-negative number, got {value!r}"
+                    f"Pricing.{name}", f"must be a finite non-negative number, got {value!r}"
                 )
 
     @classmethod

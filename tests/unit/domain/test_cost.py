@@ -32,7 +32,7 @@ def test_presets_are_examples_with_cache_discounts() -> None:
         Pricing.preset("gpt-9")
 
 
-@pytest.mark.parametrize("bad", [-1.0, "3", True, float("nan")])
+@pytest.mark.parametrize("bad", [-1.0, "3", True, float("nan"), float("inf")])
 def test_bad_prices_are_refused(bad: object) -> None:
     """A negative or non-numeric price raises ConfigError naming the field."""
     with pytest.raises(ConfigError, match=r"Pricing\.cached_input"):
