@@ -32,7 +32,7 @@ import pykka
 
 from ctxledger._logging import get_logger
 from ctxledger.actors.budget import appended_tokens
-from ctxledger.actors.failures import log_failure, refused
+from ctxledger.actors.failures import internal, log_failure, refused
 from ctxledger.actors.history_base import HistoryBase
 from ctxledger.actors.live import Live, Op, Write, fail
 from ctxledger.actors.messages import Committed, Durable, SaveSnapshot
@@ -83,7 +83,28 @@ class Writes(HistoryBase):
         self._submit(live, write)
 
     def _submit(self, live: Live, write: Write) -> None:
+        """Make ``write`` the session's batch in flight and hand it over.
+
+        A defect before it reaches the journal fails this batch alone, as a refused commit
+        would: left in flight, it would keep every later command of the session waiting.
+        """
         live.writing = write
+        try:
+            self._send_batch(live, write)
+        except Exception as exc:
+            if live.writing is not write:  # answered already: the failure is a later one's
+                raise
+            log_failure("batch_not_submitted", exc, session_id=live.id, actor=self._number)
+            error = internal(
+                f"session {live.id!r}: a batch could not be handed to the journal: {exc!r}", exc
+            )
+            self._on_durable(Durable(live.id, write.token, None, error))
+            if write.reply is not None:
+                write.reply.resolve(None, error)
+
+    def _send_batch(self, live: Live, write: Write) -> None:
+        """Hand ``write``, the session's batch in flight, to the journal (or, a snapshot, to a
+        projection actor); its reply is answered once it is durable."""
         if write.snapshot is not None:
             seq, data = write.snapshot
             interval = self._snapshot_interval(live.state)

@@ -7,7 +7,14 @@ from collections.abc import Collection, Iterable, Mapping
 
 from ctxledger.domain.usage import ReportedUsage
 from ctxledger.errors import InvalidMessageError, InvalidUsageError
-from ctxledger.messages import APPENDABLE_ROLES, Message, ToolCall
+from ctxledger.messages import (
+    APPENDABLE_ROLES,
+    Message,
+    ToolCall,
+    check_metadata,
+    checked_copy,
+    intact,
+)
 
 __all__ = ["MAX_USAGE_TOKENS", "check_usage_counts", "validate_append"]
 
@@ -42,8 +49,10 @@ def validate_append(
 ) -> list[Message]:
     """Check a batch against a session's tool-call bookkeeping; return it with seqs assigned.
 
-    Rules: only appendable roles (never ``summary``); metadata is a dict (what it holds is
-    checked by the log, where it is encoded); every tool result answers a call that is
+    Rules: every field as :class:`Message` checks it (a message its constructor did not check
+    is rebuilt through it, see :func:`~ctxledger.messages.intact`); only appendable roles (never
+    ``summary``); metadata is a dict that reads back from a log as given
+    (:func:`~ctxledger.messages.check_metadata`); every tool result answers a call that is
     open (in the session or earlier in the batch) and carries that call's tool name if any;
     tool-call ids are unique across the session; nothing but results may follow unanswered calls
     (providers need a call's results right after it; the last step may stay pending). A preset
@@ -67,6 +76,8 @@ def validate_append(
         where = f"message {index} of the batch"
         if not isinstance(message, Message):
             raise InvalidMessageError(f"{where} is a {type(message).__name__}, not a Message")
+        if not intact(message):  # the log would store what no replay reads back
+            message = _checked_copy(message, where)
         if message.role not in APPENDABLE_ROLES:
             raise InvalidMessageError(f"{where}: role {message.role!r} cannot be appended")
         if not isinstance(message.metadata, dict):  # None or [] would be stored, then unreadable
@@ -75,6 +86,8 @@ def validate_append(
                 field="metadata",
                 limit="a dict with string keys",
             )
+        if message.metadata:
+            check_metadata(message.metadata, where)
         if message.role == "tool":
             call_id = message.tool_call_id or ""
             call = pending.pop(call_id, None)
@@ -104,3 +117,11 @@ def validate_append(
         seq += 1
         checked.append(message if message.seq == seq else message.with_seq(seq))
     return checked
+
+
+def _checked_copy(message: Message, where: str) -> Message:
+    """:func:`~ctxledger.messages.checked_copy`, its error naming the batch's message."""
+    try:
+        return checked_copy(message)
+    except InvalidMessageError as exc:
+        raise InvalidMessageError(f"{where}: {exc}", field=exc.field, limit=exc.limit) from None

@@ -56,7 +56,7 @@ def test_metadata_the_log_would_refuse_is_refused_before_the_fold() -> None:
     s = session(Message.user("one"))
     before = s.state.to_snapshot()
     bad = Message(role="assistant", content="x", metadata={"k": {1: 2}})
-    with pytest.raises(InvalidMessageError, match="event 1 of the batch: the message metadata"):
+    with pytest.raises(InvalidMessageError, match="message 1 of the batch: the message metadata"):
         _decide(s, [Message.assistant("fine"), bad])
     assert s.state.to_snapshot() == before
 
