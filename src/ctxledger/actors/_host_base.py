@@ -10,12 +10,15 @@ the host's options only, never on how many sessions are open or active.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Self, cast
+
+import pykka
 
 from ctxledger._logging import get_logger
 from ctxledger.actors import lifecycle
@@ -74,10 +77,41 @@ class HostActors:
         new_id: Callable[[], str],
         clock: Callable[[], float],
     ) -> HostActors:
-        """Start the actors of a host on ``log`` with ``options`` (every field resolved)."""
+        """Start the actors of a host on ``log`` with ``options`` (every field resolved).
+
+        If one fails to start (the system refuses another thread, say), those already started
+        are stopped before the error propagates: a host that failed to open leaves no thread.
+        """
+        with contextlib.ExitStack() as undo:  # stops what started, if a later start fails
+            actors = cls._start(
+                log,
+                options,
+                undo,
+                summarizer=summarizer,
+                tokenizer=tokenizer,
+                new_id=new_id,
+                clock=clock,
+            )
+            undo.pop_all()
+        return actors
+
+    @classmethod
+    def _start(
+        cls,
+        log: EventLog,
+        options: HostOptions,
+        undo: contextlib.ExitStack,
+        *,
+        summarizer: Summarizer,
+        tokenizer: Tokenizer,
+        new_id: Callable[[], str],
+        clock: Callable[[], float],
+    ) -> HostActors:
         assert options.host_id is not None and options.lease_wait is not None  # resolved
         loop = HostLoop()
+        undo.callback(loop.stop)
         timer = Timer()
+        undo.callback(timer.stop)
         leases = (
             LeaseKeeper(
                 cast(LeaseStore, log), options.host_id, options.lease_ttl, options.lease_wait, timer
@@ -85,6 +119,8 @@ class HostActors:
             if options.leases
             else None
         )
+        if leases is not None:
+            undo.callback(leases.close)
         compaction = CompactionPool(
             summarizer,
             options.compaction_workers,
@@ -93,11 +129,14 @@ class HostActors:
             clock,
             processes=options.summary_processes or 0,
         )
+        undo.callback(compaction.stop)
         projection = ProjectionPool(log, options.projection_actors, leases)
+        undo.callback(projection.stop)
         background = options.background_compactions
         # The estimate's bound grows by characters only for a tokenizer that counts them.
         per_token = tokenizer.chars_per_token if type(tokenizer) is CharTokenizer else None
         budget = Restarting(lambda: BudgetActor.start(background, per_token), "budget")
+        undo.callback(budget.stop, timeout=5)
         runtime: Runtime[HistoryActor] = Runtime(
             log=log,
             tokenizer=tokenizer,
@@ -116,11 +155,19 @@ class HostActors:
         # actors, so a fixed share per actor would evict below the limit.
         runtime.max_live = options.max_active_sessions
         runtime.live_counts = [0] * options.history_actors
+        # The router starts its actors in its constructor: those started before one that
+        # fails are known only here.
+        first: list[pykka.ActorRef[HistoryActor]] = []
+        undo.callback(_stop_refs, first)
+
+        def start_history(number: int) -> pykka.ActorRef[HistoryActor]:
+            ref = HistoryActor.start(runtime, number)
+            if len(first) < options.history_actors:  # not a restart
+                first.append(ref)
+            return ref
+
         router = HistoryRouter(
-            lambda number: HistoryActor.start(runtime, number),
-            options.history_actors,
-            runtime.history,
-            runtime.instances,
+            start_history, options.history_actors, runtime.history, runtime.instances
         )
         runtime.restart = router.restart
         runtime.closed = lambda: router.closed
@@ -137,6 +184,13 @@ class HostActors:
         self.budget.stop(timeout=5)
         self.timer.stop()
         self.loop.stop()
+
+
+def _stop_refs(refs: list[pykka.ActorRef[HistoryActor]]) -> None:
+    """Stop the history actors ``refs`` of a host that failed to start."""
+    for ref in refs:
+        with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+            ref.stop(block=True, timeout=30)
 
 
 class HostBase:

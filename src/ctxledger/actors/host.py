@@ -208,7 +208,8 @@ class Host(HostBase):
         Raises:
             ConfigError: ``durability`` is not one of the three modes, or ``config`` is not a
                 Config (or one that cannot be recorded).
-            InvalidArgumentError: Another argument has the wrong type or value, ``options`` is
+            InvalidArgumentError: Another argument has the wrong type or value (a ``path``
+                that is empty, holds a NUL or is not valid UTF-8, included), ``options`` is
                 given beside an old keyword, or ``leases=True`` for an LMDB folder (nothing is
                 opened or created then).
             StorageError: The folder or database cannot be opened as an event log.

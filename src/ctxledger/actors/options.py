@@ -49,14 +49,41 @@ def default_host_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
-class HostOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+#: The largest ``host_id``, in characters: room for the longest host name (253) in a
+#: :func:`default_host_id`, not for a document.
+MAX_HOST_ID_CHARS = 512
+
+
+class _OptionsMeta(msgspec.StructMeta):
+    """Turns what the Struct refuses with a bare ``TypeError`` (a positional argument, an
+    unknown keyword) into an :class:`InvalidArgumentError` naming it, as ``Config`` does."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if args:
+            raise InvalidArgumentError(
+                "HostOptions", "takes keyword arguments only, e.g. HostOptions(history_actors=4)"
+            )
+        fields: tuple[str, ...] = cls.__struct_fields__
+        unknown = sorted(set(kwargs) - set(fields))
+        if unknown:
+            raise InvalidArgumentError(
+                unknown[0], "no such option (see help(ctxledger.HostOptions))"
+            )
+        return super().__call__(**kwargs)
+
+
+class HostOptions(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, metaclass=_OptionsMeta
+):
     """How one host runs: durability, pool sizes, eviction, snapshots and leases (never recorded).
 
     Every field is checked when the options are built (also when decoded with msgspec); a
     wrong type or a value out of range raises :class:`~ctxledger.errors.InvalidArgumentError`
-    (or :class:`~ctxledger.errors.ConfigError` for ``durability``) naming the field. Nothing is
-    clamped. ``Host.options`` returns the options in force, with the ``None`` fields resolved
-    (but ``snapshot_interval``, whose ``None`` leaves the interval to each session's Config).
+    (or :class:`~ctxledger.errors.ConfigError` for ``durability``) naming the field; so does a
+    positional argument or an unknown keyword. Nothing is clamped. The counts have maximums
+    (given below) well above any use, so that a typo cannot start thousands of threads.
+    ``Host.options`` returns the options in force, with the ``None`` fields resolved (but
+    ``snapshot_interval``, whose ``None`` leaves the interval to each session's Config).
 
     Attributes:
         durability: How an append reaches the disk: ``"sync"`` (an append that returned is on
@@ -66,14 +93,18 @@ class HostOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
             match it).
         max_active_sessions: Session states kept in memory, host-wide; the least recently used
             idle ones beyond it are evicted (their log stays; they are re-activated on next
-            use). Default 1,024.
-        history_actors: History actors (the writers); sessions are spread over them by id.
-            Default 2.
-        compaction_workers: Summariser calls that can run at once. Default 4.
-        projection_actors: Sessions that can be loaded from the log at once. Default 2.
-        background_compactions: Background compactions at once, host-wide. Default 4.
-        host_id: This host's id on a shared log (leases name it). ``None`` (the default): a
-            fresh :func:`default_host_id`. Give every running host its
+            use). Default 1,024; at most 1,000,000.
+        history_actors: History actors (the writers, a thread each); sessions are spread over
+            them by id. Default 2; at most 64.
+        compaction_workers: Summariser calls that can run at once (a thread each). Default 4;
+            at most 64.
+        projection_actors: Sessions that can be loaded from the log at once (a thread each).
+            Default 2; at most 64.
+        background_compactions: Background compactions at once, host-wide. Default 4; at most
+            1,024.
+        host_id: This host's id on a shared log (leases name it): printable text (no NUL, no
+            control character, no lone surrogate) of at most 512 characters. ``None`` (the
+            default): a fresh :func:`default_host_id`. Give every running host its
             own; a lease also records the process holding it, so a host restarted on the same
             machine takes the leases of its dead predecessor at once, whatever either's id.
         lease_ttl: Seconds a session's lease lasts unless renewed (renewed every third of it);
@@ -92,13 +123,14 @@ class HostOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
             wait behind it (see :mod:`ctxledger.actors.summary_process`); a background summary
             nobody waits for yet waits for a worker to start or be free. ``None`` (the
             default): 1 with that summariser on a POSIX machine of more than one CPU, else 0. 0
-            makes them on the compaction threads. Another summariser always runs on the
-            compaction threads: a number above 0 with one is an error.
+            makes them on the compaction threads; at most 64. Another summariser always runs
+            on the compaction threads: a number above 0 with one is an error.
         snapshot_interval: Events between the projection snapshots of every session of the
             host (recovery reads at most this many past the newest). An int takes precedence
             over the ``snapshot_interval`` of each session's :class:`~ctxledger.Config` (which
             is recorded all the same). ``None`` (the default): each session's own
-            ``Config.snapshot_interval`` (1,000 unless set).
+            ``Config.snapshot_interval`` (1,000 unless set). At most 2**64 - 1, as in a
+            Config.
     """
 
     durability: Durability | None = None
@@ -117,30 +149,65 @@ class HostOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     def __post_init__(self) -> None:
         if self.durability is not None:
             check_durability(self.durability)
-        for name in _COUNTS:
-            check_count(name, getattr(self, name))
-        if self.host_id is not None and (not isinstance(self.host_id, str) or not self.host_id):
-            raise InvalidArgumentError(
-                "host_id", f"must be a non-empty string or None, got {self.host_id!r}"
-            )
+        for name, (minimum, maximum) in _COUNTS.items():
+            value = getattr(self, name)
+            if value is not None or name not in _OPTIONAL:
+                _check_range(name, value, minimum, maximum)
+        if self.host_id is not None:
+            _check_host_id(self.host_id)
         check_seconds("lease_ttl", self.lease_ttl)
         if self.lease_wait is not None:
             check_seconds("lease_wait", self.lease_wait)
         check_flag("leases", self.leases, optional=True)
-        if self.summary_processes is not None:
-            check_count("summary_processes", self.summary_processes, minimum=0)
-        if self.snapshot_interval is not None:
-            check_count("snapshot_interval", self.snapshot_interval)
 
 
-#: The fields that are counts (positive integers).
-_COUNTS = (
-    "max_active_sessions",
-    "history_actors",
-    "compaction_workers",
-    "projection_actors",
-    "background_compactions",
-)
+#: The fields that are counts: their least and greatest values (documented in HostOptions).
+_COUNTS = {
+    "max_active_sessions": (1, 1_000_000),
+    "history_actors": (1, 64),
+    "compaction_workers": (1, 64),
+    "projection_actors": (1, 64),
+    "background_compactions": (1, 1024),
+    "summary_processes": (0, 64),
+    "snapshot_interval": (1, 2**64 - 1),
+}
+#: The counts whose None means "derived" (see HostOptions).
+_OPTIONAL = frozenset({"summary_processes", "snapshot_interval"})
+
+
+def _check_range(name: str, value: object, minimum: int, maximum: int) -> None:
+    """Check that ``value`` is an int (not a bool) in ``minimum..maximum``.
+
+    Raises:
+        InvalidArgumentError: It is not; the error names ``name`` and the range.
+    """
+    if check_count(name, value, minimum=minimum) > maximum:
+        raise InvalidArgumentError(
+            name, f"must be at most {maximum:,} (an integer in {minimum}..{maximum:,}), got {value}"
+        )
+
+
+def _check_host_id(host_id: object) -> None:
+    """Check that ``host_id`` is printable text of 1 to :data:`MAX_HOST_ID_CHARS` characters.
+
+    Raises:
+        InvalidArgumentError: It is not; ``argument`` is ``"host_id"``.
+    """
+    if not isinstance(host_id, str) or not host_id:
+        raise InvalidArgumentError(
+            "host_id", f"must be a non-empty string or None, got {host_id!r}"
+        )
+    if len(host_id) > MAX_HOST_ID_CHARS:
+        raise InvalidArgumentError(
+            "host_id", f"must be at most {MAX_HOST_ID_CHARS} characters, got {len(host_id):,}"
+        )
+    if not host_id.isprintable():
+        bad = next(index for index, char in enumerate(host_id) if not char.isprintable())
+        raise InvalidArgumentError(
+            "host_id",
+            f"must be printable text (no NUL, control character or lone surrogate): "
+            f"{host_id!r} holds {host_id[bad]!r} at index {bad}",
+        )
 
 
 class LegacyHostKeywords(TypedDict, total=False):

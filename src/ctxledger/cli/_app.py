@@ -21,7 +21,12 @@ import click
 
 from ctxledger._logging import log_to_stderr
 from ctxledger.config import Config
-from ctxledger.errors import ConfigError, CtxLedgerError, UnknownSessionError
+from ctxledger.errors import (
+    ConfigError,
+    CtxLedgerError,
+    InvalidArgumentError,
+    UnknownSessionError,
+)
 from ctxledger.storage import (
     EventLog,
     LmdbEventLog,
@@ -30,6 +35,8 @@ from ctxledger.storage import (
     is_postgres_target,
 )
 from ctxledger.storage import open_log as open_target
+from ctxledger.storage._checks import MAX_SEQ
+from ctxledger.storage._paths import check_folder
 from ctxledger.summarizers import (
     AnthropicSummarizer,
     ExtractiveSummarizer,
@@ -40,6 +47,7 @@ from ctxledger.summarizers import (
 __all__ = [
     "ALIASES",
     "CONFIG_FLAGS",
+    "SEQ",
     "CtxLedgerGroup",
     "build_config",
     "config_options",
@@ -163,13 +171,22 @@ def configure_logging(debug: bool) -> None:
 
 def parse_log_target(ctx: click.Context, param: click.Parameter, value: str) -> LogTarget:
     """A click callback for a log option: a ``postgresql://`` URI stays a string; anything else
-    is a folder (a Path)."""
+    is a folder (a Path), refused here if empty or not valid UTF-8 (so that nothing is made in
+    the current folder, or half made before LMDB refuses the name)."""
     if is_postgres_target(value):
         return value
+    try:
+        check_folder(value)
+    except InvalidArgumentError as exc:
+        raise click.BadParameter(str(exc).removeprefix("path: "), ctx, param) from None
     folder = Path(value)
     if folder.exists() and not folder.is_dir():
         raise click.BadParameter(f"'{value}' is a file, not a folder", ctx, param)
     return folder
+
+
+#: A seq (or a count of them) on the command line: at least 1, at most what a log can hold.
+SEQ = click.IntRange(1, MAX_SEQ)
 
 
 def db_option(func: F) -> F:

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from ctxledger.checkpoints import Checkpoint
-from ctxledger.cli._app import db_option, open_log, require_session
+from ctxledger.cli._app import SEQ, db_option, open_log, require_session
 from ctxledger.cli._compactions import checkpoint_lines
 from ctxledger.cli._render import emit, event_line, message_lines, view_text
 from ctxledger.domain import CharTokenizer, build_view
@@ -141,12 +141,12 @@ def _distinct(checkpoints: list[Checkpoint]) -> list[Checkpoint]:
 @click.option(
     "--from",
     "start",
-    type=click.IntRange(min=1),
+    type=SEQ,
     default=1,
     show_default=True,
     help="First seq to show (message seq, or event seq with --events).",
 )
-@click.option("--limit", type=click.IntRange(min=1), help="Show at most this many.")
+@click.option("--limit", type=SEQ, help="Show at most this many.")
 @click.option("--full", is_flag=True, help="Print whole message contents, not one-line previews.")
 @click.option(
     "--checkpoints",
@@ -237,7 +237,7 @@ def _readable(
 @click.option(
     "--at",
     "at_seq",
-    type=click.IntRange(min=1),
+    type=SEQ,
     help="The view served while message SEQ was the newest (time travel).",
 )
 @click.option(

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
-from ctxledger.errors import InvalidMessageError
+from ctxledger.errors import InvalidArgumentError, InvalidMessageError
 from ctxledger.events.codec import encode_payload
 from ctxledger.events.types import EVENT_TYPES, Event, MessageAppended, ToolResultSynthesized
 from ctxledger.messages import check_metadata
 from ctxledger.storage.protocol import RecordedEvent, check_session_id
 
 __all__ = [
+    "MAX_SEQ",
     "check_append",
+    "check_bound",
+    "check_limit",
+    "check_page",
     "check_range",
     "check_snapshot",
     "encode_checked",
@@ -73,15 +77,67 @@ def encode_checked(session_id: str, events: Sequence[Event]) -> list[bytes]:
     return payloads
 
 
+#: The largest seq, position or limit a read honours (PostgreSQL's ``bigint``): no log holds
+#: an event past it, so a range starting beyond it is empty and larger bounds are this one.
+MAX_SEQ = (1 << 63) - 1
+
+
+def _check_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentError(name, f"must be an int, got {value!r}")
+    return value
+
+
 def check_range(from_seq: int, to_seq: int | None, limit: int | None) -> tuple[int, int | None]:
-    """Validate a read range; return ``(first, last)`` with ``first >= 1`` (``last`` may be None).
+    """Validate a read range; return ``(first, last)`` with ``1 <= first <= MAX_SEQ``.
+
+    Every backend answers alike for any int: a ``from_seq`` below 1 reads from 1, one past
+    :data:`MAX_SEQ` gives the empty range ``(MAX_SEQ, 0)``, and ``to_seq`` is kept within
+    ``0..MAX_SEQ`` (``last`` stays None without one). ``limit`` is left to the caller, checked.
 
     Raises:
-        ValueError: ``limit`` is negative.
+        InvalidArgumentError: ``from_seq`` or ``to_seq`` is not an int (a bool is not), or
+            ``limit`` is not None or an int of at least 0 (a ``TypeError`` and a ``ValueError``).
     """
-    if limit is not None and limit < 0:
-        raise ValueError(f"limit must be >= 0, got {limit}")
-    return max(from_seq, 1), to_seq
+    first = _check_int("from_seq", from_seq)
+    check_limit(limit)
+    if to_seq is not None:
+        to_seq = check_bound("to_seq", to_seq)
+    if first > MAX_SEQ:
+        return MAX_SEQ, 0
+    return max(first, 1), to_seq
+
+
+def check_limit(limit: int | None) -> int | None:
+    """Return ``limit`` at most :data:`MAX_SEQ` (None: no limit).
+
+    Raises:
+        InvalidArgumentError: ``limit`` is not None or an int of at least 0.
+    """
+    if limit is None:
+        return None
+    if _check_int("limit", limit) < 0:
+        raise InvalidArgumentError("limit", f"must be >= 0, got {limit}")
+    return min(limit, MAX_SEQ)
+
+
+def check_page(after_position: int, limit: int | None) -> tuple[int, int | None]:
+    """Validate a page of the global order; return ``(after_position, limit)`` within bounds.
+
+    Raises:
+        InvalidArgumentError: ``after_position`` is not an int, or ``limit`` is not None or an
+            int of at least 0.
+    """
+    return check_bound("after_position", after_position), check_limit(limit)
+
+
+def check_bound(name: str, value: int) -> int:
+    """Return the seq or position ``value`` within ``0..MAX_SEQ``, the range every backend stores.
+
+    Raises:
+        InvalidArgumentError: It is not an int (a bool is not); ``argument`` is ``name``.
+    """
+    return min(max(_check_int(name, value), 0), MAX_SEQ)
 
 
 def check_snapshot(session_id: str, seq: int) -> None:

@@ -61,6 +61,8 @@ def open_log(
 
     Raises:
         ConfigError: ``durability`` is not a durability mode.
+        InvalidArgumentError: A folder that is empty, holds a NUL or is not valid UTF-8
+            (nothing is created).
         StorageError: The log cannot be opened (a read-only open of a missing log included).
         ImportError: A URI was given but psycopg is not installed.
     """

@@ -28,6 +28,8 @@ from ctxledger.events.codec import Codec, Deferred
 from ctxledger.events.types import Event
 from ctxledger.storage._checks import (
     check_append,
+    check_bound,
+    check_page,
     check_range,
     check_snapshot,
     recorded_batch,
@@ -54,6 +56,7 @@ from ctxledger.storage._lmdb_writer import (
     SnapshotOp,
     last_key_before,
 )
+from ctxledger.storage._paths import check_folder
 from ctxledger.storage.journal import Journal
 from ctxledger.storage.protocol import (
     AppendCallback,
@@ -162,13 +165,15 @@ class LmdbEventLog:
 
         Raises:
             ConfigError: ``durability`` is not a durability mode.
+            InvalidArgumentError: ``path`` is empty, holds a NUL or is not valid UTF-8 (nothing
+                is created then).
             LogLockedError: Opening for writing while another process, or another open handle of
                 this process, writes the folder; the error names the folder and the writer's pid.
             StorageError: LMDB cannot open the environment, or the path is open in this process
                 with another durability (or only read-only, when writing is asked for).
         """
         durability = check_durability(durability)
-        key = os.path.realpath(os.fspath(path))
+        key = os.path.realpath(check_folder(path))
         with _REGISTRY_LOCK:
             shared = _REGISTRY.get(key)
             if shared is None:
@@ -430,14 +435,14 @@ class LmdbEventLog:
 
     def read_all(self, after_position: int = 0, *, limit: int | None = None) -> list[RecordedEvent]:
         """Return events of all sessions after ``after_position``, in commit order."""
-        check_range(1, None, limit)
+        after_position, limit = check_page(after_position, limit)
         out: list[RecordedEvent] = []
         if limit == 0:
             return out
         dbs = self._shared.dbs
         with self._reading() as txn:
             cursor = txn.cursor(db=dbs.global_)
-            if not cursor.set_range(pack_u64(max(after_position, 0) + 1)):
+            if not cursor.set_range(pack_u64(after_position + 1)):
                 return out
             names: dict[int, str] = {}
             for key, value in cursor:
@@ -495,16 +500,15 @@ class LmdbEventLog:
         self, session_id: str, at_or_before_seq: int | None = None
     ) -> tuple[int, bytes] | None:
         """Return the newest valid snapshot with seq <= the bound; damaged ones are skipped."""
+        last = (
+            None if at_or_before_seq is None else check_bound("at_or_before_seq", at_or_before_seq)
+        )
         with self._reading() as txn:
             number = self._number(txn, session_id)
             if number is None:
                 return None
             cursor = txn.cursor(db=self._shared.dbs.snapshots)
-            bound = (
-                pack_pair(number + 1, 0)
-                if at_or_before_seq is None
-                else pack_pair(number, at_or_before_seq + 1)
-            )
+            bound = pack_pair(number + 1, 0) if last is None else pack_pair(number, last + 1)
             if last_key_before(cursor, bound) is None:
                 return None
             for key, record in cursor.iterprev():

@@ -19,6 +19,8 @@ from ctxledger.events.codec import Codec
 from ctxledger.events.types import Event
 from ctxledger.storage._checks import (
     check_append,
+    check_bound,
+    check_page,
     check_range,
     check_snapshot,
     encode_checked,
@@ -162,10 +164,9 @@ class MemoryEventLog:
 
     def read_all(self, after_position: int = 0, *, limit: int | None = None) -> list[RecordedEvent]:
         """Return events of all sessions after ``after_position``, in commit order."""
-        check_range(1, None, limit)
+        start, limit = check_page(after_position, limit)
         with self._lock:
             self._check_open()
-            start = max(after_position, 0)
             stop = len(self._global) if limit is None else start + limit
             return self._global[start:stop]
 
@@ -203,6 +204,8 @@ class MemoryEventLog:
         self, session_id: str, at_or_before_seq: int | None = None
     ) -> tuple[int, bytes] | None:
         """Return the newest valid snapshot with seq <= the bound; damaged ones are skipped."""
+        if at_or_before_seq is not None:
+            at_or_before_seq = check_bound("at_or_before_seq", at_or_before_seq)
         with self._lock:
             self._check_open()
             stored = dict(self._snapshots.get(session_id, {}))

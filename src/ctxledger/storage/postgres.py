@@ -67,6 +67,9 @@ from ctxledger.events.codec import Codec
 from ctxledger.events.types import Event
 from ctxledger.storage._checks import (
     check_append,
+    check_bound,
+    check_limit,
+    check_page,
     check_range,
     check_snapshot,
     recorded_batch,
@@ -388,7 +391,7 @@ class PostgresEventLog:
         if limit == 0:
             return []
         stop = _NO_SEQ if last is None else last
-        rows = self._rows(self._sql.read, [session_id, first, stop, limit])
+        rows = self._rows(self._sql.read, [session_id, first, stop, check_limit(limit)])
         decode = self._decode
         return [
             RecordedEvent(
@@ -433,10 +436,10 @@ class PostgresEventLog:
 
     def read_all(self, after_position: int = 0, *, limit: int | None = None) -> list[RecordedEvent]:
         """Return events of all sessions after ``after_position``, in commit order."""
-        check_range(1, None, limit)
+        after_position, limit = check_page(after_position, limit)
         if limit == 0:
             return []
-        rows = self._rows(self._sql.read_all, [max(after_position, 0), limit])
+        rows = self._rows(self._sql.read_all, [after_position, limit])
         decode = self._decode
         return [
             RecordedEvent(
@@ -487,7 +490,11 @@ class PostgresEventLog:
         self, session_id: str, at_or_before_seq: int | None = None
     ) -> tuple[int, bytes] | None:
         """Return the newest valid snapshot with seq <= the bound; damaged ones are skipped."""
-        bound = _NO_SEQ if at_or_before_seq is None else at_or_before_seq
+        bound = (
+            _NO_SEQ
+            if at_or_before_seq is None
+            else check_bound("at_or_before_seq", at_or_before_seq)
+        )
         for seq, record in self._rows(self._sql.load_snapshots, [session_id, bound]):
             try:
                 return seq, self._meta_codec.unframe(record, session_id=session_id, seq=seq)

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ctxledger.errors import StorageError, UnknownSessionError, VersionConflictError
+from ctxledger.errors import (
+    InvalidArgumentError,
+    StorageError,
+    UnknownSessionError,
+    VersionConflictError,
+)
 from ctxledger.storage import EventLog, RecordedEvent
 from ctxledger.testing._contract_support import ContractHooks, in_threads, mixed_events, usage
 
@@ -277,6 +284,36 @@ class ReadCases(ContractHooks):
         assert log.read("s", limit=0) == [] and log.read_all(limit=0) == []
         with pytest.raises(ValueError):
             log.read("s", limit=-1)
+
+    def test_bounds_past_the_largest_seq_read_to_the_end(self, log: EventLog) -> None:
+        """Seqs, positions and limits past 2**63 - 1 (PostgreSQL's bigint) are read as bounds
+        past the end: nothing starts there, and everything up to them is returned."""
+        recorded = log.append("s", usage(3), expected_seq=0)
+        log.save_snapshot("s", 2, b"two")
+        for huge in (2**63 - 1, 2**63, 2**64, 10**30):
+            assert log.read("s", huge) == [] and log.read("s", huge, huge, limit=huge) == []
+            assert list(log.iter_events("s", huge)) == [] and list(log.iter_bodies("s", huge)) == []
+            assert log.read("s", 1, huge, limit=huge) == recorded
+            assert list(log.iter_events("s", 2, huge)) == recorded[1:]
+            assert log.read_all(huge) == [] and log.read_all(0, limit=huge) == recorded
+            assert log.load_snapshot("s", huge) == (2, b"two")
+
+    def test_read_bounds_that_are_not_ints_are_refused(self, log: EventLog) -> None:
+        """A seq, position or limit that is not an int (a bool is not) raises
+        InvalidArgumentError naming it."""
+        log.append("s", usage(3), expected_seq=0)
+        reads: list[tuple[str, Callable[[Any], object]]] = [
+            ("from_seq", lambda bad: log.read("s", bad)),
+            ("to_seq", lambda bad: log.read("s", 1, bad)),
+            ("limit", lambda bad: log.read("s", limit=bad)),
+            ("after_position", lambda bad: log.read_all(bad)),
+            ("from_seq", lambda bad: list(log.iter_events("s", bad))),
+        ]
+        for bad in (1.5, "2", True):
+            for argument, read in reads:
+                with pytest.raises(InvalidArgumentError) as caught:
+                    read(bad)
+                assert caught.value.argument == argument
 
     def test_read_all_past_the_last_position_is_empty(self, log: EventLog) -> None:
         """A page after the newest position is empty."""
