@@ -9,9 +9,14 @@ from __future__ import annotations
 
 from ctxledger.domain.audit import LossReport, audit_checkpoint
 from ctxledger.domain.placement import Placement, place_message
+from ctxledger.replay._arguments import check_read, check_seq, check_text
 from ctxledger.replay.loading import fold_session, state_at_checkpoint
 from ctxledger.replay.rebuild import LogSource, open_log
-from ctxledger.replay.recall_index import DEFAULT_RECALL_LIMIT, RecallHit
+from ctxledger.replay.recall_index import (
+    DEFAULT_RECALL_LIMIT,
+    RecallHit,
+    check_recall_arguments,
+)
 from ctxledger.replay.recall_index import recall as _recall
 from ctxledger.storage import EventLog
 
@@ -29,7 +34,13 @@ def audit(source: LogSource, session_id: str, checkpoint_id: str | None = None) 
     Raises:
         UnknownSessionError: The session is not in the log.
         InvalidCheckpointError: The session has no checkpoint, or none with that id.
+        InvalidSessionIdError: ``session_id`` is not a string.
+        InvalidArgumentError: ``source`` is not a folder, a URI or an event log, or
+            ``checkpoint_id`` is not None or a string; nothing is opened.
+        StorageError: The folder is not an event log.
     """
+    check_read(source, session_id)
+    check_text("checkpoint_id", checkpoint_id)
     with open_log(source) as log:
         return audit_log(log, session_id, checkpoint_id)
 
@@ -42,10 +53,21 @@ def audit_log(log: EventLog, session_id: str, checkpoint_id: str | None = None) 
 def explain(source: LogSource, session_id: str, seq: int) -> Placement:
     """Say where message ``seq`` is in the session's current view (see ``Session.explain``).
 
+    Args:
+        source: An LMDB folder (opened read-only) or an open event log.
+        session_id: The session.
+        seq: The message.
+
     Raises:
         UnknownSessionError: The session is not in the log.
-        InvalidSeqError: No message has that seq.
+        InvalidSeqError: No message has that seq (or it is not an int).
+        InvalidSessionIdError: ``session_id`` is not a string.
+        InvalidArgumentError: ``source`` is not a folder, a URI or an event log; nothing is
+            opened.
+        StorageError: The folder is not an event log.
     """
+    check_read(source, session_id)
+    check_seq(session_id, seq)
     with open_log(source) as log:
         state, _ = fold_session(log, session_id)
         return place_message(state, seq)
@@ -59,10 +81,23 @@ def recall(
     The index file is kept in the log's folder when it can be written (see
     :mod:`ctxledger.replay.recall_index`).
 
+    Args:
+        source: An LMDB folder (opened read-only) or an open event log.
+        session_id: The session.
+        query: Free text: words, a command, a file name, error text.
+        limit: The most hits (1 to 50).
+
     Raises:
         UnknownSessionError: The session is not in the log.
-        InvalidQueryError: ``query`` or ``limit`` is invalid.
+        InvalidQueryError: ``query`` is not a string of valid UTF-8, or ``limit`` is not an
+            integer from 1 to 50; nothing is opened.
+        InvalidSessionIdError: ``session_id`` is not a string.
+        InvalidArgumentError: ``source`` is not a folder, a URI or an event log; nothing is
+            opened.
+        StorageError: The folder is not an event log.
     """
+    check_read(source, session_id)
+    check_recall_arguments(query, limit)
     with open_log(source) as log:
         state, _ = fold_session(log, session_id)
         return _recall(log, state, query, limit=limit)

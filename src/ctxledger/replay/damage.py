@@ -17,6 +17,7 @@ import msgspec
 
 from ctxledger.errors import CorruptRecordError, EventDecodeError
 from ctxledger.events import Event, SessionForked, carried_message
+from ctxledger.replay._arguments import check_session_ids, check_source
 from ctxledger.replay.rebuild import LogSource, open_log
 from ctxledger.storage import EventLog, RecordedEvent
 
@@ -209,9 +210,17 @@ def find_damage(
         source: An LMDB folder (opened read-only) or an open event log, as for
             :func:`~ctxledger.replay.verify`.
         session_ids: The sessions to report on (their forks' parents are scanned as needed).
+
+    Raises:
+        InvalidArgumentError: ``source`` is not a folder, a URI or an event log, or
+            ``session_ids`` is a single string or not iterable; nothing is opened.
+        InvalidSessionIdError: An item of ``session_ids`` is not a string.
+        StorageError: The folder is not an event log.
     """
+    check_source(source)
+    wanted = check_session_ids(session_ids)
     with open_log(source) as log:
-        return _find_damage(log, session_ids)
+        return _find_damage(log, wanted)
 
 
 def _find_damage(log: EventLog, session_ids: Iterable[str] | None) -> dict[str, Damage | None]:

@@ -34,6 +34,13 @@ from ctxledger.events import (
     carried_message,
 )
 from ctxledger.messages import Message
+from ctxledger.replay._arguments import (
+    check_event_seq,
+    check_flag,
+    check_log,
+    check_session_id,
+    check_text,
+)
 from ctxledger.replay.positions import (
     append_event_seq,
     event_seq_before_message,
@@ -122,7 +129,14 @@ def fold_session(
         UnknownSessionError: The session has no events.
         CorruptRecordError: The log does not start with ``SessionOpened``, or a record is damaged
             (the error names its event seq and the last message folded before it).
+        InvalidSessionIdError: ``session_id`` is not a string.
+        InvalidArgumentError: ``log`` is not an event log, ``through_event_seq`` is not None
+            or an int >= 0, or ``use_snapshots`` is not a bool.
     """
+    check_log(log)
+    check_session_id(session_id)
+    check_event_seq("through_event_seq", through_event_seq)
+    check_flag("use_snapshots", use_snapshots)
     try:
         return _fold(log, session_id, through_event_seq, use_snapshots)
     except CorruptRecordError as exc:
@@ -305,7 +319,11 @@ def state_at_checkpoint(
     Raises:
         UnknownSessionError: The session is not in the log.
         InvalidCheckpointError: The session has no checkpoint, or none with that id.
+        InvalidSessionIdError: ``session_id`` is not a string.
+        InvalidArgumentError: ``log`` is not an event log, or ``checkpoint_id`` is not None or
+            a string.
     """
+    check_text("checkpoint_id", checkpoint_id)
     state, _ = fold_session(log, session_id)
     if checkpoint_id is None:
         checkpoint = state.active_checkpoint

@@ -13,6 +13,7 @@ from ctxledger.config import Config
 from ctxledger.domain import CharTokenizer, ModelView, Tokenizer, build_view
 from ctxledger.domain import SessionState as _Fold
 from ctxledger.messages import Message
+from ctxledger.replay._arguments import check_read, check_seq
 from ctxledger.replay.loading import fold_session, fold_view_at, view_span_end
 from ctxledger.storage import EventLog
 from ctxledger.storage import open_log as open_target
@@ -80,8 +81,14 @@ def rebuild(
 
     Raises:
         UnknownSessionError: The session is not in the log.
-        InvalidSeqError: ``through_seq`` names no message.
+        InvalidSeqError: ``through_seq`` names no message (or is not an int).
+        InvalidSessionIdError: ``session_id`` is not a string.
+        InvalidArgumentError: ``source`` is not a folder, a URI or an event log, or
+            ``tokenizer`` is not a Tokenizer; nothing is opened.
+        StorageError: The folder is not an event log.
     """
+    check_read(source, session_id, tokenizer=tokenizer)
+    check_seq(session_id, through_seq, optional=True)
     with open_log(source) as log:
         if through_seq is None:
             fold, event_seq = fold_session(log, session_id)
@@ -101,9 +108,22 @@ def view_at(
     served in that span, the fold ends at the last one served, so its ``view_hash`` is
     reproduced exactly.
 
+    Args:
+        source: An LMDB folder (opened read-only) or an open event log.
+        session_id: The session.
+        seq: The message (0: before the first one).
+        tokenizer: The tokenizer the host used (chars // 3 by default).
+
     Raises:
-        InvalidSeqError: ``seq`` names no message.
+        UnknownSessionError: The session is not in the log.
+        InvalidSeqError: ``seq`` names no message (or is not an int).
+        InvalidSessionIdError: ``session_id`` is not a string.
+        InvalidArgumentError: ``source`` is not a folder, a URI or an event log, or
+            ``tokenizer`` is not a Tokenizer; nothing is opened.
+        StorageError: The folder is not an event log.
     """
+    check_read(source, session_id, tokenizer=tokenizer)
+    check_seq(session_id, seq)
     with open_log(source) as log:
         return fold_view_at(log, session_id, seq, tokenizer=tokenizer or CharTokenizer())
 

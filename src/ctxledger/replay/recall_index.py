@@ -45,6 +45,7 @@ __all__ = [
     "RecallHit",
     "RecallIndex",
     "answer_tool_call",
+    "check_recall_arguments",
     "format_hits",
     "fts_query",
     "parse_recall_arguments",
@@ -108,14 +109,7 @@ def recall(
         InvalidQueryError: ``query`` is not a string, or ``limit`` is out of range.
         StorageError: The index failed.
     """
-    if not isinstance(query, str):
-        raise InvalidQueryError(f"query must be a string, got {type(query).__name__}")
-    if not _utf8(query):
-        raise InvalidQueryError("query is not valid UTF-8 (it holds a lone surrogate)")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RECALL_LIMIT:
-        raise InvalidQueryError(
-            f"limit must be an integer from 1 to {MAX_RECALL_LIMIT}, got {limit!r}"
-        )
+    check_recall_arguments(query, limit)
     if not fts_query(query) or not state.last_seq:
         return []
     with RecallIndex.for_log(log) as index:
@@ -132,6 +126,23 @@ def recall(
         )
         for seq, role, tool, snippet, score in rows
     ]
+
+
+def check_recall_arguments(query: object, limit: object) -> None:
+    """Check a recall's ``query`` and ``limit`` (before anything is read).
+
+    Raises:
+        InvalidQueryError: ``query`` is not a string of valid UTF-8, or ``limit`` is not an
+            integer from 1 to :data:`MAX_RECALL_LIMIT`.
+    """
+    if not isinstance(query, str):
+        raise InvalidQueryError(f"query must be a string, got {type(query).__name__}")
+    if not _utf8(query):
+        raise InvalidQueryError("query is not valid UTF-8 (it holds a lone surrogate)")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RECALL_LIMIT:
+        raise InvalidQueryError(
+            f"limit must be an integer from 1 to {MAX_RECALL_LIMIT}, got {limit!r}"
+        )
 
 
 # --- the recall tool (schemas in ctxledger.tools) ---------------------------------------------

@@ -32,8 +32,9 @@ from pathlib import Path
 import msgspec
 
 from ctxledger.domain import CharTokenizer, Recover, SessionState, Tokenizer, decide
-from ctxledger.errors import CtxLedgerError, InvalidSessionIdError
+from ctxledger.errors import CtxLedgerError, InvalidArgumentError, InvalidSessionIdError
 from ctxledger.events import ToolResultSynthesized
+from ctxledger.replay._arguments import check_folder, check_source, check_tokenizer
 from ctxledger.replay.checks import SessionCheck, fold_with_losses
 from ctxledger.replay.loading import fold_session, snapshot_due, snapshots_to_drop
 from ctxledger.replay.rebuild import LogSource, open_log
@@ -124,9 +125,17 @@ def salvage(
 
     Raises:
         FileExistsError: ``destination`` is not empty.
-        StorageError: The new log cannot be written.
+        InvalidArgumentError: ``source`` is not a folder, a URI or an event log,
+            ``destination`` is not a folder path (or names a file), or ``tokenizer`` is not a
+            Tokenizer; nothing is opened or created.
+        StorageError: The source is not an event log, or the new log cannot be written.
     """
+    check_source(source)
+    check_folder(destination, "destination")
+    check_tokenizer(tokenizer)
     target = Path(destination)
+    if target.exists() and not target.is_dir():
+        raise InvalidArgumentError("destination", f"{str(target)!r} is a file, not a folder")
     if target.exists() and any(target.iterdir()):
         raise FileExistsError(f"{str(target)!r} is not empty: salvage writes a new log")
     entries: list[SessionSalvage] = []

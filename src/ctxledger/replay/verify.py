@@ -17,6 +17,7 @@ import msgspec
 
 from ctxledger.domain import CharTokenizer, Tokenizer
 from ctxledger.errors import CtxLedgerError, EventDecodeError, UnknownSessionError
+from ctxledger.replay._arguments import check_callable, check_read
 from ctxledger.replay.checks import Mismatch, SessionCheck, fold_with_losses
 from ctxledger.replay.damage import read_until_damage
 from ctxledger.replay.rebuild import LogSource, open_log
@@ -74,7 +75,13 @@ def verify(
 
     Raises:
         UnknownSessionError: ``session_id`` is not in the log.
+        InvalidSessionIdError: ``session_id`` is not None or a string.
+        InvalidArgumentError: ``source`` is not a folder, a URI or an event log, ``tokenizer``
+            is not a Tokenizer, or ``progress`` cannot be called; nothing is opened.
+        StorageError: The folder is not an event log.
     """
+    check_read(source, session_id, tokenizer=tokenizer, optional_id=True)
+    check_callable("progress", progress)
     tokenizer = tokenizer or CharTokenizer()
     checks: list[SessionCheck] = []
     snapshots = 0

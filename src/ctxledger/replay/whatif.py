@@ -38,6 +38,14 @@ from ctxledger.events import (
     UsageReported,
     ViewServed,
 )
+from ctxledger.replay._arguments import (
+    check_callable,
+    check_config,
+    check_flag,
+    check_pricing,
+    check_read,
+    check_seconds,
+)
 from ctxledger.replay._whatif_run import CountingSummarizer, Run, WhatIfStep
 from ctxledger.replay.rebuild import LogSource, open_log
 from ctxledger.storage import EventLog, RecordedEvent
@@ -100,7 +108,13 @@ class WhatIfReport(msgspec.Struct, frozen=True, kw_only=True):
         provider's cache and writes the rest (as a growing conversation is billed); without,
         every prompt token is billed as input. The summariser's input is billed as input (its
         output and the agent's output are left out: they do not depend on the views).
+
+        Raises:
+            InvalidArgumentError: ``pricing`` is not a :class:`~ctxledger.domain.Pricing`, or
+                ``caching`` is not a bool.
         """
+        check_pricing(pricing)
+        check_flag("caching", caching)
         prompt, cached = self.prompt_tokens, self.cached_tokens
         agent = pricing.prompt_cost(prompt, cached, caching=caching)
         return agent + self.summarizer_input_tokens * pricing.input / 1_000_000
@@ -150,7 +164,19 @@ def what_if(
 
     Raises:
         UnknownSessionError: The session is not in the log.
+        InvalidSessionIdError: ``session_id`` is not a string.
+        ConfigError: ``config`` is not a :class:`~ctxledger.Config`.
+        InvalidArgumentError: ``source`` is not a folder, a URI or an event log, ``summarizer``
+            cannot be called, ``tokenizer`` is not a Tokenizer, ``use_recorded_usage`` is not
+            None or a bool, or ``summary_seconds`` is not None or a finite number >= 0;
+            nothing is opened.
+        StorageError: The folder is not an event log.
     """
+    check_read(source, session_id, tokenizer=tokenizer)
+    check_config(config)
+    check_callable("summarizer", summarizer)
+    check_flag("use_recorded_usage", use_recorded_usage, optional=True)
+    check_seconds("summary_seconds", summary_seconds)
     tokenizer = tokenizer or CharTokenizer()
     counting = CountingSummarizer(summarizer or ExtractiveSummarizer())
     with open_log(source) as log:
