@@ -108,19 +108,25 @@ _BOOLS = {
 }
 
 
-class _ConfigMeta(msgspec.StructMeta):
-    """Turns what the Struct refuses with a ``TypeError`` (an unknown key, a positional
-    argument) into a :class:`ConfigError` naming it. It gives no defaults."""
+class KeywordsMeta(msgspec.StructMeta):
+    """The metaclass of a settings Struct (:class:`Config`, ``HostOptions``): turns what the
+    Struct refuses with a bare ``TypeError`` (a positional argument, an unknown keyword) into
+    the error a subclass names (``error(field, message)``). It gives no defaults."""
+
+    error: Any = ConfigError
+    example = "Config(context_window=8000)"
+    noun = "setting"
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        meta = type(cls)
         if args:
-            raise ConfigError(
-                "Config", "takes keyword arguments only, e.g. Config(context_window=8000)"
-            )
+            raise meta.error(cls.__name__, f"takes keyword arguments only, e.g. {meta.example}")
         fields: tuple[str, ...] = cls.__struct_fields__
         unknown = sorted(set(kwargs) - set(fields))
         if unknown:
-            raise ConfigError(unknown[0], "no such setting (see help(ctxledger.Config))")
+            raise meta.error(
+                unknown[0], f"no such {meta.noun} (see help(ctxledger.{cls.__name__}))"
+            )
         return super().__call__(**kwargs)
 
 
@@ -130,7 +136,7 @@ class Config(
     kw_only=True,
     forbid_unknown_fields=False,
     gc=False,
-    metaclass=_ConfigMeta,
+    metaclass=KeywordsMeta,
 ):
     """How one session budgets, compacts and projects its context.
 

@@ -78,7 +78,7 @@ def test_a_refused_count_opens_nothing_and_starts_no_thread(tmp_path: Path) -> N
 # host starts its loop, timer, pools and budget, then the system refuses a history actor.
 _FAILING_START = textwrap.dedent(
     """
-    import json, resource, threading
+    import json, resource, threading, time
     from ctxledger import Host, HostOptions
     from ctxledger.storage import MemoryEventLog
 
@@ -97,6 +97,11 @@ _FAILING_START = textwrap.dedent(
     except RuntimeError as exc:
         error = str(exc)
     resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    # The compaction workers are told to stop without waiting for them (a summariser call in
+    # progress is not awaited): each ends once it reads its stop, soon but not at once.
+    deadline = time.monotonic() + 60
+    while threading.active_count() > before and time.monotonic() < deadline:
+        time.sleep(0.01)
     names = [thread.name for thread in threading.enumerate()]
     print(json.dumps({"error": error, "before": before, "after": len(names), "names": names}))
     """

@@ -22,6 +22,7 @@ import msgspec
 
 from ctxledger.actors.arguments import check_count, check_flag, check_seconds
 from ctxledger.actors.summary_process import SUPPORTED, in_processes
+from ctxledger.config import KeywordsMeta
 from ctxledger.errors import InvalidArgumentError
 from ctxledger.storage import (
     DEFAULT_LEASE_TTL,
@@ -54,22 +55,13 @@ def default_host_id() -> str:
 MAX_HOST_ID_CHARS = 512
 
 
-class _OptionsMeta(msgspec.StructMeta):
-    """Turns what the Struct refuses with a bare ``TypeError`` (a positional argument, an
-    unknown keyword) into an :class:`InvalidArgumentError` naming it, as ``Config`` does."""
+class _OptionsMeta(KeywordsMeta):
+    """Refuses a positional argument or an unknown keyword with an
+    :class:`InvalidArgumentError` naming it, as ``Config`` does with a ``ConfigError``."""
 
-    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        if args:
-            raise InvalidArgumentError(
-                "HostOptions", "takes keyword arguments only, e.g. HostOptions(history_actors=4)"
-            )
-        fields: tuple[str, ...] = cls.__struct_fields__
-        unknown = sorted(set(kwargs) - set(fields))
-        if unknown:
-            raise InvalidArgumentError(
-                unknown[0], "no such option (see help(ctxledger.HostOptions))"
-            )
-        return super().__call__(**kwargs)
+    error = InvalidArgumentError
+    example = "HostOptions(history_actors=4)"
+    noun = "option"
 
 
 class HostOptions(
