@@ -75,10 +75,10 @@ def test_a_refused_count_opens_nothing_and_starts_no_thread(tmp_path: Path) -> N
 
 
 # The child runs with an address-space limit that lets a dozen 256 MiB thread stacks in: the
-# host starts its loop, timer, pools and budget, then the system refuses a history actor.
+# host starts its threads until the system refuses one among the 64 of the kind named.
 _FAILING_START = textwrap.dedent(
     """
-    import json, resource, threading, time
+    import json, resource, sys, threading, time
     from ctxledger import Host, HostOptions
     from ctxledger.storage import MemoryEventLog
 
@@ -88,9 +88,9 @@ _FAILING_START = textwrap.dedent(
     with open("/proc/self/status") as status:
         size = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize"))
     resource.setrlimit(resource.RLIMIT_AS, (size + 12 * 256 * 2**20, resource.RLIM_INFINITY))
-    options = HostOptions(
-        history_actors=64, compaction_workers=1, projection_actors=1, summary_processes=0
-    )
+    counts = {"history_actors": 1, "compaction_workers": 1, "projection_actors": 1}
+    counts[sys.argv[1]] = 64
+    options = HostOptions(**counts, summary_processes=0)
     try:
         Host(log, options=options)
         error = None
@@ -109,10 +109,12 @@ _FAILING_START = textwrap.dedent(
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS and /proc are Linux's")
-def test_a_host_that_fails_to_start_stops_the_threads_it_started() -> None:
-    """When the system refuses a thread midway, every actor and thread already started stops."""
+@pytest.mark.parametrize("many", ["history_actors", "compaction_workers", "projection_actors"])
+def test_a_host_that_fails_to_start_stops_the_threads_it_started(many: str) -> None:
+    """When the system refuses a thread midway (among the history actors, the compaction
+    workers or the projection actors), every actor and thread already started stops."""
     done = subprocess.run(
-        [sys.executable, "-c", _FAILING_START],
+        [sys.executable, "-c", _FAILING_START, many],
         capture_output=True,
         text=True,
         timeout=120,

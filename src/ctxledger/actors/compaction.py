@@ -167,8 +167,13 @@ class CompactionPool:
         self._futures: dict[str, concurrent.futures.Future[Any]] = {}
         self._stopped = False
         if not self._async:
-            for _ in range(workers):
-                self._idle.append(CompactionActor.start(self, summarizer))
+            try:
+                for _ in range(workers):
+                    self._idle.append(CompactionActor.start(self, summarizer))
+            except BaseException:  # the system refused a thread: stop those already started
+                for ref in self._idle:
+                    ref.stop(block=False)
+                raise
 
     def run(
         self,

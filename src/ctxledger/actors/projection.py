@@ -133,10 +133,15 @@ class ProjectionPool:
         size: int,
         leases: LeaseKeeper | None = None,
     ) -> None:
-        self._actors: list[Restarting[ProjectionActor]] = [
-            Restarting(lambda: ProjectionActor.start(log, leases), "ProjectionActor")
-            for _ in range(size)
-        ]
+        self._actors: list[Restarting[ProjectionActor]] = []
+        try:
+            for _ in range(size):
+                self._actors.append(
+                    Restarting(lambda: ProjectionActor.start(log, leases), "ProjectionActor")
+                )
+        except BaseException:  # the system refused a thread: stop those already started
+            self.stop()
+            raise
         self._turn = itertools.cycle(range(size))
 
     def load(self, message: Load) -> None:

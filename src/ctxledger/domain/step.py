@@ -25,7 +25,7 @@ from ctxledger.domain.commands import AppendMessages, Outcome, append_messages
 from ctxledger.domain.decide import Decision, Serve, decide
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import Tokenizer
-from ctxledger.messages import Message, check_metadata
+from ctxledger.messages import Message
 
 __all__ = ["Step", "Stepped", "decide_step"]
 
@@ -94,12 +94,8 @@ def decide_step(
             stored (as the event log would refuse it); nothing of the step is decided and
             ``state`` is unchanged.
     """
+    # Folded ahead of the log: validation refuses what the log would not take (metadata too).
     appended = append_messages(state, AppendMessages(messages=step.messages))
-    for index, message in enumerate(step.messages):
-        if message.metadata:  # folded ahead of the log: only what the log will take
-            check_metadata(
-                message.metadata, f"session {state.session_id!r}, event {index} of the batch"
-            )
     apply = state.apply
     for event in appended.events:
         apply(event)
