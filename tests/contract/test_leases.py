@@ -9,7 +9,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from ctxledger.errors import LeaseHeldError, LeaseLostError, VersionConflictError
+from ctxledger.errors import (
+    InvalidArgumentError,
+    LeaseHeldError,
+    LeaseLostError,
+    VersionConflictError,
+)
 from ctxledger.events.types import Event, UsageReported
 from ctxledger.storage import LeaseStore, MemoryEventLog, PostgresEventLog
 from pg_fixtures import PgServer
@@ -259,3 +264,30 @@ def test_renew_leases_renews_many_and_reports_the_lost(leases: LeaseStore) -> No
     assert leases.renew_leases([], LONG) == []
     with pytest.raises(ValueError):
         leases.renew_leases([kept[0], kept[0]], LONG)
+
+
+@pytest.mark.parametrize(
+    ("session_id", "host_id", "ttl", "argument"),
+    [
+        (3, "h", 1.0, "session_id"),
+        ("", "h", 1.0, "session_id"),
+        ("s", None, 1.0, "host_id"),
+        ("s", "", 1.0, "host_id"),
+        ("s", "h", "1", "ttl"),
+        ("s", "h", True, "ttl"),
+        ("s", "h", 0, "ttl"),
+        ("s", "h", float("nan"), "ttl"),
+        ("s", "h", float("inf"), "ttl"),
+    ],
+)
+def test_a_bad_lease_request_is_refused_naming_the_argument(
+    leases: LeaseStore, session_id: object, host_id: object, ttl: object, argument: str
+) -> None:
+    """A wrong argument raises InvalidArgumentError (a TypeError and a ValueError) naming it,
+    and takes no lease."""
+    with pytest.raises(InvalidArgumentError) as caught:
+        leases.acquire_lease(session_id, host_id, ttl)  # type: ignore[arg-type]
+    assert caught.value.argument == argument
+    assert isinstance(caught.value, TypeError) and isinstance(caught.value, ValueError)
+    if isinstance(session_id, str) and session_id:
+        assert leases.current_lease(session_id) is None

@@ -23,11 +23,13 @@ no other host to fail over to).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import msgspec
 
+from ctxledger.errors import InvalidArgumentError
 from ctxledger.events.types import Event
 from ctxledger.storage.protocol import AppendCallback, EventLog, RecordedEvent
 
@@ -57,18 +59,19 @@ def check_lease_request(session_id: str, host_id: str, ttl: float) -> None:
     """Validate the arguments of :meth:`LeaseStore.acquire_lease` and ``renew_lease``.
 
     Raises:
-        TypeError: An argument has the wrong type.
-        ValueError: An id is empty or ``ttl`` is not positive.
+        InvalidArgumentError: An argument has the wrong type, an id is empty, or ``ttl`` is not
+            a finite number of seconds above 0; ``argument`` names it (a ``TypeError`` and a
+            ``ValueError``, as before).
     """
     for name, value in (("session_id", session_id), ("host_id", host_id)):
         if not isinstance(value, str):
-            raise TypeError(f"{name} must be a string, got {type(value).__name__}")
+            raise InvalidArgumentError(name, f"must be a string, got {type(value).__name__}")
         if not value:
-            raise ValueError(f"{name} must not be empty")
+            raise InvalidArgumentError(name, "must not be empty")
     if isinstance(ttl, bool) or not isinstance(ttl, int | float):
-        raise TypeError(f"ttl must be a number of seconds, got {ttl!r}")
-    if not ttl > 0:
-        raise ValueError(f"ttl must be > 0 seconds, got {ttl}")
+        raise InvalidArgumentError("ttl", f"must be a number of seconds, got {ttl!r}")
+    if not 0 < ttl < math.inf:
+        raise InvalidArgumentError("ttl", f"must be a finite number of seconds > 0, got {ttl}")
 
 
 @runtime_checkable
