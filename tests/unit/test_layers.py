@@ -10,7 +10,7 @@ import pytest
 import ctxledger
 
 SOURCE = Path(ctxledger.__file__).parent
-ROOT_VALUES = {"_lazy", "_logging", "checkpoints", "config", "errors", "messages"}
+ROOT_VALUES = {"_arguments", "_lazy", "_logging", "checkpoints", "config", "errors", "messages"}
 
 #: Each package below the actors, and the ctxledger packages it may import besides the root
 #: value modules (itself included): events < domain < summarizers < storage < replay < actors.

@@ -19,26 +19,21 @@ from ctxledger.domain import Pricing, Tokenizer
 from ctxledger.errors import (
     ConfigError,
     InvalidArgumentError,
-    InvalidSeqError,
     InvalidSessionIdError,
 )
 from ctxledger.storage._paths import check_folder as folder_checked
 
 __all__ = [
-    "check_callable",
     "check_config",
     "check_event_seq",
-    "check_flag",
     "check_folder",
     "check_log",
     "check_pricing",
     "check_read",
     "check_seconds",
-    "check_seq",
     "check_session_id",
     "check_session_ids",
     "check_source",
-    "check_text",
     "check_tokenizer",
 ]
 
@@ -134,17 +129,6 @@ def check_session_ids(session_ids: object) -> list[str] | None:
     return found
 
 
-def check_seq(session_id: str, seq: object, *, optional: bool = False) -> None:
-    """Check that ``seq`` is an int (not a bool), or None if ``optional``, as ``Session`` does.
-
-    Raises:
-        InvalidSeqError: It is not.
-    """
-    if (optional and seq is None) or (isinstance(seq, int) and not isinstance(seq, bool)):
-        return
-    raise InvalidSeqError(f"session {session_id!r} has no message with seq {seq!r}")
-
-
 def check_config(config: object) -> Config:
     """Return ``config`` if it is a :class:`~ctxledger.Config`.
 
@@ -180,27 +164,6 @@ def check_tokenizer(tokenizer: object) -> None:
         )
 
 
-def check_callable(name: str, value: object) -> None:
-    """Check that ``value`` is None or can be called.
-
-    Raises:
-        InvalidArgumentError: It cannot.
-    """
-    if value is not None and not callable(value):
-        raise InvalidArgumentError(name, f"must be callable or None, got {_shown(value)}")
-
-
-def check_flag(name: str, value: object, *, optional: bool = False) -> None:
-    """Check that ``value`` is a bool (or None if ``optional``).
-
-    Raises:
-        InvalidArgumentError: It is not.
-    """
-    if not isinstance(value, bool) and not (optional and value is None):
-        expected = "True, False or None" if optional else "True or False"
-        raise InvalidArgumentError(name, f"must be {expected}, got {_shown(value)}")
-
-
 def check_seconds(name: str, value: object) -> None:
     """Check that ``value`` is None or a finite number of seconds, 0 or more.
 
@@ -230,13 +193,3 @@ def check_event_seq(name: str, value: object) -> None:
         raise InvalidArgumentError(
             name, f"must be an integer >= 0 (an event seq) or None, got {_shown(value)}"
         )
-
-
-def check_text(name: str, value: object) -> None:
-    """Check that ``value`` is None or a string.
-
-    Raises:
-        InvalidArgumentError: It is neither.
-    """
-    if value is not None and not isinstance(value, str):
-        raise InvalidArgumentError(name, f"expected a string or None, got {_shown(value)}")

@@ -7,9 +7,10 @@ recovery and offline.
 
 from __future__ import annotations
 
+from ctxledger._arguments import check_seq, check_text
 from ctxledger.domain.audit import LossReport, audit_checkpoint
 from ctxledger.domain.placement import Placement, place_message
-from ctxledger.replay._arguments import check_read, check_seq, check_text
+from ctxledger.replay._arguments import check_read
 from ctxledger.replay.loading import fold_session, state_at_checkpoint
 from ctxledger.replay.rebuild import LogSource, open_log
 from ctxledger.replay.recall_index import (
@@ -40,7 +41,7 @@ def audit(source: LogSource, session_id: str, checkpoint_id: str | None = None) 
         StorageError: The folder is not an event log.
     """
     check_read(source, session_id)
-    check_text("checkpoint_id", checkpoint_id)
+    check_text("checkpoint_id", checkpoint_id, optional=True, utf8=False)
     with open_log(source) as log:
         return audit_log(log, session_id, checkpoint_id)
 

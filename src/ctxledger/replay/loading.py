@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 
+from ctxledger._arguments import check_flag, check_text
 from ctxledger._logging import get_logger
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.domain import ModelView, SessionState, Tokenizer, build_view
@@ -34,13 +35,7 @@ from ctxledger.events import (
     carried_message,
 )
 from ctxledger.messages import Message
-from ctxledger.replay._arguments import (
-    check_event_seq,
-    check_flag,
-    check_log,
-    check_session_id,
-    check_text,
-)
+from ctxledger.replay._arguments import check_event_seq, check_log, check_session_id
 from ctxledger.replay.positions import (
     append_event_seq,
     event_seq_before_message,
@@ -323,7 +318,7 @@ def state_at_checkpoint(
         InvalidArgumentError: ``log`` is not an event log, or ``checkpoint_id`` is not None or
             a string.
     """
-    check_text("checkpoint_id", checkpoint_id)
+    check_text("checkpoint_id", checkpoint_id, optional=True, utf8=False)
     state, _ = fold_session(log, session_id)
     if checkpoint_id is None:
         checkpoint = state.active_checkpoint

@@ -8,12 +8,13 @@ from contextlib import contextmanager
 
 import msgspec
 
+from ctxledger._arguments import check_seq
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
 from ctxledger.domain import CharTokenizer, ModelView, Tokenizer, build_view
 from ctxledger.domain import SessionState as _Fold
 from ctxledger.messages import Message
-from ctxledger.replay._arguments import check_read, check_seq
+from ctxledger.replay._arguments import check_read
 from ctxledger.replay.loading import fold_session, fold_view_at, view_span_end
 from ctxledger.storage import EventLog
 from ctxledger.storage import open_log as open_target

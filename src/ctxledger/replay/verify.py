@@ -15,9 +15,10 @@ from collections.abc import Callable
 
 import msgspec
 
+from ctxledger._arguments import check_callable
 from ctxledger.domain import CharTokenizer, Tokenizer
 from ctxledger.errors import CtxLedgerError, EventDecodeError, UnknownSessionError
-from ctxledger.replay._arguments import check_callable, check_read
+from ctxledger.replay._arguments import check_read
 from ctxledger.replay.checks import Mismatch, SessionCheck, fold_with_losses
 from ctxledger.replay.damage import read_until_damage
 from ctxledger.replay.rebuild import LogSource, open_log
@@ -81,7 +82,7 @@ def verify(
         StorageError: The folder is not an event log.
     """
     check_read(source, session_id, tokenizer=tokenizer, optional_id=True)
-    check_callable("progress", progress)
+    check_callable("progress", progress, optional=True)
     tokenizer = tokenizer or CharTokenizer()
     checks: list[SessionCheck] = []
     snapshots = 0

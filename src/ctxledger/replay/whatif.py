@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import msgspec
 
+from ctxledger._arguments import check_callable, check_flag
 from ctxledger.config import Config
 from ctxledger.domain import (
     Background,
@@ -38,14 +39,7 @@ from ctxledger.events import (
     UsageReported,
     ViewServed,
 )
-from ctxledger.replay._arguments import (
-    check_callable,
-    check_config,
-    check_flag,
-    check_pricing,
-    check_read,
-    check_seconds,
-)
+from ctxledger.replay._arguments import check_config, check_pricing, check_read, check_seconds
 from ctxledger.replay._whatif_run import CountingSummarizer, Run, WhatIfStep
 from ctxledger.replay.rebuild import LogSource, open_log
 from ctxledger.storage import EventLog, RecordedEvent
@@ -174,7 +168,7 @@ def what_if(
     """
     check_read(source, session_id, tokenizer=tokenizer)
     check_config(config)
-    check_callable("summarizer", summarizer)
+    check_callable("summarizer", summarizer, optional=True)
     check_flag("use_recorded_usage", use_recorded_usage, optional=True)
     check_seconds("summary_seconds", summary_seconds)
     tokenizer = tokenizer or CharTokenizer()
