@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import itertools
 import os
-import pickle
 import signal
+import struct
 import sys
 import threading
 import time
@@ -29,7 +29,7 @@ import pytest
 from ctxledger import Config, Host, HostOptions, Message, replay
 from ctxledger.actors import summary_process
 from ctxledger.actors.compaction import _summarize
-from ctxledger.actors.summary_process import SummaryProcesses, _answer
+from ctxledger.actors.summary_process import SummaryProcesses, _answer, _job_frame
 from ctxledger.domain import CompactionPlan
 from ctxledger.errors import InvalidArgumentError
 from ctxledger.events import (
@@ -222,6 +222,13 @@ class _Raises:
         raise ValueError("boom")
 
 
+def _body(frame: bytearray) -> bytes:
+    """A job frame's body: what follows its size (a 4-byte big-endian count of the rest)."""
+    (size,) = struct.unpack("!I", frame[:4])
+    assert size == len(frame) - 4
+    return bytes(frame[4:])
+
+
 def test_a_summariser_failure_in_a_worker_is_worded_as_on_a_thread() -> None:
     plan = CompactionPlan(
         reason="manual", retain_from_seq=3, covers_through_seq=2,
@@ -232,10 +239,10 @@ def test_a_summariser_failure_in_a_worker_is_worded_as_on_a_thread() -> None:
     )  # fmt: skip
     encoded = plan.to_msgpack()
     assert CompactionPlan.from_msgpack(encoded) == plan
-    answer = _answer(msgspec.msgpack.encode((encoded, pickle.dumps(_Raises()), True)))
+    answer = _answer(_body(_job_frame(plan, _Raises(), True)))
     on_thread = _summarize(lambda: _Raises()(None))
     assert (None, answer.detail) == on_thread
-    made = _answer(msgspec.msgpack.encode((encoded, pickle.dumps(ExtractiveSummarizer()), False)))
+    made = _answer(_body(_job_frame(plan, ExtractiveSummarizer(), False)))
     assert made.input_hash == plan.input_hash and made.calls == plan.summarizer_calls
     assert made.made_chars == plan.made_chars and made.summary
 

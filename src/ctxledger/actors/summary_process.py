@@ -25,8 +25,8 @@ that found the worker busy on threads, ~9 with them waiting). No thread is start
 it. Workers run at a lower priority (``os.nice``: the host's threads first) and live until the
 host closes; they exit when their input closes, so a host that dies leaves none behind.
 
-A job is one frame each way over the worker's pipes: the plan in msgpack, the summariser
-pickled (a class of this package) and whether to read the facts of the covered messages, then
+A job is one frame each way over the worker's pipes: the plan, the summariser pickled (a class
+of this package) and whether to read the facts of the covered messages (encoded once), then
 the summary (or what went wrong, worded as a summariser failure on a thread is), the input's
 address, its size and the summariser calls, which the plan keeps, so the history actor does
 not make the input again, and what each covered message gives the checkpoint's fact block when
@@ -34,10 +34,8 @@ asked (see :mod:`ctxledger.actors.fact_warming`), and all their facts, which the
 The summary is the same function of the same input as on a thread; a worker that dies or
 answers garbage fails its job (recorded as any summariser failure) and is not used again.
 
-``bench/peers.py``'s sequential appends (20,000 messages, one session, never served: a summary
-prepared ahead every few hundred messages), p50 / p99: 516 / 6,485 µs with the summaries on a
-thread, ~500 / 1,530-1,650 µs in a process; with summaries that cost nothing, 560-600 /
-940-1,090 µs (see ``bench/README.md``).
+On a thread, these summaries made ``bench/peers.py``'s sequential p99 four times what it is with
+them in a process (``bench/README.md``).
 """
 
 from __future__ import annotations
@@ -73,6 +71,10 @@ from ctxledger.summarizers import ExtractiveSummarizer
 __all__ = ["SUPPORTED", "SummaryProcessError", "SummaryProcesses", "in_processes", "main"]
 
 _HEADER = struct.Struct("!I")
+_JOB_ENCODER = msgspec.msgpack.Encoder(enc_hook=CompactionPlan.encode_hook)
+_JOB_DECODER = msgspec.msgpack.Decoder(
+    tuple[CompactionPlan, bytes, bool], dec_hook=CompactionPlan.decode_hook
+)
 
 #: The frame a worker sends once it is ready for jobs.
 _READY = b"ready"
@@ -143,9 +145,10 @@ class _Worker:
             raise OSError(f"the summary process did not start (code {self.process.poll()})")
         return True
 
-    def run(self, frame: bytes) -> _Answer:
+    def run(self, frame: bytearray) -> _Answer:
+        """Send ``frame`` (:func:`_job_frame`) and read the answer."""
         try:
-            self._input.write(_HEADER.pack(len(frame)) + frame)
+            self._input.write(frame)
             self._input.flush()
             reply = _read_frame(self._output)
         except OSError as exc:
@@ -268,7 +271,7 @@ class SummaryProcesses:
             SummaryProcessError: The job failed: the summariser raised (the message is worded
                 as for a summariser on a thread), or the worker died (it is not used again).
         """
-        frame = msgspec.msgpack.encode((plan.to_msgpack(), pickle.dumps(summarizer), reads))
+        frame = _job_frame(plan, summarizer, reads)
         answer: _Answer | None = None
         try:
             answer = worker.run(frame)
@@ -343,9 +346,17 @@ def _read_frame(stream: IO[bytes]) -> bytes | None:
     return body if len(body) == size else None
 
 
-def _answer(frame: bytes) -> _Answer:
-    encoded_plan, pickled, wanted = msgspec.msgpack.decode(frame, type=tuple[bytes, bytes, bool])
-    plan = CompactionPlan.from_msgpack(encoded_plan)
+def _job_frame(plan: CompactionPlan, summarizer: Summarizer, reads: bool) -> bytearray:
+    """A job's frame: its size, then the plan, the pickled summariser and ``reads``."""
+    frame = bytearray(_HEADER.size)
+    _JOB_ENCODER.encode_into((plan, pickle.dumps(summarizer), reads), frame, _HEADER.size)
+    _HEADER.pack_into(frame, 0, len(frame) - _HEADER.size)
+    return frame
+
+
+def _answer(body: bytes) -> _Answer:
+    """Answer one job (a frame's body, after its size)."""
+    plan, pickled, wanted = _JOB_DECODER.decode(body)
     summarizer: Any = pickle.loads(pickled)  # our own host, over our own pipe
     try:
         summary = run_summarizer(plan, summarizer)

@@ -224,12 +224,24 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
     def to_msgpack(self) -> bytes:
         """The plan in msgpack, for another process (:meth:`from_msgpack`); :attr:`given` is
         not sent (the receiver makes the input)."""
-        return msgspec.msgpack.encode(self, enc_hook=_no_given)
+        return msgspec.msgpack.encode(self, enc_hook=self.encode_hook)
 
     @classmethod
     def from_msgpack(cls, data: bytes) -> CompactionPlan:
         """The plan :meth:`to_msgpack` encoded, with an empty :attr:`given`."""
-        return msgspec.msgpack.decode(data, type=cls, dec_hook=lambda _kind, _value: _Given())
+        return msgspec.msgpack.decode(data, type=cls, dec_hook=cls.decode_hook)
+
+    @staticmethod
+    def encode_hook(value: object) -> None:
+        """msgspec's ``enc_hook`` for a value that holds plans: :attr:`given` is sent as nil."""
+        if isinstance(value, _Given):
+            return None
+        raise NotImplementedError(f"cannot encode {type(value).__name__}")
+
+    @staticmethod
+    def decode_hook(_kind: type, _value: object) -> _Given:
+        """msgspec's ``dec_hook`` for a value that holds plans: :attr:`given` comes back empty."""
+        return _Given()
 
     def made_elsewhere(self, address: str, chars: int, calls: int) -> None:
         """Keep :attr:`input_hash`, :attr:`made_chars` and :attr:`summarizer_calls` as another
@@ -299,13 +311,6 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
         if current:
             chunks.append(tuple(current))
         return chunks
-
-
-def _no_given(value: object) -> None:
-    """A plan's :class:`_Given` goes over the wire as nil."""
-    if isinstance(value, _Given):
-        return None
-    raise NotImplementedError(f"cannot encode {type(value).__name__}")
 
 
 def fail_compaction(plan: CompactionPlan, reason: str = "summary_unavailable") -> CompactionResult:
