@@ -10,16 +10,23 @@ can collide with another cluster), and removes the folder when closed::
 
 ``initdb`` refuses to run as root, so under root the binaries run as the ``postgres`` system user,
 which then owns the folder. The server's ``fsync`` stays on: benchmarks measure real commits.
+
+A process that dies without closing its cluster (SIGKILL, SIGTERM, a CI job's timeout) does not
+leave the server running: a small watchdog process, started with the cluster in a session of its
+own, waits for its owner's pipe to close (the owner's exit closes it, however it ends), then
+stops the server (``pg_ctl stop -m immediate``) and removes the folder.
 """
 
 from __future__ import annotations
 
 import contextlib
 import grp
+import json
 import os
 import pwd
 import shutil
 import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import Mapping
@@ -33,6 +40,25 @@ __all__ = ["TemporaryCluster", "find_server_binaries"]
 
 _PORT = 5432  # only names the socket file: the socket lives in the cluster's private folder
 _SUPERUSER = "postgres"
+
+# The watchdog (standard library only, run with ``python -c``): argv is the cluster's folder,
+# pg_ctl's path and the keywords that run it as the server's user. It reads its input until the
+# owner closes it or dies, then stops the server if it still runs and removes the folder.
+_WATCHDOG = """
+import json, os, shutil, subprocess, sys
+folder, pg_ctl, as_user = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+sys.stdin.buffer.read()
+data = os.path.join(folder, "data")
+if os.path.exists(os.path.join(data, "postmaster.pid")):
+    env = {**os.environ, "HOME": folder, "LC_ALL": "C"}
+    try:
+        subprocess.run([pg_ctl, "-D", data, "stop", "-w", "-m", "immediate"], cwd=folder,
+                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=120, **as_user)
+    except (OSError, subprocess.SubprocessError):
+        pass
+shutil.rmtree(folder, ignore_errors=True)
+"""
 
 
 def find_server_binaries() -> Path | None:
@@ -99,17 +125,26 @@ class TemporaryCluster:
         self._as_user: dict[str, Any] = {}
         # Short, under /tmp: a unix socket path must fit in ~100 bytes.
         self.folder = Path(tempfile.mkdtemp(prefix="ctxledger-pg-", dir="/tmp"))
-        if os.geteuid() == 0:
-            entry = pwd.getpwnam(os_user)
-            os.chown(self.folder, entry.pw_uid, entry.pw_gid)
-            self._as_user = {
-                "user": entry.pw_uid,
-                "group": entry.pw_gid,
-                "extra_groups": [g.gr_gid for g in grp.getgrall() if os_user in g.gr_mem],
-            }
         self._data = self.folder / "data"
         self._running = False
+        self._watchdog: subprocess.Popen[bytes] | None = None
         try:
+            if os.geteuid() == 0:
+                entry = pwd.getpwnam(os_user)
+                os.chown(self.folder, entry.pw_uid, entry.pw_gid)
+                self._as_user = {
+                    "user": entry.pw_uid,
+                    "group": entry.pw_gid,
+                    "extra_groups": [g.gr_gid for g in grp.getgrall() if os_user in g.gr_mem],
+                }
+            pg_ctl, as_user = str(self.bindir / "pg_ctl"), json.dumps(self._as_user)
+            self._watchdog = subprocess.Popen(
+                [sys.executable, "-c", _WATCHDOG, str(self.folder), pg_ctl, as_user],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # a terminal's Ctrl-C is the owner's to handle
+            )
             self._run(
                 "initdb",
                 "-D",
@@ -177,11 +212,27 @@ class TemporaryCluster:
         return self.dsn(name)
 
     def close(self) -> None:
-        """Stop the server (immediately: its data is thrown away) and remove the folder."""
+        """Stop the server (immediately: its data is thrown away), remove the folder and end
+        the watchdog."""
         if self._running:
             with contextlib.suppress(StorageError):
                 self.stop("immediate")
         shutil.rmtree(self.folder, ignore_errors=True)
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None:
+            # Nothing is left for it to do. Killed, not told by closing its input: a child
+            # forked from this process (without exec) would hold that pipe open.
+            watchdog.kill()
+            watchdog.wait()
+            assert watchdog.stdin is not None
+            with contextlib.suppress(OSError):
+                watchdog.stdin.close()
+
+    @property
+    def watchdog_pid(self) -> int | None:
+        """The process id of the watchdog that cleans up if this process dies (None once
+        closed)."""
+        return None if self._watchdog is None else self._watchdog.pid
 
     def __enter__(self) -> TemporaryCluster:
         """Return the running cluster; it is closed when the block ends."""
