@@ -14,8 +14,10 @@ A system that exceeds ``--budget`` seconds in a phase, or ``--disk-budget-gb`` o
 there and reports how far it got (LangGraph rewrites the whole state on every append, so it
 does not reach 20,000). Figures are reported absolutely and as ratios to ``ctxledger``.
 Beside it, ``ctxledger-log`` appends the same records through the storage alone (no runtime),
-and ``ctxledger-thread-summaries`` is the same host with ``summary_processes=0`` (the offline
-summariser's background summaries on the host's threads, as before stop 39).
+``ctxledger-thread-summaries`` is the same host with ``summary_processes=0`` (the offline
+summariser's background summaries on the host's threads, as before stop 39), and
+``ctxledger-no-background`` the same host with ``Config(prepare_threshold=0)`` (no summary
+prepared ahead: what the background summaries add to the latency tail).
 Reads in the recover phase hit a warm page cache. Where PostgreSQL's server binaries are
 installed, ``ctxledger-postgres`` (the same ``Host`` on a PostgreSQL database) and
 ``eventsourcing-postgres`` run too, each on a fresh database of a throwaway cluster this script
@@ -76,11 +78,14 @@ class CtxLedgerSystem:
     name = BASELINE
     #: ``HostOptions.summary_processes`` (None: the default, a worker process on 2+ CPUs).
     summary_processes: int | None = None
+    #: The host's default ``Config`` (None: ctxledger's own default).
+    config: Config | None = None
 
     def open(self, directory: Path) -> None:
         self.directory = directory
         self.host = Host.open(
             self._target(directory),
+            config=self.config,
             options=HostOptions(
                 durability="sync",
                 max_active_sessions=256,
@@ -137,6 +142,15 @@ class CtxLedgerThreadSummaries(CtxLedgerSystem):
 
     name = "ctxledger-thread-summaries"
     summary_processes = 0
+
+
+class CtxLedgerNoBackground(CtxLedgerSystem):
+    """The same ``Host`` with no summary prepared in the background
+    (``Config(prepare_threshold=0)``): the disk's and the runtime's own latency tail, the
+    floor against which the background summaries' share of ``ctxledger``'s p99 is read."""
+
+    name = "ctxledger-no-background"
+    config = Config(prepare_threshold=0)
 
 
 class CtxLedgerLogSystem:
@@ -484,7 +498,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--conversations", type=int, default=64)
     parser.add_argument("--budget", type=float, default=300, help="seconds per phase per system")
     parser.add_argument("--disk-budget-gb", type=float, default=8)
-    every = [BASELINE, "ctxledger-thread-summaries", "ctxledger-log", *PEER_SYSTEMS,
+    every = [BASELINE, "ctxledger-thread-summaries", "ctxledger-no-background", "ctxledger-log",
+             *PEER_SYSTEMS,
              *(POSTGRES_SYSTEMS if available() else ())]  # fmt: skip
     parser.add_argument("--systems", default=",".join(every))
     parser.add_argument("--dir", type=Path, help="work folder (default: a temporary one, removed)")
@@ -495,6 +510,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     makers = {
         BASELINE: make_ctxledger_system,
         "ctxledger-thread-summaries": CtxLedgerThreadSummaries,
+        "ctxledger-no-background": CtxLedgerNoBackground,
         "ctxledger-log": CtxLedgerLogSystem,
         **PEER_SYSTEMS,
     }
