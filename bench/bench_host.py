@@ -16,8 +16,12 @@ before issue 28). Durability "sync" unless told otherwise.
    loop with the async twins. Reports the p50 and p99 of a step measured from the moment it was
    due (so a driver or host that falls behind shows up as latency), the achieved rate, threads;
    the service time (from the step's start); and, measured before the run in the same process,
-   how late an idle event loop wakes a task at a due time: the driver's own share of the p50
-   (asyncio's selector rounds its timeout up to whole milliseconds). With ``--open-floor``, the
+   how late an idle event loop wakes a task at a due time: the driver's own share of the p50.
+   The driver's loop waits with ``select`` (``--open-timer select``, the default): asyncio's
+   default selector on Linux (``epoll``, ``--open-timer epoll``) rounds its timeout up to whole
+   milliseconds, so the driver woke each step ~0.65 ms late at the median on an idle loop (~0.1
+   ms with ``select``), a delay of the harness that no agent has (it steps when its model answers,
+   on I/O, not on a timer). With ``--open-floor``, the
    same driver then stores each step's messages with a raw LMDB writer thread and nothing else
    (:class:`FloorWriter`): the least any single-writer durable log costs it on this machine.
 3. Re-open 1,000 sessions of 200 messages (window 128,000: every view fits uncompacted) and
@@ -46,6 +50,7 @@ import json
 import os
 import queue
 import random
+import selectors
 import statistics
 import tempfile
 import threading
@@ -397,6 +402,16 @@ def open_floor(sessions: int, seconds: float, period: float = 1.0) -> dict[str, 
     }
 
 
+#: The open loop driver's selector (``--open-timer``): "select" or "epoll" (asyncio's default).
+OPEN_TIMER = ["select"]
+
+
+def open_loop_runner() -> asyncio.Runner:
+    """A runner for the open loop's driver and its timer probe, on ``--open-timer``'s selector."""
+    kind = selectors.SelectSelector if OPEN_TIMER[0] == "select" else selectors.EpollSelector
+    return asyncio.Runner(loop_factory=lambda: asyncio.SelectorEventLoop(kind()))
+
+
 def _drive_open(
     sessions: int,
     seconds: float,
@@ -442,7 +457,8 @@ def _drive_open(
         await asyncio.gather(*(agent(n) for n in range(sessions)))
         return start_wall, time.perf_counter()
 
-    start_wall, end_wall = asyncio.run(main())
+    with open_loop_runner() as runner:
+        start_wall, end_wall = runner.run(main())
     due_sorted, service_sorted = sorted(due_latency), sorted(service)
     elapsed = end_wall - start_wall
     return {
@@ -678,8 +694,9 @@ def timer_probe(count: int = 1000) -> dict[str, Any]:
     ``asyncio.sleep`` to a due time (p50 / p99 ms), with due times spread as the open loop's.
 
     The open loop's latency is measured from each step's due time, so it includes the driver's
-    wake-up: the selector's timeout is rounded up to whole milliseconds, so even an idle loop
-    wakes ~0.5 ms late at the median. Taken before the run, in the same process.
+    wake-up (on ``--open-timer``'s selector: ``epoll`` rounds its timeout up to whole
+    milliseconds, so even an idle loop wakes ~0.5 ms late at the median). Taken before the run,
+    in the same process.
     """
 
     async def sample() -> list[float]:
@@ -692,7 +709,8 @@ def timer_probe(count: int = 1000) -> dict[str, Any]:
             late.append(loop.time() - due)
         return late
 
-    late = sorted(asyncio.run(sample()))
+    with open_loop_runner() as runner:
+        late = sorted(runner.run(sample()))
     return {"p50_ms": statistics.median(late) * 1000, "p99_ms": percentile(late, 0.99) * 1000}
 
 
@@ -748,6 +766,12 @@ def main() -> None:
         help="HostOptions(summary_processes=...) of the runs (default: the host's default)",
     )
     parser.add_argument(
+        "--open-timer",
+        default="select",
+        choices=["select", "epoll"],
+        help="the open loop driver's selector (epoll: asyncio's default, ms timeouts)",
+    )
+    parser.add_argument(
         "--api",
         default="step",
         choices=["step", "pair"],
@@ -755,6 +779,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     API[0] = args.api
+    OPEN_TIMER[0] = args.open_timer
     durability = args.durability
     args.open_sessions = args.open_sessions or ("128" if args.quick else "1024")
     args.open_durability = args.open_durability or durability
@@ -770,6 +795,7 @@ def main() -> None:
     results: dict[str, Any] = {
         "durability": durability,
         "api": args.api,
+        "open_timer": args.open_timer,
         "closed": [],
         "open": None,
     }
