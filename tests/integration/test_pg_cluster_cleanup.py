@@ -93,3 +93,13 @@ def test_a_closed_cluster_leaves_no_folder_server_or_watchdog() -> None:
     assert cluster.watchdog_pid is None
     assert not cluster.folder.exists() and not _alive(watchdog)
     assert _gone(cluster.folder, postmaster)
+
+
+def test_a_cluster_works_where_no_watchdog_can_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))  # an embedded Python
+    with TemporaryCluster() as cluster:
+        assert cluster.watchdog_pid is None and cluster.running
+        postmaster = int((cluster.folder / "data" / "postmaster.pid").read_text().split()[0])
+    assert _gone(cluster.folder, postmaster)

@@ -137,14 +137,7 @@ class TemporaryCluster:
                     "group": entry.pw_gid,
                     "extra_groups": [g.gr_gid for g in grp.getgrall() if os_user in g.gr_mem],
                 }
-            pg_ctl, as_user = str(self.bindir / "pg_ctl"), json.dumps(self._as_user)
-            self._watchdog = subprocess.Popen(
-                [sys.executable, "-c", _WATCHDOG, str(self.folder), pg_ctl, as_user],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,  # a terminal's Ctrl-C is the owner's to handle
-            )
+            self._watchdog = self._start_watchdog()
             self._run(
                 "initdb",
                 "-D",
@@ -228,10 +221,25 @@ class TemporaryCluster:
             with contextlib.suppress(OSError):
                 watchdog.stdin.close()
 
+    def _start_watchdog(self) -> subprocess.Popen[bytes] | None:
+        """Start the watchdog (see the module docstring); None where no interpreter can be
+        started (an embedded Python): the cluster then works without one."""
+        pg_ctl, as_user = str(self.bindir / "pg_ctl"), json.dumps(self._as_user)
+        try:
+            return subprocess.Popen(
+                [sys.executable, "-c", _WATCHDOG, str(self.folder), pg_ctl, as_user],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # a terminal's Ctrl-C is the owner's to handle
+            )
+        except OSError:
+            return None
+
     @property
     def watchdog_pid(self) -> int | None:
         """The process id of the watchdog that cleans up if this process dies (None once
-        closed)."""
+        closed, or where none could start)."""
         return None if self._watchdog is None else self._watchdog.pid
 
     def __enter__(self) -> TemporaryCluster:
