@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -79,3 +80,14 @@ class LogWriters:
             return method(session_id, *args, **kwargs)
 
         return recorded
+
+
+def reap(child: subprocess.Popen[Any]) -> None:
+    """End a test's child process: kill it if it still runs, wait for it, close its pipes (in
+    the test's ``finally``, so that no child or pipe outlives the test)."""
+    if child.poll() is None:
+        child.kill()
+    child.wait()
+    for pipe in (child.stdin, child.stdout, child.stderr):
+        if pipe is not None:
+            pipe.close()

@@ -17,6 +17,7 @@ from ctxledger.messages import Message
 from ctxledger.storage import LmdbEventLog
 from ctxledger.storage._layout import STAMP_SIZE
 from ctxledger.storage._lmdb_counters import COUNT_EVERY, COUNTED_THROUGH
+from guards import reap
 
 
 def messages(count: int, start: int = 1) -> list[Event]:
@@ -116,12 +117,7 @@ def test_stats_are_exact_after_a_writer_was_killed(tmp_path: Path) -> None:
         child.send_signal(signal.SIGKILL)
         child.wait()
     finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        for pipe in (child.stdin, child.stdout):
-            if pipe is not None:
-                pipe.close()
+        reap(child)
     with LmdbEventLog.open(tmp_path / "log", readonly=True) as log:
         assert stored_mark(log) is not None
         stats = log.stats()

@@ -21,6 +21,7 @@ from ctxledger.events.types import UsageReported
 from ctxledger.replay import rebuild
 from ctxledger.storage import LmdbEventLog, open_log
 from ctxledger.storage._lmdb_lock import LOCK_FILE
+from guards import reap
 
 #: Opens the folder argv[1] for writing, appends one event, says "ready", holds until stdin ends.
 _HOLDER = """
@@ -49,12 +50,7 @@ def holding_writer(folder: Path) -> Iterator[subprocess.Popen[str]]:
         assert child.stdout.readline().strip() == "ready", "the child could not open the folder"
         yield child
     finally:
-        if child.poll() is None:
-            child.kill()
-        child.wait()
-        for pipe in (child.stdin, child.stdout):
-            if pipe is not None:
-                pipe.close()
+        reap(child)
 
 
 def test_a_second_process_cannot_write_a_folder_another_live_process_writes(

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ctxledger.testing.postgres import TemporaryCluster, find_server_binaries
+from guards import reap
 
 pytestmark = pytest.mark.skipif(
     find_server_binaries() is None and os.environ.get("CI") != "true",
@@ -73,12 +74,7 @@ def test_a_cluster_whose_owner_is_killed_is_stopped_and_removed() -> None:
         owner.send_signal(signal.SIGKILL)
         owner.wait()
     finally:
-        if owner.poll() is None:
-            owner.kill()
-            owner.wait()
-        for stream in (owner.stdout, owner.stderr):
-            if stream is not None:
-                stream.close()
+        reap(owner)
     assert _gone(folder, postmaster, watchdog), (
         f"{folder} or the server (pid {postmaster}) outlived its killed owner"
     )
