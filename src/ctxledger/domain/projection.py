@@ -31,6 +31,7 @@ __all__ = [
     "assemble_counted",
     "kept_request_seq",
     "kept_tail",
+    "shown_between",
     "slot_seqs",
     "summary_message",
     "tail_messages",
@@ -103,9 +104,12 @@ def tail_messages(
     yield from _tail(state, cut, policy or render_policy(state))
 
 
-def _tail(state: SessionState, cut: int, policy: RenderPolicy) -> list[Message]:
+def _tail(
+    state: SessionState, cut: int, policy: RenderPolicy, through: int | None = None
+) -> list[Message]:
     # The hot loop of every view: only tool results are rendered (masked or truncated); the
-    # head system messages can only come before the first user message.
+    # head system messages can only come before the first user message. ``through``: the last
+    # seq looked at (by default the newest).
     history = state.history
     first_user = state.first_user_seq
     head_end = (first_user or state.last_seq + 1) - 1  # head messages lie at index < head_end
@@ -113,7 +117,7 @@ def _tail(state: SessionState, cut: int, policy: RenderPolicy) -> list[Message]:
     start = max(cut, state.cleared_through + 1, 1) - 1
     shown: list[Message] = []
     append = shown.append
-    for index, message in enumerate(history[start:], start):  # a slice: whole chunks at a time
+    for index, message in enumerate(history[start:through], start):  # whole chunks at a time
         role = message.role
         if role == "tool":
             if not retracted or index + 1 not in retracted:
@@ -122,6 +126,16 @@ def _tail(state: SessionState, cut: int, policy: RenderPolicy) -> list[Message]:
         if (role == "system" and index < head_end) or (retracted and index + 1 in retracted):
             continue
         append(message)
+    return shown
+
+
+def shown_between(state: SessionState, first: int, last: int, policy: RenderPolicy) -> list[int]:
+    """The characters messages ``first..last`` show in a view's tail (rendered under
+    ``policy``, the state's :func:`~ctxledger.domain.render.render_policy`), one per seq;
+    -1 where no tail shows the message (a head system message, retracted or cleared)."""
+    shown = [-1] * (last - first + 1)
+    for message in _tail(state, first, policy, last):
+        shown[_seq_of(message) - first] = message_chars(message)
     return shown
 
 

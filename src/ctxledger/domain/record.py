@@ -92,6 +92,9 @@ class StateRecord:
         # (epoch, last seq, checkpoint) (see ctxledger.domain.compaction.finish_checkpoint): a
         # cache, for the shorter blocks tried at the threshold.
         self.fact_memo: tuple[Any, Any] | None = None
+        # What each message shows in a cut's tail, for one version of the state (see
+        # ctxledger.domain.cuts.ShownChars): a cache, extended in place.
+        self.cut_memo: Any = None
         self.active_restored = False
         self.retracted: set[int] = set()
         self.cleared_through = 0
@@ -181,7 +184,7 @@ class StateRecord:
             other.__dict__[name] = value
         # Caches changed in place (projection.kept_tail; fact_block's memo of what the view
         # shows): a copy, which may be folded on another thread, starts without them.
-        other.tail_memo = other.fact_memo = None
+        other.tail_memo = other.fact_memo = other.cut_memo = None
         other._bind_indices()  # read back from the copy's own history
         return other
 
@@ -199,6 +202,7 @@ class StateRecord:
         self.view_encodings = None
         self.tail_memo = None
         self.fact_memo = None
+        self.cut_memo = None
 
     def __repr__(self) -> str:
         return (
