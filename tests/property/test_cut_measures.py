@@ -12,14 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given
+import pytest
+from hypothesis import given, note
 from hypothesis import strategies as st
 from tests.property.test_current_estimate import CONFIGS, _commands
 
-from ctxledger import Checkpoint, Config, Message
-from ctxledger.domain import CharTokenizer, SessionState, render_policy
+from ctxledger import Checkpoint, Config, Message, ToolCall
+from ctxledger.domain import Background, CharTokenizer, SessionState, draft_view, render_policy
+from ctxledger.domain._decide_background import activated_tokens, as_activated, usable_prepared
 from ctxledger.domain.calibration import CalibratedTokenizer
 from ctxledger.domain.cuts import CutMeasure, shown_chars
+from ctxledger.domain.estimate import view_estimate
 from ctxledger.domain.projection import assemble, slot_seqs
 from ctxledger.domain.render import render_message
 from ctxledger.testing import DomainSession
@@ -94,3 +97,75 @@ def test_every_cut_measures_what_its_view_counts(
         fill = data.draw(st.sampled_from([0.5, 1.0]))
         fresh = CutMeasure(state, tokenizer, "threshold_exceeded", reserve, pending)
         assert fresh.step_cut(lower, room, fill) == _reference_step_cut(fresh, lower, room, fill)
+
+
+@given(
+    config=st.sampled_from(CONFIGS),
+    tokenizer=st.sampled_from([CharTokenizer(), CalibratedTokenizer(2.5), _Plain()]),
+    data=st.data(),
+)
+def test_a_view_is_estimated_as_drafted_without_assembling_it(
+    config: Config, tokenizer: Any, data: st.DataObject
+) -> None:
+    """``view_estimate`` for any cut, and the estimate of the view a prepared summary gives
+    (``activated_tokens``, what budget's looks read), equal the drafted views'."""
+    session = DomainSession(config.replace(fact_index_chars=400), tokenizer=tokenizer)
+    prepared_seen = 0
+    for state in _commands(session, data):
+        cut = data.draw(st.integers(1, state.last_seq + 1))
+        summary = data.draw(st.sampled_from(["", "a summary", "s" * 900]))
+        checkpoint = Checkpoint(
+            id="probe", summary=summary, retain_from_seq=cut, covers_through_seq=cut - 1,
+            reason="manual",
+        )  # fmt: skip
+        drafted = draft_view(state, tokenizer=tokenizer, checkpoint=checkpoint)
+        estimated = view_estimate(state, checkpoint, tokenizer=tokenizer)
+        assert estimated == (None if type(tokenizer) is _Plain else drafted.estimated_tokens)
+        prepared = usable_prepared(state)
+        if prepared is not None:
+            prepared_seen += 1
+            expected = as_activated(state, prepared, tokenizer).tokens_after
+            assert activated_tokens(state, prepared, tokenizer) == expected
+    note(f"{prepared_seen} states with a usable prepared summary")
+
+
+@pytest.mark.parametrize("schema", [4, 5])
+@pytest.mark.parametrize("calibrated", [False, True])
+def test_a_prepared_summary_is_estimated_as_its_activation_drafts_it(
+    schema: int, calibrated: bool
+) -> None:
+    """From the prepare point on, as the session grows (the masking boundary moving, a pin, a
+    retraction), the estimate budget reads of the view a prepared summary gives is the one its
+    activation drafts: counted from the characters shown under schema 5 (its block gives way),
+    drafted with the block under schema 4."""
+    config = Config(
+        context_window=12_000, compression_threshold=0.5, min_retain_rounds=10, micro_batch=2,
+        micro_keep_recent=4, micro_min_chars=10, prepare_threshold=0.85, schema_version=schema,
+        fact_index_chars=400,
+    )  # fmt: skip
+    tokenizer = CalibratedTokenizer(2.5) if calibrated else CharTokenizer()
+    session = DomainSession(config, tokenizer=tokenizer)
+    session.append_many([Message.system("You are a coding agent."), Message.user("fix the tests")])
+    checked = 0
+    for n in range(120):
+        call = ToolCall(f"call-{n}", "bash", f'{{"command": "pytest tests/test_{n}.py"}}')
+        session.append_many(
+            [
+                Message.user(f"now look at src/pkg/module_{n}.py " + "u" * 300),
+                Message.assistant(f"step {n}", [call]),
+                Message.tool(f"src/pkg/module_{n}.py:1: AssertionError " * 6, call.id, "bash"),
+            ]
+        )
+        if n == 60:
+            session.pin(session.state.last_seq - 1)
+        if n == 70:
+            session.retract_last()  # the tool result, then its call
+            session.retract_last()
+        session.decide(Background())
+        prepared = usable_prepared(session.state)
+        if prepared is None:
+            continue
+        expected = as_activated(session.state, prepared, tokenizer).tokens_after
+        assert activated_tokens(session.state, prepared, tokenizer) == expected
+        checked += 1
+    assert checked > 20

@@ -23,7 +23,7 @@ from ctxledger.domain.compaction import (
     finished_with_draft,
     prepared_checkpoint,
 )
-from ctxledger.domain.estimate import current_estimate
+from ctxledger.domain.estimate import current_estimate, view_estimate
 from ctxledger.domain.limits import CHARS_PER_TOKEN
 from ctxledger.domain.policy import (
     absorbs,
@@ -32,7 +32,7 @@ from ctxledger.domain.policy import (
     marks,
     plan_compaction,
     prepare_due,
-    ready_in_time,
+    ready_before_threshold,
 )
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import Tokenizer
@@ -41,13 +41,13 @@ from ctxledger.events.types import CheckpointCreated, Event, SummaryPrepared
 
 __all__ = [
     "activate",
+    "activated_tokens",
     "as_activated",
     "background_estimate",
     "block_gives_way",
     "decide_background",
     "extension_due",
     "prepared_as_checkpoint",
-    "ready_before_threshold",
     "running_extends",
     "usable_prepared",
     "use_background",
@@ -56,28 +56,6 @@ __all__ = [
 #: Fact blocks tried, each shorter by the excess, before a prepared summary is judged not to
 #: absorb the growth (the tokenizer need not count the block's characters linearly).
 _SHRINK_TRIES = 4
-
-
-def ready_before_threshold(state: SessionState, draft: Draft, now: float) -> bool:
-    """Whether a summary started now can still be ready before the threshold (``True``), judged
-    by the session's pace since its active checkpoint (:func:`ready_in_time`): the growth of
-    the view since that checkpoint over the time since it was made, against how long its
-    summary took. ``True`` with no checkpoint yet, or for a one-mark Config (schema 3).
-
-    A summary that cannot be ready is not prepared: the agent waits at the threshold all the
-    same, and the summary the background plans ahead of need (deeper, to absorb growth it will
-    not see) lands the view higher than one made at the threshold, so the next compaction
-    comes sooner.
-    """
-    active = state.active_checkpoint
-    if active is None or state.config.legacy:
-        return True
-    in_force = marks(state)
-    estimate = draft.estimated_tokens
-    grown = estimate - active.tokens_after
-    return ready_in_time(
-        in_force.threshold - estimate, grown, now - active.created_at, active.summary_seconds
-    )
 
 
 def background_estimate(state: SessionState, *, tokenizer: Tokenizer) -> int:
@@ -89,7 +67,7 @@ def background_estimate(state: SessionState, *, tokenizer: Tokenizer) -> int:
     """
     prepared = usable_prepared(state)
     if prepared is not None:
-        return as_activated(state, prepared, tokenizer).tokens_after  # that view's estimate
+        return activated_tokens(state, prepared, tokenizer)
     return draft_view(state, tokenizer=tokenizer).estimated_tokens
 
 
@@ -100,8 +78,7 @@ def extension_due(state: SessionState, tokenizer: Tokenizer, estimate: int) -> b
     prepared = usable_prepared(state)
     if prepared is None:
         return True
-    activated = as_activated(state, prepared, tokenizer).tokens_after  # that view's estimate
-    return extend_due(marks(state), activated, estimate)
+    return extend_due(marks(state), activated_tokens(state, prepared, tokenizer), estimate)
 
 
 def activated_draft(state: SessionState, prepared: SummaryPrepared, tokenizer: Tokenizer) -> Draft:
@@ -121,6 +98,20 @@ def as_activated(
     needs, so the summary absorbs while it does without a block: it is measured so. Its
     ``tokens_after`` is the estimate of the view it gives (drafted with it, nothing current)."""
     return _activated(state, prepared, tokenizer)[0]
+
+
+def activated_tokens(state: SessionState, prepared: SummaryPrepared, tokenizer: Tokenizer) -> int:
+    """``as_activated(state, prepared, tokenizer).tokens_after``, counted without assembling the
+    view where it has no fact block (:func:`~ctxledger.domain.estimate.view_estimate`): budget
+    asks for it at every look, and a session never served has a tail as long as everything
+    appended since the prepared cut."""
+    config = state.config
+    if block_gives_way(config) or not prepared.fact_chars:
+        tokens = view_estimate(state, prepared_checkpoint(prepared), tokenizer=tokenizer)
+        fitted = config.floor_guard or not config.legacy  # over the window: texts shortened
+        if tokens is not None and not (fitted and tokens > config.context_window):
+            return tokens
+    return as_activated(state, prepared, tokenizer).tokens_after
 
 
 def _activated(

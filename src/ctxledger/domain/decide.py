@@ -38,7 +38,6 @@ from ctxledger.domain._decide_background import (
     decide_background,
     extension_due,
     prepared_as_checkpoint,
-    ready_before_threshold,
     usable_prepared,
     use_background,
 )
@@ -69,6 +68,7 @@ from ctxledger.domain.policy import (
     marks,
     overflow_error,
     plan_compaction,
+    ready_before_threshold,
     should_compact,
 )
 from ctxledger.domain.state import SessionState

@@ -18,15 +18,17 @@ any other event that may change how a message is shown moves
 
 from __future__ import annotations
 
+from ctxledger.checkpoints import Checkpoint
 from ctxledger.domain.budget import estimate_tokens
 from ctxledger.domain.calibration import session_tokenizer, tokens_of_chars, view_chars
+from ctxledger.domain.cuts import shown_chars
 from ctxledger.domain.projection import kept_tail, view_head
 from ctxledger.domain.render import RenderPolicy, render_policy
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import Tokenizer
 from ctxledger.domain.view import draft_view, kept_draft
 
-__all__ = ["current_estimate", "tail_chars"]
+__all__ = ["current_estimate", "tail_chars", "view_estimate"]
 
 
 def current_estimate(state: SessionState, *, tokenizer: Tokenizer) -> int:
@@ -53,3 +55,18 @@ def tail_chars(state: SessionState, cut: int, policy: RenderPolicy) -> int:
     :func:`~ctxledger.domain.render.render_policy`), from the tail the last view or estimate
     kept where that still holds (:func:`~ctxledger.domain.projection.kept_tail`)."""
     return kept_tail(state, cut, policy)[1]
+
+
+def view_estimate(
+    state: SessionState, checkpoint: Checkpoint, *, tokenizer: Tokenizer
+) -> int | None:
+    """``draft_view(state, tokenizer=tokenizer, checkpoint=checkpoint).estimated_tokens`` (the
+    view ``checkpoint`` would give, as it is) without assembling it, where the tokenizer is a
+    built-in estimator (None for another): its head rendered, the characters of its tail from
+    what each message shows (:func:`~ctxledger.domain.cuts.shown_chars`)."""
+    counting = session_tokenizer(state, tokenizer)
+    chars = shown_chars(state, counting)
+    if chars is None:
+        return None
+    head = view_chars(view_head(state, checkpoint, chars.policy))
+    return tokens_of_chars(counting, head + chars.tail(checkpoint.retain_from_seq))

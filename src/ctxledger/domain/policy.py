@@ -61,6 +61,7 @@ __all__ = [
     "plan_compaction",
     "plan_cut",
     "prepare_due",
+    "ready_before_threshold",
     "ready_in_time",
     "should_compact",
     "size_summary",
@@ -363,4 +364,26 @@ def plan_compaction(
         step_level=cut.step_level,
         fact_chars=cut.rooms.facts,
         result_chars=config.summary_result_chars,
+    )
+
+
+def ready_before_threshold(state: SessionState, draft: Draft, now: float) -> bool:
+    """Whether a summary started now can still be ready before the threshold (``True``), judged
+    by the session's pace since its active checkpoint (:func:`ready_in_time`): the growth of
+    the view since that checkpoint over the time since it was made, against how long its
+    summary took. ``True`` with no checkpoint yet, or for a one-mark Config (schema 3).
+
+    A summary that cannot be ready is not prepared: the agent waits at the threshold all the
+    same, and the summary the background plans ahead of need (deeper, to absorb growth it will
+    not see) lands the view higher than one made at the threshold, so the next compaction
+    comes sooner.
+    """
+    active = state.active_checkpoint
+    if active is None or state.config.legacy:
+        return True
+    in_force = marks(state)
+    estimate = draft.estimated_tokens
+    grown = estimate - active.tokens_after
+    return ready_in_time(
+        in_force.threshold - estimate, grown, now - active.created_at, active.summary_seconds
     )
