@@ -53,6 +53,7 @@ from ctxledger.actors.messages import (
     DurablesReady,
     Evict,
     Execute,
+    FlushHeld,
     Forgotten,
     Fork,
     HistoryMessage,
@@ -163,6 +164,8 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes, CallerRun
                     self._on_lease_lost(message)
                 case Evict():
                     self._evict(ask_others=False)
+                case FlushHeld():
+                    self._on_flush_held(message)
                 case _:
                     assert_never(message)
         except Exception as exc:  # a defect: it fails the request(s) involved, never the actor
@@ -226,8 +229,9 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes, CallerRun
 
     def on_stop(self) -> None:
         """Fail every caller still waiting: the host is closing (or, outside ``close()``, the
-        actor was stopped; the host starts a fresh one on the next command). Views held back
-        are recorded first (the journal commits what it was handed before the log closes)."""
+        actor was stopped; the host starts a fresh one on the next command). Events held back
+        (``Live.held``) are recorded first (the journal commits what it was handed before the
+        log closes)."""
         self._stop_inline()
         self._flush_all_held()
         self._hand_over(None)
@@ -244,14 +248,6 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes, CallerRun
         self._rt.restart(self._number, self.actor_ref)
         self._hand_over(internal(f"history actor {self._number} failed: {exc!r}", exc))
         self._strand()
-
-    def _flush_all_held(self) -> None:
-        """Record the views held back in every session (:meth:`_flush_held`)."""
-        for live in self._lives.values():
-            try:
-                self._flush_held(live)
-            except Exception as exc:  # the other sessions' views must be recorded all the same
-                log_failure("held_views_not_recorded", exc, session_id=live.id)
 
     def _hand_over(self, error: BaseException | None) -> None:
         rt = self._rt
@@ -331,6 +327,8 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes, CallerRun
         if live.op is None and live.writing is None and live.prepare_pending:
             live.prepare_pending = False
             self._prepare(live)
+        if live.settle_replies and self._settled(live) and live.held:
+            self._flush_held(live)  # wait_background: what the background made is recorded
         if live.settle_replies and self._settled(live):
             replies, live.settle_replies = live.settle_replies, []
             for reply in replies:

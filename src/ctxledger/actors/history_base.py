@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 import pykka
 
+from ctxledger.actors.failures import log_failure
 from ctxledger.actors.leases import LeaseKeeper
 from ctxledger.actors.live import Live, Op
 from ctxledger.actors.messages import Durable, DurablesReady, HistoryMessage, HistoryRef
@@ -186,10 +187,19 @@ class HistoryBase(pykka.ThreadingActor):
         return self.actor_ref
 
     def _flush_held(self, live: Live) -> None:
-        """Record the session's held views (``Live.held``) in a batch of their own: before a
-        command that may write nothing, an eviction, the actor's stop."""
+        """Record the session's held events (``Live.held``: served views, a background
+        summary's outcome) in a batch of their own: before a command that may write nothing,
+        an eviction, the actor's stop, ``wait_background``'s answer, the timer's ``FlushHeld``."""
         if live.held and live.writing is None:
             self._write(live, ())
+
+    def _flush_all_held(self) -> None:
+        """Record the events held back in every session (:meth:`_flush_held`)."""
+        for live in self._lives.values():
+            try:
+                self._flush_held(live)
+            except Exception as exc:  # the other sessions' must be recorded all the same
+                log_failure("held_views_not_recorded", exc, session_id=live.id)
 
     @abc.abstractmethod
     def _on_durables(self, durables: list[Durable] | None = None) -> None:

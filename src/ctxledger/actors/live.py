@@ -115,9 +115,9 @@ class Live:
         # The running totals told to budget (see messages.Committed): never reset, so that a
         # Release reckoned on older totals still takes off everything published since.
         self.told = self.told_unknown = 0
-        # Served views folded but not yet recorded (``prepare_step(defer_record=True)``): they
-        # go first in the session's next batch (see actors.writes). Only while nothing is in
-        # the journal or waiting for it.
+        # Events folded but not yet recorded (views served with ``defer_record=True``, a
+        # background summary's outcome): they go first in the session's next batch (see
+        # actors.writes). Only while nothing is in the journal or waiting for it.
         self.held: tuple[Event, ...] = ()
 
     @property

@@ -39,6 +39,7 @@ __all__ = [
     "DurablesReady",
     "Evict",
     "Execute",
+    "FlushHeld",
     "Forgotten",
     "Fork",
     "HistoryMessage",
@@ -213,6 +214,14 @@ class Prepare(msgspec.Struct, frozen=True):
     session_id: str
 
 
+class FlushHeld(msgspec.Struct, frozen=True):
+    """History actor (from the host's timer): record what the session still holds for its next
+    batch (``Live.held``), so that a summary prepared in the background reaches the log within
+    :data:`~ctxledger.actors.steps.HELD_FLUSH_SECONDS` even when no command follows."""
+
+    session_id: str
+
+
 class Evict(msgspec.Struct, frozen=True):
     """History actor: the host holds more session states than ``max_active_sessions`` and the
     actor that noticed could not evict enough of its own; evict idle ones here."""
@@ -362,7 +371,7 @@ class ReleaseLease(msgspec.Struct, frozen=True):
 HistoryMessage = (
     Execute | DecideStep | Decide | Read | Settle | Open | Fork
     | Durable | DurablesReady | Loaded | SummaryDone | Measure | Prepare | Release | Settled
-    | LeaseLost | Evict
+    | LeaseLost | Evict | FlushHeld
 )  # fmt: skip
 #: What the budget actor is told.
 BudgetMessage = Committed | Measured | BackgroundEnded | Settling | Forgotten

@@ -8,29 +8,42 @@ record its events, hand a job to the compaction pool and decide again with its s
 a background compaction that is running, retry a reactive compaction harder until one compacts
 or the attempts are spent (:func:`ctxledger.domain.commands.reactive_attempt`), or fail the
 command with the decision's error (after recording its events).
+
+A background summary's outcome (``SummaryPrepared``) that finds the session with no batch in the
+journal is folded at once and held for the session's next batch, as a deferred served view is
+(``Live.held``, see :mod:`ctxledger.actors.writes`): the log holds the same events in the same
+order, and a session being appended to does not wait for a commit of its own for it. The host's
+timer records it alone after :data:`HELD_FLUSH_SECONDS` if no batch came (``FlushHeld``), and
+``wait_background`` answers once it is recorded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
 
 import msgspec
+import pykka
 
 from ctxledger._logging import get_logger
 from ctxledger.actors.failures import internal
 from ctxledger.actors.history_base import HistoryBase
 from ctxledger.actors.live import Live, Op
-from ctxledger.actors.messages import Decide, DecideStep, SummaryDone
+from ctxledger.actors.messages import Decide, DecideStep, FlushHeld, SummaryDone
 from ctxledger.actors.waiters import LoopWaiter
 from ctxledger.domain import CompactionResult, Decision, Job, ModelView, Serve, Summarized, decide
 from ctxledger.domain.commands import NO_OUTCOME, reactive_attempt
 from ctxledger.domain.step import Step, decide_step
 from ctxledger.errors import ContextOverflowError
-from ctxledger.events import CompactionFailed, Event, ViewServed
+from ctxledger.events import CompactionFailed, Event, SummaryPrepared, ViewServed
 
-__all__ = ["DecisionSteps"]
+__all__ = ["HELD_FLUSH_SECONDS", "DecisionSteps"]
+
+#: How long a background summary's outcome may wait, folded, for the session's next batch
+#: before it is recorded alone (see the module docstring).
+HELD_FLUSH_SECONDS = 0.05
 
 _log = get_logger(__name__)
 
@@ -160,13 +173,30 @@ class DecisionSteps(HistoryBase):
             command.reply.resolve(value)
 
     def _hold(self, live: Live, events: tuple[Event, ...]) -> None:
-        """Fold the served view ``events`` now and hold them back for the session's next batch
-        (:meth:`_write` puts them first); see :mod:`ctxledger.actors.writes`."""
+        """Fold ``events`` (served views, a background summary's outcome) now and hold them
+        back for the session's next batch (:meth:`_write` puts them first, after those held
+        already); see :mod:`ctxledger.actors.writes`."""
         state = live.state
         assert state is not None
         for event in events:
             state.apply(event)
-        live.held = events
+        live.held = (*live.held, *events)
+
+    def _flush_later(self, session_id: str) -> Callable[[], None]:
+        """The timer's callback that has this actor record what ``session_id`` still holds."""
+        me = self._me
+
+        def flush() -> None:
+            # Stopped: it recorded what every session held first (HistoryActor.on_stop).
+            with contextlib.suppress(pykka.ActorDeadError):
+                me.tell(FlushHeld(session_id))
+
+        return flush
+
+    def _on_flush_held(self, message: FlushHeld) -> None:
+        live = self._lives.get(message.session_id)
+        if live is not None:
+            self._flush_held(live)
 
     def _decide_again(self, live: Live, op: Op) -> None:
         if live.op is op:  # not failed meanwhile
@@ -252,6 +282,12 @@ class DecisionSteps(HistoryBase):
             decision = decide(
                 state, request, tokenizer=rt.tokenizer, new_id=rt.new_id, now=rt.clock
             )
+            if _holds_outcome(live, decision.events):
+                self._hold(live, decision.events)
+                rt.timer.call_later(HELD_FLUSH_SECONDS, self._flush_later(live.id))
+                self._background_ended(live)
+                self._pump(live)  # a wait_background may be answered now (once it is recorded)
+                return
             self._write(live, decision.events, on_done=lambda _r, _e: self._background_ended(live))
             return
         assert isinstance(owner, Op)
@@ -280,6 +316,17 @@ def _holds(live: Live, events: tuple[Event, ...]) -> bool:
         and not live.pending_writes
         and not live.held
         and all(type(event) is ViewServed for event in events)
+    )
+
+
+def _holds_outcome(live: Live, events: tuple[Event, ...]) -> bool:
+    """Whether a background summary's outcome ``events`` may be held back: a prepared summary
+    alone, and the session has no batch in the journal or waiting."""
+    return (
+        len(events) == 1
+        and type(events[0]) is SummaryPrepared
+        and live.writing is None
+        and not live.pending_writes
     )
 
 

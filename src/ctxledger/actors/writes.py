@@ -13,8 +13,10 @@ session's write queue.
 
 A view served with ``defer_record`` is folded at once and its ``ViewServed`` held
 (``Live.held``, while no batch of the session is in the journal): it goes first in the session's
-next batch, so the log holds the same events in the same order, one commit fewer. A command that
-writes nothing flushes it alone first, as do eviction and the actor's stop.
+next batch, so the log holds the same events in the same order, one commit fewer. A background
+summary's outcome is held so too (:mod:`ctxledger.actors.steps`). A command that writes nothing
+flushes what is held alone first, as do eviction, the actor's stop, ``wait_background``'s
+answer and, for a summary's outcome, the host's timer.
 
 The journal answers a group's requests one after another on its thread; the batches it publishes
 to one history actor wait in the actor's :class:`~ctxledger.actors.history_base.DurableBox`, and
@@ -69,9 +71,9 @@ class Writes(HistoryBase):
         ``pressure``: they come from a command that adds to the estimate (budget looks at the
         session's pressure after them). ``folded``: how many of the first ``events`` the state
         has folded already (a step's appends); if the batch fails, the state is ahead of the log
-        and is loaded again. The session's held views (``Live.held``) go first in the batch.
+        and is loaded again. The session's held events (``Live.held``) go first in the batch.
         """
-        if live.held:  # served views held back go first, already folded
+        if live.held:  # events held back go first, already folded
             events, folded, live.held = (*live.held, *events), folded + len(live.held), ()
         self._tokens += 1
         write = Write(self._tokens, events, on_done, reply, value, op)
