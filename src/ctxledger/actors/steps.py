@@ -182,11 +182,15 @@ class DecisionSteps(HistoryBase):
             state.apply(event)
         live.held = (*live.held, *events)
 
-    def _flush_later(self, session_id: str) -> Callable[[], None]:
-        """The timer's callback that has this actor record what ``session_id`` still holds."""
-        me = self._me
+    def _flush_later(self, live: Live) -> Callable[[], None]:
+        """The timer's callback that has this actor record what ``live`` still holds. Nothing
+        is told once a batch took it (the usual case while the session is busy): the message
+        would wait for the session's command in progress, and the next command for it."""
+        me, session_id = self._me, live.id
 
         def flush() -> None:
+            if not live.held:  # read on the timer's thread: a stale answer costs one message
+                return
             # Stopped: it recorded what every session held first (HistoryActor.on_stop).
             with contextlib.suppress(pykka.ActorDeadError):
                 me.tell(FlushHeld(session_id))
@@ -284,7 +288,7 @@ class DecisionSteps(HistoryBase):
             )
             if _holds_outcome(live, decision.events):
                 self._hold(live, decision.events)
-                rt.timer.call_later(HELD_FLUSH_SECONDS, self._flush_later(live.id))
+                rt.timer.call_later(HELD_FLUSH_SECONDS, self._flush_later(live))
                 self._background_ended(live)
                 self._pump(live)  # a wait_background may be answered now (once it is recorded)
                 return
