@@ -6,6 +6,7 @@ Through a real LMDB host, with a summariser the test releases:
   in one commit (same commit time, consecutive positions), in the order they happened.
 * With no command after it, the host's timer records it alone (``FlushHeld``).
 * ``wait_background`` answers only once it is recorded.
+* A view served with ``defer_record`` before it is held with it, first, in the same commit.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from test_background import (
 
 from ctxledger import Host, Message, Session, replay
 from ctxledger.actors import steps
-from ctxledger.events import MessageAppended, SummaryPrepared
+from ctxledger.events import MessageAppended, SummaryPrepared, ViewServed
 from ctxledger.storage import RecordedEvent
 
 
@@ -107,3 +108,23 @@ def test_wait_background_answers_once_the_outcome_is_recorded(
     (prepared,) = _prepared(host)
     assert prepared.event.compaction_id
     assert _live(host).held == ()
+
+
+@pytest.mark.usefixtures("no_timer")
+def test_a_held_view_and_outcome_are_recorded_in_the_order_they_happened(
+    started: tuple[Host, Session, HeldSummarizer],
+) -> None:
+    """A view served with ``defer_record`` while the summary runs, then the summary's outcome:
+    both held, both recorded first in the next append's commit, the view before the outcome."""
+    host, session, held = started
+    view = session.prepare_step(defer_record=True)
+    assert [type(e) for e in _live(host).held] == [ViewServed]
+    held.release.set()
+    _until(lambda: len(_live(host).held) == 2, "held")
+    session.append(Message.user("and now the docs"))
+    *_, served, outcome, appended = _records(host)
+    assert isinstance(served.event, ViewServed) and served.event.view_hash == view.view_hash
+    assert isinstance(outcome.event, SummaryPrepared)
+    assert isinstance(appended.event, MessageAppended)
+    assert served.timestamp == outcome.timestamp == appended.timestamp  # one commit
+    assert [outcome.position, appended.position] == [served.position + 1, served.position + 2]
