@@ -327,12 +327,13 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes, CallerRun
         if live.op is None and live.writing is None and live.prepare_pending:
             live.prepare_pending = False
             self._prepare(live)
-        if live.settle_replies and self._settled(live) and live.held:
-            self._flush_held(live)  # wait_background: what the background made is recorded
         if live.settle_replies and self._settled(live):
-            replies, live.settle_replies = live.settle_replies, []
-            for reply in replies:
-                reply.resolve(None)
+            if live.held:  # wait_background: answered once what the background made is recorded
+                self._flush_held(live)
+            else:
+                replies, live.settle_replies = live.settle_replies, []
+                for reply in replies:
+                    reply.resolve(None)
         self._evict()
 
     def _start(self, live: Live, command: Command) -> None:

@@ -107,6 +107,12 @@ class ShownChars:
             self.sums = [0]
             self._sum_from(0)
 
+    def view(self, checkpoint: Checkpoint) -> int:
+        """The characters of the view under ``checkpoint`` (as it is): its head, rendered, and
+        its tail (:func:`~ctxledger.domain.calibration.view_chars` of the assembled view)."""
+        head = view_chars(view_head(self.state, checkpoint, self.policy))
+        return head + self.tail(checkpoint.retain_from_seq)
+
     def tail(self, cut: int) -> int:
         """The characters of the tail a view retaining from ``cut`` shows."""
         state = self.state
@@ -164,7 +170,6 @@ class CutMeasure:
         self.reason = reason
         self.placeholder = "x" * max_chars
         self.pending = pending
-        self.extra = [Message(role="user", content=pending)] if pending else []
         self.chars = shown_chars(state, tokenizer)
         self._exact: dict[int, int] = {}
 
@@ -183,11 +188,12 @@ class CutMeasure:
         chars = self.chars
         counted = None
         if chars is not None:
-            head = view_chars(view_head(self.state, checkpoint, chars.policy))
-            counted = tokens_of_chars(self.tokenizer, head + chars.tail(cut) + len(self.pending))
+            counted = tokens_of_chars(self.tokenizer, chars.view(checkpoint) + len(self.pending))
         if counted is None:
             messages = assemble(self.state, checkpoint)
-            counted = self.tokenizer.count_messages([*messages, *self.extra])
+            if self.pending:  # sent as a user message after the view
+                messages.append(Message(role="user", content=self.pending))
+            counted = self.tokenizer.count_messages(messages)
         self._exact[cut] = counted
         return counted
 

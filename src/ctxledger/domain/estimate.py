@@ -68,5 +68,4 @@ def view_estimate(
     chars = shown_chars(state, counting)
     if chars is None:
         return None
-    head = view_chars(view_head(state, checkpoint, chars.policy))
-    return tokens_of_chars(counting, head + chars.tail(checkpoint.retain_from_seq))
+    return tokens_of_chars(counting, chars.view(checkpoint))
