@@ -26,6 +26,10 @@ lmdb-writer       a floor, not a peer: the least a single-writer log costs in Py
                   and a global position, two puts, as ctxledger's layout), then wakes the
                   group's callers. No events, no checks, no actors: two thread hand-offs
                   and one commit per append, what ctxledger's design cannot go under
+lmdb-layout       a floor, not a peer: ``lmdb-writer``'s layout (two puts a message) with
+                  each message committed on the caller's thread, as ctxledger commits a
+                  lone writer's append when its journal is idle (no hand-off at all; a
+                  lock serialises callers): the sequential floor of that path
 ================  ========================================================================
 
 Messages are plain dicts in the ../shared/traces format, stored as JSON (LMDB, JSONL,
@@ -412,7 +416,7 @@ class LmdbWriter(_Folder):
             if stop:
                 return
 
-    def _commit(self, items: list[tuple[bytes, bytes, threading.Lock]]) -> None:
+    def _commit(self, items: list[tuple[bytes, bytes, threading.Lock | None]]) -> None:
         with self._env.begin(write=True) as txn:
             for conv, value, _ in items:
                 seq = self._seqs.get(conv)
@@ -422,7 +426,8 @@ class LmdbWriter(_Folder):
                 txn.put(key, value, db=self._events)
                 txn.put(self._position.to_bytes(8, "big"), key, append=True, db=self._global)
         for _, _, done in items:
-            done.release()
+            if done is not None:
+                done.release()
 
     def _last_seq(self, txn: Any, conv: bytes) -> int:
         cursor = txn.cursor(db=self._events)
@@ -451,6 +456,43 @@ class LmdbWriter(_Folder):
         self._env.close()
 
 
+class LmdbLayout(LmdbWriter):
+    """A floor, not a peer: ``lmdb-writer``'s layout with no thread hand-off.
+
+    Each message is committed on the caller's thread in a write transaction of its own (two
+    puts, ``sync=True``), callers serialised by a lock: what ctxledger's append costs a lone
+    writer at least, since it commits on the caller's thread when its journal is idle
+    (:mod:`ctxledger.actors.inline`). ``lmdb-txn1`` differs from it only by the layout (one put
+    into one database), ``lmdb-writer`` by the two hand-offs.
+    """
+
+    name = "lmdb-layout"
+
+    def open(self, directory: Path) -> None:
+        import lmdb
+
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self._env = lmdb.open(
+            str(directory), map_size=16 << 30, sync=True, metasync=True, max_dbs=2
+        )
+        self._events = self._env.open_db(b"events")
+        self._global = self._env.open_db(b"global")
+        self._seqs = {}
+        with self._env.begin(db=self._global) as txn:
+            cursor = txn.cursor()
+            self._position = int.from_bytes(cursor.key(), "big") if cursor.last() else 0
+        self._lock = threading.Lock()
+
+    def append(self, conv_id: str, message: Message) -> None:
+        value = json.dumps(message, ensure_ascii=False).encode()
+        with self._lock:
+            self._commit([(conv_id.encode(), value, None)])
+
+    def close(self) -> None:
+        self._env.close()
+
+
 PEER_SYSTEMS: dict[str, Callable[[], PersistenceSystem]] = {
     "langgraph-sqlite": LangGraphSqlite,
     "eventsourcing-sqlite": EventsourcingSqlite,
@@ -458,4 +500,5 @@ PEER_SYSTEMS: dict[str, Callable[[], PersistenceSystem]] = {
     "lmdb-txn1": lambda: RawLmdb(batch=1),
     "lmdb-txn64": lambda: RawLmdb(batch=64),
     "lmdb-writer": LmdbWriter,
+    "lmdb-layout": LmdbLayout,
 }

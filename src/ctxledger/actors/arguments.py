@@ -44,6 +44,10 @@ __all__ = [
 ]
 
 
+#: What an iterable of messages must not be: one message, text, or a mapping.
+_NOT_A_BATCH = (Message, str, bytes, dict)
+
+
 def message_batch(messages: Any) -> tuple[Message, ...]:
     """Return ``messages`` (an iterable of :class:`~ctxledger.Message`) as a tuple.
 
@@ -51,12 +55,17 @@ def message_batch(messages: Any) -> tuple[Message, ...]:
         InvalidMessageError: It is not iterable (or is a single Message, text or a mapping), or
             an item is not a Message.
     """
-    if isinstance(messages, Message | str | bytes | dict) or not isinstance(messages, Iterable):
-        raise InvalidMessageError(f"expected a sequence of Messages, got {type(messages).__name__}")
-    try:
-        batch = tuple(messages)
-    except TypeError as exc:
-        raise InvalidMessageError(f"the messages cannot be iterated: {exc}") from None
+    if type(messages) is tuple:  # Session.append's own, and a caller's tuple: nothing to copy
+        batch = messages
+    else:
+        if isinstance(messages, _NOT_A_BATCH) or not isinstance(messages, Iterable):
+            raise InvalidMessageError(
+                f"expected a sequence of Messages, got {type(messages).__name__}"
+            )
+        try:
+            batch = tuple(messages)
+        except TypeError as exc:
+            raise InvalidMessageError(f"the messages cannot be iterated: {exc}") from None
     for message in batch:
         if not isinstance(message, Message):
             raise InvalidMessageError(f"expected a Message, got {type(message).__name__}")

@@ -8,10 +8,11 @@ from ctxledger.errors import InvalidArgumentError, InvalidMessageError
 from ctxledger.events.codec import encode_payload
 from ctxledger.events.types import EVENT_TYPES, Event, MessageAppended, ToolResultSynthesized
 from ctxledger.messages import check_metadata
-from ctxledger.storage.protocol import RecordedEvent, check_session_id
+from ctxledger.storage.protocol import AppendCallback, RecordedEvent, check_session_id
 
 __all__ = [
     "MAX_SEQ",
+    "RecordsCallback",
     "check_append",
     "check_bound",
     "check_limit",
@@ -169,6 +170,26 @@ def recorded_batch(
         )
         for index, event in enumerate(batch)
     ]
+
+
+class RecordsCallback:
+    """The group committer's callback for a :meth:`~ctxledger.storage.EventLog.submit` of
+    ``batch``: answers ``callback`` with the batch's records, or with the error.
+
+    A slotted object rather than a closure: a batch in flight keeps one object alive for the
+    cyclic collector, not a function and a cell per variable.
+    """
+
+    __slots__ = ("batch", "callback", "session_id")
+
+    def __init__(self, session_id: str, batch: Sequence[Event], callback: AppendCallback) -> None:
+        self.session_id, self.batch, self.callback = session_id, batch, callback
+
+    def __call__(self, outcome: tuple[int, int, float] | None, error: BaseException | None) -> None:
+        if error is not None or outcome is None:
+            self.callback(None, error)
+        else:
+            self.callback(recorded_batch(self.session_id, self.batch, *outcome), None)
 
 
 #: Events per :meth:`~ctxledger.storage.EventLog.read` when :func:`stream_events` streams.

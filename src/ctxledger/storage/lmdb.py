@@ -27,6 +27,7 @@ from ctxledger.errors import CorruptRecordError, LogLockedError, StorageError
 from ctxledger.events.codec import Codec, Deferred
 from ctxledger.events.types import Event
 from ctxledger.storage._checks import (
+    RecordsCallback,
     check_append,
     check_bound,
     check_page,
@@ -268,11 +269,7 @@ class LmdbEventLog:
         """
         batch = check_append(session_id, events, expected_seq)
 
-        def done(outcome: Any, error: BaseException | None) -> None:
-            if error is not None:
-                callback(None, error)
-            else:
-                callback(recorded_batch(session_id, batch, *outcome), None)
+        done = RecordsCallback(session_id, batch, callback)
 
         try:
             journal = self._journal()

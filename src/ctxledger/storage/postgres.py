@@ -66,6 +66,7 @@ from ctxledger.errors import (
 from ctxledger.events.codec import Codec
 from ctxledger.events.types import Event
 from ctxledger.storage._checks import (
+    RecordsCallback,
     check_append,
     check_bound,
     check_limit,
@@ -306,11 +307,7 @@ class PostgresEventLog:
         """
         op = self._append_op(session_id, events, expected_seq, fence)
 
-        def done(outcome: Any, error: BaseException | None) -> None:
-            if error is not None:
-                callback(None, error)
-            else:
-                callback(recorded_batch(session_id, op.events, *outcome), None)
+        done = RecordsCallback(session_id, op.events, callback)
 
         try:
             committer = self._submitter()
