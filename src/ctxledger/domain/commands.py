@@ -191,8 +191,12 @@ def append_messages(state: SessionState, command: AppendMessages) -> Outcome:
         InvalidMessageError: A message cannot be appended here; nothing of the batch is.
     """
     checked = state.check_append(command.messages)
-    events = [MessageAppended(message=message) for message in checked]  # the hot path: no genexpr
-    return Outcome(events=tuple(events), answer=[message.seq for message in checked])
+    events = []
+    seqs = []
+    for message in checked:  # the hot path: a loop makes no function objects
+        events.append(MessageAppended(message=message))
+        seqs.append(message.seq)
+    return Outcome(events=tuple(events), answer=seqs)
 
 
 def pin_message(state: SessionState, command: PinMessage) -> Outcome:

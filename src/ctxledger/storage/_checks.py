@@ -160,16 +160,18 @@ def recorded_batch(
     session_id: str, batch: Sequence[Event], first_seq: int, first_position: int, timestamp: float
 ) -> list[RecordedEvent]:
     """The records of an appended ``batch``: consecutive seqs and positions, one commit time."""
-    return [
-        RecordedEvent(
-            session_id=session_id,
-            seq=first_seq + index,
-            position=first_position + index,
-            timestamp=timestamp,
-            event=event,
+    records = []
+    for index, event in enumerate(batch):  # a loop: a comprehension makes a function, 4 cells
+        records.append(
+            RecordedEvent(
+                session_id=session_id,
+                seq=first_seq + index,
+                position=first_position + index,
+                timestamp=timestamp,
+                event=event,
+            )
         )
-        for index, event in enumerate(batch)
-    ]
+    return records
 
 
 class RecordsCallback:

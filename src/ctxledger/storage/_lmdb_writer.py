@@ -362,7 +362,10 @@ class LmdbWriter:
         except InvalidMessageError as exc:  # before any write: this append alone fails
             raise _OpFailed(exc) from exc
         frame = self._codec.frame
-        return [(frame(payload), len(payload)) for payload in payloads]
+        records = []
+        for payload in payloads:  # a loop: a comprehension makes a function and a cell a call
+            records.append((frame(payload), len(payload)))
+        return records
 
     def _snapshot(self, txn: lmdb.Transaction, op: SnapshotOp) -> None:
         number = self._number(txn, op.session_id)
