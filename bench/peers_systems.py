@@ -47,7 +47,7 @@ import queue
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Protocol, TypedDict
 
@@ -375,6 +375,15 @@ class LmdbWriter(_Folder):
     name = "lmdb-writer"
 
     def open(self, directory: Path) -> None:
+        self._open_layout(directory)
+        self._queue: queue.SimpleQueue[tuple[bytes, bytes, threading.Lock] | None] = (
+            queue.SimpleQueue()
+        )
+        self._thread = threading.Thread(target=self._run, name="lmdb-writer", daemon=True)
+        self._thread.start()
+
+    def _open_layout(self, directory: Path) -> None:
+        """Open raw ``lmdb`` with the two databases of ctxledger's layout."""
         import lmdb
 
         self.directory = directory
@@ -388,11 +397,6 @@ class LmdbWriter(_Folder):
         with self._env.begin(db=self._global) as txn:
             cursor = txn.cursor()
             self._position = int.from_bytes(cursor.key(), "big") if cursor.last() else 0
-        self._queue: queue.SimpleQueue[tuple[bytes, bytes, threading.Lock] | None] = (
-            queue.SimpleQueue()
-        )
-        self._thread = threading.Thread(target=self._run, name="lmdb-writer", daemon=True)
-        self._thread.start()
 
     def append(self, conv_id: str, message: Message) -> None:
         done = threading.Lock()
@@ -416,7 +420,7 @@ class LmdbWriter(_Folder):
             if stop:
                 return
 
-    def _commit(self, items: list[tuple[bytes, bytes, threading.Lock | None]]) -> None:
+    def _commit(self, items: Sequence[tuple[bytes, bytes, threading.Lock | None]]) -> None:
         with self._env.begin(write=True) as txn:
             for conv, value, _ in items:
                 seq = self._seqs.get(conv)
@@ -469,19 +473,7 @@ class LmdbLayout(LmdbWriter):
     name = "lmdb-layout"
 
     def open(self, directory: Path) -> None:
-        import lmdb
-
-        self.directory = directory
-        directory.mkdir(parents=True, exist_ok=True)
-        self._env = lmdb.open(
-            str(directory), map_size=16 << 30, sync=True, metasync=True, max_dbs=2
-        )
-        self._events = self._env.open_db(b"events")
-        self._global = self._env.open_db(b"global")
-        self._seqs = {}
-        with self._env.begin(db=self._global) as txn:
-            cursor = txn.cursor()
-            self._position = int.from_bytes(cursor.key(), "big") if cursor.last() else 0
+        self._open_layout(directory)
         self._lock = threading.Lock()
 
     def append(self, conv_id: str, message: Message) -> None:
