@@ -25,7 +25,8 @@ lmdb-writer       a floor, not a peer: the least a single-writer log costs in Py
                   waits; the writer commits everything queued in one transaction (the seq
                   and a global position, two puts, as ctxledger's layout), then wakes the
                   group's callers. No events, no checks, no actors: two thread hand-offs
-                  and one commit per append, what ctxledger's design cannot go under
+                  and one commit per append, what ctxledger's design cannot go under with
+                  many writers at once (a lone writer's appends skip the hand-offs)
 lmdb-layout       a floor, not a peer: ``lmdb-writer``'s layout (two puts a message) with
                   each message committed on the caller's thread, as ctxledger commits a
                   lone writer's append when its journal is idle (no hand-off at all; a
