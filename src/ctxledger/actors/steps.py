@@ -311,13 +311,18 @@ class DecisionSteps(HistoryBase):
         return None
 
 
+def _writes_idle(live: Live) -> bool:
+    """Whether the session has no batch in the journal or waiting for it: only then may events
+    be held for its next batch."""
+    return live.writing is None and not live.pending_writes
+
+
 def _holds(live: Live, events: tuple[Event, ...]) -> bool:
     """Whether the served view ``events`` may be held back: they are served views alone (no
-    compaction) and the session has no batch in the journal or waiting, nor views held."""
+    compaction), the session's writes are idle (:func:`_writes_idle`) and it holds no views."""
     return (
         bool(events)
-        and live.writing is None
-        and not live.pending_writes
+        and _writes_idle(live)
         and not live.held
         and all(type(event) is ViewServed for event in events)
     )
@@ -325,13 +330,8 @@ def _holds(live: Live, events: tuple[Event, ...]) -> bool:
 
 def _holds_outcome(live: Live, events: tuple[Event, ...]) -> bool:
     """Whether a background summary's outcome ``events`` may be held back: a prepared summary
-    alone, and the session has no batch in the journal or waiting."""
-    return (
-        len(events) == 1
-        and type(events[0]) is SummaryPrepared
-        and live.writing is None
-        and not live.pending_writes
-    )
+    alone, and the session's writes are idle (:func:`_writes_idle`)."""
+    return len(events) == 1 and type(events[0]) is SummaryPrepared and _writes_idle(live)
 
 
 def _abandoned(compaction_id: str) -> CompactionFailed:

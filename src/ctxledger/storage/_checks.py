@@ -188,10 +188,11 @@ class RecordsCallback:
         self.session_id, self.batch, self.callback = session_id, batch, callback
 
     def __call__(self, outcome: tuple[int, int, float] | None, error: BaseException | None) -> None:
-        if error is not None or outcome is None:
+        if error is not None:
             self.callback(None, error)
-        else:
-            self.callback(recorded_batch(self.session_id, self.batch, *outcome), None)
+            return
+        assert outcome is not None  # a committed op's outcome: (first seq, position, time)
+        self.callback(recorded_batch(self.session_id, self.batch, *outcome), None)
 
 
 #: Events per :meth:`~ctxledger.storage.EventLog.read` when :func:`stream_events` streams.
