@@ -14,6 +14,8 @@ A system that exceeds ``--budget`` seconds in a phase, or ``--disk-budget-gb`` o
 there and reports how far it got (LangGraph rewrites the whole state on every append, so it
 does not reach 20,000). Figures are reported absolutely and as ratios to ``ctxledger``.
 Beside it, ``ctxledger-log`` appends the same records through the storage alone (no runtime),
+``domain-layout`` is the floor of ctxledger's append semantics (the domain's decision, codec and
+fold around ``lmdb-layout``'s transaction, with no runtime and no log API),
 ``ctxledger-thread-summaries`` is the same host with ``summary_processes=0`` (the offline
 summariser's background summaries on the host's threads, as before stop 39), and
 ``ctxledger-no-background`` the same host with ``Config(prepare_threshold=0)`` (no summary
@@ -51,6 +53,7 @@ from typing import Any
 from peers_systems import (
     PEER_SYSTEMS,
     EventsourcingPostgres,
+    LmdbLayout,
     Message,
     PersistenceSystem,
     directory_bytes,
@@ -58,7 +61,10 @@ from peers_systems import (
 from pg_support import PgDatabases, available, table_bytes
 
 from ctxledger import Config, ContextOverflowError, Host, HostOptions, Session, ToolCall
+from ctxledger.domain import SessionState
+from ctxledger.domain.commands import AppendMessages, execute
 from ctxledger.events import MessageAppended, SessionOpened
+from ctxledger.events.codec import Codec, decode_payload, encode_payload
 from ctxledger.messages import Message as LedgerMessage
 from ctxledger.storage import LmdbEventLog
 from ctxledger.tooling.workload import take_messages
@@ -193,6 +199,52 @@ class CtxLedgerLogSystem:
 
     def bytes_on_disk(self) -> int:
         return directory_bytes(self.directory)
+
+
+class DomainLayout(LmdbLayout):
+    """A floor, not a peer: what any implementation of ctxledger's append does at least.
+
+    Per message, on the caller's thread: the domain's decision
+    (:func:`ctxledger.domain.commands.execute` of an ``AppendMessages``: the tool-call
+    bookkeeping, the seq), the event encoded and framed by ctxledger's codec, ``lmdb-layout``'s
+    transaction (two puts, ``sync=True``), then the event folded into the session's state. No
+    runtime (actors, journal, callbacks) and no log API (its checks, caches and counters):
+    ``ctxledger`` against this is what its runtime and its log add to a lone writer's append.
+    """
+
+    name = "domain-layout"
+
+    def open(self, directory: Path) -> None:
+        super().open(directory)
+        self._codec = Codec()
+        self._states: dict[str, SessionState] = {}
+
+    def append(self, conv_id: str, message: Message) -> None:
+        appended = from_dict(message)
+        with self._lock:
+            state = self._states.get(conv_id)
+            if state is None:
+                state = self._states[conv_id] = SessionState.new(conv_id, Config())
+                state.apply(SessionOpened(session_id=conv_id, config=Config(), created_at=0.0))
+            events = execute(state, AppendMessages(messages=(appended,))).events
+            frame, key = self._codec.frame, conv_id.encode()
+            self._commit([(key, frame(encode_payload(event)), None) for event in events])
+            for event in events:
+                state.apply(event)
+
+    def recover(self, conv_id: str) -> list[Message]:
+        prefix = conv_id.encode() + b"\x00"
+        messages = []
+        with self._env.begin() as txn:
+            cursor = txn.cursor(db=self._events)
+            if cursor.set_range(prefix):
+                for key, value in cursor:
+                    if not key.startswith(prefix):
+                        break
+                    event = decode_payload(self._codec.unframe(value))
+                    if isinstance(event, MessageAppended):
+                        messages.append(as_dict(event.message))
+        return messages
 
 
 class CtxLedgerPostgres(CtxLedgerSystem):
@@ -499,7 +551,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=300, help="seconds per phase per system")
     parser.add_argument("--disk-budget-gb", type=float, default=8)
     every = [BASELINE, "ctxledger-thread-summaries", "ctxledger-no-background", "ctxledger-log",
-             *PEER_SYSTEMS,
+             "domain-layout", *PEER_SYSTEMS,
              *(POSTGRES_SYSTEMS if available() else ())]  # fmt: skip
     parser.add_argument("--systems", default=",".join(every))
     parser.add_argument("--dir", type=Path, help="work folder (default: a temporary one, removed)")
@@ -512,6 +564,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "ctxledger-thread-summaries": CtxLedgerThreadSummaries,
         "ctxledger-no-background": CtxLedgerNoBackground,
         "ctxledger-log": CtxLedgerLogSystem,
+        "domain-layout": DomainLayout,
         **PEER_SYSTEMS,
     }
     chosen = [name.strip() for name in options.systems.split(",") if name.strip()]

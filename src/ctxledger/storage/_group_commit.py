@@ -68,9 +68,16 @@ _Answer = tuple[Any, Any, BaseException | None]  # a committed request and its o
 
 
 
-#: Per thread: whether its callback submissions are queued for the committer's thread even when
-#: the committer is idle (see :func:`queued_commits`).
-_thread = threading.local()
+class _ThreadFlags(threading.local):
+    """Per thread: whether its callback submissions are queued for the committer's thread even
+    when the committer is idle (see :func:`queued_commits`). A class default, not ``getattr``
+    with one: a lookup that misses raises and catches an ``AttributeError`` inside (~0.3 µs an
+    append)."""
+
+    queued = False
+
+
+_thread = _ThreadFlags()
 
 
 @contextlib.contextmanager
@@ -84,7 +91,7 @@ def queued_commits() -> Iterator[None]:
     group on the committer's thread. What is committed, and when its callback runs relative to
     the others, does not change.
     """
-    before = getattr(_thread, "queued", False)
+    before = _thread.queued
     _thread.queued = True
     try:
         yield
@@ -174,7 +181,7 @@ class GroupCommitter:
         if (
             self._inline
             and not self._outstanding
-            and not getattr(_thread, "queued", False)  # see queued_commits()
+            and not _thread.queued  # see queued_commits()
             and asyncio._get_running_loop() is None  # an event loop must not block on a commit
             and self._commit_inline(request)
         ):
