@@ -45,6 +45,10 @@ _log = get_logger(__name__)
 class Activation(HistoryBase):
     """Sessions coming and going on the history actor (see the module docstring)."""
 
+    #: The last eviction pass left the host above ``max_live`` (its states were in use): the
+    #: next pass runs even if this actor's count has not changed since.
+    _over_max = False
+
     def _on_loaded(self, message: Loaded) -> None:
         live = self._lives.get(message.session_id)
         rt = self._rt
@@ -186,6 +190,11 @@ class Activation(HistoryBase):
         rt = self._rt
         lives = self._lives
         counts = rt.live_counts
+        if ask_others and counts[self._number] == len(lives) and not self._over_max:
+            # Nothing changed here since a pass that left the host within max_live (every
+            # command and durable batch ends in a pass): another actor that grows evicts its
+            # own states first, then asks this one (``Evict``: ask_others False).
+            return
         counts[self._number] = len(lives)
         excess = sum(counts) - rt.max_live
         busy = 0
@@ -203,6 +212,7 @@ class Activation(HistoryBase):
                 lives.move_to_end(session_id)  # in use: look at it again later
                 busy += 1
         counts[self._number] = len(lives)
+        self._over_max = excess > 0
         if excess > 0 and ask_others:
             for number, ref in enumerate(rt.history):
                 if number != self._number and counts[number]:

@@ -117,11 +117,13 @@ class CallerRuns(HistoryBase):
         try:
             _acting.number = self._number
             taken = self._durables.hold()
-            self._on_durables(taken)
+            if taken:
+                self._on_durables(taken)
             self._handle(cast("HistoryMessage", command))  # one of the union's commands
             self._last_session = command.session_id
             taken = self._durables.take()
-            self._on_durables(taken)
+            if taken:
+                self._on_durables(taken)
             return True
         except BaseException as exc:  # the handlers contain every Exception: an interruption
             self._interrupted(command, taken, exc)

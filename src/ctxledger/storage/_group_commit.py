@@ -35,11 +35,10 @@ LMDB write transaction as its commit, the PostgreSQL log with a database transac
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from ctxledger._logging import get_logger
@@ -80,10 +79,9 @@ class _ThreadFlags(threading.local):
 _thread = _ThreadFlags()
 
 
-@contextlib.contextmanager
-def queued_commits() -> Iterator[None]:
-    """Queue this thread's callback submissions for the committer's thread within the block,
-    never committing one inline (``inline_when_idle``).
+def queued_commits() -> _QueuedCommits:
+    """Queue this thread's callback submissions for the committer's thread within the block
+    (``with queued_commits(): ...``), never committing one inline (``inline_when_idle``).
 
     For a submitter with more to submit right after (a history actor with commands waiting in
     its mailbox): committed inline, each of its batches would be a group of its own, the next
@@ -91,12 +89,22 @@ def queued_commits() -> Iterator[None]:
     group on the committer's thread. What is committed, and when its callback runs relative to
     the others, does not change.
     """
-    before = _thread.queued
-    _thread.queued = True
-    try:
-        yield
-    finally:
-        _thread.queued = before
+    return _QueuedCommits()
+
+
+class _QueuedCommits:
+    """The block of :func:`queued_commits` (a class, not a generator-based context manager: it
+    is entered once per batch a history actor submits with commands waiting)."""
+
+    __slots__ = ("_before",)
+
+    def __enter__(self) -> None:
+        self._before = _thread.queued
+        _thread.queued = True
+
+    def __exit__(self, *exc_info: object) -> None:
+        _thread.queued = self._before
+
 
 class GroupCommitter:
     """One thread that group-commits the ops submitted from many threads and event loops.
