@@ -232,19 +232,9 @@ class DomainLayout(LmdbLayout):
             for event in events:
                 state.apply(event)
 
-    def recover(self, conv_id: str) -> list[Message]:
-        prefix = conv_id.encode() + b"\x00"
-        messages = []
-        with self._env.begin() as txn:
-            cursor = txn.cursor(db=self._events)
-            if cursor.set_range(prefix):
-                for key, value in cursor:
-                    if not key.startswith(prefix):
-                        break
-                    event = decode_payload(self._codec.unframe(value))
-                    if isinstance(event, MessageAppended):
-                        messages.append(as_dict(event.message))
-        return messages
+    def _decode(self, value: bytes) -> Message | None:
+        event = decode_payload(self._codec.unframe(value))
+        return as_dict(event.message) if isinstance(event, MessageAppended) else None
 
 
 class CtxLedgerPostgres(CtxLedgerSystem):

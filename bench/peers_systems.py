@@ -452,8 +452,15 @@ class LmdbWriter(_Folder):
                 for key, value in cursor:
                     if not key.startswith(prefix):
                         break
-                    messages.append(json.loads(value))
+                    message = self._decode(value)
+                    if message is not None:
+                        messages.append(message)
         return messages
+
+    def _decode(self, value: bytes) -> Message | None:
+        """The message a stored value holds (None: a record that is not a message)."""
+        message: Message = json.loads(value)
+        return message
 
     def close(self) -> None:
         self._queue.put(None)
