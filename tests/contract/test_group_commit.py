@@ -277,6 +277,34 @@ def test_within_queued_commits_a_lone_submission_goes_to_the_committers_thread(
     assert backend.groups == [["a"], ["b"]]
 
 
+def test_queued_commits_nests_restores_on_error_and_is_per_thread(
+    inline: GroupCommitter, backend: Backend
+) -> None:
+    """The block's flag is the calling thread's alone, an inner block leaves the outer one in
+    force, and a block left by an exception ends it: a lone submission made after each is
+    committed where the flag in force says."""
+    answers: list[tuple[Any, Any, str]] = []
+    queued = threading.Event()
+    with queued_commits():
+        other: list[tuple[Any, Any, str]] = []
+        thread = threading.Thread(
+            target=lambda: inline.submit_callback("other", _recording(other)), name="other"
+        )
+        thread.start()
+        thread.join(30)
+        assert other == [("done:other", None, "other")]  # not in a block: inline, its thread
+        with queued_commits():
+            pass
+        inline.submit_callback("a", _recording(answers, queued))  # the outer block still holds
+        assert queued.wait(30)
+    assert answers == [("done:a", None, "test-committer")]
+    with pytest.raises(RuntimeError), queued_commits():
+        raise RuntimeError("left by an exception")
+    inline.submit_callback("b", _recording(answers))
+    assert answers[-1] == ("done:b", None, threading.current_thread().name)
+    assert backend.groups == [["other"], ["a"], ["b"]]
+
+
 def test_a_submission_from_an_event_loop_is_committed_by_the_committers_thread(
     inline: GroupCommitter, backend: Backend
 ) -> None:
