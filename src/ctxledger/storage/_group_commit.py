@@ -66,7 +66,6 @@ _STOP = object()
 _Answer = tuple[Any, Any, BaseException | None]  # a committed request and its outcome
 
 
-
 class _ThreadFlags(threading.local):
     """Per thread: whether its callback submissions are queued for the committer's thread even
     when the committer is idle (see :func:`queued_commits`). A class default, not ``getattr``

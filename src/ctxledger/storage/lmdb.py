@@ -268,15 +268,13 @@ class LmdbEventLog:
         ``callback`` called before this returns (one hand-off fewer for a lone writer).
         """
         batch = check_append(session_id, events, expected_seq)
-
-        done = RecordsCallback(session_id, batch, callback)
-
         try:
             journal = self._journal()
         except StorageError as exc:
             callback(None, exc)
             return
-        journal.submit_callback(AppendOp(session_id, expected_seq, batch), done)
+        op = AppendOp(session_id, expected_seq, batch)
+        journal.submit_callback(op, RecordsCallback(session_id, batch, callback))
 
     def save_snapshot(self, session_id: str, seq: int, data: bytes) -> None:
         """Store a checksummed snapshot taken after event ``seq`` of ``session_id``.

@@ -306,15 +306,12 @@ class PostgresEventLog:
         ``callback`` runs on the writer's thread, with the other answers of the group commit.
         """
         op = self._append_op(session_id, events, expected_seq, fence)
-
-        done = RecordsCallback(session_id, op.events, callback)
-
         try:
             committer = self._submitter()
         except StorageError as exc:
             callback(None, exc)
             return
-        committer.submit_callback(op, done)
+        committer.submit_callback(op, RecordsCallback(session_id, op.events, callback))
 
     def save_snapshot(self, session_id: str, seq: int, data: bytes) -> None:
         """Store a checksummed snapshot taken after event ``seq`` of ``session_id``.
