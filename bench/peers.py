@@ -15,7 +15,10 @@ there and reports how far it got (LangGraph rewrites the whole state on every ap
 does not reach 20,000). Figures are reported absolutely and as ratios to ``ctxledger``.
 Beside it, ``ctxledger-log`` appends the same records through the storage alone (no runtime),
 ``domain-layout`` is the floor of ctxledger's append semantics (the domain's decision, codec and
-fold around ``lmdb-layout``'s transaction, with no runtime and no log API),
+fold around ``lmdb-layout``'s transaction, with no runtime and no log API), ``domain-log`` the
+same decision and fold around ctxledger's own log (``LmdbEventLog.submit``, as the history actor
+uses it; the floor of the 64-conversation phase, where ``domain-layout`` commits one transaction
+an append),
 ``ctxledger-thread-summaries`` is the same host with ``summary_processes=0`` (the offline
 summariser's background summaries on the host's threads, as before stop 39), and
 ``ctxledger-no-background`` the same host with ``Config(prepare_threshold=0)`` (no summary
@@ -235,6 +238,63 @@ class DomainLayout(LmdbLayout):
     def _decode(self, value: bytes) -> Message | None:
         event = decode_payload(self._codec.unframe(value))
         return as_dict(event.message) if isinstance(event, MessageAppended) else None
+
+
+class DomainLog(CtxLedgerLogSystem):
+    """A floor, not a peer: ctxledger's append without its runtime.
+
+    Per message, on the caller's thread: the domain's decision
+    (:func:`ctxledger.domain.commands.execute` of an ``AppendMessages``), the batch handed to
+    ``LmdbEventLog.submit`` as the history actor hands it (committed on this thread when the
+    journal is idle, else in the journal's next group commit), then, once it is durable, its
+    events folded into the session's state. No actors, no mailbox, no ``Session``: one thread
+    per conversation is the single writer of its state. ``ctxledger`` against this is what its
+    runtime adds; this against ``ctxledger-log``, what the domain's decision and fold add.
+    """
+
+    name = "domain-log"
+
+    def open(self, directory: Path) -> None:
+        super().open(directory)
+        self.states: dict[str, SessionState] = {}
+
+    def append(self, conv_id: str, message: Message) -> None:
+        appended = from_dict(message)
+        state = self.states.get(conv_id)
+        if state is None:
+            with self.lock:  # one writer thread per conversation: only the first append races
+                opened = SessionOpened(session_id=conv_id, config=Config(), created_at=time.time())
+                self.log.append(conv_id, [opened], expected_seq=0)
+                state = SessionState.new(conv_id, Config())
+                state.apply(opened)
+                self.seqs[conv_id] = 1
+                self.states[conv_id] = state
+        events = execute(state, AppendMessages(messages=(appended,))).events
+        durable = _Durable()
+        self.log.submit(conv_id, events, expected_seq=self.seqs[conv_id], callback=durable)
+        for record in durable.wait():
+            state.apply(record.event)
+        self.seqs[conv_id] += len(events)
+
+
+class _Durable:
+    """The answer of one ``submit``: ``wait`` returns its records once the callback gave them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self._records: Any = None
+        self._error: BaseException | None = None
+
+    def __call__(self, records: Any, error: BaseException | None) -> None:
+        self._records, self._error = records, error
+        self._lock.release()
+
+    def wait(self) -> Any:
+        self._lock.acquire()
+        if self._error is not None:
+            raise self._error
+        return self._records
 
 
 class CtxLedgerPostgres(CtxLedgerSystem):
@@ -541,7 +601,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=300, help="seconds per phase per system")
     parser.add_argument("--disk-budget-gb", type=float, default=8)
     every = [BASELINE, "ctxledger-thread-summaries", "ctxledger-no-background", "ctxledger-log",
-             "domain-layout", *PEER_SYSTEMS,
+             "domain-log", "domain-layout", *PEER_SYSTEMS,
              *(POSTGRES_SYSTEMS if available() else ())]  # fmt: skip
     parser.add_argument("--systems", default=",".join(every))
     parser.add_argument("--dir", type=Path, help="work folder (default: a temporary one, removed)")
@@ -554,6 +614,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "ctxledger-thread-summaries": CtxLedgerThreadSummaries,
         "ctxledger-no-background": CtxLedgerNoBackground,
         "ctxledger-log": CtxLedgerLogSystem,
+        "domain-log": DomainLog,
         "domain-layout": DomainLayout,
         **PEER_SYSTEMS,
     }

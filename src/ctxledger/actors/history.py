@@ -121,6 +121,7 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes, CallerRun
 
     def on_start(self) -> None:
         """Offer the actor's idle time to blocking callers (see :mod:`ctxledger.actors.inline`)."""
+        self._thread_id = threading.get_ident()
         self._rt.instances[self._number] = self
 
     def on_receive(self, message: HistoryMessage) -> None:

@@ -140,6 +140,28 @@ class DurableBox:
             self._told = True
         actor.tell(_READY)
 
+    def post_quiet(self, durable: Durable) -> None:
+        """Keep ``durable`` without telling the actor: its caller folds it (or has the actor
+        told) before it goes on, see :meth:`~ctxledger.actors.inline.CallerRuns.fold_posted`."""
+        with self._lock:
+            self._items.append(durable)
+
+    def waiting(self) -> bool:
+        """Whether batches wait to be taken (a glance, without the lock)."""
+        return bool(self._items)
+
+    def tell_unless_told(self, actor: HistoryRef) -> None:
+        """Tell the actor of the batches waiting, unless it was told since it last took them.
+
+        Raises:
+            pykka.ActorDeadError: The actor is gone (its batches are of no use any more).
+        """
+        with self._lock:
+            if self._told or not self._items:
+                return
+            self._told = True
+        actor.tell(_READY)
+
     def take(self) -> list[Durable]:
         """The batches posted since the last take, oldest first (for ``DurablesReady``)."""
         with self._lock:
@@ -180,6 +202,7 @@ class HistoryBase(pykka.ThreadingActor):
     _reactive: dict[str, list[str]]
     _tokens: int  # the last write token handed out
     _durables: DurableBox  # the journal's durable batches, waiting for the actor
+    _thread_id: int = 0  # the ident of the actor's own thread (set as it starts)
 
     @property
     def _me(self) -> HistoryRef:

@@ -43,7 +43,7 @@ from ctxledger.actors import lifecycle
 from ctxledger.actors._host_base import HostActors, HostBase
 from ctxledger.actors.arguments import check_config, check_flag, check_host_objects
 from ctxledger.actors.history import HistoryActor, HistoryActorProxy
-from ctxledger.actors.messages import Command, Fork, Open
+from ctxledger.actors.messages import Command, Execute, Fork, Open
 from ctxledger.actors.options import (
     HostOptions,
     LegacyHostKeywords,
@@ -374,5 +374,17 @@ class Host(HostBase):
     def _call(self, session_id: str, command: Command) -> Any:
         reply = command.reply
         assert isinstance(reply, Waiter)
-        self._submit(session_id, command, wait=True)
-        return reply.wait()
+        # A command that records without serving a view (an append, a pin, usage...) folds
+        # its own batch (see fold_posted); a step's or a view's batch is the actor's to fold,
+        # beside the caller (what a view's fold starts is the actor's work, not the caller's).
+        reply.folds = type(command) is Execute
+        try:
+            self._submit(session_id, command, wait=True)
+            return reply.wait()
+        finally:
+            # The batch the answer came with was posted without waking the history actor: fold
+            # it here, or have the actor told, before this thread goes on (see fold_posted).
+            reply.abandoned = True
+            actor = reply.posted_to
+            if actor is not None:
+                actor.fold_posted()

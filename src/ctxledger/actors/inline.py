@@ -25,6 +25,14 @@ durable batches the journal published before it (posted in the actor's
 the mailbox by the actor's thread and waiting for the lock) are folded first. A message that
 arrives meanwhile is handled after it, as if it had arrived after the command.
 
+A blocking caller's recording command (an ``Execute``: an append, a pin, usage...) whose batch
+the journal's thread committed (other batches were outstanding) is folded on the caller's thread
+as well, once its answer came and before it goes on (:meth:`CallerRuns.fold_posted`): the
+journal posts such a batch without telling the actor, so under many writers the actor's thread
+is not woken, nor the GIL handed to it, to fold every few batches. A step's batch (what its fold
+starts is the actor's work), a failed one and one the actor committed on its own thread stay the
+actor's to fold.
+
 An async caller's command is carried out on its event loop's thread the same way, but only if
 the actor is idle at once (it never waits for the actor's own work), and its batch is never
 committed there: the group committer leaves a submission made on a thread that runs an event
@@ -34,8 +42,11 @@ task as it would have through the mailbox.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import cast
+
+import pykka
 
 from ctxledger.actors.failures import internal, log_failure
 from ctxledger.actors.history_base import HistoryBase
@@ -43,14 +54,21 @@ from ctxledger.actors.messages import Command, Durable, HistoryMessage
 
 __all__ = ["CallerRuns", "acting_for"]
 
-_acting = threading.local()
+class _Acting(threading.local):
+    """Per thread: the number of the history actor whose work it is doing in its place (a class
+    default, not ``getattr`` with one: a lookup that misses raises and catches inside)."""
+
+    number: int | None = None
+
+
+_acting = _Acting()
 
 
 def acting_for() -> int | None:
     """The number of the history actor whose command this thread is carrying out in its place
     (None on any other thread, the actors' own included): what a thread is doing, for logs and
     tests that tell the actors' work from the callers'."""
-    return getattr(_acting, "number", None)
+    return _acting.number
 
 
 class CallerRuns(HistoryBase):
@@ -132,6 +150,49 @@ class CallerRuns(HistoryBase):
             _acting.number = None
             self._exclusive.release()
 
+    def fold_posted(self) -> None:
+        """Fold the durable batches waiting in the actor's box on this thread, unless another
+        thread holds the actor's lock (then the actor is told, ``DurablesReady``, as the
+        journal would have told it).
+
+        Called by a blocking caller once its answer came (``Host._call``): the journal posts
+        the durable batch of such a caller without waking the actor's thread
+        (:meth:`~ctxledger.actors.history_base.DurableBox.post_quiet`), which saves that thread
+        a wake-up and the GIL a hand-off a batch. No batch is left unfolded: the journal posts
+        the batch, then names the actor on the caller's reply slot (``Waiter.posted_to``), then
+        tells the actor itself if the caller no longer waits (``Waiter.abandoned``); the caller
+        marks itself so, then calls this if an actor is named: whichever comes second sees the
+        other's mark. Nor is the caller's next command ahead of its batch: this returns once
+        the batch is folded or the actor told, and a command goes behind that message.
+
+        Folding here is folding early, not out of order: the box is a channel of its own, its
+        batches are folded in the order posted, always under the actor's lock, by whichever
+        thread takes them first (the actor's on ``DurablesReady``, a command carried out here
+        before it starts, this); taking them before the actor's thread had its turn
+        (``_wanted``) spares it that work. On a thread already carrying out a command of this
+        actor (a nested call) nothing is folded: that command takes them when it ends.
+        """
+        box = self._durables
+        if not box.waiting():  # taken already by whoever came first (it folds them)
+            return
+        if _acting.number is None and not self._stopped and self._exclusive.acquire(False):
+            taken: list[Durable] = []
+            try:
+                if not self._stopped:
+                    _acting.number = self._number
+                    taken = box.take()
+                    if taken:
+                        self._on_durables(taken)
+                    return
+            except BaseException as exc:  # the handlers contain every Exception: see run_inline
+                self._interrupted(None, taken, exc)
+                raise
+            finally:
+                _acting.number = None
+                self._exclusive.release()
+        with contextlib.suppress(pykka.ActorDeadError):  # gone: its batches are of no use
+            box.tell_unless_told(self.actor_ref)
+
     def _turn(self, session_id: str, wait: bool = True) -> bool:
         """Take the actor's lock for a command of this thread, if it is the command's turn.
 
@@ -165,15 +226,23 @@ class CallerRuns(HistoryBase):
                 finally:
                     self._waiting -= 1
 
-    def _interrupted(self, command: Command, taken: list[Durable], exc: BaseException) -> None:
+    def _interrupted(
+        self, command: Command | None, taken: list[Durable], exc: BaseException
+    ) -> None:
         """A ``KeyboardInterrupt`` (or another ``BaseException``) raised in the caller's thread
         while it carried ``command`` out: the sessions it may have left half-updated (the
         command's, and those of the batches it was folding) start over from the log, and the
-        batches it took go back to the actor. On the actor's own thread this cannot happen."""
-        error = internal(f"interrupted while carrying out {type(command).__name__}: {exc!r}", exc)
+        batches it took go back to the actor. On the actor's own thread this cannot happen.
+        ``command`` None: the thread was folding the batches of its answer
+        (:meth:`fold_posted`)."""
+        doing = "the batches of its answer" if command is None else type(command).__name__
+        error = internal(f"interrupted while carrying out {doing}: {exc!r}", exc)
+        sessions = {durable.session_id for durable in taken}
+        if command is not None:
+            sessions.add(command.session_id)
         try:
             self._durables.unhold(self.actor_ref, taken)
-            for session_id in {command.session_id, *(durable.session_id for durable in taken)}:
+            for session_id in sessions:
                 live = self._lives.get(session_id)
                 if live is not None and live.state is not None:
                     self._restart(live, error)

@@ -21,11 +21,19 @@ __all__ = ["LoopWaiter", "Reply", "Waiter"]
 class Waiter:
     """The reply slot of a caller that blocks its thread until the answer comes."""
 
-    __slots__ = ("_done", "_once", "error", "value")
+    __slots__ = ("_done", "_once", "abandoned", "error", "folds", "posted_to", "value")
 
     def __init__(self) -> None:
         self.value: Any = None
         self.error: BaseException | None = None
+        #: The caller folds the durable batch its answer comes with, or has the actor told
+        #: (:meth:`~ctxledger.actors.inline.CallerRuns.fold_posted`): set by the caller before
+        #: it hands its command over.
+        self.folds = False
+        #: The history actor whose box holds that batch, posted without telling the actor (set
+        #: before the answer), and whether the caller no longer waits (the poster then tells it).
+        self.posted_to: Any = None
+        self.abandoned = False
         self._done = threading.Lock()
         self._done.acquire()
         self._once = [True]  # popped by the first answer (``list.pop`` is atomic)

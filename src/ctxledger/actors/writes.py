@@ -26,6 +26,7 @@ actor once, not 30 times.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -38,7 +39,7 @@ from ctxledger.actors.history_base import HistoryBase
 from ctxledger.actors.live import Live, Op, Write, fail
 from ctxledger.actors.messages import Committed, Durable, SaveSnapshot
 from ctxledger.actors.recordable import check_recordable
-from ctxledger.actors.waiters import Reply
+from ctxledger.actors.waiters import Reply, Waiter
 from ctxledger.domain import SessionState, background_on
 from ctxledger.errors import LeaseLostError, VersionConflictError
 from ctxledger.events import ConfigChanged, Event, ViewServed
@@ -261,10 +262,11 @@ class _Committed:
     not one per variable.
     """
 
-    __slots__ = ("box", "budget", "me", "observe", "pressure", "reply", "session_id", "token",
-                 "told", "value")  # fmt: skip
+    __slots__ = ("actor", "box", "budget", "me", "observe", "pressure", "reply", "session_id",
+                 "token", "told", "value")  # fmt: skip
 
     def __init__(self, actor: Writes, session_id: str, write: Write) -> None:
+        self.actor = actor
         self.box, self.me, self.budget = actor._durables, actor._me, actor._rt.budget
         self.observe = actor._rt.on_commit
         self.session_id, self.token, self.pressure = session_id, write.token, write.pressure
@@ -275,8 +277,27 @@ class _Committed:
 
     def __call__(self, records: list[RecordedEvent] | None, error: BaseException | None) -> None:
         session_id = self.session_id
-        try:  # noqa: SIM105 (no context manager made per batch on the write path)
-            self.box.post(Durable(session_id, self.token, records, error), self.me)
+        reply = self.reply
+        durable = Durable(session_id, self.token, records, error)
+        try:
+            if (
+                error is None
+                and type(reply) is Waiter
+                and reply.folds
+                and threading.get_ident() != self.actor._thread_id
+            ):
+                # Its caller folds it before it goes on (CallerRuns.fold_posted): the actor's
+                # thread is not woken for it. Not when this is the actor's thread (committed
+                # there, the journal idle): awake, it folds the batch while the caller wakes.
+                # Nor a failed batch: what the failure undoes is the actor's to undo. The order
+                # of these three steps, and of the caller's (abandoned, then posted_to), leaves
+                # no batch unfolded.
+                self.box.post_quiet(durable)
+                reply.posted_to = self.actor
+                if reply.abandoned:  # the caller left without its answer: the actor folds it
+                    self.box.tell_unless_told(self.me)
+            else:
+                self.box.post(durable, self.me)
         except pykka.ActorDeadError:  # the actor is gone: its batches are of no use any more
             pass
         if records:
@@ -290,7 +311,6 @@ class _Committed:
                 )
             if self.observe is not None:
                 _observed(self.observe, session_id, records)
-        reply = self.reply
         if reply is not None:
             reply.resolve(self.value if error is None else None, error)
 
