@@ -70,9 +70,7 @@ def test_an_appends_batch_committed_by_the_journal_is_folded_by_its_caller(
     assert [m.content for m in session.history()] == ["first", "m0", "m1", "m2"]
 
 
-def test_a_steps_batch_is_folded_by_the_actor(
-    host: Host, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_steps_batch_is_folded_by_the_actor(host: Host, monkeypatch: pytest.MonkeyPatch) -> None:
     """A step serves a view: what folding its batch may start (a summary prepared ahead, a
     snapshot) is the actor's work, on its own thread, beside the caller."""
     session = host.session("s")

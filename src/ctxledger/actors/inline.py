@@ -54,6 +54,7 @@ from ctxledger.actors.messages import Command, Durable, HistoryMessage
 
 __all__ = ["CallerRuns", "acting_for"]
 
+
 class _Acting(threading.local):
     """Per thread: the number of the history actor whose work it is doing in its place (a class
     default, not ``getattr`` with one: a lookup that misses raises and catches inside)."""
