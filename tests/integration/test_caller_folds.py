@@ -1,8 +1,8 @@
 """A blocking caller's recording command (an append, a pin, usage...) whose batch the journal's
 thread committed is folded on the caller's thread before it goes on (``CallerRuns.fold_posted``),
 not by waking the history actor's; a step's batch stays the actor's to fold; a caller that stops
-waiting leaves its batch to the actor; an interruption in the middle of that fold costs the
-session nothing."""
+waiting leaves its batch to the actor (an interruption in the middle of that fold:
+``test_inline_commands``)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_inline_commands import QUIET, _Interrupt, _owner, _until_idle
+from test_inline_commands import QUIET, _owner, _until_idle
 
 from ctxledger import Host, Message
 from ctxledger.actors.messages import Execute
 from ctxledger.actors.waiters import Waiter
 from ctxledger.actors.writes import Writes
 from ctxledger.domain.commands import AppendMessages
-from ctxledger.replay import verify
 from ctxledger.storage import open_log, queued_commits
 from guards import call_in_thread
 
@@ -41,6 +40,14 @@ def _folds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(Writes, "_fold", fold)
     return threads
+
+
+def _append(text: str, *, abandoned: bool = False) -> tuple[Waiter, Execute]:
+    """An append's command as ``Host._call`` hands it over, with its reply slot."""
+    reply = Waiter()
+    reply.folds = True
+    reply.abandoned = abandoned  # (as Host._call marks itself when its wait is interrupted)
+    return reply, Execute("s", reply, AppendMessages(messages=(Message.user(text),)))
 
 
 def _thread_of(actor: Any) -> str:
@@ -96,9 +103,7 @@ def test_a_batch_the_actor_committed_on_its_own_thread_is_folded_there(
     actor = _owner(host, "s")
     _until_idle(actor)
     folds = _folds(monkeypatch)
-    reply = Waiter()
-    reply.folds = True
-    command = Execute("s", reply, AppendMessages(messages=(Message.user("second"),)))
+    reply, command = _append("second")
     with actor._exclusive:  # as if the actor were handling a message: the command takes the
         # mailbox (the lock is reentrant: the submission is made on another thread)
         call_in_thread(lambda: host._submit("s", command, wait=True))
@@ -119,10 +124,7 @@ def test_a_caller_that_stops_waiting_leaves_its_batch_to_the_actor(
     actor = _owner(host, "s")
     _until_idle(actor)
     folds = _folds(monkeypatch)
-    reply = Waiter()
-    reply.folds = True
-    reply.abandoned = True  # as Host._call marks itself when its wait is interrupted
-    command = Execute("s", reply, AppendMessages(messages=(Message.user("second"),)))
+    reply, command = _append("second", abandoned=True)
     with queued_commits():
         host._submit("s", command, wait=True)
     assert reply.wait() == [2]
@@ -131,33 +133,3 @@ def test_a_caller_that_stops_waiting_leaves_its_batch_to_the_actor(
     assert not actor._durables.waiting()
     assert folds == [_thread_of(actor)]
     assert [m.content for m in session.history()] == ["first", "second"]
-
-
-def test_an_interruption_while_the_caller_folds_restarts_the_session_from_its_log(
-    host: Host, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Interrupted while folding its batch after the answer came: the caller sees the
-    interruption, the batch is in the log once, the session starts over from the log and goes
-    on, and the log verifies."""
-    session = host.session("s")
-    session.append_many([Message.user("one"), Message.assistant("two")])
-    _until_idle(_owner(host, "s"))
-    real = Writes._fold
-    armed = [True]
-
-    def interrupted(self: Writes, *args: Any, **kwargs: Any) -> None:
-        if armed and threading.current_thread() is threading.main_thread():
-            armed.clear()
-            raise _Interrupt
-        real(self, *args, **kwargs)
-
-    monkeypatch.setattr(Writes, "_fold", interrupted)
-    with queued_commits(), pytest.raises(_Interrupt):
-        session.append(Message.user("three"))
-    assert not armed, "the fold did not run on the caller's thread"
-    after = call_in_thread(lambda: session.append(Message.assistant("four")))
-    assert after == 4
-    assert [m.content for m in session.history()] == ["one", "two", "three", "four"]
-    assert [m.seq for m in session.history()] == [1, 2, 3, 4]
-    host.close()
-    assert verify(tmp_path / "db").ok

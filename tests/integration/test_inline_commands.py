@@ -4,6 +4,7 @@ mailbox otherwise; an interruption in the middle of one costs the session nothin
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ from ctxledger.actors.history import HistoryActor
 from ctxledger.actors.messages import Evict
 from ctxledger.actors.writes import Writes
 from ctxledger.replay import verify
-from ctxledger.storage import open_log
+from ctxledger.storage import open_log, queued_commits
 from ctxledger.storage.journal import Journal
 from guards import LogWriters, call_in_thread
 
@@ -152,15 +153,21 @@ class _Interrupt(BaseException):
     """Stands for a KeyboardInterrupt raised in the caller's thread."""
 
 
+@pytest.mark.parametrize("committed_by", ["caller", "journal"])
 def test_an_interruption_mid_command_restarts_the_session_from_its_log(
-    host: tuple[Host, LogWriters], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    host: tuple[Host, LogWriters],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    committed_by: str,
 ) -> None:
-    """Interrupted while folding its own durable batch on the caller's thread: the caller sees
-    the interruption, the batch is in the log once, the session starts over from the log and
-    goes on, and the log verifies."""
+    """Interrupted while folding its own durable batch on the caller's thread (committed there,
+    in the command; or by the journal's thread, once the answer came: ``fold_posted``): the
+    caller sees the interruption, the batch is in the log once, the session starts over from
+    the log and goes on, and the log verifies."""
     opened, _ = host
     session = opened.session("s")
     session.append_many([Message.user("one"), Message.assistant("two")])
+    _until_idle(_owner(opened, "s"))
     real = Writes._fold
     armed = [True]
 
@@ -171,7 +178,8 @@ def test_an_interruption_mid_command_restarts_the_session_from_its_log(
         real(self, *args, **kwargs)
 
     monkeypatch.setattr(Writes, "_fold", interrupted)
-    with pytest.raises(_Interrupt):
+    queued = queued_commits() if committed_by == "journal" else contextlib.nullcontext()
+    with queued, pytest.raises(_Interrupt):
         session.append(Message.user("three"))
     assert not armed, "the fold did not run on the caller's thread"
     after = call_in_thread(lambda: session.append(Message.assistant("four")))
