@@ -64,6 +64,7 @@ from peers_systems import (
 from pg_support import PgDatabases, available, table_bytes
 
 from ctxledger import Config, ContextOverflowError, Host, HostOptions, Session, ToolCall
+from ctxledger.actors.waiters import Waiter
 from ctxledger.domain import SessionState
 from ctxledger.domain.commands import AppendMessages, execute
 from ctxledger.events import MessageAppended, SessionOpened
@@ -270,31 +271,11 @@ class DomainLog(CtxLedgerLogSystem):
                 self.seqs[conv_id] = 1
                 self.states[conv_id] = state
         events = execute(state, AppendMessages(messages=(appended,))).events
-        durable = _Durable()
-        self.log.submit(conv_id, events, expected_seq=self.seqs[conv_id], callback=durable)
+        durable = Waiter()  # the runtime's reply slot, alone: its resolve is the log's callback
+        self.log.submit(conv_id, events, expected_seq=self.seqs[conv_id], callback=durable.resolve)
         for record in durable.wait():
             state.apply(record.event)
         self.seqs[conv_id] += len(events)
-
-
-class _Durable:
-    """The answer of one ``submit``: ``wait`` returns its records once the callback gave them."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._lock.acquire()
-        self._records: Any = None
-        self._error: BaseException | None = None
-
-    def __call__(self, records: Any, error: BaseException | None) -> None:
-        self._records, self._error = records, error
-        self._lock.release()
-
-    def wait(self) -> Any:
-        self._lock.acquire()
-        if self._error is not None:
-            raise self._error
-        return self._records
 
 
 class CtxLedgerPostgres(CtxLedgerSystem):
