@@ -102,7 +102,7 @@ class SessionBase:
         return await self._acall(Decide(self.id, loop_reply(), request, reactive, defer_record))
 
     def _execute(self, command: DomainCommand) -> Any:
-        return self._call(Execute(self.id, Waiter(), command))
+        return self._host._call(self.id, Execute(self.id, Waiter(), command))
 
     async def _aexecute(self, command: DomainCommand) -> Any:
         return await self._acall(Execute(self.id, loop_reply(), command))

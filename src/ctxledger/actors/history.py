@@ -22,10 +22,11 @@ The journal answers a caller directly when a request's last batch is durable (af
 actor, so the caller's next request always finds the batch folded): an append costs one hand-off
 to the actor, one to the journal, and the journal's wake-up of the caller.
 
-This module holds the mailbox, the supervision and the command queue of each session; the rest
-of the actor is in mixins by concern (:mod:`~ctxledger.actors.history_base`): the write path
-(:mod:`~ctxledger.actors.writes`), the step (:mod:`~ctxledger.actors.steps`), what budget asks
-of a session (:mod:`~ctxledger.actors.background`), sessions coming and going (``activation``).
+This module holds the mailbox and the supervision; the rest of the actor is in mixins by concern
+(:mod:`~ctxledger.actors.history_base`): the command queue of each session
+(:mod:`~ctxledger.actors.command_queue`), the write path (:mod:`~ctxledger.actors.writes`), the
+step (:mod:`~ctxledger.actors.steps`), what budget asks of a session
+(:mod:`~ctxledger.actors.background`), sessions coming and going (``activation``).
 """
 
 from __future__ import annotations
@@ -41,10 +42,11 @@ from pykka.typing import ActorMemberMixin, proxy_method
 from ctxledger._logging import get_logger
 from ctxledger.actors.activation import Activation
 from ctxledger.actors.background import BackgroundSteps
+from ctxledger.actors.command_queue import CommandQueue
 from ctxledger.actors.failures import hand_to, internal, log_failure, stranded_commands
 from ctxledger.actors.history_base import DurableBox, Runtime
 from ctxledger.actors.inline import CallerRuns
-from ctxledger.actors.live import Live, Op, fail, fail_work
+from ctxledger.actors.live import Live, fail, fail_work
 from ctxledger.actors.messages import (
     Command,
     Decide,
@@ -58,7 +60,6 @@ from ctxledger.actors.messages import (
     Fork,
     HistoryMessage,
     LeaseLost,
-    Load,
     Loaded,
     Measure,
     Open,
@@ -67,32 +68,21 @@ from ctxledger.actors.messages import (
     Release,
     Settle,
     Settled,
-    Settling,
     SummaryDone,
-    answer_query,
 )
 from ctxledger.actors.steps import DecisionSteps
-from ctxledger.actors.waiters import Reply
 from ctxledger.actors.writes import Writes
-from ctxledger.domain import background_on
 from ctxledger.domain.commands import (
-    AppendMessages,
-    Configure,
-    ReportUsage,
-    execute,
     overflow_message,
 )
-from ctxledger.domain.commands import Command as DomainCommand
-from ctxledger.errors import CtxLedgerError, HostClosedError, SessionExistsError
+from ctxledger.errors import CtxLedgerError, HostClosedError
 
 __all__ = ["HistoryActor", "HistoryActorProxy", "Runtime", "overflow_message"]
 
 _log = get_logger(__name__)
-#: Commands after which the session's token pressure is looked at (they add to the estimate).
-_PRESSURE = frozenset({AppendMessages, ReportUsage, Configure})
 
 
-class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes, CallerRuns):
+class HistoryActor(Activation, BackgroundSteps, DecisionSteps, CommandQueue, Writes, CallerRuns):
     """Owns a share of a host's sessions; see the module docstring.
 
     Args:
@@ -106,6 +96,7 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes, CallerRun
 
     def __init__(self, runtime: Runtime[HistoryActor], number: int) -> None:
         super().__init__()
+        self._me = self.actor_ref
         self._rt = runtime
         self._number = number
         # The outcome of each reactive attempt used since a session's last append or usage
@@ -298,100 +289,6 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, Writes, CallerRun
     def live_sessions(self) -> list[str]:
         """Return the ids of the session states in memory, least recently used first."""
         return list(self._lives)
-
-    def _on_command(self, command: Command) -> None:
-        live = self._lives.get(command.session_id)
-        if live is None:
-            live = self._lives[command.session_id] = Live(command.session_id)
-            self._rt.projection.load(Load(command.session_id, self.actor_ref))
-        else:
-            self._lives.move_to_end(command.session_id)
-        live.queue.append(command)
-        self._pump(live)
-
-    def _pump(self, live: Live) -> None:
-        """Start the queued commands of ``live`` while nothing is in progress."""
-        while live.state is not None and live.op is None and live.writing is None and live.queue:
-            if live.held and not isinstance(live.queue[0], Execute | Decide | Open):
-                self._flush_held(live)  # a command that writes nothing: the views go first
-                continue
-            command = live.queue.popleft()
-            try:
-                self._start(live, command)
-            except Exception as exc:  # the caller's bad input (validation) fails only the caller
-                if live.op is not None and live.op.command is command:
-                    live.op = None
-                if not isinstance(exc, CtxLedgerError):
-                    log_failure("request_failed", exc, actor=self._number, session_id=live.id)
-                    exc = internal(f"session {live.id!r}: {type(command).__name__}: {exc!r}", exc)
-                fail(command.reply, exc)
-        if live.op is None and live.writing is None and live.prepare_pending:
-            live.prepare_pending = False
-            self._prepare(live)
-        if live.settle_replies and self._settled(live):
-            if live.held:  # wait_background: answered once what the background made is recorded
-                self._flush_held(live)
-            else:
-                replies, live.settle_replies = live.settle_replies, []
-                for reply in replies:
-                    reply.resolve(None)
-        self._evict()
-
-    def _start(self, live: Live, command: Command) -> None:
-        state = live.state
-        assert state is not None
-        match command:
-            case Execute():
-                self._execute(live, command.reply, command.command)
-            case DecideStep():
-                self._step(live, command)
-            case Decide():
-                op = live.op = Op(command, command.request)
-                if command.reactive:
-                    tried = self._reactive.setdefault(live.id, [])
-                    op.attempt = len(tried)
-                    self._attempt(live, op, tried)
-                    return
-                self._decide(live, op)
-            case Read():
-                command.reply.resolve(answer_query(command.query, state, live.last_event_seq))
-            case Settle():
-                if not background_on(state.config) and self._settled(live):
-                    command.reply.resolve(None)
-                    return
-                live.settle_replies.append(command.reply)
-                if live.background is not None:  # not after a worker process's start
-                    self._rt.compaction.hurry(live.background.compaction_id)
-                if background_on(state.config) and not live.settling:
-                    # Budget may be about to ask for a summary (a batch it has, not yet
-                    # measured): its Settled comes after any Measure it sends before.
-                    live.settling = True
-                    self._rt.budget.tell(Settling(live.id, self.actor_ref))
-            case Open():
-                configure = Configure(config=command.config, system=command.system)
-                self._execute(live, command.reply, configure)
-            case Fork():
-                fail(command.reply, SessionExistsError(f"session {live.id!r} already exists"))
-
-    def _execute(self, live: Live, reply: Reply, command: DomainCommand) -> None:
-        """Decide a command that records without compacting
-        (:func:`ctxledger.domain.commands.execute`); a refusal raises here, before anything is
-        written, and fails only the caller."""
-        state = live.state
-        assert state is not None
-        outcome = execute(state, command)
-        if command.fresh:
-            self._reactive.pop(live.id, None)
-        if not outcome.events:
-            reply.resolve(outcome.answer)
-            return
-        self._write(
-            live,
-            outcome.events,
-            reply=reply,
-            value=outcome.answer,
-            pressure=type(command) in _PRESSURE,
-        )
 
 
 class HistoryActorProxy(ActorMemberMixin, pykka.ActorProxy[HistoryActor]):

@@ -1,13 +1,14 @@
 """What the modules of the history actor share: the host's runtime and the actor's own state.
 
 The history actor is one pykka actor whose code is split by concern over a few modules, each a
-mixin of :class:`HistoryBase`: :mod:`~ctxledger.actors.history` (the mailbox, supervision and
-the command queue of each session), :mod:`~ctxledger.actors.writes` (the write path to the
-journal and the fold of durable batches), :mod:`~ctxledger.actors.steps` (the decision step:
-serve, compact, the reactive retries, summaries), :mod:`~ctxledger.actors.background` (what
-budget asks of a session and the background compactions it allows) and
-:mod:`~ctxledger.actors.activation` (loading, creating, forking, leases, eviction). The steps
-one module calls in another are declared here, abstract.
+mixin of :class:`HistoryBase`: :mod:`~ctxledger.actors.history` (the mailbox and supervision),
+:mod:`~ctxledger.actors.command_queue` (the command queue of each session),
+:mod:`~ctxledger.actors.writes` (the write path to the journal and the fold of durable
+batches), :mod:`~ctxledger.actors.steps` (the decision step: serve, compact, the reactive
+retries, summaries), :mod:`~ctxledger.actors.background` (what budget asks of a session and the
+background compactions it allows), :mod:`~ctxledger.actors.activation` (loading, creating,
+forking, leases, eviction) and :mod:`~ctxledger.actors.inline` (commands carried out on their
+callers' threads). The steps one module calls in another are declared here, abstract.
 """
 
 from __future__ import annotations
@@ -24,7 +25,14 @@ import pykka
 from ctxledger.actors.failures import log_failure
 from ctxledger.actors.leases import LeaseKeeper
 from ctxledger.actors.live import Live, Op
-from ctxledger.actors.messages import Durable, DurablesReady, HistoryMessage, HistoryRef
+from ctxledger.actors.messages import (
+    Command,
+    DecideStep,
+    Durable,
+    DurablesReady,
+    HistoryMessage,
+    HistoryRef,
+)
 from ctxledger.actors.waiters import Reply
 from ctxledger.domain import Job, Tokenizer
 from ctxledger.errors import LeaseLostError
@@ -203,11 +211,10 @@ class HistoryBase(pykka.ThreadingActor):
     _tokens: int  # the last write token handed out
     _durables: DurableBox  # the journal's durable batches, waiting for the actor
     _thread_id: int = 0  # the ident of the actor's own thread (set as it starts)
+    #: This actor's ref, as the other actors hold it (they tell it its messages); the
+    #: ``actor_ref`` property's value, kept as an attribute (read on every batch's path).
+    _me: HistoryRef
 
-    @property
-    def _me(self) -> HistoryRef:
-        """This actor's ref, as the other actors hold it (they tell it its messages)."""
-        return self.actor_ref
 
     def _flush_held(self, live: Live) -> None:
         """Record the session's held events (``Live.held``: served views, a background
@@ -239,6 +246,31 @@ class HistoryBase(pykka.ThreadingActor):
     @abc.abstractmethod
     def _handle(self, message: HistoryMessage) -> None:
         """Handle one message under the actor's lock, on whichever thread holds it (history)."""
+
+    @abc.abstractmethod
+    def _run_command(self, command: Command) -> None:
+        """Carry out a caller's command in the actor's place, its lock held (command queue)."""
+
+    @abc.abstractmethod
+    def _evict(self, *, ask_others: bool = True) -> None:
+        """Drop least recently used idle session states while over the host's limit
+        (activation)."""
+
+    @abc.abstractmethod
+    def _step(self, live: Live, command: DecideStep) -> None:
+        """Start a step: record its messages, then decide its view (steps)."""
+
+    @abc.abstractmethod
+    def _attempt(self, live: Live, op: Op, tried: list[str]) -> None:
+        """Start the next reactive attempt of the command in progress (steps)."""
+
+    @abc.abstractmethod
+    def _prepare(self, live: Live) -> None:
+        """Start a background compaction budget asked for (background)."""
+
+    @abc.abstractmethod
+    def _settled(self, live: Live) -> bool:
+        """Whether nothing of the session's background work is in progress (background)."""
 
     @abc.abstractmethod
     def _forget(self, live: Live, error: BaseException, *, queued: bool) -> None:

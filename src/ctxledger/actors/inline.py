@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import cast
 
 import pykka
 
@@ -138,7 +137,7 @@ class CallerRuns(HistoryBase):
             taken = self._durables.hold()
             if taken:
                 self._on_durables(taken)
-            self._handle(cast("HistoryMessage", command))  # one of the union's commands
+            self._run_command(command)
             self._last_session = command.session_id
             taken = self._durables.take()
             if taken:

@@ -75,7 +75,9 @@ class Session(SessionReads, AsyncSession):
             InvalidMessageError: The message is invalid here (nothing is written).
             HostClosedError: The host is closed.
         """
-        seqs: list[int] = self._execute(AppendMessages(messages=message_batch((message,))))
+        if not isinstance(message, Message):  # message_batch's check, without its call
+            message_batch((message,))  # raises, naming what was given
+        seqs: list[int] = self._execute(AppendMessages(messages=(message,)))
         return seqs[0]
 
     def append_many(self, messages: Sequence[Message]) -> list[int]:

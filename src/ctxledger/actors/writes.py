@@ -222,7 +222,10 @@ class Writes(HistoryBase):
         if live.pending_writes and live.writing is None:
             self._submit(live, live.pending_writes.popleft())
             return
-        self._pump(live)
+        if live.queue or live.prepare_pending or live.settle_replies:
+            self._pump(live)
+        else:  # what _pump would do (nothing is queued, pending or awaited), without its call
+            self._evict()
 
     def _fold(
         self, live: Live, state: SessionState, records: list[RecordedEvent], *, skip: int = 0
@@ -233,7 +236,10 @@ class Writes(HistoryBase):
         for record in records[skip:] if skip else records:
             apply(record.event)
         previous, live.last_event_seq = live.last_event_seq, records[-1].seq
-        if snapshot_due(previous, live.last_event_seq, self._snapshot_interval(state)):
+        interval = self._rt.snapshot_interval  # _snapshot_interval, without its call
+        if interval is None:
+            interval = state.config.snapshot_interval
+        if snapshot_due(previous, live.last_event_seq, interval):
             # Taken after the fold, so snapshot + tail replays to exactly this state.
             self._tokens += 1
             snapshot = Write(self._tokens, (), None, None, None, None)
