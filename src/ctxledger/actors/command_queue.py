@@ -73,8 +73,7 @@ class CommandQueue(HistoryBase):
                 self._not_started(live, command, exc)
             if live.writing is None:  # nothing written: what _pump does once nothing is in progress
                 self._pump(live)
-            else:  # as _pump ends: the session is busy, the others as they were
-                self._evict()
+            # Else _pump would only evict, and the batch's fold ends in that pass (_on_durable).
         except Exception as exc:  # a defect: as _handle contains it
             self._contain(command, exc)
 

@@ -44,7 +44,7 @@ from ctxledger.actors.activation import Activation
 from ctxledger.actors.background import BackgroundSteps
 from ctxledger.actors.command_queue import CommandQueue
 from ctxledger.actors.failures import hand_to, internal, log_failure, stranded_commands
-from ctxledger.actors.history_base import DurableBox, Runtime
+from ctxledger.actors.history_base import DurableBox, Runtime, mailbox_view
 from ctxledger.actors.inline import CallerRuns
 from ctxledger.actors.live import Live, fail, fail_work
 from ctxledger.actors.messages import (
@@ -97,6 +97,7 @@ class HistoryActor(Activation, BackgroundSteps, DecisionSteps, CommandQueue, Wri
     def __init__(self, runtime: Runtime[HistoryActor], number: int) -> None:
         super().__init__()
         self._me = self.actor_ref
+        self._mailbox = mailbox_view(self.actor_inbox)
         self._rt = runtime
         self._number = number
         # The outcome of each reactive attempt used since a session's last append or usage

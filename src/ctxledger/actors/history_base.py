@@ -14,9 +14,10 @@ callers' threads). The steps one module calls in another are declared here, abst
 from __future__ import annotations
 
 import abc
+import queue
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
@@ -171,7 +172,15 @@ class DurableBox:
         actor.tell(_READY)
 
     def take(self) -> list[Durable]:
-        """The batches posted since the last take, oldest first (for ``DurablesReady``)."""
+        """The batches posted since the last take, oldest first (for ``DurablesReady``).
+
+        Called with the actor's lock held, as :meth:`hold` is (no two takes at once). An empty
+        box is left without its lock: a batch posted after ``_told`` is cleared tells the actor,
+        and one posted before the glance below is taken under the lock.
+        """
+        self._told = False
+        if not self._items:
+            return []
         with self._lock:
             items, self._items, self._told = self._items, [], False
         return items
@@ -179,7 +188,12 @@ class DurableBox:
     def hold(self) -> list[Durable]:
         """The batches posted so far, and no ``DurablesReady`` for those posted until the next
         :meth:`take` or :meth:`unhold`: a command carried out on its caller's thread
-        (:mod:`ctxledger.actors.inline`) folds them itself."""
+        (:mod:`ctxledger.actors.inline`) folds them itself. An empty box is held without its
+        lock: a batch posted meanwhile either sees ``_told`` set or tells the actor once more
+        (which then finds the box taken), and is taken by the next :meth:`take`."""
+        if not self._items:
+            self._told = True
+            return []
         with self._lock:
             items, self._items, self._told = self._items, [], True
         return items
@@ -193,6 +207,28 @@ class DurableBox:
             tell = self._told = bool(self._items)
         if tell:
             actor.tell(_READY)
+
+
+class _AskedMailbox:
+    """A mailbox other than :class:`queue.Queue`, asked through pykka's ``ActorInbox``."""
+
+    __slots__ = ("_inbox",)
+
+    def __init__(self, inbox: Any) -> None:
+        self._inbox = inbox
+
+    def __len__(self) -> int:
+        return 0 if self._inbox.empty() else 1
+
+
+def mailbox_view(inbox: Any) -> Sized:
+    """``inbox`` as something whose truth says whether messages wait in it.
+
+    A :class:`pykka.ThreadingActor`'s inbox is a :class:`queue.Queue`: its deque is read without
+    the queue's lock (a glance, as ``Queue.empty`` would give, on every command's path; taking
+    that lock from dozens of callers made them queue on it). Any other inbox is asked.
+    """
+    return inbox.queue if isinstance(inbox, queue.Queue) else _AskedMailbox(inbox)
 
 
 class HistoryBase(pykka.ThreadingActor):
@@ -214,6 +250,9 @@ class HistoryBase(pykka.ThreadingActor):
     #: This actor's ref, as the other actors hold it (they tell it its messages); the
     #: ``actor_ref`` property's value, kept as an attribute (read on every batch's path).
     _me: HistoryRef
+    #: The actor's mailbox as a sized view (``not self._mailbox``: nothing waits in it), see
+    #: :func:`mailbox_view`.
+    _mailbox: Sized
 
 
     def _flush_held(self, live: Live) -> None:

@@ -211,7 +211,7 @@ class CallerRuns(HistoryBase):
             if self._stopped or self.actor_stopped.is_set():
                 return False
             if not self._wanted and self._exclusive.acquire(blocking=False):
-                if not self._stopped and self.actor_inbox.empty():  # (set under this lock)
+                if not self._stopped and not self._mailbox:  # (set under this lock)
                     return True
                 self._exclusive.release()  # messages ahead of the command: they go first
             elif not self._own_work:

@@ -13,6 +13,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import msgspec
+
 from ctxledger.actors.messages import Command, Fork, Open
 from ctxledger.actors.waiters import Reply
 from ctxledger.domain import Job, Request, SessionState
@@ -22,47 +24,36 @@ from ctxledger.storage import Lease, RecordedEvent
 __all__ = ["Live", "Op", "Write", "fail", "fail_work"]
 
 
-class Write:
-    """A batch of one session in the journal; a session has at most one at a time."""
+class Write(msgspec.Struct):
+    """A batch of one session in the journal; a session has at most one at a time (a Struct:
+    built without a call into Python, one per batch).
 
-    __slots__ = (
-        "carried",
-        "events",
-        "folded",
-        "on_done",
-        "op",
-        "pressure",
-        "reply",
-        "snapshot",
-        "token",
-        "value",
-    )
+    Attributes:
+        token: The batch's number, matched by its ``Durable``.
+        events: The events to commit, in order.
+        on_done: Called with the records (or the error) once the batch is durable, or failed.
+        reply: Answered by the journal itself once the batch is durable.
+        value: The reply's answer.
+        op: The command in progress the batch belongs to, if any.
+        snapshot: Instead of events, a snapshot ``(seq, data)``, stored by a projection actor;
+            it goes through the session's write queue, so a command after it finds it stored.
+        pressure: From a command that adds to the estimate (see :mod:`ctxledger.actors.budget`).
+        carried: Published to budget carrying the tokens of this many kept-back appends (see
+            :mod:`ctxledger.actors.writes`): if the batch fails, they ride on the next one.
+        folded: How many of the first events the session's state folded before the batch was
+            durable (a step's appends, see :mod:`ctxledger.actors.steps`): not folded again.
+    """
 
-    def __init__(
-        self,
-        token: int,
-        events: Sequence[Event],
-        on_done: Callable[[list[RecordedEvent] | None, BaseException | None], None] | None,
-        reply: Reply | None,
-        value: Any,
-        op: Op | None,
-    ) -> None:
-        self.token = token
-        self.events = events
-        self.on_done = on_done
-        self.reply = reply  # answered by the journal itself once the batch is durable
-        self.value = value
-        self.op = op  # the command in progress the batch belongs to, if any
-        # Instead of events: a snapshot (seq, data), stored by a projection actor. It goes
-        # through the session's write queue, so a command after it finds it stored.
-        self.snapshot: tuple[int, bytes] | None = None
-        self.pressure = False  # from a command that adds to the estimate (see actors.budget)
-        # Published to budget carrying the tokens of this many kept-back appends (see
-        # actors.writes): if the batch fails, they ride on the next one instead.
-        self.carried = 0
-        # How many of the first events the session's state folded before the batch was durable
-        # (a step's appends, see actors.steps): not to be folded again.
-        self.folded = 0
+    token: int
+    events: Sequence[Event]
+    on_done: Callable[[list[RecordedEvent] | None, BaseException | None], None] | None
+    reply: Reply | None
+    value: Any
+    op: Op | None
+    snapshot: tuple[int, bytes] | None = None
+    pressure: bool = False
+    carried: int = 0
+    folded: int = 0
 
 
 class Live:

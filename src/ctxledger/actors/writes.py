@@ -28,16 +28,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
+import msgspec
 import pykka
 
 from ctxledger._logging import get_logger
 from ctxledger.actors.budget import appended_tokens
 from ctxledger.actors.failures import internal, log_failure, refused
-from ctxledger.actors.history_base import HistoryBase
+from ctxledger.actors.history_base import DurableBox, HistoryBase
 from ctxledger.actors.live import Live, Op, Write, fail
-from ctxledger.actors.messages import Committed, Durable, SaveSnapshot
+from ctxledger.actors.messages import Committed, Durable, HistoryRef, SaveSnapshot
 from ctxledger.actors.recordable import check_recordable
 from ctxledger.actors.waiters import Reply, Waiter
 from ctxledger.domain import SessionState, background_on
@@ -45,6 +46,10 @@ from ctxledger.errors import LeaseLostError, VersionConflictError
 from ctxledger.events import ConfigChanged, Event, ViewServed
 from ctxledger.replay.loading import snapshot_due
 from ctxledger.storage import LeaseStore, RecordedEvent, queued_commits
+
+if TYPE_CHECKING:
+    from ctxledger.actors.budget import BudgetActor
+    from ctxledger.actors.failures import Restarting
 
 __all__ = ["Writes"]
 
@@ -76,9 +81,7 @@ class Writes(HistoryBase):
         if live.held:  # events held back go first, already folded
             events, folded, live.held = (*live.held, *events), folded + len(live.held), ()
         self._tokens += 1
-        write = Write(self._tokens, events, on_done, reply, value, op)
-        write.pressure = pressure
-        write.folded = folded
+        write = Write(self._tokens, events, on_done, reply, value, op, None, pressure, 0, folded)
         if live.writing is not None:
             live.pending_writes.append(write)
             return
@@ -124,7 +127,11 @@ class Writes(HistoryBase):
             and live.background is None
             and _publishes(live.state, write.events, write.pressure)
         )
-        committed = _Committed(self, live.id, write)
+        rt = self._rt
+        committed = _Committed(
+            self, self._durables, self._me, rt.budget, rt.on_commit,
+            live.id, write.token, write.pressure, write.reply, write.value,
+        )  # fmt: skip
         if publish:
             cost = appended_tokens(write.events, self._rt.chars_per_token)
             if live.credit:
@@ -145,7 +152,7 @@ class Writes(HistoryBase):
                 committed.told = (unpublished, live.told, live.told_unknown)
         try:
             check_recordable(write.events)
-            if self.actor_inbox.empty():
+            if not self._mailbox:
                 self._submit_to_log(live, write, committed)
             else:
                 # Commands wait in the mailbox: their batches, submitted right after this one,
@@ -257,29 +264,34 @@ class Writes(HistoryBase):
         return state.config.snapshot_interval if state is not None else 1
 
 
-class _Committed:
+class _Committed(msgspec.Struct):
     """The journal's callback for one batch of a history actor (see ``_send_batch``).
 
     On the journal's thread (or on the actor's, or a caller's, when the journal was idle and the
     batch was committed there): the durable batch is published to the actors that fold it
     BEFORE the caller is answered, so that the caller's next command, queued behind it in the
-    same FIFO mailboxes, always finds it folded. One slotted object per batch rather than a
-    closure over a dozen variables: a batch in flight keeps one object alive for the collector,
-    not one per variable.
+    same FIFO mailboxes, always finds it folded. One Struct per batch rather than a closure over
+    a dozen variables: a batch in flight keeps one object alive for the collector, not one per
+    variable, and it is built without a call into Python.
+
+    Attributes:
+        actor: The history actor that owns the session (with ``box``, its durable box, and
+            ``me``, its ref, read on the journal's thread for every batch).
+        told: Budget is told of the batch: the kept-back tokens it carries and the session's
+            running totals (None: not told).
     """
 
-    __slots__ = ("actor", "box", "budget", "me", "observe", "pressure", "reply", "session_id",
-                 "token", "told", "value")  # fmt: skip
-
-    def __init__(self, actor: Writes, session_id: str, write: Write) -> None:
-        self.actor = actor
-        self.box, self.me, self.budget = actor._durables, actor._me, actor._rt.budget
-        self.observe = actor._rt.on_commit
-        self.session_id, self.token, self.pressure = session_id, write.token, write.pressure
-        self.reply, self.value = write.reply, write.value
-        #: Budget is told of the batch: the kept-back tokens it carries and the session's
-        #: running totals (None: not told).
-        self.told: tuple[int, int, int] | None = None
+    actor: Writes
+    box: DurableBox
+    me: HistoryRef
+    budget: Restarting[BudgetActor]
+    observe: Callable[[str, list[RecordedEvent]], None] | None
+    session_id: str
+    token: int
+    pressure: bool
+    reply: Reply | None
+    value: Any
+    told: tuple[int, int, int] | None = None
 
     def __call__(self, records: list[RecordedEvent] | None, error: BaseException | None) -> None:
         session_id = self.session_id
