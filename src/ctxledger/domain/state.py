@@ -114,8 +114,8 @@ class SessionState(StateRecord):
             messages,
             last_seq=self.last_seq,
             open_calls=self._open,
-            used_ids=self._calls.keys(),
-            answered_ids=self._answers.keys(),
+            used_ids=self._calls,  # ``in`` reads their ids, as ``keys()`` would
+            answered_ids=self._answers,
         )
 
     def check_pin(self, seq: int) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
+import msgspec
+
 from ctxledger.errors import InvalidArgumentError, InvalidMessageError
 from ctxledger.events.codec import encode_payload
 from ctxledger.events.types import EVENT_TYPES, Event, MessageAppended, ToolResultSynthesized
@@ -174,18 +176,18 @@ def recorded_batch(
     return records
 
 
-class RecordsCallback:
+class RecordsCallback(msgspec.Struct):
     """The group committer's callback for a :meth:`~ctxledger.storage.EventLog.submit` of
     ``batch``: answers ``callback`` with the batch's records, or with the error.
 
-    A slotted object rather than a closure: a batch in flight keeps one object alive for the
-    cyclic collector, not a function and a cell per variable.
+    A Struct rather than a closure: a batch in flight keeps one object alive for the cyclic
+    collector, not a function and a cell per variable, and it is built without a call into
+    Python (one per append).
     """
 
-    __slots__ = ("batch", "callback", "session_id")
-
-    def __init__(self, session_id: str, batch: Sequence[Event], callback: AppendCallback) -> None:
-        self.session_id, self.batch, self.callback = session_id, batch, callback
+    session_id: str
+    batch: Sequence[Event]
+    callback: AppendCallback
 
     def __call__(self, outcome: tuple[int, int, float] | None, error: BaseException | None) -> None:
         if error is not None:

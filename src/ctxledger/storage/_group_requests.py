@@ -12,6 +12,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from ctxledger._logging import get_logger
 from ctxledger.errors import StorageError
 
@@ -47,14 +49,12 @@ class _Request:
         return self.result
 
 
-class _CallbackRequest:
-    """A caller that gave a callback to :meth:`GroupCommitter.submit_callback` and went on."""
+class _CallbackRequest(msgspec.Struct):
+    """A caller that gave a callback to :meth:`GroupCommitter.submit_callback` and went on (a
+    Struct: built without a call into Python, one per append)."""
 
-    __slots__ = ("callback", "op")
-
-    def __init__(self, op: Any, callback: Callable[[Any, BaseException | None], None]) -> None:
-        self.op = op
-        self.callback = callback
+    op: Any
+    callback: Callable[[Any, BaseException | None], None]
 
     def resolve(self, result: Any, error: BaseException | None) -> None:
         try:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import lmdb
+import msgspec
 
 from ctxledger.errors import (
     InvalidMessageError,
@@ -67,13 +68,13 @@ class Databases(NamedTuple):
     meta: Any
 
 
-@dataclass(slots=True)
-class AppendOp:
+class AppendOp(msgspec.Struct):
     """Append events to a session; the journal encodes them (``records``) when it applies this.
 
     Encoding on the journal thread rather than the caller's keeps the callers' threads off the
     GIL while the journal writes a group: every LMDB put releases the GIL, and a put that must
-    win it back from dozens of encoding callers costs more than the encoding itself.
+    win it back from dozens of encoding callers costs more than the encoding itself. A Struct,
+    built without a call into Python (one per append).
     """
 
     session_id: str
@@ -313,8 +314,12 @@ class LmdbWriter:
         return last
 
     def _append(self, txn: lmdb.Transaction, op: AppendOp, now: float) -> tuple[int, int, float]:
-        number = self._number(txn, op.session_id)
-        actual = 0 if number is None else self._last_seq(txn, number)
+        # _number and _last_seq without their calls when the caches know (most appends)
+        number = self._pending_numbers.get(op.session_id) or self._numbers.get(op.session_id)
+        if number is None:
+            number = self._number(txn, op.session_id)
+        last = None if number is None else self._pending_last.get(number, self._last.get(number))
+        actual = 0 if number is None else self._last_seq(txn, number) if last is None else last
         if actual != op.expected_seq:
             raise VersionConflictError(op.session_id, op.expected_seq, actual)
         position = self._pending_position
