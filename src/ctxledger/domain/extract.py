@@ -16,6 +16,8 @@ from collections.abc import Iterator
 
 import msgspec
 
+from ctxledger.domain._paths import has_extension, paths
+
 __all__ = [
     "CONTENT_KEYS",
     "PATH_KEYS",
@@ -36,34 +38,6 @@ __all__ = [
     "strip_tags",
 ]
 
-_EXTENSIONS = (
-    "py|pyi|pyx|ipynb|js|jsx|mjs|cjs|ts|tsx|vue|svelte|json|jsonl|md|rst|txt|toml|yaml|yml|cfg|"
-    "ini|conf|sh|bash|zsh|html|htm|css|scss|c|h|cc|cpp|hpp|rs|go|java|kt|rb|php|cs|swift|sql|"
-    "lock|xml|csv|tsv|log|patch|diff|env|in|mk|gradle|proto|lua|pl|r|ex|exs|tf|dockerfile"
-)
-# Bare names (no slash) need an unambiguous extension: "django.conf" is a module, not a file.
-_BARE_EXTENSIONS = (
-    "py|pyi|pyx|ipynb|js|jsx|mjs|cjs|ts|tsx|vue|svelte|json|jsonl|md|rst|txt|toml|yaml|yml|cfg|"
-    "ini|sh|bash|html|htm|css|scss|cpp|hpp|java|kt|rb|php|swift|sql|lock|xml|csv|tsv|log|patch|"
-    "diff|mk|gradle|proto|lua|tf"
-)
-# Paths are found from anchors (a slash before a name character, or a known extension) and
-# grown to the run of path characters around them: a search for anchors skips most of the text
-# at C speed, where a path pattern tried at every word start costs seven times more.
-_ANCHOR = re.compile(r"/[\w@+~-]|\.(?:" + _BARE_EXTENSIONS + r")\b")
-_RUN = re.compile(r"[\w.@~/-]*")
-_SCHEME = re.compile(r"\b(?:https?|ftp|file):$")
-# A run of 30 alphanumerics, or a segment mixing upper and lower case with digits, is base64 or
-# a hash (a certificate's body), not a name.
-_BLOB = re.compile(
-    r"[A-Za-z0-9]{30,}"
-    r"|(?:^|/)(?=[^/]*?[A-Z][^/]*?[A-Z])(?=[^/]*?[a-z])(?=[^/]*?\d)[A-Za-z0-9]{8,}(?:/|$)"
-)
-_BARE_NAME = re.compile(r"^\w[\w@+-]*(?:\.[\w@+-]+)*\.(?:" + _BARE_EXTENSIONS + r")$")
-_HAS_EXTENSION = re.compile(r"\.(?:" + _EXTENSIONS + r")$", re.IGNORECASE)
-_LETTER = re.compile(r"[A-Za-z]")
-_DIFF_PREFIX = re.compile(r"^[ab]/")
-_SED = re.compile(r"^\d*[sy]/|/[gip]+$")
 
 #: Argument keys whose string values name a file or directory.
 PATH_KEYS = frozenset(
@@ -152,82 +126,6 @@ def clip_middle(text: str, limit: int) -> str:
     head = room * 2 // 3
     tail = room - head
     return f"{text[:head]} […{len(text) - head - tail} chars…] {text[len(text) - tail :]}"
-
-
-def paths(text: str) -> Iterator[str]:
-    """Yield the file paths and path-like names in ``text``, in order, repeats included.
-
-    Three shapes count: rooted (``/x``, ``./x``, ``../x``, ``~/x``), relative with a slash and
-    either an extension or two levels (``src/app.py``, ``src/pkg/mod``), and a bare file name with
-    a known extension (``setup.py``). URLs, closing tags (``</output>``), sed expressions
-    (``s/a/b/g``) and placeholders (``/path/to/file``) are skipped.
-
-    Args:
-        text: Any text: a message, a command, tool output.
-
-    Yields:
-        Each path with trailing dots removed and diff prefixes (``a/``, ``b/``) dropped.
-    """
-    # Each run of path characters that holds an anchor is read once, from its first anchor:
-    # the next search starts where the run ends (a search per run, not a loop over every
-    # anchor), and what a run's text is (:func:`_path_shape`) is kept for the runs that repeat.
-    search, run, shapes = _ANCHOR.search, _RUN.match, _shapes
-    end = 0
-    while (match := search(text, end)) is not None:
-        anchor = match.start()
-        window = text[max(0, anchor - 256) : anchor][::-1]
-        start = anchor - run(window).end()  # type: ignore[union-attr]
-        end = run(text, anchor).end()  # type: ignore[union-attr]
-        path = text[start:end].lstrip("@-").rstrip(".-")
-        shape = shapes.get(path)
-        if shape is None:
-            shape = _path_shape(path)
-            if len(shapes) >= _SHAPES_KEPT:
-                shapes.clear()
-            shapes[path] = shape
-        if shape == _NOT_A_PATH:
-            continue
-        before = text[start - 1] if start else ""
-        if before == "<":
-            continue  # a closing tag
-        if before == ":" and path.startswith("//"):
-            scheme = _SCHEME.search(text, max(0, start - 9), start)
-            if scheme:
-                yield scheme.group() + path  # a web link is a fact to keep as well
-            continue
-        if shape == _NESTED and path.startswith(("a/", "b/")):
-            line_start = text.rfind("\n", 0, start) + 1
-            if text.startswith(("---", "+++", "diff "), line_start):
-                path = _DIFF_PREFIX.sub("", path)
-        yield path
-
-
-# What a run of path characters is, from its text alone (:func:`_path_shape`): not a path (too
-# short, no letter, a placeholder, a blob, "and/or"), a bare known file name, or a path with a /.
-_NOT_A_PATH, _BARE, _NESTED = 0, 1, 2
-
-#: The shapes of recent runs, by their text (a session names the same paths again and again):
-#: emptied when full. Reads and writes of a dict are atomic, so threads share it safely.
-_shapes: dict[str, int] = {}
-_SHAPES_KEPT = 4096
-
-
-def _path_shape(path: str) -> int:
-    """What ``path`` (a run of path characters, trimmed) is, from its text alone."""
-    if len(path) < 3 or not _LETTER.search(path) or "path/to/" in path or _BLOB.search(path):
-        return _NOT_A_PATH
-    if "/" not in path:
-        return _BARE if _BARE_NAME.match(path) else _NOT_A_PATH
-    if path[0] not in "/~." and not _HAS_EXTENSION.search(path) and (
-        path.count("/") < 2 or _SED.search(path)
-    ):
-        return _NOT_A_PATH  # "and/or", "s/old/new/g": a relative path needs depth or an extension
-    return _NESTED
-
-
-def has_extension(name: str) -> bool:
-    """Tell whether ``name`` ends with a known file extension (``.py``, ``.json``…)."""
-    return _HAS_EXTENSION.search(name) is not None
 
 
 def decode_arguments(arguments: str) -> dict[str, object]:

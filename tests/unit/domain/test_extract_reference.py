@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from tests.conftest import trace_files
 
 from ctxledger.domain import _fact_extract as fx
+from ctxledger.domain import _paths as px
 from ctxledger.domain import extract as ex
 from ctxledger.tooling.workload import iter_agent_steps
 
@@ -26,41 +27,41 @@ from ctxledger.tooling.workload import iter_agent_steps
 def reference_paths(text: str) -> Iterator[str]:
     """`paths` as first written: every anchor found, each grown to its run of path characters."""
     end = 0
-    for match in ex._ANCHOR.finditer(text):
+    for match in px._ANCHOR.finditer(text):
         anchor = match.start()
         if anchor < end:
             continue
         window = text[max(0, anchor - 256) : anchor][::-1]
-        start = anchor - ex._RUN.match(window).end()  # type: ignore[union-attr]
-        end = ex._RUN.match(text, anchor).end()  # type: ignore[union-attr]
+        start = anchor - px._RUN.match(window).end()  # type: ignore[union-attr]
+        end = px._RUN.match(text, anchor).end()  # type: ignore[union-attr]
         path = text[start:end].lstrip("@-").rstrip(".-")
         if (
             len(path) < 3
-            or not ex._LETTER.search(path)
+            or not px._LETTER.search(path)
             or "path/to/" in path
-            or ex._BLOB.search(path)
+            or px._BLOB.search(path)
         ):
             continue
         before = text[start - 1] if start else ""
         if before == "<":
             continue
         if before == ":" and path.startswith("//"):
-            scheme = ex._SCHEME.search(text, max(0, start - 9), start)
+            scheme = px._SCHEME.search(text, max(0, start - 9), start)
             if scheme:
                 yield scheme.group() + path
             continue
         if "/" not in path:
-            if ex._BARE_NAME.match(path):
+            if px._BARE_NAME.match(path):
                 yield path
             continue
-        if path[0] not in "/~." and not ex._HAS_EXTENSION.search(path) and (
-            path.count("/") < 2 or ex._SED.search(path)
+        if path[0] not in "/~." and not px._HAS_EXTENSION.search(path) and (
+            path.count("/") < 2 or px._SED.search(path)
         ):
             continue
         if path.startswith(("a/", "b/")):
             line_start = text.rfind("\n", 0, start) + 1
             if text.startswith(("---", "+++", "diff "), line_start):
-                path = ex._DIFF_PREFIX.sub("", path)
+                path = px._DIFF_PREFIX.sub("", path)
         yield path
 
 
@@ -132,7 +133,8 @@ def test_paths_match_the_reference_on_generated_texts() -> None:
     for _ in range(200):
         texts.append("a" * rng.randint(200, 300) + rng.choice(["/x.py", ".py", "/b"]) + "cc")
         texts.append("/" * rng.randint(250, 600) + "ab.py")
-    ex._shapes.clear()
+    px._shapes.clear()
+    px._kept.clear()  # every text read here, not found kept
     found = [list(ex.paths(text)) for text in texts]
     assert found == [list(reference_paths(text)) for text in texts]
     assert sum(map(len, found)) > 5_000  # the pieces make paths, not only misses
@@ -141,12 +143,13 @@ def test_paths_match_the_reference_on_generated_texts() -> None:
 def test_paths_are_the_same_when_the_kept_shapes_are_emptied(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(ex, "_SHAPES_KEPT", 3)
+    monkeypatch.setattr(px, "_SHAPES_KEPT", 3)
+    px._kept.clear()
     texts = list(_texts(_PATH_PIECES, 2_000, 20, seed=9))
     assert [list(ex.paths(text)) for text in texts] == [
         list(reference_paths(text)) for text in texts
     ]
-    assert len(ex._shapes) <= 3
+    assert len(px._shapes) <= 3
 
 
 @given(st.lists(st.sampled_from(_PATH_PIECES), max_size=40).map("".join))
