@@ -88,6 +88,19 @@ def reference_exit_code(output: str) -> int | None:
     return None if match is None else int(match.group(1) or match.group(2))
 
 
+_REFERENCE_ERROR_LINE = re.compile(
+    r"[ \t]*(?:E[ \t]+)?(?:[A-Za-z_][\w.]*)?(?:Error|Exception)\b"
+    r"|.*?(?:\w(?:Error|Exception): |\bFAILED\b|\bFAIL:|^ERROR\b|\bfatal:|^error:|\bpanic:|"
+    r"Segmentation fault|"
+    r"No such file or directory|command not found|Permission denied|timed out and has been"
+    r"|Traceback \(most recent call last\)|\b[1-9]\d* (?:failed|errors?)\b)"
+)
+
+
+def reference_is_error_line(line: str) -> bool:
+    return _REFERENCE_ERROR_LINE.match(line) is not None
+
+
 _PATH_PIECES = [
     "/", ".py", ".txt", ".conf", "a/", "b/", "src/", "---", "+++ ", "diff ", "http:", "https://",
     "path/to/", "s/x/y/g", "~/", "./", "../", "<", ":", "@", "-", ".", "+", "ABCdef123", "x" * 31,
@@ -100,6 +113,15 @@ _TEST_PIECES = [
 _EXIT_PIECES = [
     "exit code 1", "Exit status: 2", "xExit code 3", "<returncode>-1</returncode>",
     "_exit code 4", " ", "e", "E", "exit", "\n", "Exit code:5", "é", "1", "xit code 6",
+]
+
+
+_ERROR_PIECES = [
+    "Error", "Exception", "ValueError", "Error: ", "Exception: ", "E ", " ", "\t", "x", "_", ".",
+    "FAIL", "FAILED", "FAIL:", "ERROR", "error:", "fatal:", "panic:", "Segmentation fault",
+    "No such file or directory", "command not found", "Permission denied", "é",
+    "timed out and has been", "Traceback (most recent call last)", "3", "0", " failed", " error",
+    " errors", "s", ":",
 ]
 
 
@@ -182,4 +204,20 @@ def test_the_corpus_gives_what_the_references_give(corpus: list[str]) -> None:
     ]
     assert [ex.exit_code(text) for text in corpus] == [
         reference_exit_code(text) for text in corpus
+    ]
+
+
+def test_error_line_check_matches_the_reference_on_generated_texts() -> None:
+    """The error-line check (literals first, then a pattern) reads each line as the one regex."""
+    lines = list(_texts(_ERROR_PIECES, 40_000, 8, seed=11))
+    found = [ex._is_error_line(line) for line in lines]
+    assert found == [reference_is_error_line(line) for line in lines]
+    assert 5_000 < sum(found) < len(found) - 5_000
+
+
+def test_the_corpus_lines_give_what_the_reference_error_check_gives(corpus: list[str]) -> None:
+    """Every line of the corpus is read as an error line exactly when the regex says so."""
+    lines = [line[:1000] for text in corpus for line in text.split("\n")]
+    assert [ex._is_error_line(line) for line in lines] == [
+        reference_is_error_line(line) for line in lines
     ]
