@@ -6,16 +6,17 @@ which re-exports every public name of this module.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Literal
 
 import msgspec
 
+from ctxledger.domain import _fact_text as ft
 from ctxledger.domain import extract as ex
 from ctxledger.domain._fact_runs import Runs
 from ctxledger.domain._identity_memo import IdentityMemo, held_chars
 from ctxledger.domain._shown import shown_text
+from ctxledger.domain._text_parts import error_lines_between, paths_between
 from ctxledger.messages import Message
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "merge_extracted",
     "message_reads",
     "normalize",
+    "part_facts",
     "remember_facts",
     "remember_reads",
     "shown_text",
@@ -49,22 +51,6 @@ ERROR_CHARS = 100
 REQUEST_CHARS = 200
 #: Shortest user line that counts as a request line.
 _REQUEST_MIN = 8
-
-
-# A pytest node id, or a test function's name (not a test file's stem: "tests/test_x.py").
-# Either starts where a run of [\w./-] starts (the lookbehinds: the search then tries each run
-# once, not from each of its characters); a text without ".py::" can only hold the second kind,
-# which is found from its literal "test_" at C speed (:func:`_test_ids`).
-_TEST_ID = re.compile(
-    r"(?<![\w./-])[\w./-]*\w\.py::[\w\[\]:.,/=+-]*[\w\]]|(?<![\w./-])test_\w+(?!\w|\.\w)"
-)
-_TEST_NAME = re.compile(r"test_(?<![\w./-]test_)\w+(?!\w|\.\w)")
-_CALL = re.compile(r"\b[A-Za-z_][\w.]*\w\(\)")
-_NUMBER = re.compile(
-    r"(?<![\w.])\d+(?:[.,]\d+)?[ \t]?(?:%|(?:ms|s|sec|secs|seconds?|min|mins|minutes?|h|hours?"
-    r"|days?|[KMGT]i?B|bytes?|tokens?|chars?|characters?|lines?|px|[kMG]Hz|x)\b)"
-)
-_DOLLAR = re.compile(r"^\$ (\S.*)$", re.MULTILINE)
 
 
 class Fact(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -122,11 +108,11 @@ class _Collector:
     def prose(self, text: str, seq: int, *, requests: bool) -> None:
         for path in ex.paths(text):
             self.put("path", path, seq, True)  # a path holds no whitespace: normalized
-        for match in _DOLLAR.finditer(text):
-            self.add("command", _head(match.group(1), COMMAND_CHARS), seq)
+        for command in ft.dollar_commands(text):
+            self.add("command", _head(command, COMMAND_CHARS), seq)
         self.identifiers(text, seq)
-        for match in _NUMBER.finditer(text):
-            self.add("number", match.group(), seq)
+        for number in ft.numbers(text):
+            self.add("number", number, seq)
         if requests:
             for line in text.splitlines():
                 line = normalize(line)
@@ -134,11 +120,10 @@ class _Collector:
                     self.add("request", line[:REQUEST_CHARS], seq)
 
     def identifiers(self, text: str, seq: int) -> None:
-        for found in _test_ids(text):
+        for found in ft.test_ids(text):
             self.add("identifier", found, seq)
-        if "()" in text:
-            for match in _CALL.finditer(text):
-                self.add("identifier", match.group(), seq)
+        for call in ft.calls(text):
+            self.add("identifier", call, seq)
 
 
 class _Recorder(_Collector):
@@ -150,15 +135,6 @@ class _Recorder(_Collector):
 
     def put(self, kind: FactKind, text: str, seq: int, named: bool) -> None:
         self.adds.append((kind, text, named))
-
-
-def _test_ids(text: str) -> list[str]:
-    """The pytest node ids and test function names in ``text``, in order."""
-    if ".py::" in text:
-        return [match.group() for match in _TEST_ID.finditer(text)]
-    if "test_" in text:
-        return [match.group() for match in _TEST_NAME.finditer(text)]
-    return []
 
 
 def _head(command: str, limit: int) -> str:
@@ -321,20 +297,10 @@ _memo = _Memo()
 
 def _compute_adds(message: Message, name: str | None, command: str | None) -> _Read:
     """What ``message`` gives (see :data:`_Read`), read now."""
+    if message.role == "tool":
+        return _tool_adds(message, name, command), ()
     collector = _Recorder()
     seq = 0
-    if message.role == "tool":
-        output = message.content
-        if not ex.is_viewer(name or "tool", command):
-            lines = ex.error_lines(output, viewer=False, limit=None)
-            if not lines and ex.exit_code(output):
-                last = ex.last_line(output)
-                lines = [last] if last else []
-            for line in lines:
-                collector.add("error", ex.strip_tags(line)[:ERROR_CHARS], seq)
-        for path in ex.paths(output):
-            collector.put("path", path, seq, False)  # a path holds no whitespace: normalized
-        return tuple(collector.adds), ()
     collector.prose(message.content, seq, requests=message.role == "user")
     calls: list[tuple[str, str, str | None]] = []
     for call in message.tool_calls:
@@ -359,6 +325,42 @@ def _compute_adds(message: Message, name: str | None, command: str | None) -> _R
                 for path in ex.paths(value):
                     collector.add("path", path, seq)
     return tuple(collector.adds), tuple(calls)
+
+
+def _tool_adds(
+    message: Message, name: str | None, command: str | None, part: tuple[int, int] | None = None
+) -> tuple[tuple[FactKind, str, bool], ...]:
+    """What a tool result gives (see :data:`_Read`); with ``part``, what a tool result whose
+    content is ``message.content[slice(*part)]`` gives, read from the whole content's."""
+    collector = _Recorder()
+    whole = message.content
+    output = whole if part is None else whole[part[0] : part[1]]
+    if not ex.is_viewer(name or "tool", command):
+        if part is None:
+            lines = ex.error_lines(output, viewer=False, limit=None)
+        else:
+            lines = error_lines_between(whole, *part)
+        if not lines and ex.exit_code(output):
+            last = ex.last_line(output)
+            lines = [last] if last else []
+        for line in lines:
+            collector.add("error", ex.strip_tags(line)[:ERROR_CHARS], 0)
+    for path in ex.paths(output) if part is None else paths_between(whole, *part):
+        collector.put("path", path, 0, False)  # a path holds no whitespace: normalized
+    return tuple(collector.adds)
+
+
+def part_facts(message: Message, start: int, end: int) -> list[Fact]:
+    """``extract_facts([part], keep=False)`` of ``message`` with ``message.content[start:end]``
+    as its content: a tool result's part is read from what its whole content gives (which
+    the fact reads of the message then find kept, see :mod:`ctxledger.domain._text_parts`)."""
+    if message.role != "tool":
+        part = msgspec.structs.replace(message, content=message.content[start:end])
+        return extract_facts([part], keep=False)
+    collector = _Collector()
+    for kind, text, named in _tool_adds(message, message.name or "tool", None, (start, end)):
+        collector.put(kind, text, message.seq or 0, named)
+    return list(collector.found.values())
 
 
 def merge_extracted(carried: Iterable[Fact], extracted: Iterable[Fact]) -> list[Fact]:

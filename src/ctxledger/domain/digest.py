@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from ctxledger.domain._fact_extract import extract_facts, normalize
+from ctxledger.domain._fact_extract import normalize, part_facts
 from ctxledger.messages import Message
 
 __all__ = ["ARGUMENT_FACTOR", "MIN_REPEAT_CHARS", "summary_input"]
@@ -111,24 +111,18 @@ def _cut(message: Message, limit: int) -> str:
     content = message.content
     head_chars = limit - limit // 2
     tail_chars = limit // 2
-    head, middle, tail = (
-        content[:head_chars],
-        content[head_chars : len(content) - tail_chars],
-        content[len(content) - tail_chars :],
-    )
+    middle_end = len(content) - tail_chars
+    head, tail = content[:head_chars], content[middle_end:]
     shown = normalize(head + "\n" + tail)
     facts = sorted(
         (
             fact
-            # A message made for this call: its facts are not kept in the memo.
-            for fact in extract_facts(
-                [msgspec.structs.replace(message, content=middle)], keep=False
-            )
+            for fact in part_facts(message, head_chars, middle_end)
             if fact.text not in shown
         ),
         key=lambda fact: _PRIORITY.get(fact.kind, len(_PRIORITY)),
     )
-    lines = [f"[... {len(middle)} characters omitted; the lines and names they hold:"]
+    lines = [f"[... {middle_end - head_chars} characters omitted; the lines and names they hold:"]
     room = 3 * limit  # the facts take at most three times the room of head and tail
     for index, fact in enumerate(facts):
         # Each fact on a line of its own, as it stood (an error line stays an error line).

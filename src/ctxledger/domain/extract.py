@@ -17,16 +17,22 @@ from collections.abc import Iterator
 import msgspec
 
 from ctxledger.domain._paths import has_extension, paths
+from ctxledger.domain._text_memo import TextMemo
 
 __all__ = [
     "CONTENT_KEYS",
     "PATH_KEYS",
+    "ErrorScan",
     "clip",
     "clip_middle",
     "command_of",
     "decode_arguments",
     "definitions",
+    "distinct_lines",
+    "error_line_at",
+    "error_line_starts",
     "error_lines",
+    "error_scan",
     "exit_code",
     "fenced_commands",
     "has_extension",
@@ -234,16 +240,18 @@ def exit_code(output: str) -> int | None:
     return int(match.group(1) or match.group(2))
 
 
-def _traceback_tail(output: str, start: int) -> str | None:
-    """Return the exception line that ends the traceback starting at ``start``."""
+def _traceback_tail(output: str, start: int) -> tuple[str | None, int]:
+    """Return the exception line that ends the traceback starting at ``start``, and where the
+    reading stopped (the end of that line, or of the output)."""
     position = output.find("\n", start)
     while position != -1:
         end = output.find("\n", position + 1)
-        line = output[position + 1 : end if end != -1 else len(output)]
+        end = end if end != -1 else len(output)
+        line = output[position + 1 : end]
         if line and not line[0].isspace() and not line.startswith(_TRACEBACK):
-            return line.strip()
-        position = end
-    return None
+            return line.strip(), end
+        position = end if end != len(output) else -1
+    return None, len(output)
 
 
 def _is_error_line(line: str) -> bool:
@@ -266,6 +274,46 @@ def error_lines(output: str, *, viewer: bool, limit: int | None = 4) -> list[str
     Returns:
         Distinct lines, each stripped and at most 200 characters, in output order.
     """
+    if viewer:
+        read = [error_line_at(output, start)[0] for start in error_line_starts(output, viewer=True)]
+    else:
+        read = list(error_scan(output)[1])
+    found = distinct_lines(read)
+    return found if limit is None else found[-limit:]
+
+
+def distinct_lines(lines: list[str | None]) -> list[str]:
+    """The lines that are not None, each once, in order."""
+    found: list[str] = []
+    for line in lines:
+        if line is not None and line not in found:
+            found.append(line)
+    return found
+
+
+#: What :func:`error_scan` gives: where each line that may be an error line starts, what it
+#: gives (:func:`error_line_at`) and where its reading stopped.
+ErrorScan = tuple[tuple[int, ...], tuple[str | None, ...], tuple[int, ...]]
+
+
+def error_scan(output: str) -> ErrorScan:
+    """What each line of ``output`` that may be an error line gives (``viewer=False``), kept
+    by the text: a summary and the fact reads read the same tool results."""
+    return _scans(output)
+
+
+def _read_scan(output: str) -> ErrorScan:
+    starts = error_line_starts(output, viewer=False)
+    read = [error_line_at(output, start) for start in starts]
+    return tuple(starts), tuple(line for line, _ in read), tuple(stop for _, stop in read)
+
+
+_scans = TextMemo(_read_scan, size=4096, chars=8_000_000)
+
+
+def error_line_starts(output: str, *, viewer: bool) -> list[int]:
+    """Where the lines of ``output`` that may be error lines start, in order: the lines that
+    hold a needle (:func:`error_lines` reads each with :func:`error_line_at`)."""
     starts: set[int] = set()
     for needle in _VIEWER_NEEDLES if viewer else _ERROR_NEEDLES:
         position = output.find(needle)
@@ -274,19 +322,23 @@ def error_lines(output: str, *, viewer: bool, limit: int | None = 4) -> list[str
             starts.add(start)
             end = output.find("\n", position)
             position = output.find(needle, end) if end != -1 else -1
-    found: list[str] = []
-    for start in sorted(starts):
-        end = output.find("\n", start)
-        line = output[start : end if end != -1 else len(output)][:1000]
-        if not _is_error_line(line):
-            continue
-        line = line.strip()
-        if _TRACEBACK in line:
-            line = _traceback_tail(output, start) or line
-        line = clip(line, 200)
-        if line not in found:
-            found.append(line)
-    return found if limit is None else found[-limit:]
+    return sorted(starts)
+
+
+def error_line_at(output: str, start: int) -> tuple[str | None, int]:
+    """The error line that the line of ``output`` starting at ``start`` gives (stripped, cut to
+    200 characters; a traceback's head gives the exception line that ends it), or None, and
+    where the reading stopped: what it gives depends on ``output[start:stop]`` alone."""
+    end = output.find("\n", start)
+    end = end if end != -1 else len(output)
+    line = output[start:end][:1000]
+    if not _is_error_line(line):
+        return None, end
+    line = line.strip()
+    if _TRACEBACK in line:
+        tail, end = _traceback_tail(output, start)
+        line = tail or line
+    return clip(line, 200), end
 
 
 def last_line(output: str) -> str:

@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.conftest import trace_files
 
-from ctxledger.domain import _fact_extract as fx
+from ctxledger.domain import _fact_text as ft
 from ctxledger.domain import _paths as px
 from ctxledger.domain import extract as ex
 from ctxledger.tooling.workload import iter_agent_steps
@@ -101,6 +101,26 @@ def reference_is_error_line(line: str) -> bool:
     return _REFERENCE_ERROR_LINE.match(line) is not None
 
 
+_REFERENCE_CALL = re.compile(r"\b[A-Za-z_][\w.]*\w\(\)")
+_REFERENCE_NUMBER = re.compile(
+    r"(?<![\w.])\d+(?:[.,]\d+)?[ \t]?(?:%|(?:ms|s|sec|secs|seconds?|min|mins|minutes?|h|hours?"
+    r"|days?|[KMGT]i?B|bytes?|tokens?|chars?|characters?|lines?|px|[kMG]Hz|x)\b)"
+)
+_REFERENCE_DOLLAR = re.compile(r"^\$ (\S.*)$", re.MULTILINE)
+
+
+def reference_calls(text: str) -> list[str]:
+    return [match.group() for match in _REFERENCE_CALL.finditer(text)]
+
+
+def reference_numbers(text: str) -> list[str]:
+    return [match.group() for match in _REFERENCE_NUMBER.finditer(text)]
+
+
+def reference_dollar_commands(text: str) -> list[str]:
+    return [match.group(1) for match in _REFERENCE_DOLLAR.finditer(text)]
+
+
 _PATH_PIECES = [
     "/", ".py", ".txt", ".conf", "a/", "b/", "src/", "---", "+++ ", "diff ", "http:", "https://",
     "path/to/", "s/x/y/g", "~/", "./", "../", "<", ":", "@", "-", ".", "+", "ABCdef123", "x" * 31,
@@ -122,6 +142,12 @@ _ERROR_PIECES = [
     "No such file or directory", "command not found", "Permission denied", "é",
     "timed out and has been", "Traceback (most recent call last)", "3", "0", " failed", " error",
     " errors", "s", ":",
+]
+
+
+_PROSE_PIECES = [
+    "()", "(", ")", "a", "B", "_", ".", "1", "2.5", ",", "é", "x", " ", "\t", "\n", "$ ", "$",
+    "ms", "s", "%", "KB", "tokens", "lines", "x" * 140, "run", "self.save", "..", "-",
 ]
 
 
@@ -181,7 +207,7 @@ def test_paths_match_the_reference(text: str) -> None:
 
 def test_test_ids_match_the_reference_on_generated_texts() -> None:
     texts = list(_texts(_TEST_PIECES, 40_000, 25, seed=3))
-    found = [fx._test_ids(text) for text in texts]
+    found = [ft.test_ids(text) for text in texts]
     assert found == [reference_test_ids(text) for text in texts]
     assert sum(map(len, found)) > 5_000
 
@@ -199,7 +225,7 @@ def test_the_corpus_gives_what_the_references_give(corpus: list[str]) -> None:
     assert [list(ex.paths(text)) for text in corpus] == [
         list(reference_paths(text)) for text in corpus
     ]
-    assert [fx._test_ids(text) for text in corpus] == [
+    assert [ft.test_ids(text) for text in corpus] == [
         reference_test_ids(text) for text in corpus
     ]
     assert [ex.exit_code(text) for text in corpus] == [
@@ -220,4 +246,26 @@ def test_the_corpus_lines_give_what_the_reference_error_check_gives(corpus: list
     lines = [line[:1000] for text in corpus for line in text.split("\n")]
     assert [ex._is_error_line(line) for line in lines] == [
         reference_is_error_line(line) for line in lines
+    ]
+
+
+def test_calls_numbers_and_dollar_commands_match_the_reference_on_generated_texts() -> None:
+    """Calls found from their "()", numbers from a digit and "$" lines behind a literal check
+    are the matches of the plain patterns."""
+    texts = list(_texts(_PROSE_PIECES, 30_000, 30, seed=12))
+    rng = random.Random(13)
+    texts += ["a" * rng.randint(100, 1200) + "." * rng.randint(0, 2) + "b()" for _ in range(100)]
+    found = [(ft.calls(t), ft.numbers(t), ft.dollar_commands(t)) for t in texts]
+    assert found == [
+        (reference_calls(t), reference_numbers(t), reference_dollar_commands(t)) for t in texts
+    ]
+    assert sum(len(calls) for calls, _, _ in found) > 2_000
+    assert sum(len(numbers) for _, numbers, _ in found) > 1_000
+    assert sum(len(commands) for _, _, commands in found) > 1_000
+
+
+def test_the_corpus_gives_the_reference_calls_numbers_and_commands(corpus: list[str]) -> None:
+    """The workload's and the traces' texts give the plain patterns' calls, numbers and $ lines."""
+    assert [(ft.calls(t), ft.numbers(t), ft.dollar_commands(t)) for t in corpus] == [
+        (reference_calls(t), reference_numbers(t), reference_dollar_commands(t)) for t in corpus
     ]

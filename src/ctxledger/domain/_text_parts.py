@@ -1,0 +1,64 @@
+"""The paths and error lines of a text and of its parts, each text read once.
+
+A background summary reads a long tool result twice: the summariser is given its head and tail
+and, for the middle, the facts the middle holds (:mod:`ctxledger.domain.digest`), and the fact
+reads read it whole (:mod:`ctxledger.domain._fact_extract`). Both readings go by lines: a path
+never spans a newline, and what is read around it stays on its line
+(:func:`~ctxledger.domain._paths.path_runs`); an error line is read from its own line (and, for
+a traceback's head, the lines down to the exception that ends it,
+:func:`~ctxledger.domain.extract.error_line_at`). So the paths and error lines of a part made of
+whole lines are those of the whole text found on those lines: a part's are taken from the
+whole's (kept by the text: :func:`~ctxledger.domain._paths.path_runs`,
+:func:`~ctxledger.domain.extract.error_scan`), and only its first and last lines, which a cut
+may have split, are read again.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+
+from ctxledger.domain import extract as ex
+from ctxledger.domain._paths import path_runs
+
+__all__ = ["error_lines_between", "paths_between"]
+
+
+def _inner_lines(text: str, start: int, end: int) -> tuple[int, int] | None:
+    """Where the whole lines of ``text[start:end]`` after its first begin and before its last
+    end (both at the start of a line of ``text``), or None when it holds no newline."""
+    first = text.find("\n", start, end) + 1
+    if not first:
+        return None
+    return first, text.rfind("\n", start, end) + 1
+
+
+def paths_between(text: str, start: int, end: int) -> list[str]:
+    """``list(paths(text[start:end]))``, the paths of its inner lines taken from the whole's."""
+    inner = _inner_lines(text, start, end)
+    if inner is None:
+        return list(ex.paths(text[start:end]))
+    first, last = inner
+    starts, found = path_runs(text)
+    middle = found[bisect_left(starts, first) : bisect_left(starts, last)]
+    return [*ex.paths(text[start:first]), *middle, *ex.paths(text[last:end])]
+
+
+def error_lines_between(text: str, start: int, end: int) -> list[str]:
+    """``error_lines(text[start:end], viewer=False, limit=None)``, the error lines of its inner
+    lines taken from the whole's (unless their reading went past them)."""
+    part = text[start:end]
+    inner = _inner_lines(text, start, end)
+    if inner is None:
+        return ex.error_lines(part, viewer=False, limit=None)
+    first, last = inner
+    heads = ex.error_line_starts(part[: first - start], viewer=False)
+    lines = [ex.error_line_at(part, 0)[0]] if heads else []
+    starts, read, stops = ex.error_scan(text)
+    for index in range(bisect_left(starts, first), bisect_left(starts, last)):
+        if stops[index] < last:
+            lines.append(read[index])
+        else:  # a traceback read down past the part's inner lines: read in the part
+            lines.append(ex.error_line_at(part, starts[index] - start)[0])
+    if ex.error_line_starts(part[last - start :], viewer=False):
+        lines.append(ex.error_line_at(part, last - start)[0])
+    return ex.distinct_lines(lines)

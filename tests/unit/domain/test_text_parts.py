@@ -1,0 +1,64 @@
+"""The paths and error lines of a part of a text, read from the whole's, are the part's own."""
+
+from __future__ import annotations
+
+import random
+
+import msgspec
+from tests.conftest import trace_files
+
+from ctxledger.domain import _fact_extract as fx
+from ctxledger.domain import extract as ex
+from ctxledger.domain._text_parts import error_lines_between, paths_between
+from ctxledger.tooling.traces import read_trace
+
+_PIECES = [
+    "\n", "\n", " ", "  ", "src/app.py", "/usr/lib/x", "a/", "b/b.py", "--- ", "+++ ", "diff ",
+    "https:", "//h.org/x", "<", "</", ":", "ValueError: bad", "Error", "E   ", "FAILED",
+    "Traceback (most recent call last)", "    at f()", "No such file or directory", "x",
+    "KeyError", "error: x", "3 failed", "é", ".py", "ftp:", "setup.py",
+]
+
+
+def _texts(count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return ["".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 60))) for _ in range(count)]
+
+
+def _cuts(text: str, rng: random.Random) -> list[tuple[int, int]]:
+    cuts = [(0, len(text))]
+    for _ in range(6):
+        start = rng.randint(0, len(text))
+        cuts.append((start, rng.randint(start, len(text))))
+    return cuts
+
+
+def test_parts_of_generated_texts_give_their_own_paths_and_error_lines() -> None:
+    """Every part of a generated text gives what reading it alone gives."""
+    rng = random.Random(3)
+    compared = 0
+    for text in _texts(3_000, seed=2):
+        for start, end in _cuts(text, rng):
+            part = text[start:end]
+            assert paths_between(text, start, end) == list(ex.paths(part))
+            assert error_lines_between(text, start, end) == ex.error_lines(
+                part, viewer=False, limit=None
+            )
+            compared += 1
+    assert compared == 21_000
+
+
+def test_parts_of_the_traces_tool_results_give_their_own_facts() -> None:
+    """The middle of each real tool result (as the digest cuts it) gives its own facts."""
+    rng = random.Random(4)
+    compared = 0
+    for trace in trace_files():
+        for message in read_trace(trace):
+            if message.role != "tool" or len(message.content) < 2_000:
+                continue
+            message = message.with_seq(7)
+            for start, end in _cuts(message.content, rng):
+                part = msgspec.structs.replace(message, content=message.content[start:end])
+                assert fx.part_facts(message, start, end) == fx.extract_facts([part], keep=False)
+                compared += 1
+    assert compared > 1_000
