@@ -32,6 +32,10 @@ _BARE_EXTENSIONS = (
 # at C speed, where a path pattern tried at every word start costs seven times more.
 _ANCHOR = re.compile(r"/[\w@+~-]|\.(?:" + _BARE_EXTENSIONS + r")\b")
 _RUN = re.compile(r"[\w.@~/-]*")
+# An anchor and the rest of its run in one search (the anchor's slash or dot is a run character).
+_ANCHORED_RUN = re.compile(
+    r"(?:/(?=[\w@+~-])|\.(?=(?:" + _BARE_EXTENSIONS + r")\b))[\w.@~/-]*"
+)
 _SCHEME = re.compile(r"\b(?:https?|ftp|file):$")
 # A run of 30 alphanumerics, or a segment mixing upper and lower case with digits, is base64 or
 # a hash (a certificate's body), not a name.
@@ -81,13 +85,17 @@ def _read_runs(text: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
     # Each run of path characters that holds an anchor is read once, from its first anchor:
     # the next search starts where the run ends (a search per run, not a loop over every
     # anchor), and what a run's text is (:func:`_path_shape`) is kept for the runs that repeat.
-    search, run, shapes = _ANCHOR.search, _RUN.match, _shapes
+    # A run is grown backwards (by 256 characters at most) in the reversed text, made once.
+    search, run, shapes = _ANCHORED_RUN.search, _RUN.match, _shapes
+    size = len(text)
+    reversed_text = ""
     end = 0
     while (match := search(text, end)) is not None:
-        anchor = match.start()
-        window = text[max(0, anchor - 256) : anchor][::-1]
-        start = anchor - run(window).end()  # type: ignore[union-attr]
-        end = run(text, anchor).end()  # type: ignore[union-attr]
+        anchor, end = match.span()
+        if not reversed_text:
+            reversed_text = text[::-1]
+        behind = size - anchor
+        start = anchor - run(reversed_text, behind, behind + 256).end() + behind  # type: ignore[union-attr]
         path = text[start:end].lstrip("@-").rstrip(".-")
         shape = shapes.get(path)
         if shape is None:
