@@ -10,6 +10,8 @@ reversed; within a section, items about the focus come first, then by tier, then
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ctxledger.domain import extract as ex
@@ -127,6 +129,22 @@ class Board:
         if recency >= item.recency:
             item.recency, item.text = recency, text
         return item
+
+    def add_names(
+        self, section: str, names: Iterable[str], tier: int, recency: int, *, count: int = 1
+    ) -> None:
+        """:meth:`add` each of ``names`` (texts without whitespace, such as paths), repeats
+        merged first: a name given ``n`` times adds ``n * count`` to its item's count."""
+        bucket = self.items[section]
+        for name, times in Counter(names).items():
+            item = bucket.get(name)
+            if item is None:
+                bucket[name] = Item(name, tier, recency, count * times)
+                continue
+            item.count += count * times
+            item.tier = min(item.tier, tier)
+            if recency >= item.recency:
+                item.recency, item.text = recency, name
 
     def set_latest(self, item: Item | None) -> None:
         """Mark ``item`` as the latest state of the work (only one item is)."""

@@ -162,9 +162,7 @@ def identifiers(text: str, *, prose: bool) -> Iterator[str]:
     if "#" in text:
         for match in _ISSUE_NUMBER.finditer(text):
             yield match.group()
-    if "ssue" in text or "PR" in text or "icket" in text:
-        for match in _ISSUE_WORD.finditer(text):
-            yield match.group()
+    yield from _issue_words(text)
     end = 0
     for match in _VERSION_DOTS.finditer(text):
         if match.start() >= end:
@@ -172,6 +170,22 @@ def identifiers(text: str, *, prose: bool) -> Iterator[str]:
             version = _VERSION.search(text, start, end)
             if version:
                 yield version.group()
+
+
+def _issue_words(text: str) -> list[str]:
+    """The matches of ``_ISSUE_WORD`` in ``text``, in order: each is searched for where its
+    literal ("ssue", "PR", "icket") is found (matches cannot overlap: after the word come only
+    blanks, a ``#`` and digits), not tried at every ``i``, ``t`` or ``P``."""
+    found: list[tuple[int, str]] = []
+    for literal, back in (("ssue", 1), ("PR", 0), ("icket", 1)):
+        position = text.find(literal)
+        while position != -1:
+            if position >= back:
+                match = _ISSUE_WORD.match(text, position - back)
+                if match is not None:
+                    found.append((match.start(), match.group()))
+            position = text.find(literal, position + 1)
+    return [word for _, word in sorted(found)]
 
 
 _STOPWORDS = frozenset({

@@ -194,8 +194,7 @@ def _merge_previous(
             if name != "files":
                 # A path spelled out in another item is on record only through that item: keep
                 # it as a fallback (count 0, so it ranks last) for when the item is dropped.
-                for path in ex.paths(text):
-                    board.add("files", path, FALLBACK, recency, count=0)
+                board.add_names("files", ex.paths(text), FALLBACK, recency, count=0)
     return first, last, count
 
 
@@ -207,8 +206,7 @@ def _key(text: str) -> str:
 def _absorb_prose(board: Board, text: str, tier: int, recency: int) -> None:
     """Mine free text (an unstructured summary) for facts, and keep its head and tail."""
     board.add("progress", _EARLIER + ex.clip_middle(ex.one_line(text), 600), tier, recency)
-    for path in ex.paths(text):
-        board.add("files", path, tier, recency)
+    board.add_names("files", ex.paths(text), tier, recency)
     for command in ex.fenced_commands(text):
         board.add("commands", ex.shorten_command(command), tier, recency, counted=True)
     for name in _prose.identifiers(text, prose=True):
@@ -278,8 +276,7 @@ class _Collector:
             if command is not None:
                 short = ex.shorten_command(command, self.command_chars)
                 self.board.add("commands", short, NEW, recency, counted=True)
-                for path in ex.paths(command):
-                    self.board.add("files", path, NEW, recency)
+                self.board.add_names("files", ex.paths(command), NEW, recency)
             else:
                 short = self.action(call.name, arguments, recency)
             self.calls[call.id] = (call.name, command, short)
@@ -298,16 +295,14 @@ class _Collector:
                 if key in ex.PATH_KEYS:
                     self.board.add("files", value, NEW, recency)
                 else:
-                    for path in ex.paths(value):
-                        self.board.add("files", path, NEW, recency)
+                    self.board.add_names("files", ex.paths(value), NEW, recency)
         text = ex.clip(" ".join(parts), self.command_chars)
         self.board.add("commands", text, MINOR, recency, counted=True)
         return text
 
     def prose(self, text: str, recency: int, *, commands: bool = True) -> None:
         board = self.board
-        for path in ex.paths(text):
-            board.add("files", path, NEW, recency)
+        board.add_names("files", ex.paths(text), NEW, recency)
         for name in _prose.identifiers(text, prose=True):
             board.add("identifiers", name, NEW, recency)
         if not commands:
@@ -330,8 +325,7 @@ class _Collector:
             detail = " | ".join(status + lines)
             self.board.add("errors", f"{label}{ex.clip(short, 80)}: {detail}", NEW, recency,
                            key=detail)
-        for path in ex.paths(output):
-            self.board.add("files", path, MINOR, recency)
+        self.board.add_names("files", ex.paths(output), MINOR, recency)
 
     def focus_lines(self, text: str, label: str, tier: int, recency: int) -> None:
         """Collect up to six lines of ``text`` that mention the focus."""
