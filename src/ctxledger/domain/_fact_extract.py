@@ -15,8 +15,9 @@ from ctxledger.domain import _fact_text as ft
 from ctxledger.domain import extract as ex
 from ctxledger.domain._fact_runs import Runs
 from ctxledger.domain._identity_memo import IdentityMemo, held_chars
+from ctxledger.domain._paths import path_runs
 from ctxledger.domain._shown import shown_text
-from ctxledger.domain._text_parts import error_lines_between, paths_between
+from ctxledger.domain._text_parts import error_lines_between, found_between, paths_between
 from ctxledger.messages import Message
 
 __all__ = [
@@ -105,13 +106,26 @@ class _Collector:
         else:
             self.found[(fact.kind, fact.text)] = fact
 
-    def prose(self, text: str, seq: int, *, requests: bool) -> None:
-        for path in ex.paths(text):
+    def prose(
+        self, text: str, seq: int, *, requests: bool, part: tuple[int, int] | None = None
+    ) -> None:
+        """Add the facts of ``text`` (or of ``text[slice(*part)]``, read from the whole's)."""
+        paths: Sequence[str]
+        kinds: list[Sequence[str]]
+        if part is None:
+            paths = path_runs(text)[1]
+            kinds = [found[1] for found in ft.prose_finds(text)]
+        else:
+            paths = paths_between(text, *part)
+            kinds = [found_between(kind, text, *part) for kind in ft.PROSE_KINDS]
+        for path in paths:
             self.put("path", path, seq, True)  # a path holds no whitespace: normalized
-        for command in ft.dollar_commands(text):
+        commands, tests, calls, numbers = kinds
+        for command in commands:
             self.add("command", _head(command, COMMAND_CHARS), seq)
-        self.identifiers(text, seq)
-        for number in ft.numbers(text):
+        for found in (*tests, *calls):
+            self.add("identifier", found, seq)
+        for number in numbers:
             self.add("number", number, seq)
         if requests:
             for line in text.splitlines():
@@ -295,13 +309,16 @@ class _Memo(IdentityMemo[tuple[int, str | None, str | None], _Read]):
 _memo = _Memo()
 
 
-def _compute_adds(message: Message, name: str | None, command: str | None) -> _Read:
-    """What ``message`` gives (see :data:`_Read`), read now."""
+def _compute_adds(
+    message: Message, name: str | None, command: str | None, part: tuple[int, int] | None = None
+) -> _Read:
+    """What ``message`` gives (see :data:`_Read`), read now; with ``part``, what the message
+    whose content is ``message.content[slice(*part)]`` gives, read from the whole content's."""
     if message.role == "tool":
-        return _tool_adds(message, name, command), ()
+        return _tool_adds(message, name, command, part), ()
     collector = _Recorder()
     seq = 0
-    collector.prose(message.content, seq, requests=message.role == "user")
+    collector.prose(message.content, seq, requests=message.role == "user", part=part)
     calls: list[tuple[str, str, str | None]] = []
     for call in message.tool_calls:
         arguments = ex.decode_arguments(call.arguments)
@@ -352,13 +369,15 @@ def _tool_adds(
 
 def part_facts(message: Message, start: int, end: int) -> list[Fact]:
     """``extract_facts([part], keep=False)`` of ``message`` with ``message.content[start:end]``
-    as its content: a tool result's part is read from what its whole content gives (which
-    the fact reads of the message then find kept, see :mod:`ctxledger.domain._text_parts`)."""
-    if message.role != "tool":
+    as its content: a tool result's or an assistant text's part is read from what its whole
+    content gives (which the fact reads of the message then find kept, see
+    :mod:`ctxledger.domain._text_parts`)."""
+    if message.role in ("summary", "user"):
         part = msgspec.structs.replace(message, content=message.content[start:end])
         return extract_facts([part], keep=False)
     collector = _Collector()
-    for kind, text, named in _tool_adds(message, message.name or "tool", None, (start, end)):
+    name = message.name or "tool" if message.role == "tool" else None
+    for kind, text, named in _compute_adds(message, name, None, (start, end))[0]:
         collector.put(kind, text, message.seq or 0, named)
     return list(collector.found.values())
 

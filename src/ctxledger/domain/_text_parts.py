@@ -16,11 +16,12 @@ may have split, are read again.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Callable, Sequence
 
 from ctxledger.domain import extract as ex
 from ctxledger.domain._paths import path_runs
 
-__all__ = ["error_lines_between", "paths_between"]
+__all__ = ["error_lines_between", "found_between", "paths_between"]
 
 
 def _inner_lines(text: str, start: int, end: int) -> tuple[int, int] | None:
@@ -32,15 +33,24 @@ def _inner_lines(text: str, start: int, end: int) -> tuple[int, int] | None:
     return first, text.rfind("\n", start, end) + 1
 
 
-def paths_between(text: str, start: int, end: int) -> list[str]:
-    """``list(paths(text[start:end]))``, the paths of its inner lines taken from the whole's."""
+def found_between(
+    found: Callable[[str], tuple[Sequence[int], Sequence[str]]], text: str, start: int, end: int
+) -> list[str]:
+    """``list(found(text[start:end])[1])``, where ``found`` gives what a text holds and where
+    each starts, each on one line, and reads nothing past its line: the finds of the inner
+    lines are taken from the whole's."""
     inner = _inner_lines(text, start, end)
     if inner is None:
-        return list(ex.paths(text[start:end]))
+        return list(found(text[start:end])[1])
     first, last = inner
-    starts, found = path_runs(text)
-    middle = found[bisect_left(starts, first) : bisect_left(starts, last)]
-    return [*ex.paths(text[start:first]), *middle, *ex.paths(text[last:end])]
+    starts, values = found(text)
+    middle = values[bisect_left(starts, first) : bisect_left(starts, last)]
+    return [*found(text[start:first])[1], *middle, *found(text[last:end])[1]]
+
+
+def paths_between(text: str, start: int, end: int) -> list[str]:
+    """``list(paths(text[start:end]))``, the paths of its inner lines taken from the whole's."""
+    return found_between(path_runs, text, start, end)
 
 
 def error_lines_between(text: str, start: int, end: int) -> list[str]:

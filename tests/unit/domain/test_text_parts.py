@@ -10,13 +10,15 @@ from tests.conftest import trace_files
 from ctxledger.domain import _fact_extract as fx
 from ctxledger.domain import extract as ex
 from ctxledger.domain._text_parts import error_lines_between, paths_between
+from ctxledger.messages import Message, ToolCall
 from ctxledger.tooling.traces import read_trace
 
 _PIECES = [
     "\n", "\n", " ", "  ", "src/app.py", "/usr/lib/x", "a/", "b/b.py", "--- ", "+++ ", "diff ",
     "https:", "//h.org/x", "<", "</", ":", "ValueError: bad", "Error", "E   ", "FAILED",
     "Traceback (most recent call last)", "    at f()", "No such file or directory", "x",
-    "KeyError", "error: x", "3 failed", "é", ".py", "ftp:", "setup.py",
+    "KeyError", "error: x", "3 failed", "é", ".py", "ftp:", "setup.py", "$ ls -la", "$ ",
+    "tests/t.py::test_a", "test_b", "run()", "a.b()", "12 ms", "3.5%", "40 tokens", "`x_y`",
 ]
 
 
@@ -48,13 +50,28 @@ def test_parts_of_generated_texts_give_their_own_paths_and_error_lines() -> None
     assert compared == 21_000
 
 
-def test_parts_of_the_traces_tool_results_give_their_own_facts() -> None:
-    """The middle of each real tool result (as the digest cuts it) gives its own facts."""
+def test_parts_of_generated_messages_give_their_own_facts() -> None:
+    """Every part of a generated tool result or assistant text gives its own facts."""
+    rng = random.Random(5)
+    call = ToolCall("c1", "bash", '{"command": "pytest tests/t.py::test_a"}')
+    for index, text in enumerate(_texts(2_000, seed=6)):
+        if index % 2:
+            message = Message.tool(text, "c1", "bash").with_seq(3)
+        else:
+            message = Message.assistant(text, [call] if index % 4 else []).with_seq(3)
+        for start, end in _cuts(text, rng):
+            part = msgspec.structs.replace(message, content=text[start:end])
+            assert fx.part_facts(message, start, end) == fx.extract_facts([part], keep=False)
+
+
+def test_parts_of_the_traces_messages_give_their_own_facts() -> None:
+    """The middle of each real tool result and assistant text (as the digest cuts them)
+    gives its own facts."""
     rng = random.Random(4)
     compared = 0
     for trace in trace_files():
         for message in read_trace(trace):
-            if message.role != "tool" or len(message.content) < 2_000:
+            if message.role not in ("tool", "assistant") or len(message.content) < 2_000:
                 continue
             message = message.with_seq(7)
             for start, end in _cuts(message.content, rng):
