@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import msgspec
 
-from ctxledger.domain._paths import has_extension, paths
+from ctxledger.domain._paths import has_extension, path_runs, paths
 from ctxledger.domain._text_memo import TextMemo
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "is_viewer",
     "last_line",
     "one_line",
+    "path_runs",
     "paths",
     "shorten_command",
     "strip_tags",

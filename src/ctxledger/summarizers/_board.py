@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ctxledger.domain import extract as ex
@@ -131,12 +131,14 @@ class Board:
         return item
 
     def add_names(
-        self, section: str, names: Iterable[str], tier: int, recency: int, *, count: int = 1
+        self, section: str, names: Sequence[str], tier: int, recency: int, *, count: int = 1
     ) -> None:
         """:meth:`add` each of ``names`` (texts without whitespace, such as paths), repeats
         merged first: a name given ``n`` times adds ``n * count`` to its item's count."""
+        if not names:
+            return
         bucket = self.items[section]
-        for name, times in Counter(names).items():
+        for name, times in (Counter(names) if len(names) > 1 else {names[0]: 1}).items():
             item = bucket.get(name)
             if item is None:
                 bucket[name] = Item(name, tier, recency, count * times)

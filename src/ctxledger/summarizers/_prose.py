@@ -9,7 +9,7 @@ short character class, which the engine finds at C speed, or the search is a pla
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ctxledger.domain.extract import clip, definitions, has_extension, one_line
 
@@ -107,12 +107,41 @@ _NAME_OR_CALL = re.compile(r"^[A-Za-z_][\w.]*(?:\(.*\))?$")
 _CODE_LIKE = re.compile(r"[_.\d(]|[a-z][A-Z]")
 
 
-def _grow(text: str, position: int, run: re.Pattern[str]) -> tuple[int, int]:
-    """Return the span of the run of ``run`` characters around ``position``."""
-    behind = run.match(text[max(0, position - 80) : position][::-1])
+def _grow(text: str, backwards: str, position: int, run: re.Pattern[str]) -> tuple[int, int]:
+    """Return the span of the run of ``run`` characters around ``position`` (grown backwards by
+    80 characters at most, in ``backwards``, the text reversed)."""
+    mirrored = len(text) - position
+    behind = run.match(backwards, mirrored, mirrored + 80)
     ahead = run.match(text, position)
     assert behind is not None and ahead is not None  # a pattern ending in * always matches
-    return position - behind.end(), ahead.end()
+    return position - behind.end() + mirrored, ahead.end()
+
+
+def _kept_check(kept: dict[str, bool], check: Callable[[str], bool], text: str) -> bool:
+    """``check(text)``, kept in ``kept`` (emptied when full): names repeat across messages."""
+    found = kept.get(text)
+    if found is None:
+        if len(kept) >= 4096:
+            kept.clear()
+        found = kept[text] = check(text)
+    return found
+
+
+def _is_code_name(name: str) -> bool:
+    """Whether a backticked ``name`` is a dotted name or a call, and looks like code."""
+    return bool(
+        _NAME_OR_CALL.match(name)
+        and _CODE_LIKE.search(name)
+        and ("(" in name or not has_extension(name))
+    )
+
+
+def _is_snake(word: str) -> bool:
+    return _SNAKE.fullmatch(word) is not None
+
+
+_code_names: dict[str, bool] = {}
+_snakes: dict[str, bool] = {}
 
 
 def identifiers(text: str, *, prose: bool) -> Iterator[str]:
@@ -134,16 +163,13 @@ def identifiers(text: str, *, prose: bool) -> Iterator[str]:
     if "`" in text:
         for match in _TICK.finditer(text):
             name = match.group(1).strip()
-            if (
-                _NAME_OR_CALL.match(name)
-                and _CODE_LIKE.search(name)
-                and ("(" in name or not has_extension(name))
-            ):
+            if _kept_check(_code_names, _is_code_name, name):
                 yield name
+    backwards = text[::-1]
     paren = text.find("(", 1)
     while paren != -1:
         if _is_word(text[paren - 1]):
-            left, right = _grow(text, paren, _DOTTED_RUN)
+            left, right = _grow(text, backwards, paren, _DOTTED_RUN)
             name = text[left:right].strip(".")
             if name and not name[0].isdigit() and _CODE_LIKE.search(name):
                 yield name
@@ -152,9 +178,9 @@ def identifiers(text: str, *, prose: bool) -> Iterator[str]:
     for match in _UNDERSCORE.finditer(text):
         if match.start() < end:
             continue
-        start, end = _grow(text, match.start(), _WORD_RUN)
+        start, end = _grow(text, backwards, match.start(), _WORD_RUN)
         word = text[start:end]
-        if _SNAKE.fullmatch(word) and text[end : end + 1] != ".":
+        if text[end : end + 1] != "." and _kept_check(_snakes, _is_snake, word):
             yield word
     for match in _CAMEL.finditer(text):
         if match.start() == 0 or not _is_word(text[match.start() - 1]):
@@ -166,7 +192,7 @@ def identifiers(text: str, *, prose: bool) -> Iterator[str]:
     end = 0
     for match in _VERSION_DOTS.finditer(text):
         if match.start() >= end:
-            start, end = _grow(text, match.start(), _VERSION_RUN)
+            start, end = _grow(text, backwards, match.start(), _VERSION_RUN)
             version = _VERSION.search(text, start, end)
             if version:
                 yield version.group()

@@ -194,7 +194,7 @@ def _merge_previous(
             if name != "files":
                 # A path spelled out in another item is on record only through that item: keep
                 # it as a fallback (count 0, so it ranks last) for when the item is dropped.
-                board.add_names("files", ex.paths(text), FALLBACK, recency, count=0)
+                board.add_names("files", ex.path_runs(text)[1], FALLBACK, recency, count=0)
     return first, last, count
 
 
@@ -206,7 +206,7 @@ def _key(text: str) -> str:
 def _absorb_prose(board: Board, text: str, tier: int, recency: int) -> None:
     """Mine free text (an unstructured summary) for facts, and keep its head and tail."""
     board.add("progress", _EARLIER + ex.clip_middle(ex.one_line(text), 600), tier, recency)
-    board.add_names("files", ex.paths(text), tier, recency)
+    board.add_names("files", ex.path_runs(text)[1], tier, recency)
     for command in ex.fenced_commands(text):
         board.add("commands", ex.shorten_command(command), tier, recency, counted=True)
     for name in _prose.identifiers(text, prose=True):
@@ -276,7 +276,7 @@ class _Collector:
             if command is not None:
                 short = ex.shorten_command(command, self.command_chars)
                 self.board.add("commands", short, NEW, recency, counted=True)
-                self.board.add_names("files", ex.paths(command), NEW, recency)
+                self.board.add_names("files", ex.path_runs(command)[1], NEW, recency)
             else:
                 short = self.action(call.name, arguments, recency)
             self.calls[call.id] = (call.name, command, short)
@@ -295,14 +295,14 @@ class _Collector:
                 if key in ex.PATH_KEYS:
                     self.board.add("files", value, NEW, recency)
                 else:
-                    self.board.add_names("files", ex.paths(value), NEW, recency)
+                    self.board.add_names("files", ex.path_runs(value)[1], NEW, recency)
         text = ex.clip(" ".join(parts), self.command_chars)
         self.board.add("commands", text, MINOR, recency, counted=True)
         return text
 
     def prose(self, text: str, recency: int, *, commands: bool = True) -> None:
         board = self.board
-        board.add_names("files", ex.paths(text), NEW, recency)
+        board.add_names("files", ex.path_runs(text)[1], NEW, recency)
         for name in _prose.identifiers(text, prose=True):
             board.add("identifiers", name, NEW, recency)
         if not commands:
@@ -325,7 +325,7 @@ class _Collector:
             detail = " | ".join(status + lines)
             self.board.add("errors", f"{label}{ex.clip(short, 80)}: {detail}", NEW, recency,
                            key=detail)
-        self.board.add_names("files", ex.paths(output), MINOR, recency)
+        self.board.add_names("files", ex.path_runs(output)[1], MINOR, recency)
 
     def focus_lines(self, text: str, label: str, tier: int, recency: int) -> None:
         """Collect up to six lines of ``text`` that mention the focus."""
