@@ -43,22 +43,57 @@ def _is_word(char: str) -> bool:
     return char.isalnum() or char == "_"
 
 
+def _alternation(words: list[str]) -> str:
+    """A pattern that matches where one of ``words`` starts: their trie, as nested groups (at
+    each character the search tries the few words that go on with it, not every word)."""
+    tails: dict[str, list[str]] = {}
+    for word in words:
+        tails.setdefault(word[:1], []).append(word[1:])
+    branches = [re.escape(head) + _alternation(rest) for head, rest in tails.items() if head]
+    if not branches:
+        return ""
+    return "(?:" + "|".join(branches) + ")" + ("?" if "" in tails else "")
+
+
+# Where a lower-case trigger may start, and the triggers by their first character.
+_TRIGGER_START = re.compile(_alternation([phrase for phrase, _ in _TRIGGERS]))
+_BY_FIRST: dict[str, list[tuple[str, int, str]]] = {}
+for _phrase, _kind in _TRIGGERS:
+    _BY_FIRST.setdefault(_phrase[0], []).append((_phrase, _KIND_ORDER[_kind], _kind))
+
+
+def _bounded(source: str, position: int, end: int) -> bool:
+    """Whether ``source[position:end]`` is not part of a longer word."""
+    return (position == 0 or not _is_word(source[position - 1])) and (
+        end == len(source) or not _is_word(source[end])
+    )
+
+
 def _hits(text: str) -> list[tuple[int, int, int, str]]:
-    """Every trigger in ``text`` as ``(start, kind order, end, kind)``, sorted."""
+    """Every trigger in ``text`` as ``(start, kind order, end, kind)``, sorted.
+
+    The occurrences of each trigger are taken left to right, each after the last one's end.
+    """
     lower = text.lower()
     hits = []
-    for source, triggers in ((lower, _TRIGGERS), (text, _CASED_TRIGGERS)):
-        for phrase, kind in triggers:
-            bounded = phrase[-1] != " "
-            position = source.find(phrase)
-            while position != -1:
-                end = position + len(phrase)
-                if not bounded or (
-                    (position == 0 or not _is_word(source[position - 1]))
-                    and (end == len(source) or not _is_word(source[end]))
-                ):
-                    hits.append((position, _KIND_ORDER[kind], end, kind))
-                position = source.find(phrase, end)
+    seen: dict[str, int] = {}  # the end of each trigger's last occurrence
+    search = _TRIGGER_START.search
+    match = search(lower)
+    while match is not None:
+        position = match.start()
+        for phrase, order, kind in _BY_FIRST[lower[position]]:
+            if position >= seen.get(phrase, 0) and lower.startswith(phrase, position):
+                end = seen[phrase] = position + len(phrase)
+                if phrase[-1] == " " or _bounded(lower, position, end):
+                    hits.append((position, order, end, kind))
+        match = search(lower, position + 1)
+    for phrase, kind in _CASED_TRIGGERS:
+        position = text.find(phrase)
+        while position != -1:
+            end = position + len(phrase)
+            if phrase[-1] == " " or _bounded(text, position, end):
+                hits.append((position, _KIND_ORDER[kind], end, kind))
+            position = text.find(phrase, end)
     hits.sort()
     return hits
 
