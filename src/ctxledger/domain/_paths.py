@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from ctxledger.domain._text_memo import TextMemo
 
-__all__ = ["has_extension", "path_runs", "paths"]
+__all__ = ["has_extension", "keep_paths", "path_runs", "paths"]
 
 _EXTENSIONS = (
     "py|pyi|pyx|ipynb|js|jsx|mjs|cjs|ts|tsx|vue|svelte|json|jsonl|md|rst|txt|toml|yaml|yml|cfg|"
@@ -76,6 +76,11 @@ def path_runs(text: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
     that start on them (:mod:`ctxledger.domain._long_text`).
     """
     return _kept(text)
+
+
+def keep_paths(text: str, runs: tuple[tuple[int, ...], tuple[str, ...]]) -> None:
+    """Keep ``runs`` as :func:`path_runs` of ``text`` (made from its parts' elsewhere)."""
+    _kept.put(text, runs)
 
 
 def _read_runs(text: str) -> tuple[tuple[int, ...], tuple[str, ...]]:

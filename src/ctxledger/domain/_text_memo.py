@@ -50,8 +50,13 @@ class TextMemo(Generic[_Value]):
         if found is not None:
             return found
         value = self.read(text)
+        self.put(text, value)
+        return value
+
+    def put(self, text: str, value: _Value) -> None:
+        """Keep ``value`` as ``read(text)`` (unless ``text`` is kept, or longer than ``chars``)."""
         if len(text) > self.chars:
-            return value
+            return
         with self._lock:
             if text not in self.entries:
                 self.entries[text] = value
@@ -60,4 +65,3 @@ class TextMemo(Generic[_Value]):
                     oldest = next(iter(self.entries))
                     self.held -= len(oldest)
                     del self.entries[oldest]
-        return value

@@ -19,9 +19,11 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 
 from ctxledger.domain import extract as ex
-from ctxledger.domain._paths import path_runs
+from ctxledger.domain._paths import keep_paths, path_runs
 
-__all__ = ["error_lines_between", "found_between", "paths_between"]
+__all__ = [
+    "error_lines_between", "found_between", "keep_cut_paths", "paths_between", "runs_between"
+]
 
 
 def _inner_lines(text: str, start: int, end: int) -> tuple[int, int] | None:
@@ -33,24 +35,55 @@ def _inner_lines(text: str, start: int, end: int) -> tuple[int, int] | None:
     return first, text.rfind("\n", start, end) + 1
 
 
+def runs_between(
+    found: Callable[[str], tuple[Sequence[int], Sequence[str]]], text: str, start: int, end: int
+) -> tuple[list[int], list[str]]:
+    """``found(text[start:end])``, where ``found`` gives what a text holds and where each
+    starts, each on one line, and reads nothing past its line: the finds of the inner lines
+    are taken from the whole's."""
+    inner = _inner_lines(text, start, end)
+    if inner is None:
+        starts, values = found(text[start:end])
+        return list(starts), list(values)
+    first, last = inner
+    head_starts, head_values = found(text[start:first])
+    starts, values = found(text)
+    low, high = bisect_left(starts, first), bisect_left(starts, last)
+    tail_starts, tail_values = found(text[last:end])
+    return (
+        [
+            *head_starts,
+            *(at - start for at in starts[low:high]),
+            *(at + last - start for at in tail_starts),
+        ],
+        [*head_values, *values[low:high], *tail_values],
+    )
+
+
 def found_between(
     found: Callable[[str], tuple[Sequence[int], Sequence[str]]], text: str, start: int, end: int
 ) -> list[str]:
-    """``list(found(text[start:end])[1])``, where ``found`` gives what a text holds and where
-    each starts, each on one line, and reads nothing past its line: the finds of the inner
-    lines are taken from the whole's."""
-    inner = _inner_lines(text, start, end)
-    if inner is None:
-        return list(found(text[start:end])[1])
-    first, last = inner
-    starts, values = found(text)
-    middle = values[bisect_left(starts, first) : bisect_left(starts, last)]
-    return [*found(text[start:first])[1], *middle, *found(text[last:end])[1]]
+    """``list(found(text[start:end])[1])``, taken from the whole's (see :func:`runs_between`)."""
+    return runs_between(found, text, start, end)[1]
 
 
 def paths_between(text: str, start: int, end: int) -> list[str]:
     """``list(paths(text[start:end]))``, the paths of its inner lines taken from the whole's."""
     return found_between(path_runs, text, start, end)
+
+
+def keep_cut_paths(cut: str, text: str, head_end: int, block: str, tail_start: int) -> None:
+    """Keep the paths of ``cut``, which is ``text[:head_end] + "\n" + block + text[tail_start:]``
+    with ``block`` ending in a newline (a message the digest cut, which the summariser reads):
+    those of the head and the tail are taken from the whole text's (a newline after the head
+    changes none of its paths)."""
+    head = runs_between(path_runs, text, 0, head_end)
+    middle = path_runs(block)
+    tail = runs_between(path_runs, text, tail_start, len(text))
+    at_block = head_end + 1
+    at_tail = at_block + len(block)
+    starts = (*head[0], *(at + at_block for at in middle[0]), *(at + at_tail for at in tail[0]))
+    keep_paths(cut, (starts, (*head[1], *middle[1], *tail[1])))
 
 
 def error_lines_between(text: str, start: int, end: int) -> list[str]:

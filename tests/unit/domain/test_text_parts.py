@@ -8,8 +8,10 @@ import msgspec
 from tests.conftest import trace_files
 
 from ctxledger.domain import _fact_extract as fx
+from ctxledger.domain import _paths
 from ctxledger.domain import extract as ex
 from ctxledger.domain._text_parts import error_lines_between, paths_between
+from ctxledger.domain.digest import summary_input
 from ctxledger.messages import Message, ToolCall
 from ctxledger.tooling.traces import read_trace
 
@@ -79,3 +81,17 @@ def test_parts_of_the_traces_messages_give_their_own_facts() -> None:
                 assert fx.part_facts(message, start, end) == fx.extract_facts([part], keep=False)
                 compared += 1
     assert compared > 1_000
+
+
+def test_the_paths_kept_for_cut_messages_are_theirs() -> None:
+    """The paths the digest keeps for each message it cut, made from the whole content's, are
+    the cut message's own, with where each starts."""
+    checked = 0
+    for trace in trace_files():
+        messages = [message.with_seq(n) for n, message in enumerate(read_trace(trace), 1)]
+        for limit in (300, 1_000):
+            for given, cut in zip(messages, summary_input(messages, limit), strict=True):
+                if cut.content != given.content and "characters omitted" in cut.content:
+                    assert _paths._kept.entries.get(cut.content) == _paths._read_runs(cut.content)
+                    checked += 1
+    assert checked > 500
