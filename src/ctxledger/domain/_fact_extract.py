@@ -117,7 +117,10 @@ class _Collector:
             kinds = [found[1] for found in ft.prose_finds(text)]
         else:
             paths = paths_between(text, *part)
-            kinds = [found_between(kind, text, *part) for kind in ft.PROSE_KINDS]
+            kinds = [
+                found_between(kind, text, *part, piece)
+                for kind, piece in zip(ft.PROSE_KINDS, ft.READ_PROSE_KINDS, strict=True)
+            ]
         for path in paths:
             self.put("path", path, seq, True)  # a path holds no whitespace: normalized
         commands, tests, calls, numbers = kinds

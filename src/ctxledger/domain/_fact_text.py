@@ -14,7 +14,14 @@ from collections.abc import Callable
 from ctxledger.domain._text_memo import TextMemo
 
 __all__ = [
-    "PROSE_KINDS", "Found", "calls", "dollar_commands", "numbers", "prose_finds", "test_ids"
+    "PROSE_KINDS",
+    "READ_PROSE_KINDS",
+    "Found",
+    "calls",
+    "dollar_commands",
+    "numbers",
+    "prose_finds",
+    "test_ids",
 ]
 
 # A pytest node id, or a test function's name (not a test file's stem: "tests/test_x.py").
@@ -128,3 +135,14 @@ def _prose_kind(kind: int) -> Callable[[str], Found]:
 
 #: Each kind of :func:`prose_finds` on its own, as a function of the text.
 PROSE_KINDS = tuple(_prose_kind(kind) for kind in range(4))
+
+
+def _read_kind(kind: int) -> Callable[[str], Found]:
+    def found(text: str) -> Found:
+        return _read_finds(text)[kind]
+
+    return found
+
+
+#: The kinds of :data:`PROSE_KINDS`, read now and not kept (for parts of a text read once).
+READ_PROSE_KINDS = tuple(_read_kind(kind) for kind in range(4))

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from ctxledger.domain._text_memo import TextMemo
 
-__all__ = ["has_extension", "keep_paths", "path_runs", "paths"]
+__all__ = ["has_extension", "keep_paths", "path_runs", "paths", "read_path_runs"]
 
 _EXTENSIONS = (
     "py|pyi|pyx|ipynb|js|jsx|mjs|cjs|ts|tsx|vue|svelte|json|jsonl|md|rst|txt|toml|yaml|yml|cfg|"
@@ -83,8 +83,8 @@ def keep_paths(text: str, runs: tuple[tuple[int, ...], tuple[str, ...]]) -> None
     _kept.put(text, runs)
 
 
-def _read_runs(text: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
-    """:func:`path_runs`, read now."""
+def read_path_runs(text: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """:func:`path_runs`, read now and not kept (for parts of a text read once)."""
     starts: list[int] = []
     found: list[str] = []
     # Each run of path characters that holds an anchor is read once, from its first anchor:
@@ -158,4 +158,4 @@ def has_extension(name: str) -> bool:
 
 #: The paths of recent texts (a text's paths are read by the summary and by the fact reads, and
 #: a summary's items are read again in the next one).
-_kept = TextMemo(_read_runs, size=8192, chars=4_000_000)
+_kept = TextMemo(read_path_runs, size=8192, chars=4_000_000)

@@ -19,7 +19,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 
 from ctxledger.domain import extract as ex
-from ctxledger.domain._paths import keep_paths, path_runs
+from ctxledger.domain._paths import keep_paths, path_runs, read_path_runs
 
 __all__ = [
     "error_lines_between", "found_between", "keep_cut_paths", "paths_between", "runs_between"
@@ -35,21 +35,27 @@ def _inner_lines(text: str, start: int, end: int) -> tuple[int, int] | None:
     return first, text.rfind("\n", start, end) + 1
 
 
+#: What a kind of find gives in a text: where each found one starts, and its text.
+_Finder = Callable[[str], tuple[Sequence[int], Sequence[str]]]
+
+
 def runs_between(
-    found: Callable[[str], tuple[Sequence[int], Sequence[str]]], text: str, start: int, end: int
+    found: _Finder, text: str, start: int, end: int, piece: _Finder | None = None
 ) -> tuple[list[int], list[str]]:
     """``found(text[start:end])``, where ``found`` gives what a text holds and where each
     starts, each on one line, and reads nothing past its line: the finds of the inner lines
-    are taken from the whole's."""
+    are taken from the whole's, and the first and last lines are read with ``piece`` (the same
+    reading, not kept: ``found`` by default)."""
+    piece = piece or found
     inner = _inner_lines(text, start, end)
     if inner is None:
-        starts, values = found(text[start:end])
+        starts, values = piece(text[start:end])
         return list(starts), list(values)
     first, last = inner
-    head_starts, head_values = found(text[start:first])
+    head_starts, head_values = piece(text[start:first])
     starts, values = found(text)
     low, high = bisect_left(starts, first), bisect_left(starts, last)
-    tail_starts, tail_values = found(text[last:end])
+    tail_starts, tail_values = piece(text[last:end])
     return (
         [
             *head_starts,
@@ -61,15 +67,15 @@ def runs_between(
 
 
 def found_between(
-    found: Callable[[str], tuple[Sequence[int], Sequence[str]]], text: str, start: int, end: int
+    found: _Finder, text: str, start: int, end: int, piece: _Finder | None = None
 ) -> list[str]:
     """``list(found(text[start:end])[1])``, taken from the whole's (see :func:`runs_between`)."""
-    return runs_between(found, text, start, end)[1]
+    return runs_between(found, text, start, end, piece)[1]
 
 
 def paths_between(text: str, start: int, end: int) -> list[str]:
     """``list(paths(text[start:end]))``, the paths of its inner lines taken from the whole's."""
-    return found_between(path_runs, text, start, end)
+    return found_between(path_runs, text, start, end, read_path_runs)
 
 
 def keep_cut_paths(cut: str, text: str, head_end: int, block: str, tail_start: int) -> None:
@@ -77,9 +83,9 @@ def keep_cut_paths(cut: str, text: str, head_end: int, block: str, tail_start: i
     with ``block`` ending in a newline (a message the digest cut, which the summariser reads):
     those of the head and the tail are taken from the whole text's (a newline after the head
     changes none of its paths)."""
-    head = runs_between(path_runs, text, 0, head_end)
-    middle = path_runs(block)
-    tail = runs_between(path_runs, text, tail_start, len(text))
+    head = runs_between(path_runs, text, 0, head_end, read_path_runs)
+    middle = read_path_runs(block)
+    tail = runs_between(path_runs, text, tail_start, len(text), read_path_runs)
     at_block = head_end + 1
     at_tail = at_block + len(block)
     starts = (*head[0], *(at + at_block for at in middle[0]), *(at + at_tail for at in tail[0]))
