@@ -53,6 +53,10 @@ class TextMemo(Generic[_Value]):
         self.put(text, value)
         return value
 
+    def peek(self, text: str) -> _Value | None:
+        """``read(text)`` if it is kept, else None (nothing is read)."""
+        return self.entries.get(text)
+
     def put(self, text: str, value: _Value) -> None:
         """Keep ``value`` as ``read(text)`` (unless ``text`` is kept, or longer than ``chars``)."""
         if len(text) > self.chars:

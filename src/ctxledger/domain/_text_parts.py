@@ -22,7 +22,8 @@ from ctxledger.domain import extract as ex
 from ctxledger.domain._paths import keep_paths, path_runs, read_path_runs
 
 __all__ = [
-    "error_lines_between", "found_between", "keep_cut_paths", "paths_between", "runs_between"
+    "error_lines_between", "found_between", "keep_cut_errors",
+    "keep_cut_paths", "paths_between", "runs_between"
 ]
 
 
@@ -90,6 +91,35 @@ def keep_cut_paths(cut: str, text: str, head_end: int, block: str, tail_start: i
     at_tail = at_block + len(block)
     starts = (*head[0], *(at + at_block for at in middle[0]), *(at + at_tail for at in tail[0]))
     keep_paths(cut, (starts, (*head[1], *middle[1], *tail[1])))
+
+
+def keep_cut_errors(cut: str, text: str, head_end: int, block: str, tail_start: int) -> None:
+    """Keep :func:`~ctxledger.domain.extract.error_scan` of ``cut`` (see :func:`keep_cut_paths`)
+    when that of ``text`` is kept: the head's lines but the last, and the tail's but the first,
+    give what they give in the whole text (unless a traceback's reading left them); the lines
+    between are read in ``cut``."""
+    whole = ex.kept_error_scan(text)
+    if whole is None:
+        return
+    inner = _inner_lines(text, 0, head_end)
+    head_last = inner[1] if inner is not None else 0
+    tail_first = text.find("\n", tail_start) + 1 or len(text)
+    shift = head_end + 1 + len(block) - tail_start
+    head: list[tuple[int, str | None, int]] = []
+    tail: list[tuple[int, str | None, int]] = []
+    for start, line, stop in zip(*whole, strict=True):
+        if start < head_last:
+            read = (line, stop) if stop < head_last else ex.error_line_at(cut, start)
+            head.append((start, *read))
+        elif start >= tail_first:
+            tail.append((start + shift, line, stop + shift))
+    between = [
+        (head_last + start, *ex.error_line_at(cut, head_last + start))
+        for start in ex.error_line_starts(cut[head_last : tail_first + shift], viewer=False)
+    ]
+    found = head + between + tail
+    starts = tuple(start for start, _, _ in found)
+    ex.keep_error_scan(cut, (starts, tuple(r[1] for r in found), tuple(r[2] for r in found)))
 
 
 def error_lines_between(text: str, start: int, end: int) -> list[str]:

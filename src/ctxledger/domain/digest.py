@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import msgspec
 
 from ctxledger.domain._fact_extract import normalize, part_facts
-from ctxledger.domain._text_parts import keep_cut_paths
+from ctxledger.domain._text_parts import keep_cut_errors, keep_cut_paths
 from ctxledger.messages import Message
 
 __all__ = ["ARGUMENT_FACTOR", "MIN_REPEAT_CHARS", "summary_input"]
@@ -139,4 +139,5 @@ def _cut(message: Message, limit: int) -> str:
     # The summariser reads the paths of the cut message: those of its head and tail are the
     # whole content's, read already.
     keep_cut_paths(cut, content, head_chars, block, middle_end)
+    keep_cut_errors(cut, content, head_chars, block, middle_end)
     return cut

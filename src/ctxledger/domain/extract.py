@@ -37,6 +37,8 @@ __all__ = [
     "fenced_commands",
     "has_extension",
     "is_viewer",
+    "keep_error_scan",
+    "kept_error_scan",
     "last_line",
     "one_line",
     "path_runs",
@@ -301,6 +303,16 @@ def error_scan(output: str) -> ErrorScan:
     """What each line of ``output`` that may be an error line gives (``viewer=False``), kept
     by the text: a summary and the fact reads read the same tool results."""
     return _scans(output)
+
+
+def kept_error_scan(output: str) -> ErrorScan | None:
+    """:func:`error_scan` of ``output`` if it is kept, else None (nothing is read)."""
+    return _scans.peek(output)
+
+
+def keep_error_scan(output: str, scan: ErrorScan) -> None:
+    """Keep ``scan`` as :func:`error_scan` of ``output`` (made from its parts' elsewhere)."""
+    _scans.put(output, scan)
 
 
 def _read_scan(output: str) -> ErrorScan:

@@ -10,7 +10,12 @@ from tests.conftest import trace_files
 from ctxledger.domain import _fact_extract as fx
 from ctxledger.domain import _paths
 from ctxledger.domain import extract as ex
-from ctxledger.domain._text_parts import error_lines_between, paths_between
+from ctxledger.domain._text_parts import (
+    error_lines_between,
+    keep_cut_errors,
+    keep_cut_paths,
+    paths_between,
+)
 from ctxledger.domain.digest import summary_input
 from ctxledger.messages import Message, ToolCall
 from ctxledger.tooling.traces import read_trace
@@ -96,3 +101,35 @@ def test_the_paths_kept_for_cut_messages_are_theirs() -> None:
                     assert kept == _paths.read_path_runs(cut.content)
                     checked += 1
     assert checked > 500
+
+
+def test_the_error_lines_kept_for_cut_messages_are_theirs() -> None:
+    """What the digest keeps as the error scan of a tool result it cut, made from the whole
+    content's, is the cut message's own scan."""
+    checked = 0
+    for trace in trace_files():
+        messages = [message.with_seq(n) for n, message in enumerate(read_trace(trace), 1)]
+        for limit in (300, 1_000):
+            for given, cut in zip(messages, summary_input(messages, limit), strict=True):
+                kept = ex.kept_error_scan(cut.content)
+                if cut.content != given.content and kept is not None:
+                    assert kept == ex._read_scan(cut.content)
+                    checked += 1
+    assert checked > 300
+
+
+def test_cut_generated_texts_keep_their_own_paths_and_error_lines() -> None:
+    """Any head, facts block and tail of a generated text keep the cut text's own paths and
+    error scan (tracebacks whose reading crosses the cuts included)."""
+    rng = random.Random(8)
+    blocks = ["[... x:\nValueError: y\npath: src/a.py\n...]\n", "...]\n", "  at g()\nZ\n"]
+    for text in _texts(3_000, seed=9):
+        ex.error_scan(text)  # the whole text's, read before the cut as the digest reads it
+        head_end = rng.randint(1, len(text))
+        tail_start = rng.randint(head_end, len(text))
+        block = rng.choice(blocks)
+        cut = text[:head_end] + "\n" + block + text[tail_start:]
+        keep_cut_paths(cut, text, head_end, block, tail_start)
+        keep_cut_errors(cut, text, head_end, block, tail_start)
+        assert _paths.path_runs(cut) == _paths.read_path_runs(cut)
+        assert ex.error_scan(cut) == ex._read_scan(cut)
