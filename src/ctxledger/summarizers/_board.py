@@ -102,6 +102,14 @@ class Item:
             text = f"{text} (x{self.count})"
         return "\n- " + (self.prefix + text).replace("\n", "\n  ")
 
+    def width(self) -> int:
+        """``len(self.rendered())``, without rendering (a prefix holds no newline)."""
+        text = self.text
+        width = 3 + len(self.prefix) + len(text) + 2 * text.count("\n")
+        if self.counted and (self.count > 1 or COUNT.search(text)):
+            width += len(f" (x{self.count})")
+        return width
+
 
 class Board:
     """The candidate items of every section, deduplicated by a normalised key."""
@@ -197,8 +205,8 @@ def render(board: Board, budget: int, with_focus: bool) -> str:
     ranked["files"] = [item for item in ranked["files"] if item.tier != FALLBACK]
     chosen: dict[str, list[Item]] = {s: [] for s in SECTIONS}
     heading = {s: len("\n## " + title) for s, title in SECTIONS.items()}
-    size = {id(item): len(item.rendered()) for bucket in ranked.values() for item in bucket}
-    size.update((id(item), len(item.rendered())) for item in fallback)
+    size = {id(item): item.width() for bucket in ranked.values() for item in bucket}
+    size.update((id(item), item.width()) for item in fallback)
     smallest = len("\n- x")
 
     def spent(section: str) -> int:

@@ -200,7 +200,7 @@ def _merge_previous(
 
 def _key(text: str) -> str:
     """The deduplication key of an item: its text without seq label or repeat count."""
-    return ex.one_line(_LABEL.sub("", text))
+    return ex.one_line(_LABEL.sub("", text) if text.startswith("[#") else text)
 
 
 def _absorb_prose(board: Board, text: str, tier: int, recency: int) -> None:
