@@ -123,7 +123,7 @@ def prose_finds(text: str) -> tuple[Found, Found, Found, Found]:
     return _kept(text)
 
 
-_kept = TextMemo(_read_finds, size=4096, chars=8_000_000)
+_kept = TextMemo(_read_finds, size=4096, chars=2_000_000)
 
 
 def _prose_kind(kind: int) -> Callable[[str], Found]:

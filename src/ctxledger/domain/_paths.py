@@ -158,4 +158,4 @@ def has_extension(name: str) -> bool:
 
 #: The paths of recent texts (a text's paths are read by the summary and by the fact reads, and
 #: a summary's items are read again in the next one).
-_kept = TextMemo(read_path_runs, size=8192, chars=4_000_000)
+_kept = TextMemo(read_path_runs, size=4096, chars=2_000_000)

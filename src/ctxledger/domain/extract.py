@@ -321,7 +321,7 @@ def _read_scan(output: str) -> ErrorScan:
     return tuple(starts), tuple(line for line, _ in read), tuple(stop for _, stop in read)
 
 
-_scans = TextMemo(_read_scan, size=4096, chars=8_000_000)
+_scans = TextMemo(_read_scan, size=4096, chars=2_000_000)
 
 
 def error_line_starts(output: str, *, viewer: bool) -> list[int]:
