@@ -312,11 +312,15 @@ class _Memo(IdentityMemo[tuple[int, str | None, str | None], _Read]):
 _memo = _Memo()
 
 
-def _compute_adds(
+def _compute_adds(message: Message, name: str | None, command: str | None) -> _Read:
+    """What ``message`` gives (see :data:`_Read`), read now."""
+    return _read_adds(message, name, command)
+
+
+def _read_adds(
     message: Message, name: str | None, command: str | None, part: tuple[int, int] | None = None
 ) -> _Read:
-    """What ``message`` gives (see :data:`_Read`), read now; with ``part``, what the message
-    whose content is ``message.content[slice(*part)]`` gives, read from the whole content's."""
+    """:func:`_compute_adds`, or with ``part`` that of ``message.content[slice(*part)]``."""
     if message.role == "tool":
         return _tool_adds(message, name, command, part), ()
     collector = _Recorder()
@@ -350,8 +354,7 @@ def _compute_adds(
 def _tool_adds(
     message: Message, name: str | None, command: str | None, part: tuple[int, int] | None = None
 ) -> tuple[tuple[FactKind, str, bool], ...]:
-    """What a tool result gives (see :data:`_Read`); with ``part``, what a tool result whose
-    content is ``message.content[slice(*part)]`` gives, read from the whole content's."""
+    """What a tool result gives (see :data:`_Read`), or with ``part`` its part gives."""
     collector = _Recorder()
     whole = message.content
     output = whole if part is None else whole[part[0] : part[1]]
@@ -380,7 +383,7 @@ def part_facts(message: Message, start: int, end: int) -> list[Fact]:
         return extract_facts([part], keep=False)
     collector = _Collector()
     name = message.name or "tool" if message.role == "tool" else None
-    for kind, text, named in _compute_adds(message, name, None, (start, end))[0]:
+    for kind, text, named in _read_adds(message, name, None, (start, end))[0]:
         collector.put(kind, text, message.seq or 0, named)
     return list(collector.found.values())
 

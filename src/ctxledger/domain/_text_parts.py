@@ -1,4 +1,4 @@
-"""The paths and error lines of a text and of its parts, each text read once.
+"""The paths, error lines and other finds of a text and of its parts, each text read once.
 
 A background summary reads a long tool result twice: the summariser is given its head and tail
 and, for the middle, the facts the middle holds (:mod:`ctxledger.domain.digest`), and the fact
@@ -10,7 +10,9 @@ a traceback's head, the lines down to the exception that ends it,
 whole lines are those of the whole text found on those lines: a part's are taken from the
 whole's (kept by the text: :func:`~ctxledger.domain._paths.path_runs`,
 :func:`~ctxledger.domain.extract.error_scan`), and only its first and last lines, which a cut
-may have split, are read again.
+may have split, are read again. The same holds for what prose gives the facts
+(:func:`~ctxledger.domain._fact_text.prose_finds`), and for a cut message, whose head and tail
+are parts of the whole (:func:`keep_cut_paths`, :func:`keep_cut_errors`).
 """
 
 from __future__ import annotations
@@ -22,8 +24,12 @@ from ctxledger.domain import extract as ex
 from ctxledger.domain._paths import keep_paths, path_runs, read_path_runs
 
 __all__ = [
-    "error_lines_between", "found_between", "keep_cut_errors",
-    "keep_cut_paths", "paths_between", "runs_between"
+    "error_lines_between",
+    "found_between",
+    "keep_cut_errors",
+    "keep_cut_paths",
+    "paths_between",
+    "runs_between",
 ]
 
 
