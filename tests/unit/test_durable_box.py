@@ -112,3 +112,61 @@ def test_a_dead_actor_raises_to_the_publisher() -> None:
     ref.stop()
     with pytest.raises(pykka.ActorDeadError):
         box.post(_durable("s", 1), ref)  # type: ignore[arg-type]
+
+
+def test_a_holder_taking_an_empty_box_without_its_lock_strands_no_batch() -> None:
+    """``hold`` and ``take`` leave an empty box without its lock (stop 58). Whatever the
+    interleaving with a publisher on another thread, every batch is taken exactly once, and one
+    left in the box when the publisher is done has had the actor told since it was last taken
+    (else it would wait for a fold that never comes)."""
+    box, ref = DurableBox(), _Tells()
+    posted = 20_000
+    done = threading.Event()
+
+    def publish() -> None:
+        for token in range(posted):
+            box.post(_durable("s", token), ref)  # type: ignore[arg-type]
+        done.set()
+
+    publisher = threading.Thread(target=publish)
+    taken: list[Durable] = []
+    told_before = 0  # tells made before the holder's last take
+    publisher.start()
+    while not done.is_set():  # the holder: a command carried out inline, again and again
+        taken.extend(box.hold())
+        told_before = len(ref.told)
+        taken.extend(box.take())
+    publisher.join()
+    left = box.take() if box.waiting() else []
+    if left:  # posted after the holder's last take: the actor must have been told of them
+        assert len(ref.told) > told_before, "a batch was left in the box, the actor not told"
+    assert [d.token for d in taken + left] == list(range(posted))
+
+
+def test_the_mailbox_view_follows_the_inbox() -> None:
+    """A ThreadingActor's inbox (a ``queue.Queue``) is read through its deque; any other inbox
+    through pykka's ``empty()``."""
+    import queue
+
+    from ctxledger.actors.history_base import mailbox_view
+
+    inbox: queue.Queue[object] = queue.Queue()
+    view = mailbox_view(inbox)
+    assert not view
+    inbox.put("message")
+    assert view
+    inbox.get()
+    assert not view
+
+    class _Inbox:
+        def __init__(self) -> None:
+            self.items: list[object] = []
+
+        def empty(self) -> bool:
+            return not self.items
+
+    other = _Inbox()
+    asked = mailbox_view(other)
+    assert not asked
+    other.items.append("message")
+    assert asked

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from ctxledger.actors.timer import Timer
     from ctxledger.domain import SessionState
 
-__all__ = ["DurableBox", "HistoryBase", "Runtime"]
+__all__ = ["DurableBox", "HistoryBase", "Runtime", "mailbox_view"]
 
 #: The class of the history actors a :class:`Runtime` holds: the host's runtime is a
 #: ``Runtime[HistoryActor]``, and each actor sees its own as ``Runtime[Self]``. A type parameter,
