@@ -200,6 +200,19 @@ def test_paths_are_the_same_when_the_kept_shapes_are_emptied(
     assert len(px._shapes) <= 3
 
 
+def test_every_extension_anchors_a_run_as_the_plain_alternation_does() -> None:
+    """An extension (whole, cut short or run on) after a dot anchors as in the plain pattern."""
+    plain = re.compile(r"\.(?=(?:" + px._BARE_EXTENSIONS + r")\b)[\w.@~/-]*")
+    words = px._BARE_EXTENSIONS.split("|") + px._EXTENSIONS.split("|")
+    tails = ["", "x", "1", " ", "/", ".", "-", ")"]
+    cuts = [word[:cut] for word in words for cut in range(len(word) + 1)]
+    texts = [f"a.{cut}{tail}" for cut in cuts for tail in tails]
+    texts += [f".{word.upper()} .{word}" for word in words]
+    spans = [[m.span() for m in px._ANCHORED_RUN.finditer(t) if t[m.start()] == "."] for t in texts]
+    assert spans == [[m.span() for m in plain.finditer(t)] for t in texts]
+    assert sum(map(len, spans)) > 100
+
+
 @given(st.lists(st.sampled_from(_PATH_PIECES), max_size=40).map("".join))
 def test_paths_match_the_reference(text: str) -> None:
     assert list(ex.paths(text)) == list(reference_paths(text))
