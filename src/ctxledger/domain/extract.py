@@ -259,9 +259,16 @@ def _traceback_tail(output: str, start: int) -> tuple[str | None, int]:
 
 def _is_error_line(line: str) -> bool:
     """Whether ``line`` (without a newline) reads as an error line."""
-    if _ERROR_HEAD.match(line) or any(phrase in line for phrase in _ERROR_PHRASES):
+    # Plain loops, not any() over a generator: a tool result has a candidate line per needle.
+    if _ERROR_HEAD.match(line):
         return True
-    return any(word in line for word in _ERROR_WORD_LITERALS) and bool(_ERROR_WORD.search(line))
+    for phrase in _ERROR_PHRASES:
+        if phrase in line:
+            return True
+    for word in _ERROR_WORD_LITERALS:
+        if word in line:
+            return _ERROR_WORD.search(line) is not None
+    return False
 
 
 def error_lines(output: str, *, viewer: bool, limit: int | None = 4) -> list[str]:
