@@ -379,12 +379,7 @@ class Host(HostBase):
         # beside the caller (what a view's fold starts is the actor's work, not the caller's).
         reply.folds = type(command) is Execute
         try:
-            if self._closed:  # _submit, without its call (on every append's path)
-                raise HostClosedError("the host is closed")
-            router = self._router
-            assert router is not None
-            if not router.run_inline(session_id, command):  # busy: its mailbox
-                router.tell(session_id, command)
+            self._submit(session_id, command, wait=True)
             return reply.wait()
         finally:
             # The batch the answer came with was posted without waking the history actor: fold

@@ -70,8 +70,7 @@ class HistoryRouter:
         """Carry ``command`` out on the calling thread if the owner of ``session_id`` is idle
         (see :mod:`ctxledger.actors.inline`; ``wait``: a lone writer may wait for the owner's
         own work); return whether it was."""
-        # self.number(session_id), without its call (on every append's path)
-        number = zlib.crc32(session_id.encode("utf-8", "surrogatepass")) % len(self.actors)
+        number = self.number(session_id)
         actor = self._instances.get(number)
         return (
             actor is not None

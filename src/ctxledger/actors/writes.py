@@ -36,9 +36,9 @@ import pykka
 from ctxledger._logging import get_logger
 from ctxledger.actors.budget import appended_tokens
 from ctxledger.actors.failures import internal, log_failure, refused
-from ctxledger.actors.history_base import DurableBox, HistoryBase
+from ctxledger.actors.history_base import HistoryBase
 from ctxledger.actors.live import Live, Op, Write, fail
-from ctxledger.actors.messages import Committed, Durable, HistoryRef, SaveSnapshot
+from ctxledger.actors.messages import Committed, Durable, SaveSnapshot
 from ctxledger.actors.recordable import check_recordable
 from ctxledger.actors.waiters import Reply, Waiter
 from ctxledger.domain import SessionState, background_on
@@ -129,9 +129,9 @@ class Writes(HistoryBase):
         )
         rt = self._rt
         committed = _Committed(
-            self, self._durables, self._me, rt.budget, rt.on_commit,
-            live.id, write.token, write.pressure, write.reply, write.value,
-        )  # fmt: skip
+            self, rt.budget, rt.on_commit, live.id, write.token, write.pressure, write.reply,
+            write.value,
+        )
         if publish:
             cost = appended_tokens(write.events, self._rt.chars_per_token)
             if live.credit:
@@ -229,10 +229,7 @@ class Writes(HistoryBase):
         if live.pending_writes and live.writing is None:
             self._submit(live, live.pending_writes.popleft())
             return
-        if live.queue or live.prepare_pending or live.settle_replies:
-            self._pump(live)
-        else:  # what _pump would do (nothing is queued, pending or awaited), without its call
-            self._evict()
+        self._pump(live)
 
     def _fold(
         self, live: Live, state: SessionState, records: list[RecordedEvent], *, skip: int = 0
@@ -243,10 +240,7 @@ class Writes(HistoryBase):
         for record in records[skip:] if skip else records:
             apply(record.event)
         previous, live.last_event_seq = live.last_event_seq, records[-1].seq
-        interval = self._rt.snapshot_interval  # _snapshot_interval, without its call
-        if interval is None:
-            interval = state.config.snapshot_interval
-        if snapshot_due(previous, live.last_event_seq, interval):
+        if snapshot_due(previous, live.last_event_seq, self._snapshot_interval(state)):
             # Taken after the fold, so snapshot + tail replays to exactly this state.
             self._tokens += 1
             snapshot = Write(self._tokens, (), None, None, None, None)
@@ -275,15 +269,15 @@ class _Committed(msgspec.Struct):
     variable, and it is built without a call into Python.
 
     Attributes:
-        actor: The history actor that owns the session (with ``box``, its durable box, and
-            ``me``, its ref, read on the journal's thread for every batch).
+        actor: The history actor that owns the session (its durable box and its ref).
+        budget: The budget actor, told of the batch when it folds it.
+        observe: The host's commit observer when the batch was handed over (a later one does
+            not see it).
         told: Budget is told of the batch: the kept-back tokens it carries and the session's
             running totals (None: not told).
     """
 
     actor: Writes
-    box: DurableBox
-    me: HistoryRef
     budget: Restarting[BudgetActor]
     observe: Callable[[str, list[RecordedEvent]], None] | None
     session_id: str
@@ -294,7 +288,8 @@ class _Committed(msgspec.Struct):
     told: tuple[int, int, int] | None = None
 
     def __call__(self, records: list[RecordedEvent] | None, error: BaseException | None) -> None:
-        session_id = self.session_id
+        session_id, actor = self.session_id, self.actor
+        box = actor._durables
         reply = self.reply
         durable = Durable(session_id, self.token, records, error)
         try:
@@ -302,7 +297,7 @@ class _Committed(msgspec.Struct):
                 error is None
                 and type(reply) is Waiter
                 and reply.folds
-                and threading.get_ident() != self.actor._thread_id
+                and threading.get_ident() != actor._thread_id
             ):
                 # Its caller folds it before it goes on (CallerRuns.fold_posted): the actor's
                 # thread is not woken for it. Not when this is the actor's thread (committed
@@ -310,12 +305,12 @@ class _Committed(msgspec.Struct):
                 # Nor a failed batch: what the failure undoes is the actor's to undo. The order
                 # of these three steps, and of the caller's (abandoned, then posted_to), leaves
                 # no batch unfolded.
-                self.box.post_quiet(durable)
-                reply.posted_to = self.actor
+                box.post_quiet(durable)
+                reply.posted_to = actor
                 if reply.abandoned:  # the caller left without its answer: the actor folds it
-                    self.box.tell_unless_told(self.me)
+                    box.tell_unless_told(actor._me)
             else:
-                self.box.post(durable, self.me)
+                box.post(durable, actor._me)
         except pykka.ActorDeadError:  # the actor is gone: its batches are of no use any more
             pass
         if records:
@@ -324,7 +319,8 @@ class _Committed(msgspec.Struct):
                 events = tuple(record.event for record in records)
                 self.budget.tell(
                     Committed(
-                        session_id, events, self.me, self.pressure, unpublished, told, told_unknown
+                        session_id, events, actor._me, self.pressure, unpublished, told,
+                        told_unknown,
                     )
                 )
             if self.observe is not None:

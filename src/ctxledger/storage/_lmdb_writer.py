@@ -314,12 +314,8 @@ class LmdbWriter:
         return last
 
     def _append(self, txn: lmdb.Transaction, op: AppendOp, now: float) -> tuple[int, int, float]:
-        # _number and _last_seq without their calls when the caches know (most appends)
-        number = self._pending_numbers.get(op.session_id) or self._numbers.get(op.session_id)
-        if number is None:
-            number = self._number(txn, op.session_id)
-        last = None if number is None else self._pending_last.get(number, self._last.get(number))
-        actual = 0 if number is None else self._last_seq(txn, number) if last is None else last
+        number = self._number(txn, op.session_id)
+        actual = 0 if number is None else self._last_seq(txn, number)
         if actual != op.expected_seq:
             raise VersionConflictError(op.session_id, op.expected_seq, actual)
         position = self._pending_position

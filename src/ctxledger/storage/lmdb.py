@@ -268,13 +268,11 @@ class LmdbEventLog:
         ``callback`` called before this returns (one hand-off fewer for a lone writer).
         """
         batch = check_append(session_id, events, expected_seq)
-        journal = self._shared.journal  # _journal(), without its call (on every append's path)
-        if journal is None or self._closed or self._readonly:
-            try:
-                journal = self._journal()  # raises, saying why
-            except StorageError as exc:
-                callback(None, exc)
-                return
+        try:
+            journal = self._journal()
+        except StorageError as exc:
+            callback(None, exc)
+            return
         op = AppendOp(session_id, expected_seq, batch)
         journal.submit_callback(op, RecordsCallback(session_id, batch, callback))
 
