@@ -38,7 +38,8 @@ class Shown:
     ``fact in shown`` is ``fact in shown.text``; three shortcuts answer most lookups without
     searching all of it (the view's words are the text split at its spaces):
 
-    * a fact without a space that is one of the view's words is shown;
+    * a fact without a space that is one of the view's words is shown, and one that occurs
+      in none of them (each looked in once: they are joined) is not;
     * a fact of three words or more (split at single spaces) whose inner word is no word of
       the view is not shown: where the fact occurs, each inner word stands between two spaces,
       and the view's text holds no other whitespace, so it is one of the view's words;
@@ -50,12 +51,13 @@ class Shown:
         summary: The summary message's part, or ``""``.
     """
 
-    __slots__ = ("_parts", "_summary", "_words", "text")
+    __slots__ = ("_distinct", "_parts", "_summary", "_words", "text")
 
     def __init__(self, parts: list[_Part], summary: str = "") -> None:
         self._parts = parts
         self._summary = summary
         self._words: set[str] | None = None
+        self._distinct: str | None = None  # the view's words, each once, joined by spaces
         self.text = " ".join(part for part, _ in parts)
 
     def __contains__(self, fact: object) -> bool:
@@ -67,11 +69,14 @@ class Shown:
         if " " not in fact:
             if fact in known:
                 return True
-        else:
-            words = fact.split(" ")
-            for word in words[1:-1]:
-                if word not in known:
-                    return False
+            # Where a fact without a space occurs, it lies within one of the view's words: it
+            # is looked for in each word once (most facts a view does not show are such).
+            distinct = self._distinct
+            if distinct is None:
+                distinct = self._distinct = " ".join(known)
+            return fact in distinct
+        if not known.issuperset(fact.split(" ")[1:-1]):
+            return False
         if self._summary and fact in self._summary:
             return True
         return fact in self.text
