@@ -17,16 +17,17 @@ texts normalized already): the merge must be the one ``merge_facts`` gives.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from itertools import pairwise
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxledger.domain._fact_extract import merge_extracted
 from ctxledger.domain.facts import (  # _line: a line's format, not the choice under test
     BLOCK_HEADER,
     FACT_KINDS,
     Fact,
     _line,
+    _merged,
     extract_facts,
     fact_block,
     merge_facts,
@@ -132,11 +133,27 @@ def test_the_block_is_the_one_the_plain_rule_gives(
 
 
 @given(
+    facts=st.lists(_FACT, min_size=1, max_size=20),
+    again=st.lists(st.integers(min_value=0, max_value=19), min_size=1, max_size=6),
+    shown=st.text(alphabet="ab/.\n x#`", max_size=60),
+    limit=st.integers(min_value=0, max_value=len(BLOCK_HEADER) + 200),
+    group_paths=st.booleans(),
+)
+def test_a_fact_object_listed_twice_is_ordered_as_the_plain_rule_orders_it(
+    facts: list[Fact], again: list[int], shown: str, limit: int, group_paths: bool
+) -> None:
+    listed = facts + [facts[index % len(facts)] for index in again]  # the same objects again
+    expected = _plain_block(listed, shown, limit, frozenset(), group_paths)
+    assert fact_block(listed, shown, limit, group_paths=group_paths) == expected
+
+
+@given(
     carried=st.lists(_FACT, max_size=20),
     texts=st.lists(st.text(alphabet="ab/. \nxy_()$", max_size=40), max_size=8),
+    cuts=st.lists(st.integers(min_value=0, max_value=40), max_size=3),
 )
 def test_merging_the_extracted_facts_as_they_are_is_merge_facts(
-    carried: list[Fact], texts: list[str]
+    carried: list[Fact], texts: list[str], cuts: list[int]
 ) -> None:
     messages = [
         Message(role="user" if seq % 2 else "assistant", content=text, seq=seq)
@@ -144,4 +161,7 @@ def test_merging_the_extracted_facts_as_they_are_is_merge_facts(
     ]
     extracted = extract_facts(messages, keep=False)
     assert all(fact.text and normalize(fact.text) == fact.text for fact in extracted)
-    assert merge_extracted(carried, extracted) == merge_facts(carried, extracted)
+    # As kept runs (consecutive pieces of them), merged into the carried facts one by one.
+    bounds = sorted({0, len(extracted), *(min(cut, len(extracted)) for cut in cuts)})
+    runs = [extracted[start:stop] for start, stop in pairwise(bounds)]
+    assert _merged(carried, runs) == merge_facts(carried, extracted)

@@ -29,7 +29,7 @@ __all__ = [
     "FactKind",
     "MessageReads",
     "extract_facts",
-    "merge_extracted",
+    "extracted_runs",
     "message_reads",
     "normalize",
     "part_facts",
@@ -100,11 +100,14 @@ class _Collector:
             )
 
     def merge(self, fact: Fact) -> None:
-        """Add ``fact`` (its text normalized and not empty), kept as it is when it is new."""
-        if (fact.kind, fact.text) in self.found:
-            self.put(fact.kind, fact.text, fact.seq, fact.named)
+        """Add ``fact`` (its text normalized and not empty), kept as it is where the merge
+        gives its fields: when it is new, or as new as the one kept and as named."""
+        key = (fact.kind, fact.text)
+        old = self.found.get(key)
+        if old is None or (fact.seq >= old.seq and (fact.named or not old.named)):
+            self.found[key] = fact
         else:
-            self.found[(fact.kind, fact.text)] = fact
+            self.put(fact.kind, fact.text, fact.seq, fact.named)
 
     def prose(
         self, text: str, seq: int, *, requests: bool, part: tuple[int, int] | None = None
@@ -388,13 +391,7 @@ def part_facts(message: Message, start: int, end: int) -> list[Fact]:
     return list(collector.found.values())
 
 
-def merge_extracted(carried: Iterable[Fact], extracted: Iterable[Fact]) -> list[Fact]:
-    """``merge_facts(carried, extracted)`` where ``extracted`` comes from :func:`extract_facts`:
-    its texts are normalized and not empty already, so they are not normalized again (a
-    checkpoint's fact block merges a few hundred of them on the history actor)."""
-    collector = _Collector()
-    for fact in carried:
-        collector.add(fact.kind, fact.text, fact.seq, named=fact.named)
-    for fact in extracted:
-        collector.merge(fact)
-    return list(collector.found.values())
+def extracted_runs(messages: Sequence[Message]) -> list[tuple[Fact, ...]]:
+    """:func:`extract_facts` of ``messages`` as the kept runs' results (joined, they are it),
+    or as one piece when no runs make them up."""
+    return _memo.runs.find(messages) or [tuple(extract_facts(messages))]

@@ -37,6 +37,7 @@ The fact block lists facts that a view does not show, one per line, newest first
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
@@ -51,7 +52,7 @@ from ctxledger.domain._fact_extract import (
     MessageReads,
     _Collector,
     extract_facts,
-    merge_extracted,
+    extracted_runs,
     message_reads,
     normalize,
     remember_facts,
@@ -108,6 +109,10 @@ _TIERS: tuple[tuple[str, bool | None], ...] = (
     ("path", False),
 )
 _TIER_OF = {(kind, named): index for index, (kind, named) in enumerate(_TIERS)}
+# What a fact's line (and its newline) takes besides its text and seq: "#", a space, the marker
+# or the backticks, and the newline (see _line).
+_LINE_EXTRA = {kind: 3 + len(marker) for kind, marker in _MARKERS.items()} | {"identifier": 5}
+_SEQ = operator.attrgetter("seq")
 
 
 def _line(fact: Fact) -> str:
@@ -153,8 +158,7 @@ def fact_block(
     room = limit - len(BLOCK_HEADER)
     if room <= 0:
         return ""
-    order = {id(fact): index for index, fact in enumerate(facts)}
-    newest = sorted(facts, key=lambda fact: (-fact.seq, order[id(fact)]))
+    newest, order = _newest(facts)
     memo: dict[str, bool] = {} if shown_memo is None else shown_memo
     chosen: list[Fact] = []
     written: list[str] = []
@@ -165,9 +169,14 @@ def fact_block(
     for tier in _tiers(newest, shown_in_part):
         for fact in tier:
             text = fact.text
-            line = _line(fact)
-            grouped = group_paths and _groups(fact)
-            cost = len(text) + 1 if grouped and fact.seq in with_paths else len(line) + 1
+            kind = fact.kind
+            grouped = group_paths and kind == "path" and " " not in text  # _groups(fact)
+            # len(_line(fact)) + 1, counted without writing the line: most facts do not fit
+            # once the room is spent, and are only measured.
+            if grouped and fact.seq in with_paths:
+                cost = len(text) + 1
+            else:
+                cost = len(text) + len(str(fact.seq)) + _LINE_EXTRA.get(kind, 3)
             # Any test leaves the fact out: the cheap one first (the search of the view's
             # text is most of a block's time once the room is spent).
             if cost > room:
@@ -182,6 +191,7 @@ def fact_block(
                     continue
             elif text in written_text:
                 continue
+            line = _line(fact)
             chosen.append(fact)
             written.append(line)
             written_text += "\n" + line
@@ -190,7 +200,11 @@ def fact_block(
                 with_paths.add(fact.seq)
     if not chosen:
         return ""
-    chosen.sort(key=lambda fact: (-fact.seq, order[id(fact)]))
+    line_of = dict(zip(map(id, chosen), written, strict=True))
+    if order is None:  # the facts are distinct objects: newest is in (-seq, index) order
+        chosen = [fact for fact in newest if id(fact) in line_of]
+    else:
+        chosen.sort(key=lambda fact: (-fact.seq, order[id(fact)]))
     lines: list[str] = []
     path_line: dict[int, int] = {}  # seq -> index of its path line in ``lines``
     for fact in chosen:
@@ -200,8 +214,18 @@ def fact_block(
                 lines[index] += " " + fact.text
                 continue
             path_line[fact.seq] = len(lines)
-        lines.append(_line(fact))
+        lines.append(line_of[id(fact)])
     return BLOCK_HEADER + "".join("\n" + line for line in lines)
+
+
+def _newest(facts: Sequence[Fact]) -> tuple[list[Fact], dict[int, int] | None]:
+    """``facts`` newest first, in their order among equal seqs, and, when one fact object
+    occurs twice, the index (the last) each is ordered by among equal seqs (None: its own)."""
+    if len(set(map(id, facts))) == len(facts):
+        # A stable sort, reversed, keeps the order of equal seqs: the same as by (-seq, index).
+        return sorted(facts, key=_SEQ, reverse=True), None
+    order = {id(fact): index for index, fact in enumerate(facts)}
+    return sorted(facts, key=lambda fact: (-fact.seq, order[id(fact)])), order
 
 
 def _tiers(newest: list[Fact], shown_in_part: Collection[int]) -> list[list[Fact]]:
@@ -310,7 +334,24 @@ def block_candidates(
         else []
     )
     seen = shown(assemble(state, checkpoint))
-    return merge_extracted(carried, extract_facts(covered)), seen
+    given = covered if isinstance(covered, list | tuple) else tuple(covered)
+    return _merged(carried, extracted_runs(given)), seen
+
+
+def _merged(carried: Iterable[Fact], runs: Iterable[Iterable[Fact]]) -> list[Fact]:
+    """``merge_facts(carried, *runs)``, the runs' texts (extracted: normalized, not empty)
+    not normalized again; a fact that the merge leaves as it is stays the same object."""
+    collector = _Collector()
+    for fact in carried:
+        text = normalize(fact.text)
+        if text == fact.text and text:
+            collector.merge(fact)
+        elif text:
+            collector.put(fact.kind, text, fact.seq, fact.named)
+    for run in runs:
+        for fact in run:
+            collector.merge(fact)
+    return list(collector.found.values())
 
 
 def merge_facts(*groups: Iterable[Fact]) -> list[Fact]:
