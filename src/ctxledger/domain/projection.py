@@ -161,15 +161,40 @@ def assemble_counted(
     """
     policy = render_policy(state)
     cut = checkpoint.retain_from_seq if checkpoint is not None else 1
+    if checkpoint is not state.active_checkpoint:
+        head, head_chars, tail, tail_chars = _cut_parts(state, cut, policy)
+        messages = list(head)
+        if checkpoint is not None:
+            summary = summary_message(checkpoint)
+            messages.append(summary)
+            head_chars += message_chars(summary)
+        messages.extend(tail)
+        return messages, head_chars + tail_chars
     messages = view_head(state, checkpoint, policy)
     chars = view_chars(messages)
-    if checkpoint is not state.active_checkpoint:
-        tail = _tail(state, cut, policy)
-        messages.extend(tail)
-        return messages, chars + view_chars(tail)
     kept, tail_chars = kept_tail(state, cut, policy)
     messages.extend(kept)
     return messages, chars + tail_chars
+
+
+def _cut_parts(
+    state: SessionState, cut: int, policy: RenderPolicy
+) -> tuple[list[Message], int, list[Message], int]:
+    """What a view retaining from ``cut`` shows before its summary (:func:`view_head` without
+    it) and after (its tail), each with its characters, kept for the state's next call until
+    it folds an event (``SessionState.cut_parts_memo``): the checkpoint a step activates is
+    drafted several times (its fact block's view, the block's, the one served), with one cut.
+    Read the lists, never keep or change them."""
+    key = (state.events_applied, cut, policy)
+    memo = state.cut_parts_memo
+    if memo is not None and memo[0] == key:
+        kept: tuple[list[Message], int, list[Message], int] = memo[1]
+        return kept
+    head = view_head(state, None, policy, cut)
+    tail = _tail(state, cut, policy)
+    parts = (head, view_chars(head), tail, view_chars(tail))
+    state.cut_parts_memo = (key, parts)
+    return parts
 
 
 def kept_tail(state: SessionState, cut: int, policy: RenderPolicy) -> tuple[list[Message], int]:
@@ -236,11 +261,18 @@ def _seq_of(message: Message) -> int:
 
 
 def view_head(
-    state: SessionState, checkpoint: Checkpoint | None, policy: RenderPolicy
+    state: SessionState,
+    checkpoint: Checkpoint | None,
+    policy: RenderPolicy,
+    cut: int | None = None,
 ) -> list[Message]:
     """Return what the view of ``state`` under ``checkpoint`` shows before its tail: the head
-    system messages, the pinned slot and the summary (see :func:`assemble`)."""
-    cut = checkpoint.retain_from_seq if checkpoint is not None else 1
+    system messages, the pinned slot and the summary (see :func:`assemble`); without
+    ``checkpoint``, those of a view retaining from ``cut`` (by default 1), without a summary."""
+    if checkpoint is not None:
+        cut = checkpoint.retain_from_seq
+    elif cut is None:
+        cut = 1
     messages = list(state.head)
     history = state.history
     kept = kept_request_seq(state, cut)

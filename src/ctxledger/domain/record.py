@@ -95,6 +95,9 @@ class StateRecord:
         # What each message shows in a cut's tail, for one version of the state (see
         # ctxledger.domain.cuts.ShownChars): a cache, extended in place.
         self.cut_memo: Any = None
+        # The head and tail of a view retaining from one cut, as of one number of events folded
+        # (see ctxledger.domain.projection.assemble_counted): a cache, for one decision.
+        self.cut_parts_memo: tuple[Any, Any] | None = None
         self.active_restored = False
         self.retracted: set[int] = set()
         self.cleared_through = 0
@@ -184,7 +187,7 @@ class StateRecord:
             other.__dict__[name] = value
         # Caches changed in place (projection.kept_tail; fact_block's memo of what the view
         # shows): a copy, which may be folded on another thread, starts without them.
-        other.tail_memo = other.fact_memo = other.cut_memo = None
+        other.tail_memo = other.fact_memo = other.cut_memo = other.cut_parts_memo = None
         other._bind_indices()  # read back from the copy's own history
         return other
 
@@ -203,6 +206,7 @@ class StateRecord:
         self.tail_memo = None
         self.fact_memo = None
         self.cut_memo = None
+        self.cut_parts_memo = None
 
     def __repr__(self) -> str:
         return (
