@@ -96,7 +96,7 @@ BLOCK_HEADER = (
 )
 _MARKERS: dict[str, str] = {"command": "$ ", "error": "! ", "request": "> ", "number": "= "}
 _KIND_OF_MARKER = {marker[0]: kind for kind, marker in _MARKERS.items()}
-_LINE = re.compile(r"^#(\d+) (?:([$!>=]) )?(.+)$")
+_LINE = re.compile(r"^#(\d+) (?:([$!>=]) )?(.+)$", re.MULTILINE)
 # Which facts a block lists first when it cannot list them all: the ones an agent needs to go on
 # (what failed, what was run, what was asked), then the paths and names it worked with, then
 # paths seen only in tool output. Numbers are left to the audit (a bare "30 s" says nothing).
@@ -256,11 +256,9 @@ def parse_fact_block(block: str, *, grouped: bool = False) -> list[Fact]:
     holds the space-separated paths of one message.
     """
     facts: list[Fact] = []
-    for line in block.split("\n")[1:]:
-        match = _LINE.match(line)
-        if match is None:
-            continue
-        seq, marker, text = int(match.group(1)), match.group(2), match.group(3)
+    # The lines after the header, read at once: each match lies within one line.
+    for digits, marker, text in _LINE.findall(block.partition("\n")[2]):
+        seq = int(digits)
         kind: FactKind = "path"
         if marker:
             kind = _KIND_OF_MARKER[marker]  # type: ignore[assignment]
