@@ -21,6 +21,7 @@ from ctxledger.domain.compaction import (
     CompactionResult,
     finish_checkpoint,
     finished_with_draft,
+    newly_covered,
     prepared_checkpoint,
 )
 from ctxledger.domain.estimate import current_estimate, view_estimate
@@ -318,9 +319,6 @@ def activate(
     ``request`` asks for one."""
     checkpoint = msgspec.structs.replace(checkpoint, id=new_id(), created_at=now())
     after = draft_view(state, tokenizer=tokenizer, pending=request.pending, checkpoint=checkpoint)
-    base = state.active_checkpoint
-    start = base.retain_from_seq if base else state.cleared_through + 1
-    covered = state.history[start - 1 : prepared.retain_from_seq - 1]
     result = CompactionResult(
         compacted=True,
         reason="compacted",
@@ -328,9 +326,7 @@ def activate(
         estimated_tokens=after.estimated_tokens,
         threshold=marks(state).threshold,
         retain_from_seq=checkpoint.retain_from_seq,
-        messages_compacted=sum(
-            1 for m in covered if not state.is_head(m) and not state.is_withdrawn(m.seq or 0)
-        ),
+        messages_compacted=len(newly_covered(state, prepared.retain_from_seq)),
         tokens_before=draft.estimated_tokens,
         prepared=True,
     )

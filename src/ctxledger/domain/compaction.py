@@ -31,6 +31,7 @@ from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import Tokenizer
 from ctxledger.domain.view import Draft, draft_view
 from ctxledger.events.types import SummaryPrepared
+from ctxledger.messages import Message
 
 __all__ = [
     "STEP_CUT_FILL",
@@ -43,6 +44,7 @@ __all__ = [
     "fail_compaction",
     "finish_checkpoint",
     "input_hash",
+    "newly_covered",
     "prepared_checkpoint",
     "run_summarizer",
 ]
@@ -177,13 +179,7 @@ def finished_with_draft(
         key = (state.shown_epoch, state.last_seq, checkpoint, group_paths)
         memo = state.fact_memo
         if memo is None or memo[0] != key:
-            active = state.active_checkpoint
-            start = active.retain_from_seq if active is not None else state.cleared_through + 1
-            covered = [
-                message
-                for message in state.history[start - 1 : checkpoint.retain_from_seq - 1]
-                if not state.is_head(message) and not state.is_withdrawn(message.seq or 0)
-            ]
+            covered = newly_covered(state, checkpoint.retain_from_seq)
             candidates = block_candidates(state, checkpoint, covered, group_paths=group_paths)
             memo = (key, (*candidates, {}))  # and which texts the view shows (fact_block)
             state.fact_memo = memo
@@ -221,6 +217,28 @@ def finished_with_draft(
     )
     # The view does not read the two counts: it is the finished checkpoint's view.
     return finished, view._replace(checkpoint=finished)
+
+
+def newly_covered(state: SessionState, cut: int) -> list[Message]:
+    """The messages a new checkpoint retaining from ``cut`` covers that the active one did not
+    (from the active cut, or the last clear), head system messages and withdrawn ones left out.
+    """
+    active = state.active_checkpoint
+    start = active.retain_from_seq if active is not None else state.cleared_through + 1
+    messages = state.history[start - 1 : cut - 1]
+    first_user = state.first_user_seq
+    if (
+        state.cleared_through < start
+        and first_user is not None
+        and first_user <= start
+        and not any(start <= seq < cut for seq in state.retracted)
+    ):
+        return list(messages)  # none is withdrawn, none before the first user message
+    return [
+        message
+        for message in messages
+        if not state.is_head(message) and not state.is_withdrawn(message.seq or 0)
+    ]
 
 
 def _fit_window(state: SessionState, checkpoint: Checkpoint, tokenizer: Tokenizer) -> Checkpoint:
