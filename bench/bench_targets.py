@@ -11,10 +11,11 @@ change to the code. Here the systems take turns, so each ratio compares like wit
    at a time, in turns (the order rotates each block); every append is timed. Targets:
    ctxledger's p50 at most 1.3x ``lmdb-txn1``'s, its p99 at most 3x its own p50.
 2. concurrent: ``--conversations`` conversations of ``--per-conversation`` messages, one thread
-   each, all at once (``peers.run_concurrent``), on the round's ctxledger host (as in
-   ``peers.py``, after its sequential phase: the host of a long-running agent fleet, its summary
-   worker started) and on a fresh JSONL+fsync folder, the order alternating by round. Target:
-   ctxledger's appends/s at least 1.0x JSONL+fsync's.
+   each, all at once (``peers.run_concurrent``), on JSONL+fsync and on ctxledger, the order
+   alternating by round. Target: ctxledger's appends/s at least 1.0x JSONL+fsync's. Each runs on
+   a fresh folder (ctxledger: a fresh host). Not on the host of the sequential phase, as
+   ``peers.py`` does: that host is still summarising its long conversation in the background
+   when the phase starts, which cost ctxledger ~10-20 % in the rounds where it went first.
 
 Each round uses fresh folders; the table gives every round, the medians of the ratios and how
 many rounds met each target. Durable settings everywhere (ctxledger: durability "sync").
@@ -66,24 +67,30 @@ def percentile(values: Sequence[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def sequential_phase(
-    systems: dict[str, PersistenceSystem], messages: list[Message], block: int
-) -> dict[str, Any]:
-    """The sequential phase of a round: every system of :data:`SEQUENTIAL` (open, in
-    ``systems``) appends ``messages`` to a conversation of its own, in turns of ``block``
-    messages (the order rotates each turn); µs per append."""
+def sequential_round(messages: list[Message], block: int, work: Path) -> dict[str, Any]:
+    """One round of the sequential phase: every system of :data:`SEQUENTIAL` in turns of
+    ``block`` messages, each in a folder of its own under ``work``; µs per append."""
+    systems: dict[str, PersistenceSystem] = {}
     latencies: dict[str, list[float]] = {name: [] for name in SEQUENTIAL}
-    names = list(SEQUENTIAL)
-    clock = time.perf_counter_ns
-    for turn, start in enumerate(range(0, len(messages), block)):
-        chunk = messages[start : start + block]
-        shift = turn % len(names)
-        for name in names[shift:] + names[:shift]:
-            system, own = systems[name], latencies[name]
-            for message in chunk:
-                before = clock()
-                system.append("seq-0", message)
-                own.append((clock() - before) / 1000)
+    try:
+        for name, make in SEQUENTIAL.items():
+            system = make()
+            system.open(work / name)
+            systems[name] = system
+        names = list(SEQUENTIAL)
+        clock = time.perf_counter_ns
+        for turn, start in enumerate(range(0, len(messages), block)):
+            chunk = messages[start : start + block]
+            shift = turn % len(names)
+            for name in names[shift:] + names[:shift]:
+                system, own = systems[name], latencies[name]
+                for message in chunk:
+                    before = clock()
+                    system.append("seq-0", message)
+                    own.append((clock() - before) / 1000)
+    finally:
+        for system in systems.values():
+            system.close()
     row: dict[str, Any] = {}
     for name, own in latencies.items():
         row[name] = {"p50_us": percentile(own, 0.5), "p99_us": percentile(own, 0.99)}
@@ -94,24 +101,18 @@ def sequential_phase(
     return row
 
 
-def concurrent_phase(
-    ours: PersistenceSystem, conversations: list[list[Message]], first: str, work: Path
-) -> dict[str, Any]:
-    """The concurrent phase of a round on ``ours`` (the ctxledger host of the round, as
-    ``peers.py`` runs it after the sequential phase) and on a fresh JSONL+fsync folder under
-    ``work``, ``first`` of :data:`CONCURRENT` first; appends/s."""
+def concurrent_round(conversations: list[list[Message]], first: str, work: Path) -> dict[str, Any]:
+    """One round of the concurrent phase, ``first`` of :data:`CONCURRENT` first; appends/s."""
     order = [first] + [name for name in CONCURRENT if name != first]
-    row: dict[str, Any] = {"first": first}
+    row: dict[str, Any] = {}
     for name in order:
-        system = ours if name == "ctxledger" else CONCURRENT[name]()
-        if system is not ours:
-            system.open(work / name)
+        system = CONCURRENT[name]()
+        system.open(work / name)
         result = Result(system=name)
         try:
             run_concurrent(system, conversations, _Limits(system, BUDGET, DISK_BUDGET), result)
         finally:
-            if system is not ours:
-                system.close()
+            system.close()
         row[name] = {
             "appends_per_s": result.concurrent_rate,
             "p50_us": result.concurrent_p50_us,
@@ -120,38 +121,6 @@ def concurrent_phase(
         }
     row["ratio"] = row["ctxledger"]["appends_per_s"] / row["jsonl-fsync"]["appends_per_s"]
     return row
-
-
-def run_round(
-    index: int,
-    messages: list[Message],
-    conversations: list[list[Message]],
-    block: int,
-    skip: set[str],
-    work: Path,
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """Round ``index`` (from 0): its sequential and its concurrent figures (None: skipped).
-    Every system opens a folder of its own under ``work``; the concurrent phase's ctxledger is
-    the host that took the sequential phase (a fresh one when that phase is skipped)."""
-    names = ["ctxledger"] if "sequential" in skip else list(SEQUENTIAL)
-    systems: dict[str, PersistenceSystem] = {}
-    sequential = concurrent = None
-    try:
-        for name in names:
-            system = SEQUENTIAL[name]()
-            system.open(work / name)
-            systems[name] = system
-        if "sequential" not in skip:
-            print(f"round {index + 1}: sequential ...", file=sys.stderr, flush=True)
-            sequential = sequential_phase(systems, messages, block)
-        if "concurrent" not in skip:
-            first = list(CONCURRENT)[index % len(CONCURRENT)]
-            print(f"round {index + 1}: concurrent ...", file=sys.stderr, flush=True)
-            concurrent = concurrent_phase(systems["ctxledger"], conversations, first, work)
-    finally:
-        for system in systems.values():
-            system.close()
-    return sequential, concurrent
 
 
 def report(sequential: list[dict[str, Any]], concurrent: list[dict[str, Any]]) -> str:
@@ -229,13 +198,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     concurrent: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="ctxledger-targets-") as tmp:
         for index in range(options.rounds):
-            work = Path(tmp) / f"round-{index}"
-            rows = run_round(index, messages, conversations, options.block, skip, work)
-            shutil.rmtree(work, ignore_errors=True)
-            if rows[0] is not None:
-                sequential.append(rows[0])
-            if rows[1] is not None:
-                concurrent.append(rows[1])
+            if "sequential" not in skip:
+                work = Path(tmp) / f"sequential-{index}"
+                print(f"round {index + 1}: sequential ...", file=sys.stderr, flush=True)
+                sequential.append(sequential_round(messages, options.block, work))
+                shutil.rmtree(work, ignore_errors=True)
+            if "concurrent" not in skip:
+                work = Path(tmp) / f"concurrent-{index}"
+                first = list(CONCURRENT)[index % len(CONCURRENT)]
+                print(f"round {index + 1}: concurrent ...", file=sys.stderr, flush=True)
+                row = concurrent_round(conversations, first, work)
+                row["first"] = first
+                concurrent.append(row)
+                shutil.rmtree(work, ignore_errors=True)
     print(report(sequential, concurrent))
     if options.json:
         options.json.write_text(
