@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from peers import Result, _Limits, as_dict, make_ctxledger_system, run_concurrent
+from peers import Result, _Limits, _percentile, as_dict, make_ctxledger_system, run_concurrent
 from peers_systems import JsonlFsync, LmdbLayout, Message, PersistenceSystem, RawLmdb
 
 from ctxledger.tooling.workload import take_messages
@@ -59,12 +59,6 @@ CONCURRENT: dict[str, Callable[[], PersistenceSystem]] = {
 BUDGET = 600.0
 #: Bytes a system may write in one phase.
 DISK_BUDGET = 8 << 30
-
-
-def percentile(values: Sequence[float], share: float) -> float:
-    """The ``share`` quantile of ``values`` (nearest rank below, as ``peers.py`` takes it)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
 def sequential_round(messages: list[Message], block: int, work: Path) -> dict[str, Any]:
@@ -93,7 +87,7 @@ def sequential_round(messages: list[Message], block: int, work: Path) -> dict[st
             system.close()
     row: dict[str, Any] = {}
     for name, own in latencies.items():
-        row[name] = {"p50_us": percentile(own, 0.5), "p99_us": percentile(own, 0.99)}
+        row[name] = {"p50_us": _percentile(own, 0.5), "p99_us": _percentile(own, 0.99)}
     ours, yardstick = row["ctxledger"], row["lmdb-txn1"]
     row["p50_ratio"] = ours["p50_us"] / yardstick["p50_us"]
     row["p99_over_p50"] = ours["p99_us"] / ours["p50_us"]

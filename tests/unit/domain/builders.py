@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from ctxledger import Config, Message, ToolCall
+from ctxledger import Checkpoint, Config, Message, ToolCall
 from ctxledger.config import upcast_config
 from ctxledger.testing import DomainSession
 
@@ -48,3 +48,16 @@ def rounds(count: int, *, user: str = "u", reply: str = "a") -> list[Message]:
     for index in range(count):
         out += [Message.user(f"{user}{index}"), Message.assistant(f"{reply}{index}")]
     return out
+
+
+def checkpoint(
+    retain_from: int, summary: str = "SUMMARY", *, reason: str = "manual", cid: str = "cp1"
+) -> Checkpoint:
+    """A checkpoint retaining from ``retain_from`` and covering everything before it."""
+    return Checkpoint(
+        id=cid,
+        summary=summary,
+        retain_from_seq=retain_from,
+        covers_through_seq=retain_from - 1,
+        reason=reason,  # type: ignore[arg-type]  # a CheckpointReason
+    )

@@ -6,17 +6,11 @@ from ctxledger import Checkpoint, Message
 from ctxledger.domain import assemble
 from ctxledger.domain.projection import assemble_counted
 
-from .builders import rounds, session, step
+from .builders import checkpoint, rounds, session, step
 
 
 def _checkpoint(retain_from: int, summary: str = "SUMMARY") -> Checkpoint:
-    return Checkpoint(
-        id="next",
-        summary=summary,
-        retain_from_seq=retain_from,
-        covers_through_seq=retain_from - 1,
-        reason="threshold_exceeded",
-    )
+    return checkpoint(retain_from, summary, reason="threshold_exceeded", cid="next")
 
 
 def test_drafts_of_one_state_share_the_cut_parts() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from ctxledger import Checkpoint, Message
+from ctxledger import Message
 from ctxledger.domain import (
     COMPACT_CHECKPOINT,
     FULL_HISTORY,
@@ -14,18 +14,9 @@ from ctxledger.domain import (
 from ctxledger.events import CheckpointCreated
 
 from .builders import call, rounds, session, step
+from .builders import checkpoint as _checkpoint
 
 TOKENS = CharTokenizer()
-
-
-def _checkpoint(retain_from: int, summary: str = "SUMMARY") -> Checkpoint:
-    return Checkpoint(
-        id="cp1",
-        summary=summary,
-        retain_from_seq=retain_from,
-        covers_through_seq=retain_from - 1,
-        reason="manual",
-    )
 
 
 def _with_checkpoint(s: object, retain_from: int) -> None:
