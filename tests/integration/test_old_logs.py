@@ -15,6 +15,10 @@ a fork, the dynamic threshold and a tool call answered by recovery.
 (Config schema 4, ``tests/data/make_log_v4.py``): a kept first request shown truncated, fact
 blocks listing its omitted lines, prepared summaries activated, the revert of the only
 checkpoint, a set and a derived ``compaction_target``.
+``tests/data/log_v5`` was written once on main 4bb9afc, the last shape of Config schema 5 and of
+the view hash's first version (``tests/data/make_log_v5.py``): as ``log_v4``, and a conversation
+of 322 messages never compacted, whose long views were hashed with the encodings kept from the
+last view.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from ctxledger.storage import LmdbEventLog
 DATA = Path(__file__).resolve().parents[1] / "data"
 LISTINGS = {
     name: json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
-    for name in ("log_v0", "log_v1", "log_v2", "log_v3", "log_v4")
+    for name in ("log_v0", "log_v1", "log_v2", "log_v3", "log_v4", "log_v5")
 }
 
 
