@@ -54,8 +54,9 @@ def validate(config: CheckedConfig) -> None:
     if config.schema_version not in (LEGACY_SCHEMA, *SHARES):
         raise ConfigError(
             "schema_version",
-            f"must be {CONFIG_SCHEMA} ({MARKS_SCHEMA} for a Config recorded with the first "
-            f"two-mark shares, {LEGACY_SCHEMA} for one recorded before the two marks), got "
+            f"must be {CONFIG_SCHEMA} (5 for a Config recorded before views were hashed with "
+            f"version 2, {MARKS_SCHEMA} for one recorded with the first two-mark shares, "
+            f"{LEGACY_SCHEMA} for one recorded before the two marks), got "
             f"{config.schema_version!r}",
         )
     _require_int(config, "context_window", minimum=1)

@@ -20,15 +20,21 @@ __all__ = [
     "PREPARE_SHARE",
     "SHARES",
     "TARGET_GAP",
+    "VIEW_HASH_SCHEMA",
     "Shares",
     "derived_target",
     "upcast_config",
 ]
 
-#: The schema of a Config built now (the two-mark policy, its shares as of :data:`SHARES` 5).
-CONFIG_SCHEMA = 5
+#: The schema of a Config built now (the two-mark policy, its shares as of :data:`SHARES` 5,
+#: views hashed with ``view_hash`` version 2).
+CONFIG_SCHEMA = 6
 #: The first schema of the two marks (its derived shares are kept for Configs recorded with it).
 MARKS_SCHEMA = 4
+#: The first schema whose views are hashed with version 2 of
+#: :func:`ctxledger.domain.view_hash` (the messages' count last, so a step hashes only what it
+#: adds); a Config of an older schema keeps version 1, so its recorded views verify.
+VIEW_HASH_SCHEMA = 6
 #: What a recorded Config without ``schema_version`` is upcast to: the one-mark policy of every
 #: release before the two marks, with its floor guard and gain rule.
 LEGACY_SCHEMA = 3
@@ -81,7 +87,8 @@ class Shares(NamedTuple):
 #: replay unchanged. Schema 4 as the two marks were first released; schema 5 chosen by
 #: ``bench/quality.py`` and ``bench/bench_background.py`` (bench/README_quality.md, "Two marks"):
 #: a lower target, a kept request sized by what it costs the next compaction, and a prepare
-#: point and absorb rule that leave room for one long tool result (the zero-wait share).
+#: point and absorb rule that leave room for one long tool result (the zero-wait share); schema
+#: 6 keeps schema 5's (it changed how views are hashed, see :data:`VIEW_HASH_SCHEMA`).
 SHARES: dict[int, Shares] = {
     MARKS_SCHEMA: Shares(
         target=0.5,
@@ -94,7 +101,7 @@ SHARES: dict[int, Shares] = {
         block_gives_way=False,
         result_step=False,
     ),
-    CONFIG_SCHEMA: Shares(
+    5: Shares(
         target=0.45,
         prepare=0.1,
         summary=0.15,
@@ -106,6 +113,7 @@ SHARES: dict[int, Shares] = {
         result_step=True,
     ),
 }
+SHARES[VIEW_HASH_SCHEMA] = SHARES[5]
 #: The low mark when ``compaction_target`` is derived (this schema's, see :data:`SHARES`).
 DEFAULT_COMPACTION_TARGET = SHARES[CONFIG_SCHEMA].target
 #: The derived prepare point's share of the way from the target up to the threshold.

@@ -35,6 +35,7 @@ from ctxledger._config_schema import (
     PREPARE_SHARE,
     SHARES,
     TARGET_GAP,
+    VIEW_HASH_SCHEMA,
     Shares,
     derived_target,
     upcast_config,
@@ -81,6 +82,7 @@ __all__ = [
     "TARGET_GAP",
     "TOOL_RESULT_CAP",
     "TOOL_RESULT_SHARE",
+    "VIEW_HASH_SCHEMA",
     "Config",
     "PolicySizes",
     "Shares",
@@ -216,9 +218,11 @@ class Config(
             bring the view under the threshold): must be False; recorded Configs carry it.
         summary_result_chars: The summariser sees a tool result longer than this as its head
             and tail plus the facts of the rest (views are not affected); 0 gives it raw.
-        schema_version: The schema the Config was written with (5 now; 4 for a Config recorded
-            with the two marks' first shares, which keeps them; 3 for one recorded before the two
-            marks, which replays with the one-mark policy it was served with).
+        schema_version: The schema the Config was written with (6 now; 5 for a Config recorded
+            before views were hashed with version 2, whose views keep version 1 (see
+            :attr:`view_hash_version`); 4 for one recorded with the two marks' first shares,
+            which keeps them; 3 for one recorded before the two marks, which replays with the
+            one-mark policy it was served with).
     """
 
     context_window: int = 128_000
@@ -253,6 +257,12 @@ class Config(
     def legacy(self) -> bool:
         """Whether this Config was recorded before the two marks (schema 3: one mark)."""
         return self.schema_version < MARKS_SCHEMA
+
+    @property
+    def view_hash_version(self) -> int:
+        """The version of :func:`ctxledger.domain.view_hash` this Config's views are hashed with:
+        2 from schema 6 on, 1 for a Config recorded before (its recorded views verify)."""
+        return 2 if self.schema_version >= VIEW_HASH_SCHEMA else 1
 
     def replace(self, **changes: Any) -> Config:
         """Return a copy with ``changes`` applied (validated like a new Config).

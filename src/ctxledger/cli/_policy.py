@@ -20,7 +20,8 @@ def policy_lines(config: Config) -> list[str]:
         (
             "schema_version",
             str(sizes.schema_version),
-            "the Config's schema (4: the marks' first shares, 3: one mark; both as recorded)",
+            "the Config's schema (5: views hashed with version 1, 4: the marks' first shares,"
+            " 3: one mark; as recorded)",
         ),
         *((name, f"{getattr(sizes, name):,}", meaning) for name, meaning in SIZE_MEANINGS.items()),
     ]

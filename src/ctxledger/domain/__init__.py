@@ -130,6 +130,7 @@ if TYPE_CHECKING:  # what each name is, for type checkers and readers
     from ctxledger.domain.view import (
         COMPACT_CHECKPOINT,
         FULL_HISTORY,
+        VIEW_HASH_VERSION,
         Draft,
         ModelView,
         build_view,
@@ -152,6 +153,7 @@ __all__ = [
     "STEP_CUT_FILL",
     "TRIGGERS",
     "TRUNCATION_MARKER",
+    "VIEW_HASH_VERSION",
     "Accounting",
     "Adopt",
     "AsyncSummarizer",
@@ -305,8 +307,8 @@ _HOMES = {
         "tokenizer": "CharTokenizer Tokenizer message_chars",
         "usage": "Accounting Calibration ReportedUsage UsageTotals parse_usage usage_from_counts",
         "view": (
-            "COMPACT_CHECKPOINT Draft FULL_HISTORY ModelView build_view draft_view preview_view "
-            "remask_of view_hash"
+            "COMPACT_CHECKPOINT Draft FULL_HISTORY VIEW_HASH_VERSION ModelView build_view "
+            "draft_view preview_view remask_of view_hash"
         ),
         "withdrawal": "clear_event retraction_events shown_messages",
     }.items()

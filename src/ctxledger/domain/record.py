@@ -78,9 +78,10 @@ class StateRecord:
         # the view (see ctxledger.domain.view.draft_view): caches, not state.
         self.render_cache: dict[int, tuple[Message, bool, Message]] = {}
         self.draft_memo: tuple[Any, Any] | None = None
-        # The last served view's messages and their encodings (see ctxledger.domain.view
-        # .Draft.view): a cache, not state; one immutable tuple, so copies may share it.
-        self.view_encodings: tuple[tuple[Message, ...], tuple[bytes, ...]] | None = None
+        # The last served view's messages and their encodings, and with view hash version 2
+        # their digests (see ctxledger.domain.view.Draft.view): a cache, not state; one tuple
+        # never changed once made, so copies may share it.
+        self.view_encodings: Any = None
         # Events folded that may change how a message in history is shown (the caches below
         # hold as of one of them).
         self.shown_epoch = 0

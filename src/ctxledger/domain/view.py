@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -15,12 +14,21 @@ from ctxledger.domain.projection import assemble_counted
 from ctxledger.domain.render import render_policy, render_unmasked
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import Tokenizer, message_chars
-from ctxledger.events._msgpack import array_header
+from ctxledger.domain.view_hashing import (
+    KEEP_DIGESTS_FROM,
+    KEEP_ENCODINGS_FROM,
+    VIEW_HASH_VERSION,
+    Hashed,
+    kept_hash_v1,
+    kept_hash_v2,
+    view_hash,
+)
 from ctxledger.messages import Message
 
 __all__ = [
     "COMPACT_CHECKPOINT",
     "FULL_HISTORY",
+    "VIEW_HASH_VERSION",
     "Draft",
     "ModelView",
     "build_view",
@@ -36,8 +44,6 @@ FULL_HISTORY = "full_history"
 #: Mode of a view that starts with a checkpoint's summary.
 COMPACT_CHECKPOINT = "compact_checkpoint"
 
-_hash_encoder = msgspec.msgpack.Encoder(order="deterministic")
-
 
 class ModelView(msgspec.Struct, frozen=True, kw_only=True):
     """A bounded projection of history made for one LLM call (DESIGN §2).
@@ -49,8 +55,9 @@ class ModelView(msgspec.Struct, frozen=True, kw_only=True):
         mode: ``"full_history"`` or ``"compact_checkpoint"``.
         checkpoint_id: The active checkpoint's id, if any.
         estimated_tokens: The budget estimate (DESIGN §2 formula, provider usage included).
-        view_hash: SHA-256 (hex) of the deterministic msgpack encoding of mode, checkpoint id and
-            messages; replay must rebuild the same hash.
+        view_hash: SHA-256 (hex) of the view's mode, checkpoint id and messages in deterministic
+            msgpack (:func:`view_hash`, of the version the session's Config names:
+            :attr:`ctxledger.Config.view_hash_version`); replay must rebuild the same hash.
         through_seq: The newest message seq when the view was built.
         view_tokens: The tokenizer's count of ``messages`` alone.
         retain_from_seq: The first seq of the retained tail.
@@ -83,68 +90,6 @@ class ModelView(msgspec.Struct, frozen=True, kw_only=True):
         return to_anthropic(self.messages)
 
 
-def view_hash(mode: str, checkpoint_id: str | None, messages: Sequence[Message]) -> str:
-    """Return the stable hash of a view's content."""
-    payload = _hash_encoder.encode((mode, checkpoint_id, tuple(messages)))
-    return hashlib.sha256(payload).hexdigest()
-
-
-#: The fewest messages of a view whose encodings are kept for the next (see
-#: :meth:`Draft.view`): below it one encoding of the whole view costs less than encoding the
-#: messages one by one and joining them (``bench/bench_host.py``'s one session, views of 86
-#: messages on average: 436 against 480 steps/s with them kept; 600-message views: the history
-#: actor's step 1.38 -> 0.88 ms).
-KEEP_ENCODINGS_FROM = 256
-
-#: A view's messages and the encoding of each, kept between views (see :func:`_hash_with`).
-Encodings = tuple[tuple[Message, ...], tuple[bytes, ...]]
-
-
-def _hash_with(
-    mode: str, checkpoint_id: str | None, messages: Sequence[Message], kept: Encodings | None
-) -> tuple[str, Encodings]:
-    """:func:`view_hash`, reusing the encodings ``kept`` of the last view hashed for the
-    messages this view begins with (equal ones: the encoder is deterministic), and the
-    encodings to keep for the next.
-
-    The hash covers the msgpack of the whole view, whose array header (the messages' count)
-    comes before the messages, so the digest itself cannot be carried over; encoding the
-    messages is most of its cost and can. msgpack is compositional: a tuple's encoding is its
-    header followed by its items' encodings, so the bytes hashed are those of
-    :func:`view_hash`.
-    """
-    shown = tuple(messages)
-    encode = _hash_encoder.encode
-    same = _same_prefix(shown, kept[0]) if kept is not None else 0
-    if same:
-        assert kept is not None
-        parts = kept[1][:same] + tuple(encode(message) for message in shown[same:])
-    else:
-        parts = tuple(encode(message) for message in shown)
-    head = b"\x93" + encode(mode) + encode(checkpoint_id) + array_header(len(parts))
-    # Fed in two parts: joining them first copies the whole view once more (into fresh pages).
-    digest = hashlib.sha256(head)
-    digest.update(b"".join(parts))
-    return digest.hexdigest(), (shown, parts)
-
-
-def _same_prefix(shown: tuple[Message, ...], kept: tuple[Message, ...]) -> int:
-    """How many first messages ``shown`` and ``kept`` have in common (a masking boundary that
-    moved changes a few results near the end; the rest is the same objects, compared at C
-    speed, halving the span)."""
-    size = min(len(shown), len(kept))
-    if shown[:size] == kept[:size]:
-        return size
-    low, high = 0, size  # shown[:low] == kept[:low], shown[:high] != kept[:high]
-    while high - low > 1:
-        middle = (low + high) // 2
-        if shown[low:middle] == kept[low:middle]:
-            low = middle
-        else:
-            high = middle
-    return low
-
-
 class Draft(NamedTuple):
     """The view a state would serve under a checkpoint, assembled and measured but not hashed.
 
@@ -171,25 +116,37 @@ class Draft(NamedTuple):
     prompt_tokens: int = 0
     chars: int | None = None
 
-    def view(self, state: SessionState | None = None) -> ModelView:
-        """Return the finished view (hashing its messages).
+    def view(self, state: SessionState | None = None, *, version: int | None = None) -> ModelView:
+        """Return the finished view (hashing its messages with :func:`view_hash` of ``version``;
+        by default the one ``state``'s Config names, else :data:`VIEW_HASH_VERSION`).
 
-        With ``state`` (the session it is served for) and at least :data:`KEEP_ENCODINGS_FROM`
-        messages, the encodings of the messages it shares with the last view hashed for that
-        session are reused (a cache the state keeps, see :func:`_hash_with`): a step then
-        encodes only what it added. The hash is the same.
+        With ``state`` (the session it is served for) and at least :data:`KEEP_DIGESTS_FROM`
+        messages (version 1: :data:`KEEP_ENCODINGS_FROM`), what hashing the last view of that
+        session kept is reused (a cache the state keeps): the encodings of the messages this
+        view shares with it, and with version 2 the digest of them (:class:`Hashed`), so a
+        step encodes and hashes only what it added (version 1 hashes the whole view again, see
+        :func:`~ctxledger.domain.view_hashing.kept_hash_v1`). The hash is the same.
         """
+        if version is None:
+            version = state.config.view_hash_version if state is not None else VIEW_HASH_VERSION
         active = self.checkpoint
         mode = COMPACT_CHECKPOINT if active is not None else FULL_HISTORY
         checkpoint_id = active.id if active is not None else None
         messages = tuple(self.messages)  # one copy: the hash and the view take it as it is
-        if state is None or len(messages) < KEEP_ENCODINGS_FROM:
-            digest = view_hash(mode, checkpoint_id, messages)
+        keep_from = KEEP_DIGESTS_FROM if version == 2 else KEEP_ENCODINGS_FROM
+        if state is None or len(messages) < keep_from:
+            digest = view_hash(mode, checkpoint_id, messages, version=version)
             if state is not None:
                 state.view_encodings = None
+        elif version == 1:
+            kept = state.view_encodings
+            digest, state.view_encodings = kept_hash_v1(
+                mode, checkpoint_id, messages, None if isinstance(kept, Hashed) else kept
+            )
         else:
-            digest, state.view_encodings = _hash_with(
-                mode, checkpoint_id, messages, state.view_encodings
+            kept = state.view_encodings
+            digest, state.view_encodings = kept_hash_v2(
+                mode, checkpoint_id, messages, kept if isinstance(kept, Hashed) else None
             )
         return ModelView(
             messages=messages,
@@ -289,7 +246,9 @@ def build_view(state: SessionState, *, tokenizer: Tokenizer, pending: str = "") 
         tokenizer: Counts tokens for the estimate.
         pending: Text about to be sent with the view, counted in ``estimated_tokens``.
     """
-    return draft_view(state, tokenizer=tokenizer, pending=pending).view()
+    return draft_view(state, tokenizer=tokenizer, pending=pending).view(
+        version=state.config.view_hash_version
+    )
 
 
 def preview_view(
@@ -299,7 +258,8 @@ def preview_view(
 
     The provider's usage figure is ignored: the checkpoint makes it stale.
     """
-    return draft_view(state, tokenizer=tokenizer, pending=pending, checkpoint=checkpoint).view()
+    draft = draft_view(state, tokenizer=tokenizer, pending=pending, checkpoint=checkpoint)
+    return draft.view(version=state.config.view_hash_version)
 
 
 def remask_of(
