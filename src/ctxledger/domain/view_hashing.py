@@ -98,20 +98,20 @@ KEEP_DIGESTS_FROM = 32
 
 class Hashed(NamedTuple):
     """What hashing a view with version 2 keeps for the next view of the session (a cache of
-    the state, see :meth:`Draft.view`; never changed once made: its digests are copied before
-    they are fed).
+    the state, see ``Draft.view``; never changed once made: its digests are copied before they
+    are fed). No encoding is kept: a step encodes its new messages, and one that changes a
+    message near the end also the few between the mark before it and the change.
 
     Attributes:
         head: The view's mode and checkpoint id (hashed first).
         shown: Its messages.
-        parts: The msgpack of each.
-        marks: ``marks[j]`` is the digest of the head and ``parts[: j * MARK_EVERY]``.
-        end: The digest of the head and every part (before the count).
+        marks: ``marks[j]`` is the digest of the head and the first ``j * MARK_EVERY``
+            messages.
+        end: The digest of the head and every message (before the count).
     """
 
     head: tuple[str, str | None]
     shown: tuple[Message, ...]
-    parts: tuple[bytes, ...]
     marks: tuple[Any, ...]
     end: Any
 
@@ -127,27 +127,25 @@ def kept_hash_v2(
     head = (mode, checkpoint_id)
     same = _same_prefix(shown, kept.shown) if kept is not None and kept.head == head else 0
     if kept is not None and same:
-        parts = kept.parts[:same] + tuple(encode(message) for message in shown[same:])
-        if same == len(kept.parts):
+        if same == len(kept.shown):
             marks, digest, index = list(kept.marks), kept.end.copy(), same
         else:
             mark = same // MARK_EVERY
             marks = list(kept.marks[: mark + 1])
             digest, index = marks[-1].copy(), mark * MARK_EVERY
     else:
-        parts = tuple(encode(message) for message in shown)
         digest = hashlib.sha256(_v2_head(mode, checkpoint_id))
         marks, index = [digest.copy()], 0
-    count = len(parts)
+    count = len(shown)
     while index < count:
         stop = min(count, (index // MARK_EVERY + 1) * MARK_EVERY)
-        digest.update(b"".join(parts[index:stop]))
+        digest.update(b"".join([encode(message) for message in shown[index:stop]]))
         index = stop
         if index % MARK_EVERY == 0:
             marks.append(digest.copy())
     end = digest.copy()
     digest.update(encode(count))
-    return digest.hexdigest(), Hashed(head, shown, parts, tuple(marks), end)
+    return digest.hexdigest(), Hashed(head, shown, tuple(marks), end)
 
 
 def kept_hash_v1(

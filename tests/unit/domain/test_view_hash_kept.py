@@ -152,8 +152,9 @@ class _Fed:
 
 
 def test_version_2_hashes_only_what_a_step_adds(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A step that extends the last view feeds the digest only the new messages and the count;
-    one that changes a message near the end feeds it from the mark before the change."""
+    """A step that extends the last view encodes and feeds the digest only the new messages and
+    the count; one that changes a message near the end does so from the mark before the change
+    (nothing of the view's encoding is kept)."""
     shown = _messages(400, seed=6)
     fed: list[int] = []
 
@@ -162,19 +163,32 @@ def test_version_2_hashes_only_what_a_step_adds(monkeypatch: pytest.MonkeyPatch)
         def sha256(data: bytes = b"") -> _Fed:
             return _Fed(fed, data)
 
+    encoder = hashing._hash_encoder
+    encoded: list[object] = []
+
+    class Counting:
+        def encode(self, value: object) -> bytes:
+            encoded.append(value)
+            return encoder.encode(value)
+
     monkeypatch.setattr(hashing, "hashlib", Hashlib)
+    monkeypatch.setattr(hashing, "_hash_encoder", Counting())
     _, kept = hashing.kept_hash_v2("full_history", None, shown, None)
     fed.clear()
-    encode = hashing._hash_encoder.encode
+    encoded.clear()
+    encode = encoder.encode
     extended = [*shown, shown[5]]
     digest, kept_more = hashing.kept_hash_v2("full_history", None, extended, kept)
     assert sum(fed) == len(encode(shown[5])) + len(encode(401))
+    assert [m for m in encoded if isinstance(m, Message)] == [shown[5]]  # the new one only
     assert digest == view_hash("full_history", None, extended, version=2)
     fed.clear()
+    encoded.clear()
     changed = [*shown[:390], msgspec.structs.replace(shown[390], content="[masked]"), *shown[391:]]
     digest, _ = hashing.kept_hash_v2("full_history", None, changed, kept_more)
     mark = 390 // hashing.MARK_EVERY * hashing.MARK_EVERY  # 384
     assert sum(fed) == sum(len(encode(m)) for m in changed[mark:]) + len(encode(400))
+    assert [m for m in encoded if isinstance(m, Message)] == changed[mark:]
     assert digest == view_hash("full_history", None, changed, version=2)
 
 
