@@ -122,10 +122,11 @@ class Draft(NamedTuple):
 
         With ``state`` (the session it is served for) and at least :data:`KEEP_DIGESTS_FROM`
         messages (version 1: :data:`KEEP_ENCODINGS_FROM`), what hashing the last view of that
-        session kept is reused (a cache the state keeps): the encodings of the messages this
-        view shares with it, and with version 2 the digest of them (:class:`Hashed`), so a
-        step encodes and hashes only what it added (version 1 hashes the whole view again, see
-        :func:`~ctxledger.domain.view_hashing.kept_hash_v1`). The hash is the same.
+        session kept is reused (a cache the state keeps): with version 2 the digest of the
+        messages this view shares with it (:class:`Hashed`), so a step encodes and hashes only
+        what it added; with version 1 their encodings, so a step encodes what it added and
+        hashes the whole view again (:func:`~ctxledger.domain.view_hashing.kept_hash_v1`). The
+        hash is the same.
         """
         if version is None:
             version = state.config.view_hash_version if state is not None else VIEW_HASH_VERSION
