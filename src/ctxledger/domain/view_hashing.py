@@ -92,7 +92,8 @@ Encodings = tuple[tuple[Message, ...], tuple[bytes, ...]]
 MARK_EVERY = 16
 #: The fewest messages of a view whose digests version 2 keeps for the next: a step then
 #: encodes and hashes only what it added, where hashing the whole view encodes and hashes it
-#: all (below it both cost little).
+#: all (below it both cost little; ``bench/bench_host.py``'s one session, views of 86 messages
+#: on average, two pairs: 961-966 steps/s with version 1, 984-1,035 with this).
 KEEP_DIGESTS_FROM = 32
 
 
