@@ -1,4 +1,5 @@
-"""bench/bench_integrations.py runs end to end, and its floor is the middleware's own work.
+"""bench/bench_integrations.py runs end to end, and its floor is the middleware's own work;
+bench/bench_view_hash.py runs.
 
 The bench measures; nothing here checks a timing. What is checked is that every variant ran
 and has its row, that the variant "on the domain alone" drives ``LedgerMiddleware`` through
@@ -115,3 +116,18 @@ def test_the_floor_line_adds_the_other_commits_fsyncs_to_the_own_work(
     assert f"{own_ms:+.2f} ms a turn over no ledger" in line
     assert f"= {0.9 + own_ms:.2f} ms" in line
     assert line.endswith(f"is {verdict} in this run")
+
+
+def test_bench_view_hash_prints_a_row_per_size() -> None:
+    """bench/bench_view_hash.py runs (a smoke run: three repetitions per size)."""
+    result = subprocess.run(
+        [sys.executable, str(BENCH / "bench_view_hash.py"), "--reps", "3"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [line for line in result.stdout.splitlines() if re.match(r"\| \d+ \|", line)]
+    assert [int(line.split("|")[1]) for line in rows] == [8, 16, 32, 64, 128, 256, 512]
+    assert all(len(line.split("|")) == 6 for line in rows)  # three figures a row

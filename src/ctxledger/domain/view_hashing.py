@@ -92,9 +92,9 @@ Encodings = tuple[tuple[Message, ...], tuple[bytes, ...]]
 MARK_EVERY = 16
 #: The fewest messages of a view whose digests version 2 keeps for the next: a step then
 #: encodes and hashes only what it added, where hashing the whole view encodes and hashes it
-#: all (below it both cost little; ``bench/bench_host.py``'s one session, views of 86 messages
-#: on average, two pairs: 961-966 steps/s with version 1, 984-1,035 with this).
-KEEP_DIGESTS_FROM = 32
+#: all. A step of two messages (``bench/bench_view_hash.py``): resumed 3.3 µs against 4.8 whole
+#: at 8 messages, 3.4 against 11.5 at 32, 5.5 against 77 at 256, 7.5 against 150 at 512.
+KEEP_DIGESTS_FROM = 8
 
 
 class Hashed(NamedTuple):

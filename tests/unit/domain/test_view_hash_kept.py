@@ -263,7 +263,7 @@ def test_draft_view_keeps_encodings_from_the_threshold_on() -> None:
     from ctxledger.domain.view import Draft
 
     state = SessionState.new("s", Config())
-    short = [Message(role="user", content="a", seq=n) for n in range(1, 10)]
+    short = [Message(role="user", content="a", seq=n) for n in range(1, hashing.KEEP_DIGESTS_FROM)]
     long = [Message(role="user", content="a", seq=n) for n in range(1, 300)]
     for messages, kept in ((long, True), (short, False), (long, True)):
         view = Draft(None, messages, 1, 1, len(messages)).view(state)
