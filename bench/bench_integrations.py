@@ -58,6 +58,7 @@ from agents import (
 )
 from agents.models.interface import Model
 from agents.testing import assistant_message, function_call
+from bench_args import positive_int
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -334,16 +335,9 @@ def _paired(times: list[float], base: list[float]) -> float:
     return statistics.median(a - b for a, b in zip(times, base, strict=True)) * 1000
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--turns", type=_positive, default=300, help="turns per variant (300)")
+    parser.add_argument("--turns", type=positive_int, default=300, help="turns per variant (300)")
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     set_tracing_disabled(True)

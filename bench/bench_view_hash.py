@@ -19,6 +19,8 @@ import argparse
 import statistics
 import time
 
+from bench_args import positive_int
+
 from ctxledger import Message, ToolCall
 from ctxledger.domain.view_hashing import kept_hash_v2, view_hash
 
@@ -63,16 +65,9 @@ def row(count: int, reps: int, pool: list[Message]) -> tuple[float, float, float
     return median(resumed) * 1e6, median(whole) * 1e6, median(first) * 1e6
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=_positive, default=400, help="repetitions per size (400)")
+    parser.add_argument("--reps", type=positive_int, default=400, help="repetitions per size (400)")
     args = parser.parse_args()
     pool = messages(max(SIZES) + 2)
     print(f"a step of two messages onto a view of n, median of {args.reps} (µs)\n")

@@ -24,12 +24,16 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
     """bench/bench_integrations.py as a module (bench/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(
-        "bench_integrations", BENCH / "bench_integrations.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(BENCH))  # it imports bench_args, beside it
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "bench_integrations", BENCH / "bench_integrations.py"
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCH))
     return module
 
 
