@@ -9,42 +9,22 @@ same turns), and that the floor line's verdict follows from the run's figures.
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from bench_helpers import load_bench, run_bench
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    """bench/bench_integrations.py as a module (bench/ is not a package)."""
-    sys.path.insert(0, str(BENCH))  # it imports bench_args, beside it
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "bench_integrations", BENCH / "bench_integrations.py"
-        )
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCH))
-    return module
+    """bench/bench_integrations.py as a module."""
+    return load_bench("bench_integrations")
 
 
 def test_a_short_run_prints_every_variant_and_the_floor() -> None:
-    result = subprocess.run(
-        [sys.executable, str(BENCH / "bench_integrations.py"), "--turns", "3"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    result = run_bench("bench_integrations.py", "--turns", "3", timeout=600)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     for durability in ("'sync'", "'none'"):
@@ -124,13 +104,7 @@ def test_the_floor_line_adds_the_other_commits_fsyncs_to_the_own_work(
 
 def test_bench_view_hash_prints_a_row_per_size() -> None:
     """bench/bench_view_hash.py runs (a smoke run: three repetitions per size)."""
-    result = subprocess.run(
-        [sys.executable, str(BENCH / "bench_view_hash.py"), "--reps", "3"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = run_bench("bench_view_hash.py", "--reps", "3")
     assert result.returncode == 0, result.stderr
     rows = [line for line in result.stdout.splitlines() if re.match(r"\| \d+ \|", line)]
     assert [int(line.split("|")[1]) for line in rows] == [8, 16, 32, 64, 128, 256, 512]

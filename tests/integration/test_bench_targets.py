@@ -7,30 +7,12 @@ rounds that met each target from those ratios.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def load_targets() -> ModuleType:
-    """bench/bench_targets.py as a module (bench/ is not a package; it imports peers.py)."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_targets", BENCH / "bench_targets.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCH))
-    return module
+from bench_helpers import load_bench, run_bench
 
 
 def sequential_row(ours: float, yardstick: float, p99: float) -> dict[str, Any]:
@@ -54,7 +36,7 @@ def concurrent_row(ours: float, yardstick: float) -> dict[str, Any]:
 
 
 def test_the_report_counts_the_rounds_that_met_each_target_edges_included() -> None:
-    targets = load_targets()
+    targets = load_bench("bench_targets")
     sequential = [
         sequential_row(130, 100, 390),  # exactly 1.3 and exactly 3x: both met
         sequential_row(131, 100, 394),  # just over both
@@ -70,14 +52,7 @@ def test_the_report_counts_the_rounds_that_met_each_target_edges_included() -> N
 
 def run_targets(tmp_path: Path, *args: str) -> tuple[str, dict[str, Any]]:
     out = tmp_path / "targets.json"
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "bench_targets.py"), "--quick", "--json", str(out), *args],
-        cwd=BENCH,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = run_bench("bench_targets.py", "--quick", "--json", str(out), *args)
     assert done.returncode == 0, done.stderr
     return done.stdout, json.loads(out.read_text())
 
@@ -106,12 +81,5 @@ def test_a_phase_can_be_skipped_and_bad_options_are_refused(tmp_path: Path) -> N
     report, figures = run_targets(tmp_path, "--skip", "concurrent")
     assert figures["concurrent"] == [] and len(figures["sequential"]) == 2
     assert "concurrent" not in report
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "bench_targets.py"), "--skip", "reopen"],
-        cwd=BENCH,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_bench("bench_targets.py", "--skip", "reopen", timeout=120)
     assert done.returncode == 2 and "--skip takes sequential and/or concurrent" in done.stderr
