@@ -133,6 +133,13 @@ class ChatModel(BaseChatModel):
         else:
             call = {"name": "status", "args": {"service": "api"}, "id": uuid4().hex}
             reply = AIMessage("", tool_calls=[call])
+        # The usage a provider reports with every answer (the middleware records it).
+        prompt = sum(len(str(m.content)) for m in messages) // 3 + 4 * len(messages)
+        reply.usage_metadata = {
+            "input_tokens": prompt,
+            "output_tokens": 12,
+            "total_tokens": prompt + 12,
+        }
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
@@ -140,12 +147,16 @@ class SplitStep(Session):
     """A session whose ``step`` is ``append_many`` then ``prepare_step``: the same events and
     views as ``Session.step``, in two commits (how the drop-ins recorded a step before it)."""
 
-    def step(self, messages: Sequence[Message] = (), pending: str = "") -> ModelView:
-        self.append_many(messages)
+    def step(
+        self, messages: Sequence[Message] = (), pending: str = "", *, usage: object = None
+    ) -> ModelView:
+        self.append_many(messages, usage=usage)
         return self.prepare_step(pending)
 
-    async def astep(self, messages: Sequence[Message] = (), pending: str = "") -> ModelView:
-        await self.aappend_many(messages)
+    async def astep(
+        self, messages: Sequence[Message] = (), pending: str = "", *, usage: object = None
+    ) -> ModelView:
+        await self.aappend_many(messages, usage=usage)
         return await self.aprepare_step(pending)
 
 
@@ -157,11 +168,13 @@ class DomainBacked(Session):
         super().__init__(cast(Any, None), session_id)  # no host: every call below overrides
         self.domain = DomainSession(CONFIG, session_id=session_id)
 
-    def step(self, messages: Sequence[Message] = (), pending: str = "") -> ModelView:
-        return self.domain.step(messages, pending)
+    def step(
+        self, messages: Sequence[Message] = (), pending: str = "", *, usage: object = None
+    ) -> ModelView:
+        return self.domain.step(messages, pending, usage=usage)
 
-    def append_many(self, messages: Sequence[Message]) -> list[int]:
-        return self.domain.append_many(messages)
+    def append_many(self, messages: Sequence[Message], *, usage: object = None) -> list[int]:
+        return self.domain.append_many(messages, usage=usage)
 
     def record_usage(self, *args: Any, **kwargs: Any) -> None:
         self.domain.record_usage(*args, **kwargs)

@@ -6,7 +6,7 @@ every message list it is given.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 from uuid import uuid4
 
 from langchain_core.language_models import BaseChatModel
@@ -36,6 +36,8 @@ class ScriptedChatModel(BaseChatModel):
 
     received: list[list[BaseMessage]] = Field(default_factory=list)
     turn: int = 0
+    #: The ``usage_metadata`` of every answer (None: the answers report no usage).
+    usage: dict[str, Any] | None = None
 
     @property
     def _llm_type(self) -> str:
@@ -64,4 +66,6 @@ class ScriptedChatModel(BaseChatModel):
                     },
                 ],
             )
+        if self.usage is not None:
+            reply.usage_metadata = cast(Any, dict(self.usage))
         return ChatResult(generations=[ChatGeneration(message=reply)])

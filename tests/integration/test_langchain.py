@@ -202,3 +202,35 @@ def test_each_model_call_is_one_commit_with_its_new_messages(tmp_path: Path) -> 
         assert [received[-1].type for received in model.received] == ["human", "tool"] * 3
         history = session.history()
         assert [m.content for m in history] == [m.content for m in to_messages(state["messages"])]
+
+
+def test_an_answer_and_its_usage_are_one_commit(tmp_path: Path) -> None:
+    """With a model that reports usage, the answer and its usage (recorded just before it) are
+    one commit: a turn of two calls is four commits, as without usage, not six."""
+    usage = {"input_tokens": 900, "output_tokens": 30, "total_tokens": 930}
+    model = ScriptedChatModel(received=[], usage=usage)
+    with Host.open(tmp_path / "db", config=Config(prepare_threshold=0)) as host:
+        session = host.session("s")
+        batches: list[list[str]] = []
+        host._observe_commits(lambda _id, records: batches.append([_name(r) for r in records]))
+        agent = create_agent(model, [add, report], middleware=[LedgerMiddleware(session)])
+        config: Any = {"configurable": {"thread_id": "t1"}}
+        for turn in range(1, 4):
+            before = len(batches)
+            agent.invoke({"messages": [_question(turn)]}, config)
+            asked, answered, results, answered_again = batches[before:]
+            assert asked == ["MessageAppended", "ViewServed"]
+            assert results == ["MessageAppended", "MessageAppended", "ViewServed"]
+            for answer in (answered, answered_again):  # the calibration may ride with the usage
+                assert answer[0] == "UsageReported" and answer[-1] == "MessageAppended"
+                assert answer.count("MessageAppended") == 1
+        reported = [
+            r.event.through_seq for r in host.log.read("s") if _name(r) == "UsageReported"
+        ]
+        # Each measured the prompt that ends just before its answer (the question, the results).
+        assert reported == [1, 4, 6, 9, 11, 14]
+        assert session.usage().calls == 6
+
+
+def _name(record: Any) -> str:
+    return type(record.event).__name__

@@ -32,6 +32,7 @@ from ctxledger import (
     Message,
     ToolCall,
 )
+from ctxledger.domain import ReportedUsage
 from ctxledger.replay import verify
 from guards import GUARD, deep_list, outcome_of
 
@@ -160,6 +161,13 @@ def _run(coroutine: Any) -> Any:
     return asyncio.run(coroutine)
 
 
+#: A ReportedUsage built with bad counts (a Struct checks none of them).
+BAD_REPORTS = st.builds(ReportedUsage, prompt_tokens=BAD_COUNTS) | st.builds(
+    ReportedUsage, prompt_tokens=st.integers(0, 10), cached_tokens=st.integers(11, 100)
+)
+#: What ``usage=`` of step and append_many must refuse (None is no usage: not among them).
+BAD_USAGE = BAD_COUNTS | BAD_REPORTS | st.builds(_usage_object) | st.builds(_Unreadable)
+
 # (name, strategy of a bad value, the call made with it on a session (and host))
 BadCall = tuple[str, st.SearchStrategy[Any], Callable[[Any, Host, Any], Any]]
 
@@ -189,6 +197,11 @@ BAD_CALLS: list[BadCall] = [
         lambda s, h, v: s.record_usage(10, 1, cache_write_tokens=v),
     ),
     ("arecord_usage(prompt_tokens)", BAD_COUNTS, lambda s, h, v: _run(s.arecord_usage(v))),
+    ("record_usage(ReportedUsage)", BAD_REPORTS, lambda s, h, v: s.record_usage(v)),
+    ("step(usage)", BAD_USAGE, lambda s, h, v: s.step([Message.user("next")], usage=v)),
+    ("astep(usage)", BAD_USAGE, lambda s, h, v: _run(s.astep(usage=v))),
+    ("append_many(usage)", BAD_USAGE, lambda s, h, v: s.append_many([Message.user("x")], usage=v)),
+    ("aappend_many(usage)", BAD_USAGE, lambda s, h, v: _run(s.aappend_many([], usage=v))),
     ("pin(seq)", BAD_SEQS, lambda s, h, v: s.pin(v)),
     ("view_at(seq)", BAD_SEQS.filter(lambda v: v != 0), lambda s, h, v: s.view_at(v)),
     ("explain(seq)", BAD_SEQS, lambda s, h, v: s.explain(v)),

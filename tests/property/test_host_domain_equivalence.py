@@ -1,7 +1,8 @@
 """The host and ``DomainSession`` record the same events for the same commands (issue 28).
 
 ``step`` included: the host writes a step's appends and view in one batch, the kit records
-them one after the other, and both call :func:`ctxledger.domain.step.decide_step`.
+them one after the other, and both call :func:`ctxledger.domain.step.decide_step`; so are a
+step's and an ``append_many``'s ``usage`` (recorded before the messages, in the same batch).
 
 Every decision is one pure domain function that the history actor and the testing kit both
 call, so a random command sequence run on a real :class:`~ctxledger.Host` (an in-memory or an
@@ -153,6 +154,13 @@ class _Driver:
         open_calls = list(self.domain.state.open_tool_calls())
         return open_calls[0] if open_calls else "nope"
 
+    def usage(self) -> dict[str, int] | None:
+        """The usage a step or a batch comes with, if any (the call that answered with it)."""
+        if not self.draw(st.booleans()):
+            return None
+        prompt = self.draw(st.integers(0, 3_000))
+        return {"prompt_tokens": prompt, "completion_tokens": self.draw(st.integers(0, 200))}
+
     def step(self) -> None:
         # An open tool call is answered more often than not (as agents do), and a checkpoint
         # is reverted now and then.
@@ -172,7 +180,8 @@ class _Driver:
                 Message.tool(self.text("output"), call.id, "bash"),
                 Message.assistant(self.text("done")),
             ]
-            both = (lambda s: s.append_many(batch),)
+            usage = self.usage()
+            both = (lambda s: s.append_many(batch, usage=usage),)
         elif action == "open_call":
             call = self.call()
             opened = Message.assistant("run", [call])
@@ -220,7 +229,8 @@ class _Driver:
                 "bad": [Message.user("fine"), Message.tool("x", "unknown-call", "bash")],
             }[kind]
             pending = self.draw(st.sampled_from(["", "p" * 300]))
-            both = (lambda s: s.step(batch, pending),)
+            usage = self.usage()
+            both = (lambda s: s.step(batch, pending, usage=usage),)
         elif action in ("prepare_step", "build_model_view"):
             pending = self.draw(st.sampled_from(["", "p" * 300]))
             both = (lambda s: getattr(s, action)(pending),)

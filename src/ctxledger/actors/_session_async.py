@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from ctxledger.actors._session_base import (
     SessionBase,
+    append_command,
     check_reactive_error,
     defer_flag,
     loop_reply,
@@ -35,12 +36,12 @@ class AsyncSession(SessionBase):
         seqs: list[int] = await self._aexecute(AppendMessages(messages=batch))
         return seqs[0]
 
-    async def aappend_many(self, messages: Sequence[Message]) -> list[int]:
+    async def aappend_many(self, messages: Sequence[Message], *, usage: object = None) -> list[int]:
         """Async twin of :meth:`append_many`."""
         batch = message_batch(messages)
-        if not batch:
+        if not batch and usage is None:
             return []
-        seqs: list[int] = await self._aexecute(AppendMessages(messages=batch))
+        seqs: list[int] = await self._aexecute(append_command(batch, usage))
         return seqs
 
     async def arecord_usage(
@@ -61,10 +62,13 @@ class AsyncSession(SessionBase):
         view: ModelView = await self._adecide(request, defer_record=defer_flag(defer_record))
         return view
 
-    async def astep(self, messages: Sequence[Message] = (), pending: str = "") -> ModelView:
+    async def astep(
+        self, messages: Sequence[Message] = (), pending: str = "", *, usage: object = None
+    ) -> ModelView:
         """Async twin of :meth:`step` (a coroutine summariser runs on this loop)."""
         batch = message_batch(messages)
-        view: ModelView = await self._acall(step_command(self.id, loop_reply(), batch, pending))
+        command = step_command(self.id, loop_reply(), batch, pending, usage)
+        view: ModelView = await self._acall(command)
         return with_appended_seqs(view, len(batch))
 
     async def abuild_model_view(self, pending: str = "") -> ModelView:

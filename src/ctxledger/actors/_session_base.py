@@ -15,10 +15,11 @@ from typing import Any, Protocol
 import msgspec
 
 from ctxledger._logging import get_logger
-from ctxledger.actors.arguments import check_flag, check_text
+from ctxledger.actors.arguments import check_flag, check_text, usage_report
 from ctxledger.actors.messages import Command, Decide, DecideStep, Execute, Query, Read
 from ctxledger.actors.waiters import LoopWaiter, Reply, Waiter
 from ctxledger.domain import Compact, ModelView, Serve, SessionState, Tokenizer, is_prompt_too_long
+from ctxledger.domain.commands import AppendMessages
 from ctxledger.domain.commands import Command as DomainCommand
 from ctxledger.errors import InvalidSessionIdError
 from ctxledger.messages import Message
@@ -28,6 +29,7 @@ from ctxledger.storage import check_session_id as check_stored_id
 __all__ = [
     "SessionBase",
     "SessionHost",
+    "append_command",
     "check_reactive_error",
     "check_session_id",
     "defer_flag",
@@ -133,11 +135,18 @@ def defer_flag(defer_record: object) -> bool:
     return defer_record  # type: ignore[return-value]  # checked just above
 
 
+def append_command(batch: tuple[Message, ...], usage: object) -> AppendMessages:
+    """The command of ``append_many(batch, usage=usage)``."""
+    return AppendMessages(messages=batch, usage=usage_report(usage))
+
+
 def step_command(
-    session_id: str, reply: Reply, batch: tuple[Message, ...], pending: object
+    session_id: str, reply: Reply, batch: tuple[Message, ...], pending: object, usage: object
 ) -> DecideStep:
-    """The command of a step: append ``batch`` and serve the view for ``pending`` text."""
-    return DecideStep(session_id, reply, Serve(pending=pending_text(pending)), messages=batch)
+    """The command of a step: append ``batch`` (after ``usage``) and serve the view for
+    ``pending`` text."""
+    request = Serve(pending=pending_text(pending))
+    return DecideStep(session_id, reply, request, messages=batch, usage=usage_report(usage))
 
 
 def with_appended_seqs(view: ModelView, count: int) -> ModelView:

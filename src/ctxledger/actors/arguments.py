@@ -22,7 +22,8 @@ from ctxledger._arguments import (
     check_text,
 )
 from ctxledger.actors.recordable import check_recordable
-from ctxledger.domain import Tokenizer
+from ctxledger.domain import ReportedUsage, Tokenizer
+from ctxledger.domain.commands import usage_of
 from ctxledger.errors import (
     InvalidArgumentError,
     InvalidMessageError,
@@ -41,6 +42,7 @@ __all__ = [
     "check_seq",
     "check_text",
     "message_batch",
+    "usage_report",
 ]
 
 
@@ -92,3 +94,13 @@ def check_host_objects(objects: dict[str, Any]) -> None:
         )
     check_callable("clock", objects.get("clock"))
     check_callable("id_factory", objects.get("id_factory"), optional=True)
+
+
+def usage_report(usage: object) -> ReportedUsage | None:
+    """``usage=`` of ``append_many`` and ``step`` checked: None, or what ``record_usage(usage)``
+    records (from a usage object, a dict of one, a ``ReportedUsage``, or prompt tokens).
+
+    Raises:
+        InvalidUsageError: It is no usage report, or a count is invalid.
+    """
+    return None if usage is None else usage_of(usage).usage

@@ -22,6 +22,7 @@ from ctxledger.config import Config
 from ctxledger.domain import Compact, Job, Serve, SessionState
 from ctxledger.domain._pressure import Measurement
 from ctxledger.domain.commands import Command as DomainCommand
+from ctxledger.domain.usage import ReportedUsage
 from ctxledger.errors import LeaseLostError
 from ctxledger.events import Event
 from ctxledger.messages import Message
@@ -128,10 +129,12 @@ class Decide(Command, frozen=True):
 
 
 class DecideStep(Decide, frozen=True):
-    """Append ``messages`` and serve the next view (``request``, a :class:`Serve`): one batch,
-    when no compaction is due (:func:`ctxledger.domain.step.decide_step`)."""
+    """Append ``messages`` (after ``usage``, the usage of the call that answered with them) and
+    serve the next view (``request``, a :class:`Serve`): one batch, when no compaction is due
+    (:func:`ctxledger.domain.step.decide_step`)."""
 
     messages: tuple[Message, ...] = ()
+    usage: ReportedUsage | None = None
 
 
 class Settle(Command, frozen=True):

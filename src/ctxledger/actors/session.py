@@ -19,6 +19,7 @@ from typing import Protocol
 from ctxledger.actors._session_async import AsyncSession
 from ctxledger.actors._session_base import (
     SessionHost,
+    append_command,
     check_reactive_error,
     check_session_id,
     defer_flag,
@@ -80,17 +81,27 @@ class Session(SessionReads, AsyncSession):
         seqs: list[int] = self._execute(AppendMessages(messages=(message,)))
         return seqs[0]
 
-    def append_many(self, messages: Sequence[Message]) -> list[int]:
+    def append_many(self, messages: Sequence[Message], *, usage: object = None) -> list[int]:
         """Append messages as one atomic batch; return their seqs.
+
+        Args:
+            messages: The messages, oldest first.
+            usage: The provider's usage of the model call that answered with ``messages``
+                (what :meth:`record_usage` takes as its one argument: the usage object, a dict
+                of one, a :class:`~ctxledger.domain.ReportedUsage`); recorded just before them,
+                in the same commit: the events of ``record_usage(usage)`` then
+                ``append_many(messages)``, one fsync instead of two.
 
         Raises:
             InvalidMessageError: A message is invalid here; nothing of the batch is written.
+            InvalidUsageError: ``usage`` is no usage report, or a count is invalid; nothing is
+                written.
             HostClosedError: The host is closed.
         """
         batch = message_batch(messages)
-        if not batch:
+        if not batch and usage is None:
             return []
-        seqs: list[int] = self._execute(AppendMessages(messages=batch))
+        seqs: list[int] = self._execute(append_command(batch, usage))
         return seqs
 
     def record_usage(
@@ -212,7 +223,9 @@ class Session(SessionReads, AsyncSession):
         view: ModelView = self._decide(request, defer_record=defer_flag(defer_record))
         return view
 
-    def step(self, messages: Sequence[Message] = (), pending: str = "") -> ModelView:
+    def step(
+        self, messages: Sequence[Message] = (), pending: str = "", *, usage: object = None
+    ) -> ModelView:
         """Append an agent step's new messages and serve the view for its next LLM call.
 
         The same events, answers and errors as :meth:`append_many` then :meth:`prepare_step`,
@@ -224,10 +237,13 @@ class Session(SessionReads, AsyncSession):
             messages: The new messages (user input, the model's answer, tool results), appended
                 as one atomic batch; none: the same as :meth:`prepare_step`.
             pending: Text about to be sent with the view (counted in the estimate).
+            usage: The usage of the model call whose answer begins ``messages``, recorded just
+                before them in the same commit (as :meth:`append_many`'s ``usage``).
 
         Raises:
             InvalidMessageError: A message is invalid here; nothing of the step is written and
                 no view is served.
+            InvalidUsageError: ``usage`` is no usage report; nothing is written.
             InvalidArgumentError: ``pending`` is not a string.
             BudgetExceededError: The session reached ``Config.max_total_tokens``; the messages
                 are appended (as by :meth:`append_many`), no view is served.
@@ -235,7 +251,7 @@ class Session(SessionReads, AsyncSession):
             HostClosedError: The host is closed.
         """
         batch = message_batch(messages)
-        view: ModelView = self._call(step_command(self.id, Waiter(), batch, pending))
+        view: ModelView = self._call(step_command(self.id, Waiter(), batch, pending, usage))
         return with_appended_seqs(view, len(batch))
 
     def wait_background(self) -> None:

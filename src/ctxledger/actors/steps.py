@@ -60,7 +60,7 @@ class DecisionSteps(HistoryBase):
         state = live.state
         assert state is not None and isinstance(command.request, Serve)
         rt = self._rt
-        step = Step(messages=command.messages, pending=command.request.pending)
+        step = Step(messages=command.messages, pending=command.request.pending, usage=command.usage)
         op = live.op = Op(command, command.request)
         applied = state.events_applied
         try:

@@ -87,11 +87,13 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class AppendMessages(msgspec.Struct, frozen=True, kw_only=True):
-    """Append ``messages`` as one atomic batch (``Session.append`` / ``append_many``)."""
+    """Append ``messages`` as one atomic batch (``Session.append`` / ``append_many``), after
+    ``usage``: the model call's usage that answered with them, recorded first (``usage=``)."""
 
     #: New input: the reactive attempts start over.
     fresh: ClassVar[bool] = True
     messages: tuple[Message, ...]
+    usage: ReportedUsage | None = None
 
 
 class PinMessage(msgspec.Struct, frozen=True, kw_only=True):
@@ -185,13 +187,16 @@ def execute(state: SessionState, command: Command) -> Outcome:
 
 
 def append_messages(state: SessionState, command: AppendMessages) -> Outcome:
-    """Append a batch; the answer is the list of the seqs the messages get.
+    """Append a batch, after its usage report if it has one (the events ``record_usage`` would
+    record first); the answer is the list of the seqs the messages get.
 
     Raises:
         InvalidMessageError: A message cannot be appended here; nothing of the batch is.
     """
     checked = state.check_append(command.messages)
-    events = []
+    events: list[Event] = []
+    if command.usage is not None:  # measured on the prompt before the batch: state as it is
+        events.extend(report_usage(state, ReportUsage(usage=command.usage)).events)
     seqs = []
     for message in checked:  # the hot path: a loop makes no function objects
         events.append(MessageAppended(message=message))

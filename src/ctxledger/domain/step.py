@@ -1,6 +1,6 @@
 """An agent's step as one decision: append its new messages, then serve the next view.
 
-``Session.step(messages, pending)`` does what ``append_many(messages)`` then
+``Session.step(messages, pending, usage=)`` does what ``append_many(messages, usage=)`` then
 ``prepare_step(pending)`` do, with the same events, answers and errors, but without waiting for
 the appends to be durable before the view is decided: when no compaction is due, both go to the
 log in one batch (one commit, one fsync, instead of two). :func:`decide_step` is the decision;
@@ -25,6 +25,7 @@ from ctxledger.domain.commands import AppendMessages, Outcome, append_messages
 from ctxledger.domain.decide import Decision, Serve, decide
 from ctxledger.domain.state import SessionState
 from ctxledger.domain.tokenizer import Tokenizer
+from ctxledger.domain.usage import ReportedUsage
 from ctxledger.messages import Message
 
 __all__ = ["Step", "Stepped", "decide_step"]
@@ -36,15 +37,19 @@ class Step(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         messages: The step's new messages (may be empty: then it is ``prepare_step``).
         pending: Text about to be sent with the view (counted in the estimate).
+        usage: The usage of the model call that answered with ``messages`` (recorded before
+            them, as ``record_usage`` would be), or None.
     """
 
     messages: tuple[Message, ...] = ()
     pending: str = ""
+    usage: ReportedUsage | None = None
 
     @property
     def fresh(self) -> bool:
-        """Whether the step is new input (it appends): the reactive attempts start over."""
-        return bool(self.messages)
+        """Whether the step is new input (it appends, or reports usage): the reactive
+        attempts start over."""
+        return bool(self.messages) or self.usage is not None
 
 
 class Stepped(msgspec.Struct, frozen=True, kw_only=True):
@@ -95,7 +100,7 @@ def decide_step(
             ``state`` is unchanged.
     """
     # Folded ahead of the log: validation refuses what the log would not take (metadata too).
-    appended = append_messages(state, AppendMessages(messages=step.messages))
+    appended = append_messages(state, AppendMessages(messages=step.messages, usage=step.usage))
     apply = state.apply
     for event in appended.events:
         apply(event)

@@ -113,8 +113,11 @@ def parse_usage(usage: object) -> ReportedUsage:
         InvalidUsageError: A count is negative or not an integer, cached tokens exceed the
             prompt, or the object has none of the fields of either shape.
     """
-    if isinstance(usage, ReportedUsage):
-        return usage
+    if isinstance(usage, ReportedUsage):  # a Struct checks no values: check its counts
+        return usage_from_counts(
+            usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens,
+            usage.cache_write_tokens,
+        )  # fmt: skip
     if _has(usage, "prompt_tokens", "completion_tokens"):  # OpenAI chat completions
         prompt = _count(usage, "prompt_tokens")
         details = _field(usage, "prompt_tokens_details")

@@ -3,8 +3,9 @@
 * :class:`LedgerMiddleware` is an agent middleware for ``langchain.agents.create_agent``. Before
   each model call it appends the agent's new messages (those after the last one it recorded) to
   a ctxledger session, then hands the model the session's bounded view (compacted when needed,
-  recorded as served) instead of the full message list; after the call it records the answer's
-  usage (``AIMessage.usage_metadata``, cache reads and writes included) and the answer. When the
+  recorded as served, one commit) instead of the full message list; after the call it records the
+  answer and, just before it in the same commit, its usage (``AIMessage.usage_metadata``, cache
+  reads and writes included). When the
   model rejects the prompt as too long (:func:`ctxledger.is_prompt_too_long`), it compacts the
   session (harder on each attempt) and calls the model again with the smaller view, up to
   ``Config.max_reactive_retries`` times, then raises :class:`~ctxledger.ContextOverflowError`
@@ -38,7 +39,8 @@ from typing import Any, NamedTuple, cast
 from ctxledger._logging import get_logger
 from ctxledger.actors.host import Host
 from ctxledger.actors.session import Session
-from ctxledger.domain import ModelView, is_prompt_too_long
+from ctxledger.domain import ModelView, ReportedUsage, is_prompt_too_long
+from ctxledger.domain.commands import usage_of
 from ctxledger.errors import ContextOverflowError, InvalidUsageError
 from ctxledger.messages import Message
 
@@ -146,29 +148,32 @@ class _Ledger:
         self, session: Session, messages: Sequence[BaseMessage], serve: bool = False
     ) -> ModelView | None:
         """Append ``messages``; an answer's usage is recorded just before the answer (it
-        measured the prompt that ends where the answer begins). With ``serve``, the last batch
-        is appended by :meth:`Session.step` and the view it serves is returned."""
-        batch: list[BaseMessage] = []
+        measured the prompt that ends where the answer begins), in the answer's commit. With
+        ``serve``, the last batch is appended by :meth:`Session.step` and the view it serves is
+        returned."""
+        # Batches that each begin with an answer (and its usage), but the first.
+        batches: list[tuple[ReportedUsage | None, list[BaseMessage]]] = [(None, [])]
         for message in messages:
             counts = usage_counts(message)
             if counts is not None:
-                if batch:
-                    session.append_many(to_messages(batch))
-                    batch = []
-                _record_usage(session, counts)
-            batch.append(message)
+                batches.append((_checked_usage(session, counts), []))
+            batches[-1][1].append(message)
+        *earlier, (usage, last) = batches
+        for earlier_usage, batch in earlier:
+            if batch or earlier_usage is not None:
+                session.append_many(to_messages(batch), usage=earlier_usage)
         view = None
         if serve:
             try:
-                view = session.step(to_messages(batch))
+                view = session.step(to_messages(last), usage=usage)
             except Exception:
                 # The messages may be recorded even so (a view refused for the budget is refused
                 # after them): the next sync looks up the newest one recorded.
                 with self._lock:
                     self._last.pop(session.id, None)
                 raise
-        elif batch:
-            session.append_many(to_messages(batch))
+        elif last or usage is not None:
+            session.append_many(to_messages(last), usage=usage)
         if messages:
             with self._lock:
                 self._last[session.id] = messages[-1].id
@@ -230,12 +235,14 @@ class _Converted(NamedTuple):
     begun: bool
 
 
-def _record_usage(session: Session, counts: tuple[int, int, int, int]) -> None:
-    prompt, completion, cached, written = counts
+def _checked_usage(session: Session, counts: tuple[int, int, int, int]) -> ReportedUsage | None:
+    """The usage report of ``counts``, or None (logged) if a count is bad: the answer is good,
+    and a bad count must not lose it."""
     try:
-        session.record_usage(prompt, completion, cached_tokens=cached, cache_write_tokens=written)
-    except InvalidUsageError as exc:  # the answer is good; a bad count must not lose it
+        return usage_of(*counts).usage
+    except InvalidUsageError as exc:
         _log.warning("usage_not_recorded", session_id=session.id, error=str(exc))
+        return None
 
 
 def _with_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:

@@ -23,7 +23,7 @@ class _Commands(Protocol):
 
     def append(self, message: Message) -> int: ...
 
-    def append_many(self, messages: Sequence[Message]) -> list[int]: ...
+    def append_many(self, messages: Sequence[Message], *, usage: object = None) -> list[int]: ...
 
     def record_usage(
         self,
@@ -36,7 +36,9 @@ class _Commands(Protocol):
 
     def prepare_step(self, pending: str = "", *, defer_record: bool = False) -> ModelView: ...
 
-    def step(self, messages: Sequence[Message] = (), pending: str = "") -> ModelView: ...
+    def step(
+        self, messages: Sequence[Message] = (), pending: str = "", *, usage: object = None
+    ) -> ModelView: ...
 
     def build_model_view(self, pending: str = "") -> ModelView: ...
 
@@ -63,9 +65,11 @@ class AsyncCommands:
         """Async twin of :meth:`append`."""
         return self.append(message)
 
-    async def aappend_many(self: _Commands, messages: Sequence[Message]) -> list[int]:
+    async def aappend_many(
+        self: _Commands, messages: Sequence[Message], *, usage: object = None
+    ) -> list[int]:
         """Async twin of :meth:`append_many`."""
-        return self.append_many(messages)
+        return self.append_many(messages, usage=usage)
 
     async def arecord_usage(
         self: _Commands,
@@ -90,10 +94,14 @@ class AsyncCommands:
         return self.prepare_step(pending, defer_record=defer_record)
 
     async def astep(
-        self: _Commands, messages: Sequence[Message] = (), pending: str = ""
+        self: _Commands,
+        messages: Sequence[Message] = (),
+        pending: str = "",
+        *,
+        usage: object = None,
     ) -> ModelView:
         """Async twin of :meth:`step`."""
-        return self.step(messages, pending)
+        return self.step(messages, pending, usage=usage)
 
     async def abuild_model_view(self: _Commands, pending: str = "") -> ModelView:
         """Async twin of :meth:`build_model_view`."""

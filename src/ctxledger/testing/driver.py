@@ -12,27 +12,19 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
 
-from ctxledger.actors.arguments import check_flag, check_seq, check_text, message_batch
+from ctxledger.actors.arguments import check_flag, check_text, message_batch, usage_report
 from ctxledger.actors.recordable import check_recordable
-from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
 from ctxledger.domain.commands import (
     NO_OUTCOME,
-    AppendMessages,
-    ClearHistory,
     Command,
-    Configure,
-    PinMessage,
-    RetractLast,
-    RevertCompaction,
     execute,
     reactive_attempt,
-    usage_of,
 )
 from ctxledger.domain.compaction import CompactionResult
 from ctxledger.domain.decide import (
@@ -51,6 +43,7 @@ from ctxledger.domain.view import ModelView
 from ctxledger.events.types import Event, SessionOpened
 from ctxledger.messages import Message
 from ctxledger.testing._domain_async import AsyncCommands
+from ctxledger.testing._history import HistoryCommands
 from ctxledger.testing._reads import SessionReads
 from ctxledger.testing._restart import Restarts
 from ctxledger.testing._summaries import digest_summarizer, summarized
@@ -58,7 +51,7 @@ from ctxledger.testing._summaries import digest_summarizer, summarized
 __all__ = ["DomainSession", "digest_summarizer"]
 
 
-class DomainSession(SessionReads, AsyncCommands, Restarts):
+class DomainSession(HistoryCommands, SessionReads, AsyncCommands, Restarts):
     """One session driven through the domain functions, its events kept in :attr:`events`.
 
     The commands are :class:`ctxledger.Session`'s, with its arguments, answers and errors; a
@@ -119,102 +112,6 @@ class DomainSession(SessionReads, AsyncCommands, Restarts):
         """Record ``event`` and fold it (no decision: the caller vouches for it)."""
         self.events.append(event)
         self.state.apply(event)
-
-    # --- history (ctxledger.domain.commands.execute) ---------------------------------------------
-
-    def append(self, message: Message) -> int:
-        """Append one message; return its seq (``Session.append``).
-
-        Raises:
-            InvalidMessageError: The message is invalid here (nothing is recorded).
-        """
-        seqs: list[int] = self._execute(AppendMessages(messages=message_batch((message,))))
-        return seqs[0]
-
-    def append_many(self, messages: Sequence[Message]) -> list[int]:
-        """Append messages as one atomic batch; return their seqs (``Session.append_many``).
-
-        Raises:
-            InvalidMessageError: A message is invalid here; nothing of the batch is recorded.
-        """
-        batch = message_batch(messages)
-        if not batch:
-            return []
-        seqs: list[int] = self._execute(AppendMessages(messages=batch))
-        return seqs
-
-    def extend(self, messages: Iterable[Message]) -> list[int]:
-        """Append messages one at a time (one batch each); return their seqs."""
-        return [self.append(message) for message in messages]
-
-    def record_usage(
-        self,
-        prompt_tokens: int | object,
-        completion_tokens: int = 0,
-        *,
-        cached_tokens: int = 0,
-        cache_write_tokens: int = 0,
-    ) -> None:
-        """Record the provider's usage for the prompt built at the current seq, and the
-        calibration step it brings (``Session.record_usage``: counts or a usage object).
-
-        Raises:
-            InvalidUsageError: A count is invalid, or the object is no usage report.
-        """
-        self._execute(usage_of(prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens))
-
-    def pin(self, seq: int) -> None:
-        """Keep message ``seq`` verbatim in every later view (``Session.pin``).
-
-        Raises:
-            InvalidSeqError: No message has this seq, or it was retracted or cleared.
-        """
-        check_seq(self.id, seq)
-        self._execute(PinMessage(seq=seq))
-
-    def change_config(self, config: Config | None = None, *, system: str | None = None) -> None:
-        """State the Config and system prompt, as ``Host.session(id, config=, system=)`` does
-        for an existing session: ``ConfigChanged`` is recorded when ``config`` differs from the
-        one in force; ``system`` is appended while the conversation is empty, else checked.
-
-        Raises:
-            SystemPromptMismatchError: ``system`` differs from the recorded system prompt.
-        """
-        if system is not None:
-            system = Message.system(system).content  # checked as the host checks it
-        self._execute(Configure(config=config, system=system))
-
-    def retract_last(self, replacement: Sequence[Message] = ()) -> Message:
-        """Withdraw the newest message still shown; return it (``Session.retract_last``).
-
-        Raises:
-            InvalidSeqError: No message is shown, or the newest is covered by the active
-                checkpoint; nothing is recorded.
-            InvalidMessageError: A replacement message does not fit; nothing is recorded.
-        """
-        retracted: Message = self._execute(RetractLast(replacement=message_batch(replacement)))
-        return retracted
-
-    def clear(self) -> int:
-        """Withdraw every message so far; return the last seq withdrawn (``Session.clear``)."""
-        through: int = self._execute(ClearHistory())
-        return through
-
-    def revert_compaction(
-        self, checkpoint_id: str | None = None, *, reason: str = ""
-    ) -> Checkpoint | None:
-        """Undo the active checkpoint; return the one active again (``Session.revert_compaction``).
-
-        Raises:
-            InvalidCheckpointError: Nothing to revert (no checkpoint, not the active one, or
-                reverting twice).
-            InvalidArgumentError: ``checkpoint_id`` or ``reason`` is not text.
-        """
-        check_text("checkpoint_id", checkpoint_id, optional=True)
-        check_text("reason", reason)
-        command = RevertCompaction(checkpoint_id=checkpoint_id, reason=reason)
-        restored: Checkpoint | None = self._execute(command)
-        return restored
 
     def fork(self, new_id: str, at_seq: int | None = None) -> DomainSession:
         """Create a session sharing this one's history up to ``at_seq`` (default: all), as
@@ -313,9 +210,12 @@ class DomainSession(SessionReads, AsyncCommands, Restarts):
         """:meth:`build_model_view` (this kit's earlier name for it)."""
         return self.build_model_view(pending)
 
-    def step(self, messages: Sequence[Message] = (), pending: str = "") -> ModelView:
-        """Append a step's messages, then compact if needed and serve the view
-        (``Session.step``: :func:`ctxledger.domain.step.decide_step`, as the host decides it).
+    def step(
+        self, messages: Sequence[Message] = (), pending: str = "", *, usage: object = None
+    ) -> ModelView:
+        """Append a step's messages (after ``usage``, as :meth:`append_many`), then compact if
+        needed and serve the view (``Session.step``: :func:`ctxledger.domain.step.decide_step`,
+        as the host decides it).
 
         The same events, answers and errors as :meth:`append_many` then :meth:`prepare_step`;
         the view's ``appended_seqs`` are the seqs the messages got. ``step()`` with no messages
@@ -323,6 +223,7 @@ class DomainSession(SessionReads, AsyncCommands, Restarts):
 
         Raises:
             InvalidMessageError: A message is invalid here; nothing of the step is recorded.
+            InvalidUsageError: ``usage`` is no usage report; nothing is recorded.
             InvalidArgumentError: ``pending`` is not a string.
             BudgetExceededError: The session reached ``Config.max_total_tokens`` (the messages
                 are recorded).
@@ -330,12 +231,12 @@ class DomainSession(SessionReads, AsyncCommands, Restarts):
         """
         batch = message_batch(messages)
         check_text("pending", pending, utf8=False)
-        step = Step(messages=batch, pending=pending)
+        step = Step(messages=batch, pending=pending, usage=usage_report(usage))
         stepped = decide_step(
             self.state, step, tokenizer=self.tokenizer, new_id=self._new_id, now=self.clock
         )
         self.events.extend(stepped.appended.events)  # folded by decide_step already
-        if batch:
+        if step.fresh:
             self._tried.clear()
         self._commit(stepped.decision.events)
         view = self._served(self._run(stepped.decision))
