@@ -1,9 +1,10 @@
 """Integration overhead (issue 18): what ctxledger adds to one agent turn of each framework.
 
 One *turn* is one user message: the scripted model calls a tool, the tool runs, the model
-answers (two model calls). Each variant runs the same turns in one conversation; the table gives
-the median and p90 wall time per turn and the median's difference to the framework's own
-in-memory history, which is the overhead the integration adds.
+answers (two model calls, each reporting its usage, as providers do). Each variant runs the same
+turns in one conversation; the table gives the median and p90 wall time per turn and the
+median's difference to the framework's own in-memory history, which is the overhead the
+integration adds.
 
 * OpenAI Agents SDK, ``Runner.run`` per turn: ``SQLiteSession(":memory:")`` (the SDK's in-memory
   session) against ``LedgerSession`` (the view read once per run) and ``LedgerSession`` with
@@ -111,7 +112,10 @@ class SdkModel(Model):
             output = [assistant_message("The build failed in step 12.", item_id=uuid4().hex)]
         else:
             output = [function_call("status_sdk", {"service": "api"}, call_id=uuid4().hex)]
-        return ModelResponse(output=output, usage=Usage(), response_id=None)
+        # The usage a provider reports with every answer (run_config() records it).
+        prompt = len(str(input)) // 3
+        usage = Usage(requests=1, input_tokens=prompt, output_tokens=12, total_tokens=prompt + 12)
+        return ModelResponse(output=output, usage=usage, response_id=None)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError

@@ -11,13 +11,14 @@ import pytest
 from view_series import CONFIG, LATE_SYSTEM, counting, new_part, views
 
 from ctxledger import Host
+from ctxledger.integrations import _agents_items as agents_items
 from ctxledger.integrations import openai_agents as oa
 
 
 def test_consecutive_views_render_what_is_new_and_equal_a_fresh_rendering(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rendered = counting(monkeypatch, oa, "message_to_items")
+    rendered = counting(monkeypatch, agents_items, "message_to_items")
     ledger: oa.LedgerSession | None = None
     checkpoints: set[str | None] = set()
     previous = None
@@ -56,7 +57,7 @@ def test_the_array_header_is_msgpacks(length: int) -> None:
     import msgspec
 
     encoded = msgspec.msgpack.encode([None] * length)
-    assert oa.array_header(length) + b"\xc0" * length == encoded
+    assert agents_items.array_header(length) + b"\xc0" * length == encoded
 
 
 def test_the_recent_fingerprints_keep_the_newest_distinct_ones() -> None:

@@ -403,11 +403,11 @@ def test_the_items_and_the_next_calls_view_are_one_commit(tmp_path: Path) -> Non
             asyncio.run(Runner.run(agent, task, session=session, run_config=session.run_config()))
             per_run.append(batches[before:])
         # The first run reads a view on its own (later runs start from the view the last answer
-        # was stored with); then: the task and the first call's view; the usage report (with
-        # its calibration); the call, its output and the second call's view; the answer and a
-        # view.
-        assert per_run[0] == [1, 2, 2, 3, 2]
-        assert per_run[1] == per_run[2] == [2, 2, 3, 2]
+        # was stored with); then: the task and the first call's view; the first call's usage
+        # report (with its calibration), the call it answered with, its output and the second
+        # call's view; the answer and a view (its call reported no usage).
+        assert per_run[0] == [1, 2, 5, 2]
+        assert per_run[1] == per_run[2] == [2, 5, 2]
         ends = [call.input[-1] for call in model.calls]
         kinds = [item.get("type") or item.get("role") for item in ends]  # type: ignore[union-attr]
         assert kinds == ["user", "function_call_output"] * 3
@@ -417,3 +417,41 @@ def test_the_items_and_the_next_calls_view_are_one_commit(tmp_path: Path) -> Non
         assert contents.count("task 1") == 1 and contents.count("done 1") == 1
         assert _reports(ledger) == [(500, 10, 0, 0, 1), (501, 10, 0, 0, 5), (502, 10, 0, 0, 9)]
     assert run("verify", "--db", tmp_path / "db").exit_code == 0
+
+
+def test_a_usage_held_for_its_answer_is_recorded_before_anything_else(tmp_path: Path) -> None:
+    """A call's usage waits for its answer's add_items; whatever this session records first
+    (another call's usage, a pop, a clear, a view of its own) records it alone before it, in
+    order; a report the session refuses is logged and records nothing."""
+    with Host.open(tmp_path / "db", config=Config(prepare_threshold=0)) as host:
+        ledger = host.session("sdk")
+        session = LedgerSession(ledger)
+
+        def names() -> list[str]:
+            return [type(r.event).__name__ for r in host.log.read("sdk")][1:]
+
+        async def drive() -> None:
+            await session.add_items([{"role": "user", "content": "hi"}])
+            await session.record_usage(_usage(300, 5))
+            assert "UsageReported" not in names()  # held for the answer
+            await session.record_usage(_usage(310, 6))  # a second call: the first goes alone
+            assert names().count("UsageReported") == 1
+            await session.add_items([assistant_message("hello", item_id="m1")])  # type: ignore[list-item]
+            await session.record_usage(_usage(320, 7))
+            await session.pop_item()
+            await session.record_usage(_usage(-1, 7))  # refused: logged, nothing held
+            await session.clear_session()
+            await session.record_usage(_usage(330, 8))
+            await session.get_items()
+
+        asyncio.run(drive())
+        assert [(p, t) for p, _c, _k, _w, t in _reports(ledger)] == [
+            (300, 1), (310, 1), (320, 2), (330, 2)
+        ]  # fmt: skip
+        order = [n for n in names() if n != "TokenizerCalibrated"]
+        assert order[:5] == [
+            "MessageAppended", "UsageReported", "UsageReported", "MessageAppended",
+            "UsageReported",
+        ]  # fmt: skip
+        # The view get_items() served is recorded with the session's next write (defer_record).
+        assert order[5:] == ["MessageRetracted", "HistoryCleared", "UsageReported"]

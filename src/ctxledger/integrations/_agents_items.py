@@ -12,18 +12,23 @@ from typing import Any, NamedTuple, cast
 import msgspec
 
 from ctxledger.errors import InvalidMessageError
+from ctxledger.events._msgpack import array_header
 from ctxledger.messages import Message, ToolCall
 
 __all__ = [
     "METADATA_KEY",
     "RecentFingerprints",
     "RenderedView",
+    "ViewRenderer",
     "item_kind",
     "items_to_messages",
     "message_to_items",
     "messages_to_items",
     "normalise_item",
 ]
+
+_copy_encoder = msgspec.msgpack.Encoder()
+_copy_decoder = msgspec.msgpack.Decoder()
 
 #: Key of ``Message.metadata`` that holds the SDK items a message stands for.
 METADATA_KEY = "openai_agents"
@@ -287,9 +292,6 @@ def messages_to_items(messages: Iterable[Message]) -> list[dict[str, Any]]:
     return [item for message in messages for item in message_to_items(message)]
 
 
-# What LedgerSession keeps of the views it hands out (see LedgerSession._render).
-
-
 class RenderedView(NamedTuple):
     """A session's last view as served, its items encoded one by one, and whether a message
     other than a system message came in it (later system messages are sent as user ones)."""
@@ -297,6 +299,60 @@ class RenderedView(NamedTuple):
     messages: tuple[Message, ...]
     parts: tuple[bytes, ...]
     begun: bool
+
+
+class ViewRenderer:
+    """Renders a session's views as SDK items for ``LedgerSession.get_items``: each (seq, text)
+    is rendered once and kept encoded, item by item, so that every view hands out fresh item
+    dicts at the cost of one decode of them all."""
+
+    __slots__ = ("_last", "_rendered")
+
+    def __init__(self) -> None:
+        # The last view's items, encoded, by seq; and that view as a whole.
+        self._rendered: dict[int, tuple[str, tuple[bytes, ...]]] = {}
+        self._last: RenderedView | None = None
+
+    def render(self, messages: Iterable[Message]) -> tuple[list[dict[str, Any]], int]:
+        """Render a view's messages; return the items and how many of the first ones the last
+        view had.
+
+        A view that begins with the whole of the last one (the same messages: the common case
+        between compactions) takes that one's encoded items and renders only what follows it.
+
+        System messages stay system messages only before the conversation's first other
+        message; after it they are sent as user messages (so is the summary, see
+        :func:`message_to_items`): no model input has a system message after another one.
+        """
+        shown = tuple(messages)
+        known, last = self._rendered, self._last
+        parts: list[bytes] = []
+        rendered: dict[int, tuple[str, tuple[bytes, ...]]] = {}
+        begun = False
+        start = kept = 0
+        if last is not None and shown[: len(last.messages)] == last.messages:
+            start, begun, kept = len(last.messages), last.begun, len(last.parts)
+            parts = list(last.parts)
+            rendered = dict(known)
+        for message in shown[start:]:
+            seq = message.seq
+            late_system = begun and message.role == "system"
+            begun = begun or message.role != "system"
+            hit = known.get(seq) if seq is not None else None
+            if hit is not None and hit[0] == message.content:
+                encoded = hit[1]
+            elif late_system:
+                encoded = (_copy_encoder.encode({"role": "user", "content": message.content}),)
+            else:
+                encoded = tuple(_copy_encoder.encode(item) for item in message_to_items(message))
+            if seq is not None:
+                rendered[seq] = (message.content, encoded)
+            parts.extend(encoded)
+        self._rendered = rendered
+        self._last = RenderedView(shown, tuple(parts), begun)
+        encoded_all = array_header(len(parts)) + b"".join(parts)
+        items: list[dict[str, Any]] = _copy_decoder.decode(encoded_all)
+        return items, kept
 
 
 class RecentFingerprints:

@@ -30,8 +30,9 @@ run agents with ``run_config=session.run_config()``:
 
 The SDK reads a session once per ``Runner.run``; within a run it sends the history plus every
 item of that run. :meth:`LedgerSession.run_config` sends the bounded view on every model call
-instead (``RunConfig.call_model_input_filter``), records each call's usage, and compacts and
-retries a call the provider rejects as too long (:mod:`ctxledger.integrations._agents_model`).
+instead (``RunConfig.call_model_input_filter``), records each call's usage (in the commit that
+stores the call's answer), and compacts and retries a call the provider rejects as too long
+(:mod:`ctxledger.integrations._agents_model`).
 The SDK stores a turn's items (``add_items``) just before its next model call asks for the view,
 so in that mode ``add_items`` is a :meth:`ctxledger.Session.step`: the items and the view for the
 next call are recorded in one commit, and the next ``get_items()`` hands out that view (unless
@@ -47,11 +48,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
-import msgspec
-
 from ctxledger._logging import get_logger
 from ctxledger.actors.session import Session
-from ctxledger.domain import ModelView, is_prompt_too_long
+from ctxledger.domain import ModelView, ReportedUsage, is_prompt_too_long
+from ctxledger.domain.commands import usage_of
 from ctxledger.errors import (
     BudgetExceededError,
     ContextOverflowError,
@@ -59,11 +59,10 @@ from ctxledger.errors import (
     InvalidMessageError,
     InvalidUsageError,
 )
-from ctxledger.events._msgpack import array_header
 from ctxledger.integrations._agents_items import (
     METADATA_KEY,
     RecentFingerprints,
-    RenderedView,
+    ViewRenderer,
     item_kind,
     items_to_messages,
     message_to_items,
@@ -93,8 +92,6 @@ __all__ = [
 ]
 
 _log = get_logger(__name__)
-_copy_encoder = msgspec.msgpack.Encoder()
-_copy_decoder = msgspec.msgpack.Decoder()
 
 
 def _fingerprint(item: Any) -> str:
@@ -143,14 +140,14 @@ class LedgerSession:
         self.ledger = session
         self.session_id = session.id
         self._known = RecentFingerprints(remember)
-        # The last view's items, encoded, by seq; and that view as a whole (see _render()).
-        self._rendered: dict[int, tuple[str, tuple[bytes, ...]]] = {}
-        self._last_render: RenderedView | None = None
+        self._renderer = ViewRenderer()  # the views' items, each message rendered once
         self._turn: _Turn | None = None  # the model call of the run in progress
         # Whether a view is asked for on every model call (run_config() or filter_model_input):
         # then add_items serves the next call's view with the items, in one commit.
         self._per_call = False
         self._served: ModelView | None = None  # served by add_items, for the next get_items()
+        # The last model call's usage, recorded with its answer by the next add_items.
+        self._usage: ReportedUsage | None = None
 
     def __repr__(self) -> str:
         return f"<LedgerSession {self.session_id!r}>"
@@ -166,6 +163,7 @@ class LedgerSession:
         if limit is None:
             view, self._served = self._served, None
             if view is None:
+                await self._record_held_usage()
                 # Without a view per model call, the SDK stores the run's input before calling
                 # the model: the view is recorded with that append.
                 view = await self.ledger.aprepare_step(defer_record=not self._per_call)
@@ -180,47 +178,8 @@ class LedgerSession:
         return cast(list[TResponseInputItem], items)
 
     def _render(self, messages: Iterable[Message]) -> tuple[list[dict[str, Any]], int]:
-        """Render a view's messages; each (seq, text) is rendered once and kept encoded, item
-        by item, so that every view hands out fresh item dicts at the cost of one decode of
-        them all. Returns the items and how many of the first ones the last view had.
-
-        A view that begins with the whole of the last one (the same messages: the common case
-        between compactions) takes that one's encoded items and renders only what follows it.
-
-        System messages stay system messages only before the conversation's first other
-        message; after it they are sent as user messages (so is the summary, see
-        :func:`message_to_items`): no model input has a system message after another one.
-        """
-        shown = tuple(messages)
-        known = self._rendered
-        last = self._last_render
-        parts: list[bytes] = []
-        rendered: dict[int, tuple[str, tuple[bytes, ...]]] = {}
-        begun = False
-        start = kept = 0
-        if last is not None and shown[: len(last.messages)] == last.messages:
-            start, begun, kept = len(last.messages), last.begun, len(last.parts)
-            parts = list(last.parts)
-            rendered = dict(known)
-        for message in shown[start:]:
-            seq = message.seq
-            late_system = begun and message.role == "system"
-            begun = begun or message.role != "system"
-            hit = known.get(seq) if seq is not None else None
-            if hit is not None and hit[0] == message.content:
-                encoded = hit[1]
-            elif late_system:
-                encoded = (_copy_encoder.encode({"role": "user", "content": message.content}),)
-            else:
-                encoded = tuple(_copy_encoder.encode(item) for item in message_to_items(message))
-            if seq is not None:
-                rendered[seq] = (message.content, encoded)
-            parts.extend(encoded)
-        self._rendered = rendered
-        self._last_render = RenderedView(shown, tuple(parts), begun)
-        encoded_all = array_header(len(parts)) + b"".join(parts)
-        items: list[dict[str, Any]] = _copy_decoder.decode(encoded_all)
-        return items, kept
+        """A view's items, and how many of the first ones the last view had (ViewRenderer)."""
+        return self._renderer.render(messages)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append ``items`` durably, as one atomic batch.
@@ -239,25 +198,29 @@ class LedgerSession:
         if not items:
             return
         self._served = None
+        usage, self._usage = self._usage, None  # the answer's: recorded just before it
         try:
             messages = items_to_messages(items)
             if self._per_call:
-                await self._step(messages)
+                await self._step(messages, usage)
             else:
-                await self.ledger.aappend_many(messages)
+                await self.ledger.aappend_many(messages, usage=usage)
         except InvalidMessageError:
             # More calls for the newest assistant message (put back after pop_item took some of
             # its items): merge them into it, as one atomic retraction + append.
+            self._usage = usage
+            await self._record_held_usage()
             if not await asyncio.to_thread(self._extend_newest, items):
                 raise
         self._known.add_all(_fingerprint(normalise_item(item)) for item in items)
 
-    async def _step(self, messages: list[Message]) -> None:
-        """Append ``messages`` and serve the next model call's view with them (one commit)."""
+    async def _step(self, messages: list[Message], usage: ReportedUsage | None) -> None:
+        """Append ``messages`` (after ``usage``) and serve the next model call's view with them
+        (one commit)."""
         # On a refusal the items are stored and no view is served: the next get_items() asks
         # again and raises it to the model call, as when the view was asked for on its own.
         with contextlib.suppress(BudgetExceededError, ContextOverflowError):
-            self._served = await self.ledger.astep(messages)
+            self._served = await self.ledger.astep(messages, usage=usage)
 
     def _extend_newest(self, items: list[TResponseInputItem]) -> bool:
         newest = self.ledger.current_messages(1)
@@ -275,6 +238,7 @@ class LedgerSession:
             InvalidSeqError: The newest item is covered by the active checkpoint's summary.
         """
         self._served = None
+        await self._record_held_usage()
         return await asyncio.to_thread(self._pop)
 
     def _pop(self) -> TResponseInputItem | None:
@@ -288,6 +252,7 @@ class LedgerSession:
     async def clear_session(self) -> None:
         """Withdraw every item: later views start empty (history keeps them, as an event)."""
         self._served = None
+        await self._record_held_usage()
         await self.ledger.aclear()
 
     async def filter_model_input(self, data: CallModelData[Any]) -> ModelInputData:
@@ -363,6 +328,7 @@ class LedgerSession:
         turn = self._turn
         if turn is None or turn.unsaved is None or not is_prompt_too_long(error):
             return None
+        await self._record_held_usage()
         try:
             await self.ledger.areactive_compact(error)
         except ContextOverflowError as overflow:
@@ -370,16 +336,25 @@ class LedgerSession:
         return [*await self.get_items(), *turn.unsaved]
 
     async def record_usage(self, usage: Any) -> None:
-        """Record the usage of one model call (an SDK ``Usage``); a call that reported none
-        records nothing, and a report the session refuses is logged, not raised."""
+        """Record the usage of one model call (an SDK ``Usage``) with its answer: it is held
+        until :meth:`add_items` stores the answer, then recorded just before it, in the same
+        commit (recorded alone first if this session records anything else before). A call that
+        reported none records nothing, and a report the session refuses is logged, not raised.
+        A run that fails before its answer is stored records neither."""
         counts = usage_counts(usage)
         if counts is None:
             return
-        self._served = None  # the next view is to count it
-        prompt, completion, cached, written = counts
         try:
-            await self.ledger.arecord_usage(
-                prompt, completion, cached_tokens=cached, cache_write_tokens=written
-            )
+            report = usage_of(*counts).usage
         except InvalidUsageError as exc:  # the answer is good; a bad count must not lose it
             _log.warning("usage_not_recorded", session_id=self.session_id, error=str(exc))
+            return
+        await self._record_held_usage()  # an earlier call's, stored with no answer of its own
+        self._served = None  # the next view is to count it
+        self._usage = report
+
+    async def _record_held_usage(self) -> None:
+        """Record the usage held for an answer not stored yet, alone."""
+        usage, self._usage = self._usage, None
+        if usage is not None:
+            await self.ledger.arecord_usage(usage)
