@@ -8,10 +8,16 @@ import itertools
 import pytest
 
 from ctxledger import BudgetExceededError, Message
-from ctxledger.domain import CharTokenizer
+from ctxledger.domain import CharTokenizer, ReportedUsage
 from ctxledger.domain.step import Step, decide_step
 from ctxledger.errors import InvalidArgumentError, InvalidMessageError
-from ctxledger.events import CheckpointCreated, CompactionStarted, MessageAppended, ViewServed
+from ctxledger.events import (
+    CheckpointCreated,
+    CompactionStarted,
+    MessageAppended,
+    UsageReported,
+    ViewServed,
+)
 
 from .builders import rounds, session, step
 
@@ -106,3 +112,39 @@ def test_step_checks_its_arguments() -> None:
     with pytest.raises(InvalidArgumentError):
         s.step([Message.assistant("two")], pending=3)  # type: ignore[arg-type]
     assert s.state.last_seq == 1
+
+
+def _decide_with_usage(s: object, messages: list[Message], usage: ReportedUsage) -> object:
+    return decide_step(
+        s.state,  # type: ignore[attr-defined]
+        Step(messages=tuple(messages), usage=usage),
+        tokenizer=CharTokenizer(),
+        new_id=lambda: "x1",
+        now=lambda: 1.0,
+    )
+
+
+def test_a_steps_usage_goes_first_measured_before_its_messages() -> None:
+    """``Step.usage``: its report leads the appends, measured through the seq before them; the
+    view is decided with it folded; a usage alone is new input (the reactive attempts restart)."""
+    s = session(Message.user("one"))
+    usage = ReportedUsage(prompt_tokens=700, completion_tokens=9)
+    stepped = _decide_with_usage(s, [Message.assistant("two"), Message.user("three")], usage)
+    events = stepped.appended.events  # type: ignore[attr-defined]
+    assert [type(e) for e in events] == [UsageReported, MessageAppended, MessageAppended]
+    assert (events[0].prompt_tokens, events[0].through_seq) == (700, 1)
+    assert stepped.seqs == (2, 3)  # type: ignore[attr-defined]
+    assert s.state.usage is not None and (
+        s.state.usage.prompt_tokens,
+        s.state.usage.through_seq,
+    ) == (700, 1)
+    assert Step(usage=usage).fresh and not Step().fresh
+
+
+def test_a_refused_message_with_usage_records_neither() -> None:
+    """A step whose message does not fit raises before its usage is folded either."""
+    s = session(Message.user("one"))
+    before = s.state.to_snapshot()
+    with pytest.raises(InvalidMessageError, match="never made"):
+        _decide_with_usage(s, [Message.tool("out", "nope", "bash")], ReportedUsage(prompt_tokens=5))
+    assert s.state.to_snapshot() == before
