@@ -13,7 +13,7 @@ import pytest
 
 from ctxledger import Message
 from ctxledger.actors.background import credit_left
-from ctxledger.actors.budget import BudgetActor
+from ctxledger.actors.budget import BudgetActor, appended_tokens
 from ctxledger.actors.live import Live
 from ctxledger.actors.messages import (
     BackgroundEnded,
@@ -44,12 +44,13 @@ class Owner(pykka.ThreadingActor):
 
 
 class Rig:
-    """A budget actor (3 characters a token) and the owner it answers."""
+    """A budget actor and the owner it answers; the batches cost what the history actor counts
+    at 3 characters a token (``appended_tokens``)."""
 
     def __init__(self, max_running: int = 2) -> None:
         self.received: queue.Queue[Any] = queue.Queue()
         self.owner: Any = Owner.start(self.received)
-        self.budget = BudgetActor.start(max_running, 3)
+        self.budget = BudgetActor.start(max_running)
 
     def tell(self, message: object) -> None:
         self.budget.tell(message)
@@ -61,7 +62,8 @@ class Rig:
         total of tokens told, this batch included)."""
         message = Message.user("x" * chars).with_seq(seq)
         events: tuple[Event, ...] = (MessageAppended(message=message),)
-        self.tell(Committed(session_id, events, self.owner, pressure, told=told))
+        cost = appended_tokens(events, 3000)
+        self.tell(Committed(session_id, events, self.owner, pressure, told=told, cost=cost))
 
     def next(self) -> Any:
         return self.received.get(timeout=_WAIT)
@@ -115,7 +117,7 @@ def test_any_event_but_an_append_or_a_served_view_drops_the_bound(rig: Rig) -> N
     rig.tell(_measured(rig, "s", 100))
     assert rig.next() == Release("s", 750)
     served = ViewServed(through_seq=10, estimated_tokens=100, view_hash="h")
-    rig.tell(Committed("s", (served,), rig.owner, False))
+    rig.tell(Committed("s", (served,), rig.owner, False, cost=0))
     rig.append("s", 11, 30)
     rig.quiet("s")  # a served view keeps the bound
     usage = UsageReported(prompt_tokens=900, completion_tokens=1)
@@ -150,9 +152,9 @@ def test_appends_kept_back_within_the_credit_count_in_the_bound(rig: Rig) -> Non
     rig.tell(_measured(rig, "s", 500))
     assert rig.next() == Release("s", 350)
     events: tuple[Event, ...] = (MessageAppended(message=Message.user("x").with_seq(40)),)
-    rig.tell(Committed("s", events, rig.owner, True, 300))  # bound 500 + 300 + 1
+    rig.tell(Committed("s", events, rig.owner, True, 300, cost=1))  # bound 500 + 300 + 1
     rig.quiet("s")
-    rig.tell(Committed("s", events, rig.owner, True, 48))  # 801 + 48 + 1 = 850
+    rig.tell(Committed("s", events, rig.owner, True, 48, cost=1))  # 801 + 48 + 1 = 850
     assert rig.next() == Measure("s")
 
 
@@ -160,9 +162,9 @@ def test_a_release_echoes_the_totals_of_the_last_batch_folded(rig: Rig) -> None:
     """The credit is reckoned on the batches budget has folded: the Release names the last one
     (its running totals), so that the history actor takes off what it published after it."""
     events: tuple[Event, ...] = (MessageAppended(message=Message.user("x" * 30).with_seq(10)),)
-    rig.tell(Committed("s", events, rig.owner, True, told=11, told_unknown=2))
+    rig.tell(Committed("s", events, rig.owner, True, told=11, told_unknown=2, cost=11))
     assert rig.next() == Measure("s")
-    rig.tell(Committed("s", events, rig.owner, True, told=22, told_unknown=2))  # while measuring
+    rig.tell(Committed("s", events, rig.owner, True, told=22, told_unknown=2, cost=11))
     rig.tell(_measured(rig, "s", 500))
     assert rig.next() == Release("s", 339, 22, 2)  # 850 - (500 + 11)
 
@@ -397,3 +399,26 @@ def test_a_look_within_the_step_of_a_new_summary_asks_for_its_extension(rig: Rig
     assert rig.next() == Measure("s", extension=True)
     rig.tell(_measured(rig, "s", 910, prepared="p2", extension=True))
     assert rig.next() == Prepare("s")
+
+
+def test_a_batch_costs_its_characters_at_the_sessions_own_ratio() -> None:
+    """The bound grows at the ratio the session counts with: a calibrated tokenizer's (more
+    tokens a character than the host's ``chars // 3``), none for a tokenizer that does not
+    count characters."""
+    from ctxledger.domain import CharTokenizer
+    from ctxledger.domain.calibration import CalibratedTokenizer, milli_chars_per_token
+
+    class Words:
+        def count_text(self, text: str) -> int:
+            return len(text.split())
+
+    events: tuple[Event, ...] = (MessageAppended(message=Message.user("x" * 300).with_seq(1)),)
+    assert milli_chars_per_token(CharTokenizer()) == 3000
+    assert milli_chars_per_token(CalibratedTokenizer(1.5)) == 1500
+    assert milli_chars_per_token(Words()) is None  # type: ignore[arg-type]
+    assert appended_tokens(events, 3000) == 101  # 300 // 3 + one a message
+    assert appended_tokens(events, 1500) == 201
+    assert appended_tokens(events, None) is None
+    served = ViewServed(through_seq=1, estimated_tokens=100, view_hash="h")
+    assert appended_tokens((served,), None) == 0
+    assert appended_tokens((*events, UsageReported(prompt_tokens=9)), 3000) is None

@@ -32,7 +32,7 @@ from ctxledger.actors.options import HostOptions
 from ctxledger.actors.projection import ProjectionPool
 from ctxledger.actors.router import HistoryRouter
 from ctxledger.actors.timer import Timer
-from ctxledger.domain import CharTokenizer, Tokenizer
+from ctxledger.domain import Tokenizer
 from ctxledger.errors import CtxLedgerError, HostClosedError
 from ctxledger.storage import EventLog, LeaseStore
 from ctxledger.summarizers import Summarizer, describe_summarizer
@@ -133,9 +133,7 @@ class HostActors:
         projection = ProjectionPool(log, options.projection_actors, leases)
         undo.callback(projection.stop)
         background = options.background_compactions
-        # The estimate's bound grows by characters only for a tokenizer that counts them.
-        per_token = tokenizer.chars_per_token if type(tokenizer) is CharTokenizer else None
-        budget = Restarting(lambda: BudgetActor.start(background, per_token), "budget")
+        budget = Restarting(lambda: BudgetActor.start(background), "budget")
         undo.callback(budget.stop, timeout=5)
         runtime: Runtime[HistoryActor] = Runtime(
             log=log,
@@ -148,7 +146,6 @@ class HostActors:
             timer=timer,
             summarizer_name=describe_summarizer(summarizer),
             leases=leases,
-            chars_per_token=per_token,
             snapshot_interval=options.snapshot_interval,
         )
         # max_active_sessions holds host-wide: session ids do not spread evenly over the

@@ -70,11 +70,12 @@ _log = get_logger(__name__)
 _IDLE, _MEASURING, _QUEUED, _RUNNING = range(4)
 
 
-def appended_tokens(events: Sequence[Event], per_token: int | None) -> int | None:
+def appended_tokens(events: Sequence[Event], milli: int | None) -> int | None:
     """What ``events`` add to the bound of the estimate, in tokens: each appended message's
-    characters over ``per_token``, plus one a message. None when they may change the estimate
-    otherwise (any event but an append or a served view) or the tokenizer does not count
-    characters (``per_token`` None)."""
+    characters at ``milli`` characters a thousand tokens (the session's tokenizer's: see
+    :func:`~ctxledger.domain.calibration.milli_chars_per_token`), plus one a message. None when
+    they may change the estimate otherwise (any event but an append or a served view) or the
+    tokenizer does not count characters (``milli`` None)."""
     added = count = 0
     for event in events:
         if type(event) is MessageAppended:
@@ -82,9 +83,9 @@ def appended_tokens(events: Sequence[Event], per_token: int | None) -> int | Non
             count += 1
         elif type(event) is not ViewServed:
             return None
-    if count and not per_token:
+    if count and not milli:
         return None
-    return added // per_token + count if per_token else 0
+    return added * 1000 // milli + count if milli else 0
 
 
 class _Pressure:
@@ -130,17 +131,13 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
 
     Args:
         max_running: Background compactions at once, host-wide.
-        chars_per_token: The host tokenizer's characters per token if it counts characters
-            (the bound grows by the characters appended); None for another tokenizer, whose
-            counts cannot be bounded (every pressure batch is then measured).
     """
 
     use_daemon_thread = True  # never keeps the interpreter alive (see actors.lifecycle)
 
-    def __init__(self, max_running: int, chars_per_token: int | None) -> None:
+    def __init__(self, max_running: int) -> None:
         super().__init__()
         self._max_running = max_running
-        self._per_token = chars_per_token
         self._sessions: dict[str, _Pressure] = {}
         self._running: set[str] = set()
         self._queued: dict[str, tuple[float, int]] = {}
@@ -191,7 +188,7 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
             if type(event) is MessageAppended:
                 appended = True
                 session.last_seq = event.message.seq or session.last_seq
-        cost = appended_tokens(message.events, self._per_token)
+        cost = message.cost
         if cost is not None:
             cost += message.unpublished  # appends the history actor kept within the credit
         else:

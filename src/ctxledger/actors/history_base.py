@@ -81,8 +81,6 @@ class Runtime(Generic[H]):
         restart: Called by a history actor that dies with its number and ref: starts and
             returns its successor, or None once the host is closed.
         closed: Whether the host is closed (no actor is restarted any more).
-        chars_per_token: The tokenizer's characters per token if it counts characters (budget's
-            bound of the estimate); None for another tokenizer.
         on_commit: Told ``(session_id, records)`` of each durable batch on the journal thread,
             before its caller is answered (the OpenTelemetry instrumentor's hook, see
             ``Host._observe_commits``); None when nobody listens.
@@ -111,7 +109,6 @@ class Runtime(Generic[H]):
         default=lambda _number, _ref: None
     )
     closed: Callable[[], bool] = field(default=lambda: False)
-    chars_per_token: int | None = None
     on_commit: Callable[[str, list[RecordedEvent]], None] | None = None
     snapshot_interval: int | None = None
 

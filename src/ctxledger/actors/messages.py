@@ -249,7 +249,10 @@ class Committed(msgspec.Struct, frozen=True):
     the session, this batch included: the tokens of the batches it published (kept-back ones
     riding on them included), and how many it published whose effect on the estimate is not a
     count of characters. Budget echoes the last ones it saw in its :class:`Release`, so that a
-    credit is never granted twice for a batch that crossed the release on its way.
+    credit is never granted twice for a batch that crossed the release on its way. ``cost``:
+    what the batch adds to the bound of the estimate, in tokens, counted at the session's own
+    ratio (a calibrated session's tokenizer counts more tokens a character than the host's);
+    None when it may change the estimate otherwise (``budget.appended_tokens``).
     """
 
     session_id: str
@@ -259,6 +262,7 @@ class Committed(msgspec.Struct, frozen=True):
     unpublished: int = 0
     told: int = 0
     told_unknown: int = 0
+    cost: int | None = None
 
 
 class Measure(msgspec.Struct, frozen=True):

@@ -42,6 +42,7 @@ from ctxledger.actors.messages import Committed, Durable, SaveSnapshot
 from ctxledger.actors.recordable import check_recordable
 from ctxledger.actors.waiters import Reply, Waiter
 from ctxledger.domain import SessionState, background_on
+from ctxledger.domain.calibration import milli_chars_per_token, session_tokenizer
 from ctxledger.errors import LeaseLostError, VersionConflictError
 from ctxledger.events import ConfigChanged, Event, ViewServed
 from ctxledger.replay.loading import snapshot_due
@@ -122,18 +123,21 @@ class Writes(HistoryBase):
             return
         # While the session's background compaction runs, budget folds nothing of its batches
         # (it looks again, from a fresh measure, once it has ended): they are not told.
+        state = live.state
         publish = (
-            live.state is not None
+            state is not None
             and live.background is None
-            and _publishes(live.state, write.events, write.pressure)
+            and _publishes(state, write.events, write.pressure)
         )
         rt = self._rt
         committed = _Committed(
             self, rt.budget, rt.on_commit, live.id, write.token, write.pressure, write.reply,
             write.value,
         )
-        if publish:
-            cost = appended_tokens(write.events, self._rt.chars_per_token)
+        if publish and state is not None:
+            # At the session's own ratio: a calibrated tokenizer counts more tokens a character.
+            counting = session_tokenizer(state, rt.tokenizer)
+            cost = appended_tokens(write.events, milli_chars_per_token(counting))
             if live.credit:
                 # Budget's credit: appends that keep the session below its prepare point need
                 # not be told one by one; their tokens ride on the next batch that is.
@@ -149,7 +153,7 @@ class Writes(HistoryBase):
                     live.told_unknown += 1
                 else:
                     live.told += cost + unpublished
-                committed.told = (unpublished, live.told, live.told_unknown)
+                committed.told = (unpublished, live.told, live.told_unknown, cost)
         try:
             check_recordable(write.events)
             if not self._mailbox:
@@ -273,8 +277,8 @@ class _Committed(msgspec.Struct):
         budget: The budget actor, told of the batch when it folds it.
         observe: The host's commit observer when the batch was handed over (a later one does
             not see it).
-        told: Budget is told of the batch: the kept-back tokens it carries and the session's
-            running totals (None: not told).
+        told: Budget is told of the batch: the kept-back tokens it carries, the session's
+            running totals and the batch's cost (None: not told).
     """
 
     actor: Writes
@@ -285,7 +289,7 @@ class _Committed(msgspec.Struct):
     pressure: bool
     reply: Reply | None
     value: Any
-    told: tuple[int, int, int] | None = None
+    told: tuple[int, int, int, int | None] | None = None
 
     def __call__(self, records: list[RecordedEvent] | None, error: BaseException | None) -> None:
         session_id, actor = self.session_id, self.actor
@@ -315,12 +319,12 @@ class _Committed(msgspec.Struct):
             pass
         if records:
             if self.told is not None:
-                unpublished, told, told_unknown = self.told
+                unpublished, told, told_unknown, cost = self.told
                 events = tuple(record.event for record in records)
                 self.budget.tell(
                     Committed(
                         session_id, events, actor._me, self.pressure, unpublished, told,
-                        told_unknown,
+                        told_unknown, cost,
                     )
                 )
             if self.observe is not None:
