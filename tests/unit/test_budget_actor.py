@@ -422,3 +422,33 @@ def test_a_batch_costs_its_characters_at_the_sessions_own_ratio() -> None:
     served = ViewServed(through_seq=1, estimated_tokens=100, view_hash="h")
     assert appended_tokens((served,), None) == 0
     assert appended_tokens((*events, UsageReported(prompt_tokens=9)), 3000) is None
+
+
+def _usage_step(rig: Rig, seq: int, *, served_through: int, estimate: int) -> None:
+    """Publish a step's batch with a usage report: the report, one append, the served view."""
+    events: tuple[Event, ...] = (
+        UsageReported(prompt_tokens=700, completion_tokens=1, through_seq=seq - 1),
+        MessageAppended(message=Message.user("x" * 30).with_seq(seq)),
+        ViewServed(through_seq=served_through, estimated_tokens=estimate, view_hash="h"),
+    )
+    rig.tell(Committed("s", events, rig.owner, True, cost=appended_tokens(events, 3000)))
+
+
+def test_a_step_that_ends_with_its_view_needs_no_measure(rig: Rig) -> None:
+    """A usage report in a step's batch drops the bound, but the view the step served last is a
+    measure: below the prepare point nothing is asked of the history actor; at or over it, or
+    when the view is not of every message budget knows, the session is measured."""
+    rig.append("s", 10, 30)
+    assert rig.next() == Measure("s")
+    rig.tell(_measured(rig, "s", 500))
+    assert rig.next() == Release("s", 350)
+    _usage_step(rig, 11, served_through=11, estimate=820)  # bound 820 < 850
+    rig.quiet("s")
+    rig.append("s", 12, 30)  # + 11: bound 831, still below
+    rig.quiet("s")
+    _usage_step(rig, 13, served_through=13, estimate=860)  # 860 >= 850: measured
+    assert rig.next() == Measure("s")
+    rig.tell(_measured(rig, "s", 600, last_seq=13))
+    assert rig.next() == Release("s", 250)
+    _usage_step(rig, 14, served_through=12, estimate=610)  # a view of older messages
+    assert rig.next() == Measure("s")

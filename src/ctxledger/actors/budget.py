@@ -5,7 +5,8 @@ of a session with background compaction on (:class:`~ctxledger.actors.messages.C
 here before it answers the caller, and budget folds, per session, what the pressure needs: an
 upper bound of the estimate (an exact measure, raised by the size of each message appended
 since: masking and truncation only ever shrink what a message adds; any other event but a served
-view drops it), the newest message seq, and the memos of its own decisions (no summary before a
+view drops it, unless the batch ends with a view served on every message: a step's, whose
+estimate is a measure), the newest message seq, and the memos of its own decisions (no summary before a
 seq, a checkpoint judged too late for, a prepared summary found to absorb the growth).
 
 Budget owns the decision to prepare a summary in the background and rations those summaries
@@ -205,6 +206,13 @@ class BudgetActor(LoggedFailures, pykka.ThreadingActor):
         else:
             session.bound = None  # a usage report, or a tokenizer whose counts cannot be bounded
             session.absorb_until = session.looked = None
+        served = message.events[-1]
+        if type(served) is ViewServed and served.through_seq == session.last_seq:
+            # A step's batch ends with the view it served, decided after everything before it
+            # (a usage report included): its estimate is a measure (with its pending text: an
+            # upper bound), and no round trip to the history actor is needed for one.
+            exact = served.estimated_tokens
+            session.bound = exact if session.bound is None else min(session.bound, exact)
         if (
             session.bound is not None
             and session.absorb_until is not None
