@@ -6,8 +6,8 @@ here before it answers the caller, and budget folds, per session, what the press
 upper bound of the estimate (an exact measure, raised by the size of each message appended
 since: masking and truncation only ever shrink what a message adds; any other event but a served
 view drops it, unless the batch ends with a view served on every message: a step's, whose
-estimate is a measure), the newest message seq, and the memos of its own decisions (no summary before a
-seq, a checkpoint judged too late for, a prepared summary found to absorb the growth).
+estimate is a measure), the newest message seq, and the memos of its own decisions (no summary
+before a seq, a checkpoint judged too late for, a prepared summary found to absorb the growth).
 
 Budget owns the decision to prepare a summary in the background and rations those summaries
 host-wide: at most ``background_compactions`` at once (they cost summariser calls, which is
