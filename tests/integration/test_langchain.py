@@ -224,9 +224,7 @@ def test_an_answer_and_its_usage_are_one_commit(tmp_path: Path) -> None:
             for answer in (answered, answered_again):  # the calibration may ride with the usage
                 assert answer[0] == "UsageReported" and answer[-1] == "MessageAppended"
                 assert answer.count("MessageAppended") == 1
-        reported = [
-            r.event.through_seq for r in host.log.read("s") if _name(r) == "UsageReported"
-        ]
+        reported = [r.event.through_seq for r in host.log.read("s") if _name(r) == "UsageReported"]
         # Each measured the prompt that ends just before its answer (the question, the results).
         assert reported == [1, 4, 6, 9, 11, 14]
         assert session.usage().calls == 6
@@ -234,3 +232,25 @@ def test_an_answer_and_its_usage_are_one_commit(tmp_path: Path) -> None:
 
 def _name(record: Any) -> str:
     return type(record.event).__name__
+
+
+def test_a_bad_usage_count_is_logged_and_the_answer_recorded(tmp_path: Path) -> None:
+    """An answer whose usage the session refuses (a negative count) is recorded without it, in
+    one commit, and the refusal is logged: the answer is good, a bad count must not lose it."""
+    from log_capture import capture_logs
+
+    usage = {"input_tokens": -5, "output_tokens": 30, "total_tokens": 25}
+    model = ScriptedChatModel(received=[], usage=usage)
+    with Host.open(tmp_path / "db", config=Config(prepare_threshold=0)) as host:
+        session = host.session("s")
+        agent = create_agent(model, [add, report], middleware=[LedgerMiddleware(session)])
+        with capture_logs(this_thread=True) as logs:
+            state = agent.invoke(
+                {"messages": [_question(1)]}, {"configurable": {"thread_id": "t1"}}
+            )
+        assert [m.content for m in session.history()] == [
+            m.content for m in to_messages(state["messages"])
+        ]
+        assert not any(_name(r) == "UsageReported" for r in host.log.read("s"))
+        refused = [e for e in logs if e["event"] == "usage_not_recorded"]
+        assert len(refused) == 2 and refused[0]["session_id"] == "s"
