@@ -420,9 +420,10 @@ def test_the_items_and_the_next_calls_view_are_one_commit(tmp_path: Path) -> Non
 
 
 def test_a_usage_held_for_its_answer_is_recorded_before_anything_else(tmp_path: Path) -> None:
-    """A call's usage waits for its answer's add_items; whatever this session records first
-    (another call's usage, a pop, a clear, a view of its own) records it alone before it, in
-    order; a report the session refuses is logged and records nothing."""
+    """A call's usage (``hold_usage``, what run_config's model calls) waits for its answer's
+    add_items; whatever this session records first (another call's usage, a pop, a clear, a
+    view of its own, ``record_usage``) records it alone before it, in order; a report the
+    session refuses is logged and records nothing; ``record_usage`` records at once."""
     with Host.open(tmp_path / "db", config=Config(prepare_threshold=0)) as host:
         ledger = host.session("sdk")
         session = LedgerSession(ledger)
@@ -432,21 +433,24 @@ def test_a_usage_held_for_its_answer_is_recorded_before_anything_else(tmp_path: 
 
         async def drive() -> None:
             await session.add_items([{"role": "user", "content": "hi"}])
-            await session.record_usage(_usage(300, 5))
+            await session.hold_usage(_usage(300, 5))
             assert "UsageReported" not in names()  # held for the answer
-            await session.record_usage(_usage(310, 6))  # a second call: the first goes alone
+            await session.hold_usage(_usage(310, 6))  # a second call: the first goes alone
             assert names().count("UsageReported") == 1
             await session.add_items([assistant_message("hello", item_id="m1")])  # type: ignore[list-item]
-            await session.record_usage(_usage(320, 7))
+            await session.hold_usage(_usage(320, 7))
             await session.pop_item()
-            await session.record_usage(_usage(-1, 7))  # refused: logged, nothing held
+            await session.hold_usage(_usage(-1, 7))  # refused: logged, nothing held
             await session.clear_session()
-            await session.record_usage(_usage(330, 8))
+            await session.hold_usage(_usage(330, 8))
             await session.get_items()
+            await session.hold_usage(_usage(340, 9))
+            await session.record_usage(_usage(350, 9))  # now: after the one held
+            assert names()[-2:] == ["UsageReported", "UsageReported"]
 
         asyncio.run(drive())
         assert [(p, t) for p, _c, _k, _w, t in _reports(ledger)] == [
-            (300, 1), (310, 1), (320, 2), (330, 2)
+            (300, 1), (310, 1), (320, 2), (330, 2), (340, 2), (350, 2)
         ]  # fmt: skip
         order = [n for n in names() if n != "TokenizerCalibrated"]
         assert order[:5] == [
@@ -454,4 +458,7 @@ def test_a_usage_held_for_its_answer_is_recorded_before_anything_else(tmp_path: 
             "UsageReported",
         ]  # fmt: skip
         # The view get_items() served is recorded with the session's next write (defer_record).
-        assert order[5:] == ["MessageRetracted", "HistoryCleared", "UsageReported"]
+        assert order[5:] == [
+            "MessageRetracted", "HistoryCleared", "UsageReported", "ViewServed", "UsageReported",
+            "UsageReported",
+        ]  # fmt: skip

@@ -40,7 +40,7 @@ class _Ledgered(Protocol):
 
     def retry_input(self, error: Exception) -> Awaitable[list[Any] | None]: ...
 
-    def record_usage(self, usage: Any) -> Awaitable[None]: ...
+    def hold_usage(self, usage: Any) -> Awaitable[None]: ...
 
 
 def usage_counts(usage: Any) -> tuple[int, int, int, int] | None:
@@ -139,7 +139,7 @@ class LedgerModel(Model):
                     raise
                 input = retry
                 continue
-            await self._session.record_usage(response.usage)
+            await self._session.hold_usage(response.usage)
             return response
 
     async def stream_response(
@@ -176,7 +176,7 @@ class LedgerModel(Model):
                 ):
                     started = True
                     if event.type == "response.completed":
-                        await self._session.record_usage(event.response.usage)
+                        await self._session.hold_usage(event.response.usage)
                     yield event
                 return
             except Exception as exc:

@@ -336,22 +336,38 @@ class LedgerSession:
         return [*await self.get_items(), *turn.unsaved]
 
     async def record_usage(self, usage: Any) -> None:
-        """Record the usage of one model call (an SDK ``Usage``) with its answer: it is held
-        until :meth:`add_items` stores the answer, then recorded just before it, in the same
-        commit (recorded alone first if this session records anything else before). A call that
-        reported none records nothing, and a report the session refuses is logged, not raised.
-        A run that fails before its answer is stored records neither."""
+        """Record the usage of one model call (an SDK ``Usage``) now, in a commit of its own
+        (after a usage :meth:`hold_usage` still holds). A call that reported none records
+        nothing, and a report the session refuses is logged, not raised."""
+        report = self._usage_report(usage)
+        if report is not None:
+            await self._record_held_usage()
+            self._served = None  # the next view is to count it
+            await self.ledger.arecord_usage(report)
+
+    async def hold_usage(self, usage: Any) -> None:
+        """Keep the usage of the model call just made (an SDK ``Usage``) until :meth:`add_items`
+        stores the call's answer, and record it then, just before the answer, in the same
+        commit (alone first if this session records anything else before): what
+        :meth:`run_config`'s model does with each call's usage. A call that reported none
+        holds nothing, and a report the session refuses is logged, not raised. A run that fails
+        before its answer is stored records neither."""
+        report = self._usage_report(usage)
+        if report is not None:
+            await self._record_held_usage()  # an earlier call's, stored with no answer of its own
+            self._served = None  # the next view is to count it
+            self._usage = report
+
+    def _usage_report(self, usage: Any) -> ReportedUsage | None:
+        """``usage`` as the session records it, or None (a refusal is logged)."""
         counts = usage_counts(usage)
         if counts is None:
-            return
+            return None
         try:
-            report = usage_of(*counts).usage
+            return usage_of(*counts).usage
         except InvalidUsageError as exc:  # the answer is good; a bad count must not lose it
             _log.warning("usage_not_recorded", session_id=self.session_id, error=str(exc))
-            return
-        await self._record_held_usage()  # an earlier call's, stored with no answer of its own
-        self._served = None  # the next view is to count it
-        self._usage = report
+            return None
 
     async def _record_held_usage(self) -> None:
         """Record the usage held for an answer not stored yet, alone."""
