@@ -5,7 +5,8 @@ call of the run goes through it to the model the agent would have used anyway (i
 ``Model``, or the one its name resolves to), and on the way:
 
 * the response's usage (``ModelResponse.usage``, cached and cache-write tokens included) is
-  recorded in the session once per call, so ``Config.max_total_tokens``, ``Session.cost()`` and
+  recorded in the session once per call, in the commit that stores the call's answer
+  (:meth:`LedgerSession.hold_usage`), so ``Config.max_total_tokens``, ``Session.cost()`` and
   the calibration of the estimate work as with :meth:`ctxledger.Session.record_usage`;
 * a prompt-too-long rejection (:func:`ctxledger.is_prompt_too_long`) compacts the session
   (:meth:`ctxledger.Session.reactive_compact`, harder on each attempt) and sends the same call
