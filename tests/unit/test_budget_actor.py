@@ -26,6 +26,7 @@ from ctxledger.actors.messages import (
     Settled,
     Settling,
 )
+from ctxledger.domain import CharTokenizer
 from ctxledger.domain._pressure import Measurement
 from ctxledger.events import Event, MessageAppended, UsageReported, ViewServed
 
@@ -62,7 +63,7 @@ class Rig:
         total of tokens told, this batch included)."""
         message = Message.user("x" * chars).with_seq(seq)
         events: tuple[Event, ...] = (MessageAppended(message=message),)
-        cost = appended_tokens(events, 3000)
+        cost = appended_tokens(events, CharTokenizer())
         self.tell(Committed(session_id, events, self.owner, pressure, told=told, cost=cost))
 
     def next(self) -> Any:
@@ -405,23 +406,19 @@ def test_a_batch_costs_its_characters_at_the_sessions_own_ratio() -> None:
     """The bound grows at the ratio the session counts with: a calibrated tokenizer's (more
     tokens a character than the host's ``chars // 3``), none for a tokenizer that does not
     count characters."""
-    from ctxledger.domain import CharTokenizer
-    from ctxledger.domain.calibration import CalibratedTokenizer, milli_chars_per_token
+    from ctxledger.domain.calibration import CalibratedTokenizer
 
     class Words:
         def count_text(self, text: str) -> int:
             return len(text.split())
 
     events: tuple[Event, ...] = (MessageAppended(message=Message.user("x" * 300).with_seq(1)),)
-    assert milli_chars_per_token(CharTokenizer()) == 3000
-    assert milli_chars_per_token(CalibratedTokenizer(1.5)) == 1500
-    assert milli_chars_per_token(Words()) is None  # type: ignore[arg-type]
-    assert appended_tokens(events, 3000) == 101  # 300 // 3 + one a message
-    assert appended_tokens(events, 1500) == 201
-    assert appended_tokens(events, None) is None
+    assert appended_tokens(events, CharTokenizer()) == 101  # 300 // 3 + one a message
+    assert appended_tokens(events, CalibratedTokenizer(1.5)) == 201
+    assert appended_tokens(events, Words()) is None  # type: ignore[arg-type]
     served = ViewServed(through_seq=1, estimated_tokens=100, view_hash="h")
-    assert appended_tokens((served,), None) == 0
-    assert appended_tokens((*events, UsageReported(prompt_tokens=9)), 3000) is None
+    assert appended_tokens((served,), Words()) == 0  # type: ignore[arg-type]
+    assert appended_tokens((*events, UsageReported(prompt_tokens=9)), CharTokenizer()) is None
 
 
 def _usage_step(rig: Rig, seq: int, *, served_through: int, estimate: int) -> None:
@@ -431,7 +428,7 @@ def _usage_step(rig: Rig, seq: int, *, served_through: int, estimate: int) -> No
         MessageAppended(message=Message.user("x" * 30).with_seq(seq)),
         ViewServed(through_seq=served_through, estimated_tokens=estimate, view_hash="h"),
     )
-    rig.tell(Committed("s", events, rig.owner, True, cost=appended_tokens(events, 3000)))
+    rig.tell(Committed("s", events, rig.owner, True, cost=appended_tokens(events, CharTokenizer())))
 
 
 def test_a_step_that_ends_with_its_view_needs_no_measure(rig: Rig) -> None:

@@ -53,7 +53,7 @@ from ctxledger.actors.messages import (
     Settled,
     Settling,
 )
-from ctxledger.domain import message_chars
+from ctxledger.domain import Tokenizer, message_chars
 from ctxledger.domain._pressure import (
     ExtensionWanted,
     Off,
@@ -62,6 +62,7 @@ from ctxledger.domain._pressure import (
     Released,
     measured_verdict,
 )
+from ctxledger.domain.calibration import tokens_of_chars
 from ctxledger.events import Event, MessageAppended, ViewServed
 
 __all__ = ["BudgetActor", "appended_tokens"]
@@ -71,12 +72,12 @@ _log = get_logger(__name__)
 _IDLE, _MEASURING, _QUEUED, _RUNNING = range(4)
 
 
-def appended_tokens(events: Sequence[Event], milli: int | None) -> int | None:
-    """What ``events`` add to the bound of the estimate, in tokens: each appended message's
-    characters at ``milli`` characters a thousand tokens (the session's tokenizer's: see
-    :func:`~ctxledger.domain.calibration.milli_chars_per_token`), plus one a message. None when
-    they may change the estimate otherwise (any event but an append or a served view) or the
-    tokenizer does not count characters (``milli`` None)."""
+def appended_tokens(events: Sequence[Event], counting: Tokenizer) -> int | None:
+    """What ``events`` add to the bound of the estimate, in tokens: the appended messages'
+    characters as ``counting`` (the session's tokenizer, calibrated or not) counts them, plus
+    one a message. None when they may change the estimate otherwise (any event but an append
+    or a served view) or the tokenizer does not count characters
+    (:func:`~ctxledger.domain.calibration.tokens_of_chars`)."""
     added = count = 0
     for event in events:
         if type(event) is MessageAppended:
@@ -84,9 +85,10 @@ def appended_tokens(events: Sequence[Event], milli: int | None) -> int | None:
             count += 1
         elif type(event) is not ViewServed:
             return None
-    if count and not milli:
-        return None
-    return added * 1000 // milli + count if milli else 0
+    if not count:
+        return 0
+    tokens = tokens_of_chars(counting, added)
+    return None if tokens is None else tokens + count
 
 
 class _Pressure:

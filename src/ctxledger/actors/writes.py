@@ -42,7 +42,7 @@ from ctxledger.actors.messages import Committed, Durable, SaveSnapshot
 from ctxledger.actors.recordable import check_recordable
 from ctxledger.actors.waiters import Reply, Waiter
 from ctxledger.domain import SessionState, background_on
-from ctxledger.domain.calibration import milli_chars_per_token, session_tokenizer
+from ctxledger.domain.calibration import session_tokenizer
 from ctxledger.errors import LeaseLostError, VersionConflictError
 from ctxledger.events import ConfigChanged, Event, ViewServed
 from ctxledger.replay.loading import snapshot_due
@@ -136,8 +136,7 @@ class Writes(HistoryBase):
         )
         if publish and state is not None:
             # At the session's own ratio: a calibrated tokenizer counts more tokens a character.
-            counting = session_tokenizer(state, rt.tokenizer)
-            cost = appended_tokens(write.events, milli_chars_per_token(counting))
+            cost = appended_tokens(write.events, session_tokenizer(state, rt.tokenizer))
             if live.credit:
                 # Budget's credit: appends that keep the session below its prepare point need
                 # not be told one by one; their tokens ride on the next batch that is.

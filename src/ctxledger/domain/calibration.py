@@ -33,7 +33,6 @@ __all__ = [
     "MIN_SPREAD",
     "CalibratedTokenizer",
     "calibrate",
-    "milli_chars_per_token",
     "session_tokenizer",
     "tokens_of_chars",
     "usage_events",
@@ -95,18 +94,6 @@ def tokens_of_chars(tokenizer: Tokenizer, chars: int) -> int | None:
         return chars // cast(CharTokenizer, tokenizer).chars_per_token
     if kind is CalibratedTokenizer:
         return chars * 1000 // cast(CalibratedTokenizer, tokenizer)._milli
-    return None
-
-
-def milli_chars_per_token(tokenizer: Tokenizer) -> int | None:
-    """A thousand times the characters a token of ``tokenizer`` counts, when it is one of the
-    built-in estimators (which count characters, as :func:`tokens_of_chars` does); None for any
-    other tokenizer (subclasses included)."""
-    kind = type(tokenizer)
-    if kind is CharTokenizer:
-        return cast(CharTokenizer, tokenizer).chars_per_token * 1000
-    if kind is CalibratedTokenizer:
-        return cast(CalibratedTokenizer, tokenizer)._milli
     return None
 
 

@@ -208,8 +208,8 @@ class LedgerSession:
         except InvalidMessageError:
             # More calls for the newest assistant message (put back after pop_item took some of
             # its items): merge them into it, as one atomic retraction + append.
-            self._usage = usage
-            await self._record_held_usage()
+            if usage is not None:  # the answer's usage, alone, before the merged items
+                await self.ledger.arecord_usage(usage)
             if not await asyncio.to_thread(self._extend_newest, items):
                 raise
         self._known.add_all(_fingerprint(normalise_item(item)) for item in items)
