@@ -11,6 +11,8 @@ before issue 28). Durability "sync" unless told otherwise.
    a summary), and the threads of the host (threads the driver starts are not counted). Each
    size runs with two drivers: ``threads`` (one thread per session, sync calls) and ``asyncio``
    (one event loop, the native async twins ``astep`` or ``aappend_many`` / ``aprepare_step``).
+   Beside each p99, the p99 of what the summaries forced on each step (:func:`forced_waits`):
+   the part of it no work of the host could have saved at the summariser's speed.
 2. Open loop, the way agents behave (they wait for the LLM between steps): 1,024 sessions each
    stepping once a second at a random offset (~1,000 steps/s offered), driven from one event
    loop with the async twins. Reports the p50 and p99 of a step measured from the moment it was
@@ -71,6 +73,7 @@ from ctxledger.events import (
     CompactionStarted,
     SummaryPrepared,
 )
+from ctxledger.storage import RecordedEvent
 from ctxledger.tooling.workload import iter_agent_steps, take_messages
 
 CONFIG = Config(context_window=32_000)
@@ -195,15 +198,15 @@ def new_host(durability: str, sessions: int, config: Config = CONFIG) -> Iterato
         yield host
 
 
-def summaries(host: Host, name: str) -> tuple[int, list[tuple[float, float]]]:
-    """The compactions session ``name`` started (``CompactionStarted``, foreground and
-    background), and when each summary of it was being made: from the commit of its
+def summaries(records: Sequence[RecordedEvent]) -> tuple[int, list[tuple[float, float]]]:
+    """The compactions a session started (``CompactionStarted``, foreground and background, in
+    its ``records``), and when each summary of it was being made: from the commit of its
     ``CompactionStarted`` to that of the event that ended it (``SummaryPrepared``,
     ``CheckpointCreated`` or ``CompactionFailed`` with its ``compaction_id``), Unix time."""
     started: dict[str, float] = {}
     count = 0
     windows: list[tuple[float, float]] = []
-    for record in host.log.read(name):
+    for record in records:
         event = record.event
         if type(event) is CompactionStarted:
             started[event.compaction_id] = record.timestamp
@@ -215,19 +218,68 @@ def summaries(host: Host, name: str) -> tuple[int, list[tuple[float, float]]]:
     return count, windows
 
 
+def forced_waits(
+    records: Sequence[RecordedEvent], steps: Sequence[tuple[float, float]]
+) -> list[float]:
+    """For each step (its start and end, Unix time), the least time its summaries kept it, in
+    seconds: what no scheduling of the host could have saved it, given the summariser's speed.
+
+    A step whose batch activates a background summary it waited for (the ``SummaryPrepared``
+    committed in one batch with the ``CheckpointCreated`` that activates it, during the step)
+    waited at least until that summary could have been ready: the commit of its
+    ``CompactionStarted`` plus the summariser's own time (``summary_seconds``), less the step's
+    start. A step that summarised in the foreground (``CheckpointCreated`` not prepared,
+    committed during it) waited at least the summariser's own time. Any other step: 0. What a
+    step took beyond this is the host's (the answer's hand-off, the activation, the commit).
+    """
+    started: dict[str, float] = {}
+    ready: dict[float, float] = {}  # commit time of a SummaryPrepared -> ready at the soonest
+    foreground: list[tuple[float, float]] = []  # (commit time, the summariser's own time)
+    awaited: list[tuple[float, float]] = []  # (commit time, ready at the soonest)
+    for record in records:
+        event = record.event
+        kind = type(event)
+        if kind is CompactionStarted:
+            started[event.compaction_id] = record.timestamp
+        elif kind is SummaryPrepared:
+            begun = started.get(event.compaction_id)
+            if begun is not None:
+                ready[record.timestamp] = begun + event.summary_seconds
+        elif kind is CheckpointCreated:
+            if not event.prepared:
+                foreground.append((record.timestamp, event.checkpoint.summary_seconds))
+            elif record.timestamp in ready:  # in one batch with its SummaryPrepared: awaited
+                awaited.append((record.timestamp, ready[record.timestamp]))
+    forced = []
+    for start, end in steps:
+        wait = 0.0
+        for committed, seconds in foreground:
+            if start <= committed <= end:
+                wait = max(wait, seconds)
+        for committed, ready_at in awaited:
+            if start <= committed <= end:
+                wait = max(wait, ready_at - start)
+        forced.append(wait)
+    return forced
+
+
 def steps_during_summaries(
     host: Host, spans: list[list[tuple[float, float]]]
-) -> tuple[int, list[list[bool]]]:
-    """For the sessions ``agent-0`` … of a closed loop: the compactions they started, and for
-    each of their steps (``spans[n]``: start and end, Unix time) whether a summary of its
-    session was being made meanwhile (see :func:`during_summaries`)."""
+) -> tuple[int, list[list[bool]], list[list[float]]]:
+    """For the sessions ``agent-0`` … of a closed loop: the compactions they started, for each
+    of their steps (``spans[n]``: start and end, Unix time) whether a summary of its session was
+    being made meanwhile (see :func:`during_summaries`), and the least its summaries kept it
+    (:func:`forced_waits`)."""
     count = 0
     during: list[list[bool]] = []
+    forced: list[list[float]] = []
     for index, steps in enumerate(spans):
-        started, windows = summaries(host, f"agent-{index}")
+        records = list(host.log.read(f"agent-{index}"))
+        started, windows = summaries(records)
         count += started
         during.append(during_summaries(steps, windows))
-    return count, during
+        forced.append(forced_waits(records, steps))
+    return count, during, forced
 
 
 def during_summaries(
@@ -274,8 +326,8 @@ def closed_threads(sessions: int, steps: int, durability: str) -> dict[str, Any]
             for worker in workers:
                 worker.join()
             elapsed = time.perf_counter() - began
-        started, during = steps_during_summaries(host, spans)
-    return _closed_row("threads", sessions, latencies, elapsed, sampler, started, during)
+        started, during, forced = steps_during_summaries(host, spans)
+    return _closed_row("threads", sessions, latencies, elapsed, sampler, started, during, forced)
 
 
 def closed_asyncio(sessions: int, steps: int, durability: str) -> dict[str, Any]:
@@ -311,8 +363,8 @@ def closed_asyncio(sessions: int, steps: int, durability: str) -> dict[str, Any]
 
         with ThreadSampler(before) as sampler:
             elapsed = asyncio.run(main())
-        started, during = steps_during_summaries(host, spans)
-    return _closed_row("asyncio", sessions, latencies, elapsed, sampler, started, during)
+        started, during, forced = steps_during_summaries(host, spans)
+    return _closed_row("asyncio", sessions, latencies, elapsed, sampler, started, during, forced)
 
 
 def _closed_row(
@@ -323,17 +375,22 @@ def _closed_row(
     sampler: ThreadSampler,
     compactions: int,
     during: list[list[bool]],
+    forced: list[list[float]],
 ) -> dict[str, Any]:
     """The row of a closed loop; ``during`` says of each step whether a summary of its session
     was being made meanwhile (:func:`during_summaries`): a summary is Python on the CPU (in the
     worker process, or on a compaction thread of the host, taking the GIL from the steps, while
-    the worker starts) or awaited by a step. The p99 of the other steps is reported beside."""
+    the worker starts) or awaited by a step. The p99 of the other steps is reported beside, and
+    the p99 of what the summaries forced on each step (:func:`forced_waits`): the part of the
+    p99 the host's own work could not have saved at the summariser's speed."""
     flat = sorted(lat for per in latencies for lat in per)
+    least = sorted(wait for per in forced for wait in per)
     quiet = sorted(lat for per, flags in zip(latencies, during, strict=True)
                    for lat, busy in zip(per, flags, strict=True) if not busy)  # fmt: skip
     return {
         "during_summaries": sum(sum(flags) for flags in during),
         "p99_quiet_ms": percentile(quiet, 0.99) * 1000 if quiet else float("nan"),
+        "forced_p99_ms": percentile(least, 0.99) * 1000 if least else float("nan"),
         "driver": driver,
         "sessions": sessions,
         "steps": len(flat),
@@ -824,17 +881,20 @@ def main() -> None:
                 print(
                     f"closed {driver:>7} {sessions:>5} sessions: {row['steps_per_s']:,.0f} "
                     f"steps/s p50 {row['p50_ms']:.2f} ms p99 {row['p99_ms']:.2f} ms "
-                    f"threads {row['host_threads']}",
+                    f"(summaries forced {row['forced_p99_ms']:.2f}) threads {row['host_threads']}",
                     flush=True,
                 )
             if len(rows) > 1:
-                # One run's p99 is its third slowest step of 300 (one session): the medians of
+                # One run's p99 is its fourth slowest step of 300 (one session): the medians of
                 # several runs say more than any one of them.
                 print(
                     f"closed {driver:>7} {sessions:>5} sessions, median of {len(rows)} runs: "
                     f"{statistics.median(r['steps_per_s'] for r in rows):,.0f} steps/s, p99 "
                     f"{statistics.median(r['p99_ms'] for r in rows):.2f} ms (runs: "
                     + ", ".join(f"{r['p99_ms']:.2f}" for r in rows)
+                    + "), of it forced by the summaries "
+                    + f"{statistics.median(r['forced_p99_ms'] for r in rows):.2f} ms (runs: "
+                    + ", ".join(f"{r['forced_p99_ms']:.2f}" for r in rows)
                     + ")",
                     flush=True,
                 )
@@ -894,6 +954,7 @@ def main() -> None:
             ("max ms", "max_ms"),
             ("steps while a summary of their session was made", "during_summaries"),
             ("p99 ms of the other steps", "p99_quiet_ms"),
+            ("p99 ms of what summaries forced", "forced_p99_ms"),
             ("host threads", "host_threads"),
         ],
     )
