@@ -224,13 +224,15 @@ def forced_waits(
     """For each step (its start and end, Unix time), the least time its summaries kept it, in
     seconds: what no scheduling of the host could have saved it, given the summariser's speed.
 
-    A step whose batch activates a background summary it waited for (the ``SummaryPrepared``
-    committed in one batch with the ``CheckpointCreated`` that activates it, during the step)
-    waited at least until that summary could have been ready: the commit of its
+    A step whose batch activates a background summary recorded in that same batch (the
+    ``SummaryPrepared`` and the ``CheckpointCreated`` that activates it committed together,
+    during the step: the step awaited the summary, or it was ready and held for the session's
+    next batch) waited at least until that summary could have been ready: the commit of its
     ``CompactionStarted`` plus the summariser's own time (``summary_seconds``), less the step's
-    start. A step that summarised in the foreground (``CheckpointCreated`` not prepared,
-    committed during it) waited at least the summariser's own time. Any other step: 0. What a
-    step took beyond this is the host's (the answer's hand-off, the activation, the commit).
+    start (0 when that is before the step began). A step that summarised in the foreground
+    (``CheckpointCreated`` not prepared, committed during it) waited at least the summariser's
+    own time. Any other step: 0. What a step took beyond this is the host's (the answer's
+    hand-off, the activation, the commit).
     """
     started: dict[str, float] = {}
     ready: dict[float, float] = {}  # commit time of a SummaryPrepared -> ready at the soonest
