@@ -45,6 +45,9 @@ Usage::
     # one session's p99 on seven fresh hosts (a short open loop, no re-open, no CPU part):
     .venv/bin/python bench/bench_host.py --sizes 1 --drivers threads --repeat 7 \
         --skip reopen,cpu --open-sessions 8 --open-seconds 1
+    # the same without the fact block (what the block's pipeline costs the loops):
+    .venv/bin/python bench/bench_host.py --sizes 1 --drivers threads --repeat 7 \
+        --skip reopen,cpu --open-sessions 8 --open-seconds 1 --fact-index-chars 0
 """
 
 from __future__ import annotations
@@ -77,6 +80,9 @@ from ctxledger.storage import RecordedEvent
 from ctxledger.tooling.workload import iter_agent_steps, take_messages
 
 CONFIG = Config(context_window=32_000)
+#: The Config of the closed and open loops: :data:`CONFIG`, with ``--fact-index-chars N`` its
+#: fact block's room set to ``N`` (0: no block; what the block costs a loop, side by side).
+LOOP_CONFIG = [CONFIG]
 
 #: How a step reaches the host: ``step`` (``Session.step(messages)``: the appends and the next
 #: view in one group commit when no compaction is due) or ``pair`` (``append_many`` then
@@ -181,13 +187,14 @@ class ThreadSampler:
 
 
 @contextmanager
-def new_host(durability: str, sessions: int, config: Config = CONFIG) -> Iterator[Host]:
-    """A host on a fresh LMDB folder that keeps every session of the run in memory."""
+def new_host(durability: str, sessions: int, config: Config | None = None) -> Iterator[Host]:
+    """A host on a fresh LMDB folder that keeps every session of the run in memory (Config: the
+    run's, :data:`LOOP_CONFIG`, unless given)."""
     with (
         tempfile.TemporaryDirectory() as tmp,
         Host.open(
             Path(tmp) / "db",
-            config=config,
+            config=config or LOOP_CONFIG[0],
             options=HostOptions(
                 durability=durability,  # type: ignore[arg-type]
                 max_active_sessions=MAX_ACTIVE[0] or max(1024, sessions),
@@ -840,6 +847,12 @@ def main() -> None:
         help="the open loop driver's selector (epoll: asyncio's default, ms timeouts)",
     )
     parser.add_argument(
+        "--fact-index-chars",
+        type=int,
+        default=None,
+        help="the loops' Config with this fact_index_chars (0: no fact block; default: Config's)",
+    )
+    parser.add_argument(
         "--api",
         default="step",
         choices=["step", "pair"],
@@ -847,6 +860,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     API[0] = args.api
+    if args.fact_index_chars is not None:
+        LOOP_CONFIG[0] = CONFIG.replace(fact_index_chars=args.fact_index_chars)
     OPEN_TIMER[0] = args.open_timer
     durability = args.durability
     args.open_sessions = args.open_sessions or ("128" if args.quick else "1024")
@@ -862,6 +877,7 @@ def main() -> None:
         per_session = {1: 40, 16: 10, 128: 4}
     results: dict[str, Any] = {
         "durability": durability,
+        "fact_index_chars": LOOP_CONFIG[0].fact_index_chars,
         "api": args.api,
         "open_timer": args.open_timer,
         "closed": [],

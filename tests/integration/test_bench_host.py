@@ -128,8 +128,24 @@ def test_the_closed_loop_reports_what_the_summaries_forced(tmp_path: Path) -> No
     done = run_bench(
         "bench_host.py", "--quick", "--sizes", "1", "--drivers", "threads", "--skip",
         "reopen,cpu", "--open-sessions", "8", "--open-seconds", "0.5", "--json", str(out),
+        "--fact-index-chars", "0",
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "summaries forced" in done.stdout
-    (row,) = json.loads(out.read_text())["closed"]
+    results = json.loads(out.read_text())
+    assert results["fact_index_chars"] == 0
+    (row,) = results["closed"]
     assert 0.0 <= row["forced_p99_ms"] <= row["max_ms"]
+
+
+def test_the_loops_run_on_the_config_the_run_chose() -> None:
+    """``--fact-index-chars N`` gives the closed and open loops the bench's Config with that
+    fact block room (0: none): the host every loop opens has it; the parts with a Config of
+    their own keep it."""
+    bench = load_bench("bench_host")
+    assert bench.LOOP_CONFIG == [bench.CONFIG]
+    bench.LOOP_CONFIG[0] = bench.CONFIG.replace(fact_index_chars=0)
+    with bench.new_host("none", 1) as host:
+        assert host.config == bench.CONFIG.replace(fact_index_chars=0)
+    with bench.new_host("none", 1, bench.CPU_CONFIG) as host:
+        assert host.config == bench.CPU_CONFIG
