@@ -9,7 +9,6 @@ from collections.abc import Sequence
 
 from ctxledger.actors._session_base import (
     SessionBase,
-    append_command,
     check_reactive_error,
     defer_flag,
     loop_reply,
@@ -18,7 +17,7 @@ from ctxledger.actors._session_base import (
     step_command,
     with_appended_seqs,
 )
-from ctxledger.actors.arguments import check_limit, message_batch
+from ctxledger.actors.arguments import append_command, check_limit, message_batch
 from ctxledger.actors.messages import Query, Read, Settle
 from ctxledger.domain import Compact, CompactionResult, ModelView, Serve
 from ctxledger.domain.commands import AppendMessages, ClearHistory, RetractLast, usage_of

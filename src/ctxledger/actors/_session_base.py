@@ -19,7 +19,6 @@ from ctxledger.actors.arguments import check_flag, check_text, usage_report
 from ctxledger.actors.messages import Command, Decide, DecideStep, Execute, Query, Read
 from ctxledger.actors.waiters import LoopWaiter, Reply, Waiter
 from ctxledger.domain import Compact, ModelView, Serve, SessionState, Tokenizer, is_prompt_too_long
-from ctxledger.domain.commands import AppendMessages
 from ctxledger.domain.commands import Command as DomainCommand
 from ctxledger.errors import InvalidSessionIdError
 from ctxledger.messages import Message
@@ -29,7 +28,6 @@ from ctxledger.storage import check_session_id as check_stored_id
 __all__ = [
     "SessionBase",
     "SessionHost",
-    "append_command",
     "check_reactive_error",
     "check_session_id",
     "defer_flag",
@@ -133,11 +131,6 @@ def defer_flag(defer_record: object) -> bool:
     """``defer_record`` checked as a flag (``prepare_step(defer_record=...)``)."""
     check_flag("defer_record", defer_record)
     return defer_record  # type: ignore[return-value]  # checked just above
-
-
-def append_command(batch: tuple[Message, ...], usage: object) -> AppendMessages:
-    """The command of ``append_many(batch, usage=usage)``."""
-    return AppendMessages(messages=batch, usage=usage_report(usage))
 
 
 def step_command(

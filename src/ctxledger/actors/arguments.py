@@ -23,7 +23,7 @@ from ctxledger._arguments import (
 )
 from ctxledger.actors.recordable import check_recordable
 from ctxledger.domain import ReportedUsage, Tokenizer
-from ctxledger.domain.commands import usage_of
+from ctxledger.domain.commands import AppendMessages, usage_of
 from ctxledger.errors import (
     InvalidArgumentError,
     InvalidMessageError,
@@ -32,6 +32,7 @@ from ctxledger.events import SessionOpened
 from ctxledger.messages import Message
 
 __all__ = [
+    "append_command",
     "check_callable",
     "check_config",
     "check_count",
@@ -104,3 +105,12 @@ def usage_report(usage: object) -> ReportedUsage | None:
         InvalidUsageError: It is no usage report, or a count is invalid.
     """
     return None if usage is None else usage_of(usage).usage
+
+
+def append_command(batch: tuple[Message, ...], usage: object) -> AppendMessages:
+    """The command of ``append_many(batch, usage=usage)`` (the host's and ``DomainSession``'s).
+
+    Raises:
+        InvalidUsageError: ``usage`` is no usage report, or a count is invalid.
+    """
+    return AppendMessages(messages=batch, usage=usage_report(usage))

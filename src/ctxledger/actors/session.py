@@ -19,7 +19,6 @@ from typing import Protocol
 from ctxledger.actors._session_async import AsyncSession
 from ctxledger.actors._session_base import (
     SessionHost,
-    append_command,
     check_reactive_error,
     check_session_id,
     defer_flag,
@@ -29,7 +28,7 @@ from ctxledger.actors._session_base import (
     with_appended_seqs,
 )
 from ctxledger.actors._session_reads import SessionReads
-from ctxledger.actors.arguments import check_seq, check_text, message_batch
+from ctxledger.actors.arguments import append_command, check_seq, check_text, message_batch
 from ctxledger.actors.messages import Settle
 from ctxledger.actors.waiters import Waiter
 from ctxledger.checkpoints import Checkpoint

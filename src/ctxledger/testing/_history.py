@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctxledger.actors.arguments import check_seq, check_text, message_batch, usage_report
+from ctxledger.actors.arguments import append_command, check_seq, check_text, message_batch
 from ctxledger.checkpoints import Checkpoint
 from ctxledger.config import Config
 from ctxledger.domain.commands import (
@@ -55,7 +55,7 @@ class HistoryCommands:
         batch = message_batch(messages)
         if not batch and usage is None:
             return []
-        seqs: list[int] = self._execute(AppendMessages(messages=batch, usage=usage_report(usage)))
+        seqs: list[int] = self._execute(append_command(batch, usage))
         return seqs
 
     def extend(self, messages: Iterable[Message]) -> list[int]:
